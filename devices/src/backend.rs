@@ -1,0 +1,258 @@
+//! The device abstraction: the [`Backend`] trait with the primitive kernels every
+//! device implements, the operation enums it takes, its error type and its
+//! counters.
+
+use crate::tensor::Tensor;
+use std::fmt;
+
+/// Result of a device operation.
+pub type Result<T> = std::result::Result<T, DeviceError>;
+
+/// The kinds of device MLPL can run on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DeviceKind {
+    /// The host CPU (always available; the embedded default).
+    Cpu,
+    /// An NVIDIA GPU through CUDA (cargo feature `cuda`).
+    Cuda,
+    /// An Apple GPU through MLX (cargo feature `mlx`, macOS).
+    Mlx,
+}
+
+impl DeviceKind {
+    /// The device's name as written in MLPL (`device("cpu")`): `"cpu"`, `"cuda"` or `"mlx"`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            DeviceKind::Cpu => "cpu",
+            DeviceKind::Cuda => "cuda",
+            DeviceKind::Mlx => "mlx",
+        }
+    }
+}
+
+impl fmt::Display for DeviceKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A device failure. Shape errors are not device errors: the runtime checks
+/// shapes and reports language diagnostics before it calls a kernel.
+#[derive(Debug, Clone)]
+pub enum DeviceError {
+    /// An allocation failed on `device` while running `op`.
+    OutOfMemory {
+        /// The device name (e.g. `"cuda:0"`).
+        device: String,
+        /// The operation that tried to allocate.
+        op: String,
+        /// How many bytes it asked for.
+        requested_bytes: u64,
+        /// Free bytes on the device at the time, when the driver reports it.
+        free_bytes: Option<u64>,
+    },
+    /// Any other driver or backend failure.
+    Backend {
+        /// The device name.
+        device: String,
+        /// What the driver or backend said.
+        message: String,
+    },
+}
+
+impl fmt::Display for DeviceError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DeviceError::OutOfMemory {
+                device,
+                op,
+                requested_bytes,
+                free_bytes,
+            } => {
+                write!(
+                    f,
+                    "out of memory on {device} in {op}: requested {requested_bytes} bytes"
+                )?;
+                if let Some(free) = free_bytes {
+                    write!(f, ", {free} bytes free")?;
+                }
+                Ok(())
+            }
+            DeviceError::Backend { device, message } => write!(f, "{device}: {message}"),
+        }
+    }
+}
+
+impl std::error::Error for DeviceError {}
+
+/// What a backend has done since its counters were last reset; telemetry
+/// reports these in `device` events.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Counters {
+    /// Host-to-device copies.
+    pub uploads: u64,
+    /// Device-to-host copies.
+    pub downloads: u64,
+    /// Bytes copied host to device.
+    pub bytes_up: u64,
+    /// Bytes copied device to host.
+    pub bytes_down: u64,
+    /// Kernel invocations (one per `Backend` kernel call on the CPU).
+    pub kernel_launches: u64,
+    /// Operations a device could not run and handed to the CPU (never silent).
+    pub cpu_fallbacks: u64,
+    /// Bytes of device memory currently held by tensors (0 on the CPU, which does not track it).
+    pub memory_bytes: u64,
+    /// Highest `memory_bytes` seen (0 on the CPU).
+    pub peak_memory_bytes: u64,
+}
+
+/// Element-wise functions of one argument (LANGUAGE §10.3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum UnaryOp {
+    /// −x.
+    Neg,
+    /// eˣ.
+    Exp,
+    /// Natural logarithm (`log(0) = -inf`, negative gives NaN).
+    Log,
+    /// Square root (negative gives NaN).
+    Sqrt,
+    /// |x|.
+    Abs,
+    /// 1 / (1 + e^(−x)).
+    Sigmoid,
+    /// Hyperbolic tangent.
+    Tanh,
+    /// max(x, 0).
+    Relu,
+    /// The tanh approximation 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))).
+    Gelu,
+    /// x·sigmoid(x).
+    Silu,
+}
+
+/// Element-wise functions of two broadcast arguments (LANGUAGE §10.3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BinaryOp {
+    /// a + b.
+    Add,
+    /// a − b.
+    Sub,
+    /// a · b.
+    Mul,
+    /// a / b (IEEE: division by zero gives ±inf or NaN).
+    Div,
+    /// aᵇ (`powf`).
+    Pow,
+    /// 1.0 where a > b, else 0.0.
+    Gt,
+    /// 1.0 where a < b, else 0.0.
+    Lt,
+    /// 1.0 where |a − b| < 2⁻⁵² computed in f64, else 0.0.
+    Eq,
+    /// Element-wise maximum; NaN propagates (NumPy `maximum`).
+    Max,
+    /// Element-wise minimum; NaN propagates (NumPy `minimum`).
+    Min,
+}
+
+/// Reductions along an axis or over everything.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ReduceOp {
+    /// Sum (accumulated in f64; 0 when empty).
+    Sum,
+    /// Product (1 when empty).
+    Prod,
+    /// Sum / max(n, 1) (accumulated in f64).
+    Mean,
+    /// Maximum (−inf when empty; NaN propagates).
+    Max,
+}
+
+/// The primitive kernels every device implements.
+///
+/// All inputs are assumed valid: the runtime checks shapes and reports language
+/// diagnostics before calling. Errors are only device failures (out of memory,
+/// driver errors); a kernel given invalid shapes may panic.
+///
+/// The trait is object safe; the runtime holds an `Arc<dyn Backend>`.
+pub trait Backend: Send + Sync + std::fmt::Debug {
+    /// Which kind of device this is.
+    fn kind(&self) -> DeviceKind;
+    /// A snapshot of the counters.
+    fn counters(&self) -> Counters;
+    /// Resets every counter to zero.
+    fn reset_counters(&self);
+    /// Copy host data to this device (identity on the CPU, still counted as 0 uploads there).
+    fn upload(&self, t: &Tensor) -> Result<Tensor>;
+    /// Copy a tensor to host memory (identity on the CPU, counted as 0 downloads there).
+    fn download(&self, t: &Tensor) -> Result<Tensor>;
+    /// Applies an element-wise function; the result has `x`'s shape.
+    fn unary(&self, op: UnaryOp, x: &Tensor) -> Result<Tensor>;
+    /// NumPy-broadcasting binary op; the result has shape broadcast_shapes(a, b).
+    /// Gt/Lt give 1.0/0.0. Eq gives 1.0 where |a-b| < 2^-52 computed in f64 (LANGUAGE §10.3).
+    /// Pow is powf. Max/Min elementwise (NaN propagates).
+    fn binary(&self, op: BinaryOp, a: &Tensor, b: &Tensor) -> Result<Tensor>;
+    /// a: [..., m, k], b: [..., k, n], both rank >= 2; leading batch axes broadcast (NumPy). Result [batch..., m, n].
+    fn matmul(&self, a: &Tensor, b: &Tensor) -> Result<Tensor>;
+    /// Reduce along `axis` (removed from the shape) or over everything (-> shape []).
+    /// Sum of empty = 0, Prod of empty = 1, Mean = sum / max(n,1), Max of empty = -inf. Accumulate Sum/Mean in f64.
+    fn reduce(&self, op: ReduceOp, x: &Tensor, axis: Option<usize>) -> Result<Tensor>;
+    /// Index (as f32) of the first maximum along `axis`, or the row-major flat index over everything. NaN: treat as never greater.
+    fn argmax(&self, x: &Tensor, axis: Option<usize>) -> Result<Tensor>;
+    /// exp(x - max) / sum exp(x - max) along axis.
+    fn softmax(&self, x: &Tensor, axis: usize) -> Result<Tensor>;
+    /// x - max - log sum exp(x - max) along axis.
+    fn log_softmax(&self, x: &Tensor, axis: usize) -> Result<Tensor>;
+    /// Given y = softmax(x) along axis and dy, returns dx = y * (dy - sum(dy*y, axis)).
+    fn softmax_backward(&self, y: &Tensor, dy: &Tensor, axis: usize) -> Result<Tensor>;
+    /// logits [N, V], targets [N] (integer-valued f32, validated by the caller). Fused:
+    /// returns (loss scalar [] = mean_r (logsumexp(l_r) - l_r[t_r]), dlogits [N,V] = (softmax - onehot)/N * 1).
+    /// `want_grad=false` skips the gradient (returns None).
+    fn cross_entropy(
+        &self,
+        logits: &Tensor,
+        targets: &Tensor,
+        want_grad: bool,
+    ) -> Result<(Tensor, Option<Tensor>)>;
+    /// General axis permutation: result axis i is input axis perm[i].
+    fn permute(&self, x: &Tensor, perm: &[usize]) -> Result<Tensor>;
+    /// Rows of table [V, d] selected by integer-valued ids (any shape, validated by caller) -> [ids.shape..., d].
+    fn gather_rows(&self, table: &Tensor, ids: &Tensor) -> Result<Tensor>;
+    /// out [V, d] zeros, out[ids[i]] += src[i] (src [ids.numel(), d] or [ids.shape..., d]).
+    fn scatter_add_rows(&self, ids: &Tensor, src: &Tensor, vocab: usize) -> Result<Tensor>;
+    /// Sum a broadcast gradient `g` back down to `shape` (sum over stretched axes and missing leading axes).
+    fn sum_to_shape(&self, g: &Tensor, shape: &[usize]) -> Result<Tensor>;
+    /// RMS norm over the last axis: y = x / sqrt(mean(x^2) + eps). Returns (y, inv_rms [rows]).
+    fn rms_norm(&self, x: &Tensor, eps: f32) -> Result<(Tensor, Tensor)>;
+    /// Gradient of [`Backend::rms_norm`] with respect to `x`, given the saved `inv_rms` and `dy`.
+    fn rms_norm_backward(&self, x: &Tensor, inv_rms: &Tensor, dy: &Tensor) -> Result<Tensor>;
+    /// Layer norm over the last axis without affine: y = (x-mu)/sqrt(var+eps). Returns (y, mean [rows], inv_std [rows]).
+    fn layer_norm(&self, x: &Tensor, eps: f32) -> Result<(Tensor, Tensor, Tensor)>;
+    /// Gradient of [`Backend::layer_norm`] with respect to `x`, given the saved `mean`, `inv_std` and `dy`.
+    fn layer_norm_backward(
+        &self,
+        x: &Tensor,
+        mean: &Tensor,
+        inv_std: &Tensor,
+        dy: &Tensor,
+    ) -> Result<Tensor>;
+    /// One fused Adam/AdamW step in place: m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+    /// p -= lr * ( (m / bc1) / (sqrt(v / bc2) + eps) + wd * p )   (bc1 = 1-b1^t, bc2 = 1-b2^t given by caller, computed in f64)
+    #[allow(clippy::too_many_arguments)]
+    fn adam_update(
+        &self,
+        p: &mut Tensor,
+        g: &Tensor,
+        m: &mut Tensor,
+        v: &mut Tensor,
+        lr: f32,
+        b1: f32,
+        b2: f32,
+        eps: f32,
+        bc1: f32,
+        bc2: f32,
+        wd: f32,
+    ) -> Result<()>;
+}

@@ -1,0 +1,230 @@
+//! The CPU backend: contiguous row-major f32 on the host, a multithreaded GEMM
+//! and fused kernels for the training hot paths, parallelised with rayon.
+//!
+//! Counters: every kernel call adds one to `kernel_launches`; `upload` and
+//! `download` are identities (the data already is host memory) and count
+//! nothing; `cpu_fallbacks` stays 0 (this *is* the CPU); `memory_bytes` and
+//! `peak_memory_bytes` stay 0 because host allocations are not tracked.
+
+mod elementwise;
+mod gemm;
+mod layout;
+mod nn;
+mod reduce;
+#[cfg(test)]
+mod tests;
+
+use crate::backend::{Backend, BinaryOp, Counters, DeviceKind, ReduceOp, Result, UnaryOp};
+use crate::tensor::Tensor;
+use rayon::prelude::*;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+
+/// Element count from which element-wise kernels split their work across
+/// rayon threads; below it, thread hand-off costs more than it saves.
+pub(crate) const PAR_THRESHOLD: usize = 32 * 1024;
+
+/// Elements per parallel work item (big enough to amortise scheduling).
+pub(crate) const PAR_CHUNK: usize = 16 * 1024;
+
+/// Runs `f(start, chunk)` over `out` split into pieces of `chunk` elements
+/// (`chunk` > 0), in parallel when `parallel` is set and there is more than one
+/// piece. `start` is the element index of the piece's first element.
+pub(crate) fn for_chunks<F>(out: &mut [f32], chunk: usize, parallel: bool, f: F)
+where
+    F: Fn(usize, &mut [f32]) + Sync,
+{
+    if parallel && out.len() > chunk {
+        out.par_chunks_mut(chunk)
+            .enumerate()
+            .for_each(|(i, c)| f(i * chunk, c));
+    } else {
+        for (i, c) in out.chunks_mut(chunk).enumerate() {
+            f(i * chunk, c);
+        }
+    }
+}
+
+/// A chunk length for `n` elements made of whole rows of `row` elements: about
+/// [`PAR_CHUNK`] elements, at least one row.
+pub(crate) fn row_chunk(row: usize) -> usize {
+    let row = row.max(1);
+    row * (PAR_CHUNK / row).max(1)
+}
+
+/// The CPU backend. Cheap to create; use [`cpu()`] for the shared process-wide one.
+#[derive(Debug, Default)]
+pub struct CpuBackend {
+    kernel_launches: AtomicU64,
+}
+
+impl CpuBackend {
+    /// A CPU backend with its own zeroed counters.
+    pub fn new() -> CpuBackend {
+        CpuBackend::default()
+    }
+
+    fn launch(&self) {
+        self.kernel_launches.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// The shared process-wide CPU backend (one set of counters for the process).
+pub fn cpu() -> Arc<dyn Backend> {
+    static CPU: OnceLock<Arc<CpuBackend>> = OnceLock::new();
+    CPU.get_or_init(|| Arc::new(CpuBackend::new())).clone()
+}
+
+impl Backend for CpuBackend {
+    fn kind(&self) -> DeviceKind {
+        DeviceKind::Cpu
+    }
+
+    fn counters(&self) -> Counters {
+        Counters {
+            kernel_launches: self.kernel_launches.load(Ordering::Relaxed),
+            ..Counters::default()
+        }
+    }
+
+    fn reset_counters(&self) {
+        self.kernel_launches.store(0, Ordering::Relaxed);
+    }
+
+    fn upload(&self, t: &Tensor) -> Result<Tensor> {
+        Ok(t.clone())
+    }
+
+    fn download(&self, t: &Tensor) -> Result<Tensor> {
+        Ok(t.clone())
+    }
+
+    fn unary(&self, op: UnaryOp, x: &Tensor) -> Result<Tensor> {
+        self.launch();
+        Ok(elementwise::unary(op, x))
+    }
+
+    fn binary(&self, op: BinaryOp, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+        self.launch();
+        Ok(elementwise::binary(op, a, b))
+    }
+
+    fn matmul(&self, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+        self.launch();
+        Ok(gemm::matmul(a, b))
+    }
+
+    fn reduce(&self, op: ReduceOp, x: &Tensor, axis: Option<usize>) -> Result<Tensor> {
+        self.launch();
+        Ok(reduce::reduce(op, x, axis))
+    }
+
+    fn argmax(&self, x: &Tensor, axis: Option<usize>) -> Result<Tensor> {
+        self.launch();
+        Ok(reduce::argmax(x, axis))
+    }
+
+    fn softmax(&self, x: &Tensor, axis: usize) -> Result<Tensor> {
+        self.launch();
+        Ok(nn::softmax(x, axis, false))
+    }
+
+    fn log_softmax(&self, x: &Tensor, axis: usize) -> Result<Tensor> {
+        self.launch();
+        Ok(nn::softmax(x, axis, true))
+    }
+
+    fn softmax_backward(&self, y: &Tensor, dy: &Tensor, axis: usize) -> Result<Tensor> {
+        self.launch();
+        Ok(nn::softmax_backward(y, dy, axis))
+    }
+
+    fn cross_entropy(
+        &self,
+        logits: &Tensor,
+        targets: &Tensor,
+        want_grad: bool,
+    ) -> Result<(Tensor, Option<Tensor>)> {
+        self.launch();
+        Ok(nn::cross_entropy(logits, targets, want_grad))
+    }
+
+    fn permute(&self, x: &Tensor, perm: &[usize]) -> Result<Tensor> {
+        self.launch();
+        Ok(layout::permute(x, perm))
+    }
+
+    fn gather_rows(&self, table: &Tensor, ids: &Tensor) -> Result<Tensor> {
+        self.launch();
+        Ok(nn::gather_rows(table, ids))
+    }
+
+    fn scatter_add_rows(&self, ids: &Tensor, src: &Tensor, vocab: usize) -> Result<Tensor> {
+        self.launch();
+        Ok(nn::scatter_add_rows(ids, src, vocab))
+    }
+
+    fn sum_to_shape(&self, g: &Tensor, shape: &[usize]) -> Result<Tensor> {
+        self.launch();
+        Ok(layout::sum_to_shape(g, shape))
+    }
+
+    fn rms_norm(&self, x: &Tensor, eps: f32) -> Result<(Tensor, Tensor)> {
+        self.launch();
+        Ok(nn::rms_norm(x, eps))
+    }
+
+    fn rms_norm_backward(&self, x: &Tensor, inv_rms: &Tensor, dy: &Tensor) -> Result<Tensor> {
+        self.launch();
+        Ok(nn::rms_norm_backward(x, inv_rms, dy))
+    }
+
+    fn layer_norm(&self, x: &Tensor, eps: f32) -> Result<(Tensor, Tensor, Tensor)> {
+        self.launch();
+        Ok(nn::layer_norm(x, eps))
+    }
+
+    fn layer_norm_backward(
+        &self,
+        x: &Tensor,
+        mean: &Tensor,
+        inv_std: &Tensor,
+        dy: &Tensor,
+    ) -> Result<Tensor> {
+        self.launch();
+        Ok(nn::layer_norm_backward(x, mean, inv_std, dy))
+    }
+
+    fn adam_update(
+        &self,
+        p: &mut Tensor,
+        g: &Tensor,
+        m: &mut Tensor,
+        v: &mut Tensor,
+        lr: f32,
+        b1: f32,
+        b2: f32,
+        eps: f32,
+        bc1: f32,
+        bc2: f32,
+        wd: f32,
+    ) -> Result<()> {
+        self.launch();
+        nn::adam_update(
+            p,
+            g,
+            m,
+            v,
+            nn::AdamParams {
+                lr,
+                b1,
+                b2,
+                eps,
+                bc1,
+                bc2,
+                wd,
+            },
+        );
+        Ok(())
+    }
+}

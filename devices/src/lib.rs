@@ -1,0 +1,24 @@
+//! Tensors, the [`Backend`] trait and device backends for MLPL Studio.
+//!
+//! A [`Tensor`] is a dense row-major f32 array whose [`Storage`] lives on one
+//! device. A [`Backend`] implements the primitive kernels (matmul, broadcasting
+//! element-wise ops, reductions, fused softmax / cross-entropy, norms, embedding
+//! gather / scatter, Adam) for one device and counts what it does
+//! ([`Counters`]). The runtime checks shapes before calling a kernel, so kernels
+//! only report device failures ([`DeviceError`]).
+//!
+//! [`cpu()`] returns the shared process-wide [`CpuBackend`], the embedded default.
+
+#![warn(missing_docs)]
+
+mod backend;
+pub mod cpu;
+mod shape;
+mod tensor;
+
+pub use backend::{
+    Backend, BinaryOp, Counters, DeviceError, DeviceKind, ReduceOp, Result, UnaryOp,
+};
+pub use cpu::{cpu, CpuBackend};
+pub use shape::broadcast_shapes;
+pub use tensor::{Storage, Tensor};

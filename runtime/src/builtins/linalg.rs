@@ -1,0 +1,106 @@
+//! Linear algebra (LANGUAGE §10.4): `dot` and the forms of `matmul`.
+
+use super::ParamKind::*;
+use super::{req, Builtin, Diff};
+use crate::diag::{Diagnostic, Span};
+use crate::eval::{ops, Call, Interp};
+use crate::syntax::Expr;
+use crate::value::{named_shape, Array, Value};
+
+/// The builtins of this group.
+pub const BUILTINS: &[Builtin] = &[
+    Builtin { name: "dot", params: &[req("a", Array), req("b", Array)], summary: "inner product of two vectors", doc: "`dot(a, b)` is Σ aᵢbᵢ for two `[n]` vectors. E0205 unless both have rank 1; E0203 when the lengths differ.", example: "dot([1, 2, 3], [4, 5, 6])", diff: Diff::Yes, section: "10.4", run: dot },
+    Builtin { name: "matmul", params: &[req("a", Array), req("b", Array)], summary: "matrix product (batched, with vectors)", doc: "`matmul(a, b)` multiplies `[m, k]` by `[k, n]` into `[m, n]`; vectors on either side contract their only axis; leading batch axes broadcast (`[…, m, k]` × `[…, k, n]`). Result names: merged batch names, then a's row name and b's column name. E0203 inner sizes differ; E0204 contracted axes named differently; E0205 a scalar operand.", example: "matmul(reshape(iota(6), [2, 3]), reshape(iota(6), [3, 2]))", diff: Diff::Yes, section: "10.4", run: matmul },
+];
+
+fn dot(c: &mut Call) -> Result<Value, Diagnostic> {
+    for i in 0..2 {
+        c.array_of_rank(i, 1, "a vector `[n]`")?;
+    }
+    let (a, b) = (c.array(0)?.clone(), c.array(1)?.clone());
+    if a.shape()[0] != b.shape()[0] {
+        return Err(inner_error("dot", &a, c.args[0].span, &b, c.args[1].span, a.shape()[0], b.shape()[0]));
+    }
+    let r = matmul_arrays(c.it, &a, c.args[0].expr, &b, c.args[1].expr, "dot")?;
+    Ok(Value::Array(r.unnamed()))
+}
+
+fn matmul(c: &mut Call) -> Result<Value, Diagnostic> {
+    let (a, b) = (c.array(0)?.clone(), c.array(1)?.clone());
+    Ok(Value::Array(matmul_arrays(c.it, &a, c.args[0].expr, &b, c.args[1].expr, "matmul")?))
+}
+
+fn inner_error(op: &str, a: &Array, sa: Span, b: &Array, sb: Span, ka: usize, kb: usize) -> Diagnostic {
+    let which = if b.rank() >= 2 { "the first axis" } else { "the only axis" };
+    let which = if b.rank() > 2 { "the second-to-last axis" } else { which };
+    let mut d = Diagnostic::error("E0203", format!("inner dimensions differ in `{op}`"))
+        .at(sb, format!("right operand: {}", named_shape(b)))
+        .with_label(sa, format!("left operand: {}", named_shape(a)))
+        .note(format!("the last axis of the left operand ({ka}) must equal {which} of the right operand ({kb})"));
+    if b.rank() == 2 && b.shape()[1] == ka {
+        d = d.help("the right operand looks transposed: try `transpose(...)` on it");
+    }
+    d
+}
+
+/// `matmul` of two arrays with the forms and naming rules of LANGUAGE §10.4.
+pub fn matmul_arrays(it: &mut Interp, a: &Array, ea: &Expr, b: &Array, eb: &Expr, op: &str) -> Result<Array, Diagnostic> {
+    let (sa, sb) = (ea.span, eb.span);
+    for (x, s) in [(a, sa), (b, sb)] {
+        if x.rank() == 0 {
+            return Err(Diagnostic::error("E0205", "wrong rank")
+                .at(s, format!("has shape {}", named_shape(x)))
+                .note(format!("`{op}` needs operands of rank 1 or more")));
+        }
+    }
+    let ka = *a.shape().last().unwrap();
+    let kb_axis = if b.rank() == 1 { 0 } else { b.rank() - 2 };
+    let kb = b.shape()[kb_axis];
+    if ka != kb {
+        return Err(inner_error(op, a, sa, b, sb, ka, kb));
+    }
+    if let (Some(na), Some(nb)) = (a.axis_name(a.rank() - 1), b.axis_name(kb_axis)) {
+        if na != nb {
+            return Err(Diagnostic::error("E0204", "contraction axes are named differently")
+                .at(sb, format!("right operand: {}", named_shape(b)))
+                .with_label(sa, format!("left operand: {}", named_shape(a)))
+                .note(format!("`{op}` contracts `{na}` on the left with `{nb}` on the right"))
+                .help(format!("relabel one side so both contracted axes are named `{na}`")));
+        }
+    }
+    // Promote vectors to matrices, multiply, then drop the promoted axes.
+    let a_vec = a.rank() == 1;
+    let b_vec = b.rank() == 1;
+    let at = if a_vec { a.tensor().reshape(vec![1, ka]) } else { a.tensor() };
+    let bt = if b_vec { b.tensor().reshape(vec![kb, 1]) } else { b.tensor() };
+    let a_batch = &at.shape()[..at.rank() - 2];
+    let b_batch = &bt.shape()[..bt.rank() - 2];
+    // Batch axes broadcast with name unification (E0201/E0202).
+    let batch_a = Array::from_vec(a_batch.to_vec(), vec![0.0; a_batch.iter().product()])
+        .with_names(a.names().filter(|_| !a_vec).map(|n| n[..a_batch.len()].to_vec()));
+    let batch_b = Array::from_vec(b_batch.to_vec(), vec![0.0; b_batch.iter().product()])
+        .with_names(b.names().filter(|_| !b_vec).map(|n| n[..b_batch.len()].to_vec()));
+    let operands = ops::Operands { left: &batch_a, left_expr: ea, right: &batch_b, right_expr: eb };
+    let (batch_shape, batch_names) = ops::broadcast(op, &operands).map_err(|d| {
+        let mut d = d;
+        d.primary = Some(crate::diag::Label { span: sb, message: format!("right operand: {}", named_shape(b)) });
+        d.secondary = vec![crate::diag::Label { span: sa, message: format!("left operand: {}", named_shape(a)) }];
+        d.note("the leading (batch) axes of `matmul` broadcast like element-wise operands")
+    })?;
+    let (backend, placement) = ops::placement_for(it, op, &[(a, sa), (b, sb)])?;
+    let t = backend.matmul(&at, &bt).map_err(|e| ops::device_error(e, op, sa.to(sb)))?;
+    let m = at.shape()[at.rank() - 2];
+    let n = bt.shape()[bt.rank() - 1];
+    let mut shape = batch_shape.clone();
+    let mut names: Vec<Option<String>> = batch_names.unwrap_or_else(|| vec![None; batch_shape.len()]);
+    if !a_vec {
+        shape.push(m);
+        names.push(a.axis_name(a.rank() - 2).map(str::to_string));
+    }
+    if !b_vec {
+        shape.push(n);
+        names.push(b.axis_name(b.rank() - 1).map(str::to_string));
+    }
+    let t = t.reshape(shape);
+    Ok(Array::from_tensor(t).with_names(Some(names)).with_placement(placement))
+}

@@ -1,0 +1,211 @@
+//! THE builtin registry (DESIGN §3): every builtin is declared exactly once, with
+//! its parameters, docs, example, differentiability, runtime implementation and a
+//! slot for its static shape rule. Completion, hover, the checker and the
+//! interpreter all read these entries.
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use crate::diag::Diagnostic;
+use crate::eval::Call;
+use crate::value::Value;
+
+mod axes;
+mod construct;
+mod dataprep;
+mod devices;
+mod elementwise;
+mod experiments;
+mod feasibility;
+mod files;
+mod linalg;
+mod ml;
+mod random;
+mod reduce;
+mod sampling;
+mod tokenizers;
+
+/// How the interpreter prepares an argument before the builtin runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ParamKind {
+    /// Any array.
+    Array,
+    /// A rank-0 array.
+    Scalar,
+    /// A scalar read as a count or size (LANGUAGE §6.7).
+    Count,
+    /// A scalar read as a 64-bit seed (LANGUAGE §13.1).
+    Seed,
+    /// A string.
+    Str,
+    /// A model.
+    Model,
+    /// A tokenizer.
+    Tokenizer,
+    /// An axis number or name (LANGUAGE §8.5).
+    Axis,
+    /// A names list (LANGUAGE §5.8): a bracketed list of strings, or one string.
+    Names,
+    /// A value of any kind.
+    Any,
+}
+
+impl ParamKind {
+    /// A short description used in signatures and messages.
+    pub fn describe(self) -> &'static str {
+        match self {
+            ParamKind::Array => "array",
+            ParamKind::Scalar => "scalar",
+            ParamKind::Count => "count",
+            ParamKind::Seed => "seed",
+            ParamKind::Str => "string",
+            ParamKind::Model => "model",
+            ParamKind::Tokenizer => "tokenizer",
+            ParamKind::Axis => "axis",
+            ParamKind::Names => "names",
+            ParamKind::Any => "value",
+        }
+    }
+}
+
+/// One declared parameter.
+#[derive(Clone, Copy, Debug)]
+pub struct Param {
+    /// The name used in docs and signature help.
+    pub name: &'static str,
+    /// How it is evaluated and checked.
+    pub kind: ParamKind,
+    /// Whether it may be omitted (only trailing parameters are optional).
+    pub optional: bool,
+}
+
+/// A required parameter.
+pub const fn req(name: &'static str, kind: ParamKind) -> Param {
+    Param { name, kind, optional: false }
+}
+
+/// An optional parameter.
+pub const fn opt(name: &'static str, kind: ParamKind) -> Param {
+    Param { name, kind, optional: true }
+}
+
+/// Differentiability, the ∂ column of LANGUAGE §10.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Diff {
+    /// ✓: gradients flow to every array argument.
+    Yes,
+    /// 0: piecewise constant; allowed anywhere, no gradient.
+    Zero,
+    /// ✗: allowed in a loss only on values that do not depend on a parameter.
+    No,
+    /// —: side effects or no array result; not allowed in a loss.
+    Effect,
+}
+
+/// A builtin's runtime implementation.
+pub type RunFn = fn(&mut Call<'_, '_>) -> Result<Value, Diagnostic>;
+
+/// One builtin.
+#[derive(Debug)]
+pub struct Builtin {
+    /// The name as called.
+    pub name: &'static str,
+    /// Declared parameters in order.
+    pub params: &'static [Param],
+    /// One-line summary (completion detail).
+    pub summary: &'static str,
+    /// Longer documentation (hover).
+    pub doc: &'static str,
+    /// A small runnable program using the builtin.
+    pub example: &'static str,
+    /// Differentiability.
+    pub diff: Diff,
+    /// The LANGUAGE.md section defining it.
+    pub section: &'static str,
+    /// The runtime implementation.
+    pub run: RunFn,
+}
+
+impl Builtin {
+    /// Fewest arguments accepted.
+    pub fn min_args(&self) -> usize {
+        self.params.iter().filter(|p| !p.optional).count()
+    }
+    /// Most arguments accepted.
+    pub fn max_args(&self) -> usize {
+        self.params.len()
+    }
+    /// `name(a, b [, c])`.
+    pub fn signature(&self) -> String {
+        let mut s = format!("{}(", self.name);
+        let mut first = true;
+        let mut opened = 0;
+        for p in self.params {
+            if p.optional {
+                s.push_str(if first { "[" } else { " [" });
+                opened += 1;
+            }
+            if !first {
+                s.push_str(", ");
+            }
+            s.push_str(p.name);
+            first = false;
+        }
+        for _ in 0..opened {
+            s.push(']');
+        }
+        s.push(')');
+        s
+    }
+    /// The arity sentence used by E0103, e.g. `adam takes 6 or 7 arguments`.
+    pub fn arity_text(&self) -> String {
+        let (lo, hi) = (self.min_args(), self.max_args());
+        let plural = |n: usize| if n == 1 { "argument" } else { "arguments" };
+        match hi - lo {
+            0 => format!("`{}` takes {lo} {}", self.name, plural(lo)),
+            1 => format!("`{}` takes {lo} or {hi} {}", self.name, plural(hi)),
+            _ => format!("`{}` takes {lo} to {hi} arguments", self.name),
+        }
+    }
+}
+
+/// Builtins that take any number of arguments (currently none outside the model DSL).
+const GROUPS: &[&[Builtin]] = &[
+    construct::BUILTINS,
+    reduce::BUILTINS,
+    elementwise::BUILTINS,
+    linalg::BUILTINS,
+    ml::BUILTINS,
+    random::BUILTINS,
+    sampling::BUILTINS,
+    dataprep::BUILTINS,
+    files::BUILTINS,
+    tokenizers::BUILTINS,
+    axes::BUILTINS,
+    experiments::BUILTINS,
+    feasibility::BUILTINS,
+    devices::BUILTINS,
+];
+
+/// Every builtin, in declaration order.
+pub fn all() -> impl Iterator<Item = &'static Builtin> {
+    GROUPS.iter().flat_map(|g| g.iter())
+}
+
+/// The builtin called `name`.
+pub fn lookup(name: &str) -> Option<&'static Builtin> {
+    static MAP: OnceLock<HashMap<&'static str, &'static Builtin>> = OnceLock::new();
+    MAP.get_or_init(|| all().map(|b| (b.name, b)).collect()).get(name).copied()
+}
+
+/// Builtins of the language reference that this build does not provide yet
+/// (they arrive with autograd, the model DSL and visualisation).
+pub const NOT_YET_AVAILABLE: &[&str] = &[
+    "grad", "adam", "adamw", "momentum_sgd", "cosine_schedule", "linear_warmup", "linear",
+    "embed", "attention", "causal_attention", "rms_norm", "layer_norm", "tanh_layer",
+    "relu_layer", "gelu_layer", "silu_layer", "softmax_layer", "dropout", "swiglu", "rope",
+    "moe", "chain", "residual", "apply", "attention_weights", "aux_loss", "clone_model",
+    "freeze", "unfreeze", "lora", "perturb_params", "reinit", "embed_table", "pairwise_sqdist",
+    "knn", "tsne", "pca", "estimate_train", "save", "load_weights", "llm_call", "svg", "hist",
+    "scatter_labeled", "loss_curve", "confusion_matrix", "boundary_2d",
+];

@@ -1,0 +1,166 @@
+//! `repeat`, `train`, `for` and `experiment` statements (LANGUAGE §6.3, §17).
+
+use std::collections::BTreeMap;
+
+use super::{ops, Interp};
+use crate::data::experiments::{self, ParamInfo, RunRecord};
+use crate::diag::{Diagnostic, Span};
+use crate::syntax::{Block, Expr, Ident};
+use crate::value::{named_shape, Array, Value};
+
+/// Evaluates a loop count: a scalar read as a count (LANGUAGE §6.7).
+fn loop_count(it: &mut Interp, count: &Expr) -> Result<usize, Diagnostic> {
+    let v = it.expr(count)?;
+    let a = super::expect_array(&v, count.span, "a loop count")?;
+    let Some(n) = a.scalar_value() else {
+        return Err(Diagnostic::error("E0205", "wrong rank")
+            .at(count.span, format!("has shape {}", named_shape(a)))
+            .note("a loop count must be a scalar"));
+    };
+    if n.is_nan() {
+        return Ok(0);
+    }
+    if n.fract() != 0.0 && n.is_finite() {
+        it.warn(Diagnostic::warning("W0202", "fraction truncated").at(count.span, format!("runs {} times", n.trunc().max(0.0))));
+    }
+    if n < 0.0 {
+        it.warn(Diagnostic::warning("W0203", "negative count treated as 0").at(count.span, "the loop runs zero times"));
+        return Ok(0);
+    }
+    Ok(n.trunc().min(usize::MAX as f64) as usize)
+}
+
+/// `repeat N { body }`.
+pub fn repeat(it: &mut Interp, count: &Expr, body: &Block) -> Result<Value, Diagnostic> {
+    let n = loop_count(it, count)?;
+    let mut last = Value::exact(0.0);
+    for _ in 0..n {
+        it.check_cancel(body.span)?;
+        last = it.block(&body.stmts)?;
+    }
+    Ok(last)
+}
+
+/// `train N { body }`: binds `step`, records each iteration's loss and binds
+/// `last_losses` after the loop.
+pub fn train(it: &mut Interp, count: &Expr, body: &Block) -> Result<Value, Diagnostic> {
+    let n = loop_count(it, count)?;
+    let mut losses = Vec::with_capacity(n);
+    let mut last = Value::exact(0.0);
+    it.train_depth += 1;
+    let result = (|| {
+        for step in 0..n {
+            it.check_cancel(body.span)?;
+            it.ws.assign("step", Value::exact(step as f64), false);
+            last = it.block(&body.stmts)?;
+            losses.push(recorded_loss(&last, body)?);
+        }
+        Ok(())
+    })();
+    it.train_depth -= 1;
+    result?;
+    let losses = Array::from_vec(vec![losses.len()], losses);
+    it.ws.assign("last_losses", Value::Array(losses), false);
+    Ok(last)
+}
+
+/// The loss recorded for one iteration: a scalar itself, otherwise the mean.
+fn recorded_loss(v: &Value, body: &Block) -> Result<f32, Diagnostic> {
+    match v {
+        Value::Array(a) => Ok(match a.scalar_value() {
+            Some(x) => x as f32,
+            None => {
+                let data = a.to_f32();
+                (data.iter().map(|&x| x as f64).sum::<f64>() / data.len().max(1) as f64) as f32
+            }
+        }),
+        other => Err(Diagnostic::error("E0307", "loop body did not end with an array")
+            .at(last_stmt_span(body), format!("this is a {}", other.kind_name()))
+            .note("the last statement of a `train` body is the iteration's loss")),
+    }
+}
+
+fn last_stmt_span(body: &Block) -> Span {
+    body.stmts.last().map_or(body.span, |s| s.span)
+}
+
+/// `for x in E { body }`.
+pub fn for_loop(it: &mut Interp, var: &Ident, iter: &Expr, body: &Block) -> Result<Value, Diagnostic> {
+    let v = it.expr(iter)?;
+    let a = super::expect_array(&v, iter.span, "`for`")?.clone();
+    if a.rank() == 0 {
+        return Err(Diagnostic::error("E0205", "wrong rank")
+            .at(iter.span, "a scalar")
+            .note("`for` iterates over the rows (axis 0) of an array of rank 1 or more"));
+    }
+    let rows = a.shape()[0];
+    let mut values: Vec<(Array, Span)> = Vec::with_capacity(rows);
+    let mut last = Value::exact(0.0);
+    for r in 0..rows {
+        it.check_cancel(body.span)?;
+        let row = ops::row(it, &a, r)?;
+        it.ws.assign(&var.name, Value::Array(row), false);
+        last = it.block(&body.stmts)?;
+        let Value::Array(out) = &last else {
+            return Err(Diagnostic::error("E0307", "loop body did not end with an array")
+                .at(last_stmt_span(body), format!("this is a {}", last.kind_name()))
+                .note("each iteration of `for` must end with an array; they are stacked into `last_rows`"));
+        };
+        if let Some((first, _)) = values.first() {
+            if first.shape() != out.shape() {
+                return Err(Diagnostic::error("E0215", "loop values differ in shape")
+                    .at(last_stmt_span(body), format!("iteration {r} ends with shape {}", named_shape(out)))
+                    .note(format!("the first iteration ended with shape {}", named_shape(first))));
+            }
+        }
+        values.push((out.clone().unnamed(), last_stmt_span(body)));
+    }
+    let stacked = if values.is_empty() { Array::from_vec(vec![0], vec![]) } else { ops::stack(it, &values, iter.span)? };
+    it.ws.assign("last_rows", Value::Array(stacked.unnamed()), false);
+    Ok(last)
+}
+
+/// `experiment NAME { body }` (LANGUAGE §17.1).
+pub fn experiment(it: &mut Interp, name: &Expr, body: &Block, span: Span) -> Result<Value, Diagnostic> {
+    let nv = it.expr(name)?;
+    let Value::Str(run_name) = &nv else {
+        return Err(Diagnostic::error("E0302", "expected a string")
+            .at(name.span, format!("this is a {}", nv.kind_name()))
+            .note("an experiment's name is a string"));
+    };
+    let run_name = run_name.to_string();
+    let timestamp_ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let value = it.block(&body.stmts)?;
+    let record = snapshot(it, run_name, timestamp_ns);
+    if let Some(dir) = it.ws.exp_dir.clone() {
+        experiments::write_record(&dir, &record).map_err(|e| {
+            Diagnostic::error("E0405", "file cannot be read or written")
+                .at(span, "while recording this experiment")
+                .note(format!("{}: {e}", dir.display()))
+        })?;
+    }
+    it.ws.experiments.push(record);
+    Ok(value)
+}
+
+fn snapshot(it: &Interp, name: String, timestamp_ns: u128) -> RunRecord {
+    let mut metrics = BTreeMap::new();
+    let mut params_snapshot = BTreeMap::new();
+    for (k, v) in &it.ws.bindings {
+        let Value::Array(a) = v else { continue };
+        if k.ends_with("_metric") {
+            if let Some(x) = a.scalar_value() {
+                metrics.insert(k.clone(), x);
+            }
+        }
+        if it.ws.tracked.contains(k) {
+            params_snapshot.insert(
+                k.clone(),
+                ParamInfo { shape: a.shape().to_vec(), labels: a.names().map(|n| n.to_vec()) },
+            );
+        }
+    }
+    RunRecord { name, timestamp_ns, metrics, params_snapshot }
+}

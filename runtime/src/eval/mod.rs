@@ -1,0 +1,299 @@
+//! The interpreter: evaluates a parsed program in a [`Workspace`] (LANGUAGE §6).
+//!
+//! Statements run in order; a run stops at its first error, keeping what was done
+//! before it. Every array operation goes through [`ops`], which applies the
+//! named-axis rules and dispatches to a device backend.
+
+mod call;
+mod device;
+mod loops;
+pub mod ops;
+mod suggest;
+mod workspace;
+
+pub use call::{Arg, ArgValue, Call};
+pub use device::DeviceContext;
+pub use suggest::closest as closest_name;
+pub use workspace::Workspace;
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use crate::builtins::{self, ParamKind};
+use crate::diag::{Diagnostic, Span};
+use crate::syntax::{BinOp, CtorKind, Expr, ExprKind, Program, Stmt, StmtKind};
+use crate::value::{Array, Value};
+use mlpl_devices::{BinaryOp, UnaryOp};
+
+/// Receives warnings as they happen (the CLI prints them, a session streams them).
+pub type WarningSink = Box<dyn FnMut(&Diagnostic) + Send>;
+
+/// An interpreter with its workspace; it lives as long as a CLI run or a session.
+pub struct Interp {
+    /// Bindings and persistent state.
+    pub ws: Workspace,
+    /// Set from another thread to cancel the current run (E0409).
+    pub cancel: Arc<AtomicBool>,
+    /// The device stack and backends.
+    pub devices: DeviceContext,
+    warned: HashSet<(&'static str, usize)>,
+    warnings: Vec<Diagnostic>,
+    on_warning: Option<WarningSink>,
+    /// Depth of `train` bodies being evaluated (training mode when > 0).
+    pub(crate) train_depth: usize,
+}
+
+impl Default for Interp {
+    fn default() -> Self {
+        Interp::new(Workspace::new())
+    }
+}
+
+impl Interp {
+    /// An interpreter over a workspace.
+    pub fn new(ws: Workspace) -> Interp {
+        Interp {
+            ws,
+            cancel: Arc::new(AtomicBool::new(false)),
+            devices: DeviceContext::new(),
+            warned: HashSet::new(),
+            warnings: Vec::new(),
+            on_warning: None,
+            train_depth: 0,
+        }
+    }
+
+    /// Routes warnings to `sink` as they are emitted (instead of collecting them).
+    pub fn set_warning_sink(&mut self, sink: WarningSink) {
+        self.on_warning = Some(sink);
+    }
+
+    /// Warnings collected since the last call (when no sink is set).
+    pub fn take_warnings(&mut self) -> Vec<Diagnostic> {
+        std::mem::take(&mut self.warnings)
+    }
+
+    /// Runs a program (a file or a cell): its value is its last statement's value,
+    /// `None` for an empty program. Per-run state (warning de-duplication, the
+    /// device stack) is reset first.
+    pub fn run(&mut self, program: &Program) -> Result<Option<Value>, Diagnostic> {
+        self.warned.clear();
+        self.devices.begin_run(self.ws.default_device);
+        self.cancel.store(false, Ordering::SeqCst);
+        let mut last = None;
+        for stmt in &program.stmts {
+            last = Some(self.stmt(stmt)?);
+        }
+        Ok(last)
+    }
+
+    /// Emits a warning once per (code, location) per run (LANGUAGE §20.1).
+    pub fn warn(&mut self, d: Diagnostic) {
+        let at = d.primary.as_ref().map_or(usize::MAX, |l| l.span.start);
+        if !self.warned.insert((d.code, at)) {
+            return;
+        }
+        match &mut self.on_warning {
+            Some(sink) => sink(&d),
+            None => self.warnings.push(d),
+        }
+    }
+
+    /// Fails with E0409 if the run was cancelled.
+    pub fn check_cancel(&self, span: Span) -> Result<(), Diagnostic> {
+        if self.cancel.load(Ordering::Relaxed) {
+            Err(Diagnostic::error("E0409", "run cancelled").at(span, "cancelled here"))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Evaluates one statement and returns its value (LANGUAGE §6.1).
+    pub fn stmt(&mut self, stmt: &Stmt) -> Result<Value, Diagnostic> {
+        self.check_cancel(stmt.span)?;
+        match &stmt.kind {
+            StmtKind::Expr(e) => self.expr(e),
+            StmtKind::Assign { name, value } => {
+                let v = self.expr(value)?;
+                let track = is_param_ctor(value);
+                self.ws.assign(&name.name, v.clone(), track);
+                Ok(assignment_value(v))
+            }
+            StmtKind::Annotated { name, axes, value } => {
+                let v = self.expr(value)?;
+                let Value::Array(a) = v else {
+                    return Err(Diagnostic::error("E0301", "expected an array")
+                        .at(value.span, format!("this is a {}", v.kind_name()))
+                        .note("an axis annotation names the axes of an array"));
+                };
+                let names: Vec<Option<String>> = axes.iter().map(|i| Some(i.name.clone())).collect();
+                let a = ops::label(self, a, names, value.span)?;
+                let v = Value::Array(a);
+                self.ws.assign(&name.name, v.clone(), is_param_ctor(value));
+                Ok(assignment_value(v))
+            }
+            StmtKind::Repeat { count, body } => loops::repeat(self, count, body),
+            StmtKind::Train { count, body } => loops::train(self, count, body),
+            StmtKind::For { var, iter, body } => loops::for_loop(self, var, iter, body),
+            StmtKind::Experiment { name, body } => loops::experiment(self, name, body, stmt.span),
+            StmtKind::Error => Err(Diagnostic::error("E0006", "this statement could not be parsed").at(stmt.span, "")),
+        }
+    }
+
+    /// Evaluates a block's statements; the value is the last one's (exact 0 if empty).
+    pub fn block(&mut self, stmts: &[Stmt]) -> Result<Value, Diagnostic> {
+        let mut last = Value::exact(0.0);
+        for s in stmts {
+            last = self.stmt(s)?;
+        }
+        Ok(last)
+    }
+
+    /// Evaluates an expression.
+    pub fn expr(&mut self, e: &Expr) -> Result<Value, Diagnostic> {
+        match &e.kind {
+            ExprKind::Number(v) => Ok(Value::exact(*v)),
+            ExprKind::Str(s) => Ok(Value::string(s.as_str())),
+            ExprKind::Var(name) => self.var(name, e.span),
+            ExprKind::Paren(inner) => self.expr(inner),
+            ExprKind::Neg(inner) => {
+                let v = self.expr(inner)?;
+                let a = expect_array(&v, inner.span, "unary `-`")?;
+                Ok(Value::Array(ops::unary(self, UnaryOp::Neg, a, e.span)?))
+            }
+            ExprKind::Binary { op, op_span, lhs, rhs } => {
+                let l = self.expr(lhs)?;
+                let r = self.expr(rhs)?;
+                let la = expect_array(&l, lhs.span, op.symbol())?;
+                let ra = expect_array(&r, rhs.span, op.symbol())?;
+                let bop = match op {
+                    BinOp::Add => BinaryOp::Add,
+                    BinOp::Sub => BinaryOp::Sub,
+                    BinOp::Mul => BinaryOp::Mul,
+                    BinOp::Div => BinaryOp::Div,
+                };
+                let operands = ops::Operands { left: la, left_expr: lhs, right: ra, right_expr: rhs };
+                Ok(Value::Array(ops::binary(self, bop, op.symbol(), &operands, *op_span)?))
+            }
+            ExprKind::List(items) => self.list(items, e.span),
+            ExprKind::Ctor { kind, dims } => self.ctor(*kind, dims),
+            ExprKind::Call { name, args } => self.call(&name.name, name.span, args, e.span),
+            ExprKind::Device { target, body } => device::device_block(self, target, body, e.span),
+            ExprKind::Error => Err(Diagnostic::error("E0006", "this expression could not be parsed").at(e.span, "")),
+        }
+    }
+
+    fn var(&self, name: &str, span: Span) -> Result<Value, Diagnostic> {
+        match self.ws.get(name) {
+            Some(v) => Ok(v.clone()),
+            None => {
+                let mut d = Diagnostic::error("E0101", format!("undefined name `{name}`")).at(span, "not bound");
+                let known = self.ws.bindings.keys().map(|s| s.as_str());
+                if let Some(s) = suggest::closest(name, known) {
+                    d = d.help(format!("a variable with a similar name exists: `{s}`"));
+                }
+                if name == "step" {
+                    d = d.note("`step` is bound by `train` loops");
+                }
+                Err(d)
+            }
+        }
+    }
+
+    fn list(&mut self, items: &[Expr], span: Span) -> Result<Value, Diagnostic> {
+        let mut arrays = Vec::with_capacity(items.len());
+        for item in items {
+            match self.expr(item)? {
+                Value::Array(a) => arrays.push((a, item.span)),
+                Value::Str(_) => {
+                    return Err(Diagnostic::error("E0305", "strings in an array literal")
+                        .at(item.span, "a string")
+                        .note("arrays hold numbers; a list of strings is only accepted as axis names")
+                        .help("pass names to `label`, `relabel` or `reshape_labeled`, or write them as one string: \"a,b\""))
+                }
+                other => {
+                    return Err(Diagnostic::error("E0301", "expected an array")
+                        .at(item.span, format!("this is a {}", other.kind_name())))
+                }
+            }
+        }
+        Ok(Value::Array(ops::stack(self, &arrays, span)?))
+    }
+
+    fn ctor(&mut self, _kind: CtorKind, dims: &[Expr]) -> Result<Value, Diagnostic> {
+        let mut shape = Vec::with_capacity(dims.len());
+        for d in dims {
+            let v = self.expr(d)?;
+            let n = v.as_array().and_then(|a| a.scalar_value());
+            match n {
+                Some(n) if n >= 0.0 && n.fract() == 0.0 && n <= usize::MAX as f64 => shape.push(n as usize),
+                _ => {
+                    return Err(Diagnostic::error("E0213", "invalid dimension")
+                        .at(d.span, "expected a non-negative integer scalar")
+                        .note("each dimension of `param[...]` and `tensor[...]` must be a non-negative integer"))
+                }
+            }
+        }
+        Ok(Value::Array(ops::zeros(self, shape, Span::default())?))
+    }
+
+    fn call(&mut self, name: &str, name_span: Span, args: &[Expr], span: Span) -> Result<Value, Diagnostic> {
+        let Some(b) = builtins::lookup(name) else {
+            return Err(unknown_function(name, name_span));
+        };
+        let n = args.len();
+        if n < b.min_args() || n > b.max_args() {
+            return Err(Diagnostic::error("E0103", "wrong number of arguments")
+                .at(span, format!("{n} argument{} given", if n == 1 { "" } else { "s" }))
+                .note(format!("{}, got {n}", b.arity_text()))
+                .help(format!("the accepted form is `{}`", b.signature())));
+        }
+        let mut evaluated = Vec::with_capacity(n);
+        for (arg, param) in args.iter().zip(b.params) {
+            let value = match param.kind {
+                ParamKind::Names => call::eval_names(self, arg)?,
+                _ => ArgValue::Value(self.expr(arg)?),
+            };
+            evaluated.push(Arg { value, span: arg.span, expr: arg });
+        }
+        self.check_cancel(span)?;
+        let mut c = Call { it: self, builtin: b, span, name_span, args: evaluated };
+        (b.run)(&mut c)
+    }
+}
+
+/// An assignment statement's value (LANGUAGE §5.7).
+fn assignment_value(v: Value) -> Value {
+    match v {
+        Value::Array(_) => v,
+        _ => Value::exact(0.0),
+    }
+}
+
+/// Whether `e` is syntactically `param[...]`.
+fn is_param_ctor(e: &Expr) -> bool {
+    matches!(e.unparen().kind, ExprKind::Ctor { kind: CtorKind::Param, .. })
+}
+
+/// The array inside `v`, or E0301 naming what was found.
+pub fn expect_array<'v>(v: &'v Value, span: Span, what: &str) -> Result<&'v Array, Diagnostic> {
+    match v {
+        Value::Array(a) => Ok(a),
+        other => Err(Diagnostic::error("E0301", "expected an array")
+            .at(span, format!("this is a {}", other.kind_name()))
+            .note(format!("{what} works on arrays; no operator accepts a {}", other.kind_name()))),
+    }
+}
+
+/// E0102 for a call to a name that is not a builtin, with close suggestions.
+pub fn unknown_function(name: &str, span: Span) -> Diagnostic {
+    let mut d = Diagnostic::error("E0102", format!("unknown function `{name}`")).at(span, "not a builtin");
+    if builtins::NOT_YET_AVAILABLE.contains(&name) {
+        return d.note(format!("`{name}` is part of MLPL but is not available in this build yet"));
+    }
+    if let Some(s) = suggest::closest(name, builtins::all().map(|b| b.name)) {
+        d = d.help(format!("a builtin with a similar name exists: `{s}`"));
+    }
+    d.note("MLPL has no user-defined functions; every call names a builtin")
+}

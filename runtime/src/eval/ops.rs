@@ -1,0 +1,280 @@
+//! Array operations with the language's rules: exact-scalar arithmetic in float64,
+//! named-axis broadcasting (LANGUAGE §9), placement checks (§14.4), and dispatch to
+//! the device backend. Builtins and operators call these; nothing here parses.
+
+use std::sync::Arc;
+
+use mlpl_devices::{Backend, BinaryOp, DeviceError, ReduceOp, Tensor, UnaryOp};
+
+use super::Interp;
+use crate::diag::{Diagnostic, Span};
+use crate::syntax::{Expr, ExprKind};
+use crate::value::{named_shape, Array, Names, Placement};
+
+/// The two operands of a binary operation, with the expressions they came from.
+pub struct Operands<'a> {
+    /// Left operand.
+    pub left: &'a Array,
+    /// Its expression.
+    pub left_expr: &'a Expr,
+    /// Right operand.
+    pub right: &'a Array,
+    /// Its expression.
+    pub right_expr: &'a Expr,
+}
+
+/// Turns a device failure into E0503 / E0504.
+pub fn device_error(e: DeviceError, op: &str, span: Span) -> Diagnostic {
+    match e {
+        DeviceError::OutOfMemory { device, requested_bytes, free_bytes, .. } => {
+            let mut d = Diagnostic::error("E0503", format!("out of device memory on {device}"))
+                .at(span, format!("`{op}` asked for {requested_bytes} bytes"));
+            if let Some(free) = free_bytes {
+                d = d.note(format!("{free} bytes were free"));
+            }
+            d.help("use smaller batches or a smaller model, or run this part on the CPU")
+        }
+        DeviceError::Backend { device, message } => {
+            Diagnostic::error("E0504", format!("device backend failure on {device}")).at(span, format!("in `{op}`")).note(message)
+        }
+    }
+}
+
+/// Chooses where an operation runs (LANGUAGE §14.4): the common placement of its
+/// placed operands (E0501 if they differ), otherwise the active device.
+pub fn placement_for(it: &Interp, op: &str, operands: &[(&Array, Span)]) -> Result<(Arc<dyn Backend>, Placement), Diagnostic> {
+    let mut placed: Option<(crate::value::DeviceTarget, Span, usize)> = None;
+    for (i, (a, span)) in operands.iter().enumerate() {
+        if let Placement::Placed(t) = a.placement() {
+            match placed {
+                None => placed = Some((t, *span, i)),
+                Some((t0, s0, i0)) if t0 != t => {
+                    let role = |k: usize| match (operands.len(), k) {
+                        (2, 0) => "left operand".to_string(),
+                        (2, _) => "right operand".to_string(),
+                        (_, k) => format!("argument {}", k + 1),
+                    };
+                    return Err(Diagnostic::error(
+                        "E0501",
+                        format!("device mismatch in `{op}`: {} is on {t0}, {} is on {t}", role(i0), role(i)),
+                    )
+                    .at(*span, format!("{} on {t}", role(i)))
+                    .with_label(s0, format!("{} on {t0}", role(i0)))
+                    .help(format!("move one operand, for example `to_device(x, \"{t0}\")`")));
+                }
+                Some(_) => {}
+            }
+        }
+    }
+    Ok(match placed {
+        Some((t, _, _)) => (it.devices.backend(t), Placement::Placed(t)),
+        None => (it.devices.active_backend(), Placement::Floating),
+    })
+}
+
+/// The value of a unary op on a float64 number.
+pub fn unary_f64(op: UnaryOp, x: f64) -> f64 {
+    match op {
+        UnaryOp::Neg => -x,
+        UnaryOp::Exp => x.exp(),
+        UnaryOp::Log => x.ln(),
+        UnaryOp::Sqrt => x.sqrt(),
+        UnaryOp::Abs => x.abs(),
+        UnaryOp::Sigmoid => 1.0 / (1.0 + (-x).exp()),
+        UnaryOp::Tanh => x.tanh(),
+        UnaryOp::Relu => {
+            if x > 0.0 {
+                x
+            } else {
+                0.0
+            }
+        }
+        UnaryOp::Gelu => 0.5 * x * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x * x * x)).tanh()),
+        UnaryOp::Silu => x / (1.0 + (-x).exp()),
+    }
+}
+
+/// The value of a binary op on float64 numbers.
+pub fn binary_f64(op: BinaryOp, a: f64, b: f64) -> f64 {
+    match op {
+        BinaryOp::Add => a + b,
+        BinaryOp::Sub => a - b,
+        BinaryOp::Mul => a * b,
+        BinaryOp::Div => a / b,
+        BinaryOp::Pow => a.powf(b),
+        BinaryOp::Gt => f64::from(u8::from(a > b)),
+        BinaryOp::Lt => f64::from(u8::from(a < b)),
+        BinaryOp::Eq => f64::from(u8::from((a - b).abs() < 2f64.powi(-52))),
+        BinaryOp::Max => a.max(b),
+        BinaryOp::Min => a.min(b),
+    }
+}
+
+/// An element-wise unary operation; names and placement are kept.
+pub fn unary(it: &mut Interp, op: UnaryOp, a: &Array, span: Span) -> Result<Array, Diagnostic> {
+    if let Some(v) = a.exact_value() {
+        return Ok(Array::exact(unary_f64(op, v)));
+    }
+    let (backend, placement) = placement_for(it, op_name(op), &[(a, span)])?;
+    let t = backend.unary(op, &a.tensor()).map_err(|e| device_error(e, op_name(op), span))?;
+    Ok(Array::from_tensor(t).with_names(a.names().map(|n| n.to_vec())).with_placement(placement))
+}
+
+fn op_name(op: UnaryOp) -> &'static str {
+    match op {
+        UnaryOp::Neg => "neg",
+        UnaryOp::Exp => "exp",
+        UnaryOp::Log => "log",
+        UnaryOp::Sqrt => "sqrt",
+        UnaryOp::Abs => "abs",
+        UnaryOp::Sigmoid => "sigmoid",
+        UnaryOp::Tanh => "tanh",
+        UnaryOp::Relu => "relu",
+        UnaryOp::Gelu => "gelu",
+        UnaryOp::Silu => "silu",
+    }
+}
+
+/// An element-wise binary operation with broadcasting and name unification
+/// (LANGUAGE §9); `name` is the operator or builtin as written, for messages.
+pub fn binary(it: &mut Interp, op: BinaryOp, name: &str, o: &Operands<'_>, op_span: Span) -> Result<Array, Diagnostic> {
+    let (a, b) = (o.left, o.right);
+    if let (Some(x), Some(y)) = (a.exact_value(), b.exact_value()) {
+        return Ok(Array::exact(binary_f64(op, x, y)));
+    }
+    let (_, names) = broadcast(name, o)?;
+    let (backend, placement) = placement_for(it, name, &[(a, o.left_expr.span), (b, o.right_expr.span)])?;
+    let t = backend.binary(op, &a.tensor(), &b.tensor()).map_err(|e| device_error(e, name, op_span))?;
+    Ok(Array::from_tensor(t).with_names(names).with_placement(placement))
+}
+
+/// The broadcast shape and merged names of two operands, or E0201 / E0202.
+pub fn broadcast(name: &str, o: &Operands<'_>) -> Result<(Vec<usize>, Names), Diagnostic> {
+    let (a, b) = (o.left, o.right);
+    let (sa, sb) = (a.shape(), b.shape());
+    let rank = sa.len().max(sb.len());
+    let mut shape = vec![0; rank];
+    let mut names: Vec<Option<String>> = vec![None; rank];
+    let mut size_conflict = None;
+    let mut name_conflict = None;
+    for k in 1..=rank {
+        let da = (k <= sa.len()).then(|| sa[sa.len() - k]);
+        let db = (k <= sb.len()).then(|| sb[sb.len() - k]);
+        let na = (k <= sa.len()).then(|| a.axis_name(sa.len() - k)).flatten();
+        let nb = (k <= sb.len()).then(|| b.axis_name(sb.len() - k)).flatten();
+        let size = match (da, db) {
+            (Some(x), Some(y)) if x == y || y == 1 => x,
+            (Some(1), Some(y)) => y,
+            (Some(x), Some(y)) => {
+                size_conflict.get_or_insert((k, x, y));
+                x
+            }
+            (Some(x), None) => x,
+            (None, Some(y)) => y,
+            (None, None) => unreachable!(),
+        };
+        shape[rank - k] = size;
+        names[rank - k] = match (na, nb) {
+            (Some(x), Some(y)) if x != y => {
+                name_conflict.get_or_insert((k, x.to_string(), y.to_string()));
+                Some(x.to_string())
+            }
+            (Some(x), _) | (None, Some(x)) => Some(x.to_string()),
+            (None, None) => None,
+        };
+    }
+    let labels = |d: Diagnostic| {
+        d.at(o.right_expr.span, format!("right operand: {}", named_shape(b)))
+            .with_label(o.left_expr.span, format!("left operand: {}", named_shape(a)))
+    };
+    if let Some((k, x, y)) = size_conflict {
+        return Err(labels(Diagnostic::error("E0201", format!("shapes do not broadcast in `{name}`"))).note(format!(
+            "axis -{k} has size {x} on the left and {y} on the right; aligned sizes must be equal or one of them must be 1"
+        )));
+    }
+    if let Some((k, x, y)) = name_conflict {
+        let mut d = labels(Diagnostic::error("E0202", format!("axis names conflict in `{name}`")))
+            .note(format!("axis -{k} is named `{x}` on the left and `{y}` on the right"));
+        let fixed: Vec<String> = (0..b.rank())
+            .map(|i| {
+                let from_end = b.rank() - i;
+                let left = (from_end <= a.rank()).then(|| a.axis_name(a.rank() - from_end)).flatten();
+                format!("\"{}\"", left.or(b.axis_name(i)).unwrap_or(""))
+            })
+            .collect();
+        let target = match &o.right_expr.unparen().kind {
+            ExprKind::Var(v) => v.clone(),
+            _ => "y".to_string(),
+        };
+        d = d.help(format!("rename one side, for example `relabel({target}, [{}])`", fixed.join(", ")));
+        return Err(d);
+    }
+    Ok((shape, crate::value::normalize_names(Some(names), rank)))
+}
+
+/// Zeros of `shape` on the active device.
+pub fn zeros(_it: &mut Interp, shape: Vec<usize>, _span: Span) -> Result<Array, Diagnostic> {
+    Ok(Array::from_tensor(Tensor::zeros(shape)))
+}
+
+/// Attaches axis names (E0209 on a count mismatch, W0201 on duplicates).
+pub fn label(it: &mut Interp, a: Array, names: Vec<Option<String>>, span: Span) -> Result<Array, Diagnostic> {
+    if names.len() != a.rank() {
+        return Err(Diagnostic::error("E0209", "wrong number of axis names")
+            .at(span, format!("{} name{} for shape {}", names.len(), if names.len() == 1 { "" } else { "s" }, named_shape(&a)))
+            .note(format!("the array has rank {}; give one name per axis (\"\" leaves an axis unnamed)", a.rank())));
+    }
+    let named: Vec<&String> = names.iter().flatten().collect();
+    for (i, n) in named.iter().enumerate() {
+        if named[..i].contains(n) {
+            it.warn(Diagnostic::warning("W0201", format!("duplicate axis name `{n}`")).at(span, "a lookup by name finds the first axis"));
+            break;
+        }
+    }
+    Ok(a.with_names(Some(names)))
+}
+
+/// Row `r` along axis 0, with the names of axes 1.. (used by `for`).
+pub fn row(_it: &mut Interp, a: &Array, r: usize) -> Result<Array, Diagnostic> {
+    let shape = a.shape()[1..].to_vec();
+    let n: usize = shape.iter().product();
+    let t = a.tensor();
+    let data = t.host()[r * n..(r + 1) * n].to_vec();
+    let names = a.names().map(|ns| ns[1..].to_vec());
+    Ok(Array::from_vec(shape, data).with_names(names).with_placement(a.placement()))
+}
+
+/// Stacks arrays of one shape along a new leading axis (array literals, `last_rows`).
+/// Element names are dropped. Different shapes are E0218.
+pub fn stack(_it: &mut Interp, items: &[(Array, Span)], span: Span) -> Result<Array, Diagnostic> {
+    let Some((first, _)) = items.first() else {
+        return Ok(Array::from_vec(vec![0], vec![]));
+    };
+    let inner = first.shape().to_vec();
+    let n: usize = inner.iter().product();
+    let mut data = Vec::with_capacity(n * items.len());
+    for (a, s) in items {
+        if a.shape() != inner.as_slice() {
+            return Err(Diagnostic::error("E0218", "wrong argument size")
+                .at(*s, format!("this element has shape {}", named_shape(a)))
+                .with_label(items[0].1, format!("the first element has shape {}", named_shape(first)))
+                .note("all elements of an array literal must have the same shape")
+                .or_at(span));
+        }
+        data.extend_from_slice(&a.to_f32());
+    }
+    let mut shape = vec![items.len()];
+    shape.extend(inner);
+    Ok(Array::from_vec(shape, data))
+}
+
+/// A reduction along an axis (names of the other axes kept) or over everything.
+pub fn reduce(it: &mut Interp, op: ReduceOp, a: &Array, axis: Option<usize>, span: Span) -> Result<Array, Diagnostic> {
+    if let Some(v) = a.exact_value() {
+        return Ok(Array::exact(v));
+    }
+    let (backend, placement) = placement_for(it, "reduce", &[(a, span)])?;
+    let t = backend.reduce(op, &a.tensor(), axis).map_err(|e| device_error(e, "reduce", span))?;
+    let names = axis.and_then(|ax| a.names().map(|n| n.iter().enumerate().filter(|(i, _)| *i != ax).map(|(_, x)| x.clone()).collect()));
+    Ok(Array::from_tensor(t).with_names(names).with_placement(placement))
+}

@@ -1,0 +1,18 @@
+//! The MLPL language runtime: syntax, the builtin registry, the static checker,
+//! the interpreter, data sources and the diagnostics they all report.
+//!
+//! Layers, lowest first: [`syntax`] and [`diag`] know nothing else; [`value`] and
+//! [`display`] describe runtime values; [`data`] holds host-side algorithms (random
+//! numbers, data sets, tokenizers, files, experiments); [`builtins`] declares every
+//! builtin once; [`eval`] interprets an AST; [`check`] analyses one statically.
+
+pub mod data;
+pub mod diag;
+pub mod display;
+pub mod syntax;
+pub mod builtins;
+pub mod eval;
+pub mod nn;
+pub mod value;
+pub mod estimate;
+pub mod check;

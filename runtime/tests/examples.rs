@@ -1,0 +1,48 @@
+//! Every `examples/*.mlpl` runs with `mlpl run`, checks clean with `mlpl check`,
+//! and its output (standard output and the warnings on standard error) is
+//! snapshot-tested.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn examples() -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+    let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "mlpl"))
+        .collect();
+    v.sort();
+    assert!(v.len() >= 5, "expected the examples in {}", dir.display());
+    v
+}
+
+fn mlpl(args: &[&str], cwd: &Path) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_mlpl")).args(args).current_dir(cwd).env("NO_COLOR", "1").output().unwrap()
+}
+
+#[test]
+fn every_example_runs_and_matches_its_snapshot() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let exp_dir = std::env::temp_dir().join(format!("mlpl-examples-{}", std::process::id()));
+    for path in examples() {
+        let rel = path.strip_prefix(&root).unwrap().to_str().unwrap().to_string();
+        let out = mlpl(&["run", &rel, "--exp-dir", exp_dir.to_str().unwrap()], &root);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{rel} failed:\n{stderr}");
+        let name = path.file_stem().unwrap().to_str().unwrap().to_string();
+        insta::assert_snapshot!(name, format!("--- stdout\n{stdout}--- stderr\n{stderr}"));
+    }
+}
+
+#[test]
+fn every_example_checks_clean() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    for path in examples() {
+        let out = mlpl(&["check", path.to_str().unwrap()], &root);
+        assert!(out.status.success(), "{} has check errors:\n{}", path.display(), String::from_utf8_lossy(&out.stderr));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("error["), "{}:\n{stderr}", path.display());
+    }
+}
