@@ -38,7 +38,9 @@ fn time_per_call(mut f: impl FnMut()) -> f64 {
 
 fn data(n: usize, seed: u32) -> Vec<f32> {
     (0..n)
-        .map(|i| ((i as u32).wrapping_mul(2654435761).wrapping_add(seed) % 1000) as f32 / 1000.0 - 0.5)
+        .map(|i| {
+            ((i as u32).wrapping_mul(2654435761).wrapping_add(seed) % 1000) as f32 / 1000.0 - 0.5
+        })
         .collect()
 }
 
@@ -50,8 +52,25 @@ fn gemm_crate(n: usize, a: &[f32], b: &[f32], c: &mut [f32], par: gemm::Parallel
     // SAFETY: a, b, c are n x n row-major.
     unsafe {
         gemm::gemm(
-            n, n, n, c.as_mut_ptr(), 1, n as isize, false, a.as_ptr(), 1, n as isize,
-            b.as_ptr(), 1, n as isize, 0.0f32, 1.0f32, false, false, false, par,
+            n,
+            n,
+            n,
+            c.as_mut_ptr(),
+            1,
+            n as isize,
+            false,
+            a.as_ptr(),
+            1,
+            n as isize,
+            b.as_ptr(),
+            1,
+            n as isize,
+            0.0f32,
+            1.0f32,
+            false,
+            false,
+            false,
+            par,
         );
     }
 }
@@ -60,8 +79,20 @@ fn mm_crate(n: usize, a: &[f32], b: &[f32], c: &mut [f32]) {
     // SAFETY: a, b, c are n x n row-major.
     unsafe {
         matrixmultiply::sgemm(
-            n, n, n, 1.0, a.as_ptr(), n as isize, 1, b.as_ptr(), n as isize, 1, 0.0,
-            c.as_mut_ptr(), n as isize, 1,
+            n,
+            n,
+            n,
+            1.0,
+            a.as_ptr(),
+            n as isize,
+            1,
+            b.as_ptr(),
+            n as isize,
+            1,
+            0.0,
+            c.as_mut_ptr(),
+            n as isize,
+            1,
         );
     }
 }
@@ -71,7 +102,10 @@ fn main() {
     let be = CpuBackend::new();
     for n in SIZES {
         let (a, b) = (data(n * n, 1), data(n * n, 2));
-        let (ta, tb) = (Tensor::from_vec(vec![n, n], a.clone()), Tensor::from_vec(vec![n, n], b.clone()));
+        let (ta, tb) = (
+            Tensor::from_vec(vec![n, n], a.clone()),
+            Tensor::from_vec(vec![n, n], b.clone()),
+        );
         let t = time_per_call(|| {
             black_box(be.matmul(&ta, &tb).unwrap());
         });
@@ -86,7 +120,10 @@ fn main() {
             println!("matrixmultiply-threading matmul {n} {:.2}", gflops(n, t));
         }
     }
-    let (x, y) = (Tensor::from_vec(vec![4], data(4, 3)), Tensor::from_vec(vec![4], data(4, 4)));
+    let (x, y) = (
+        Tensor::from_vec(vec![4], data(4, 3)),
+        Tensor::from_vec(vec![4], data(4, 4)),
+    );
     let t = time_per_call(|| {
         black_box(be.binary(BinaryOp::Add, &x, &y).unwrap());
     });

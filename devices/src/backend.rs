@@ -190,45 +190,52 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     fn download(&self, t: &Tensor) -> Result<Tensor>;
     /// Applies an element-wise function; the result has `x`'s shape.
     fn unary(&self, op: UnaryOp, x: &Tensor) -> Result<Tensor>;
-    /// NumPy-broadcasting binary op; the result has shape broadcast_shapes(a, b).
-    /// Gt/Lt give 1.0/0.0. Eq gives 1.0 where |a-b| < 2^-52 computed in f64 (LANGUAGE §10.3).
-    /// Pow is powf. Max/Min elementwise (NaN propagates).
+    /// NumPy-broadcasting binary op; the result has shape `broadcast_shapes(a, b)`.
+    /// `Gt`/`Lt` give 1.0/0.0. `Eq` gives 1.0 where `|a-b| < 2^-52` computed in f64 (LANGUAGE §10.3).
+    /// `Pow` is `powf`. `Max`/`Min` element-wise (NaN propagates).
     fn binary(&self, op: BinaryOp, a: &Tensor, b: &Tensor) -> Result<Tensor>;
-    /// a: [..., m, k], b: [..., k, n], both rank >= 2; leading batch axes broadcast (NumPy). Result [batch..., m, n].
+    /// `a: [..., m, k]`, `b: [..., k, n]`, both rank >= 2; leading batch axes broadcast (NumPy).
+    /// Result `[batch..., m, n]`.
     fn matmul(&self, a: &Tensor, b: &Tensor) -> Result<Tensor>;
-    /// Reduce along `axis` (removed from the shape) or over everything (-> shape []).
-    /// Sum of empty = 0, Prod of empty = 1, Mean = sum / max(n,1), Max of empty = -inf. Accumulate Sum/Mean in f64.
+    /// Reduce along `axis` (removed from the shape) or over everything (-> shape `[]`).
+    /// Sum of empty = 0, Prod of empty = 1, Mean = sum / max(n,1), Max of empty = -inf
+    /// (NaN propagates). Sum/Mean accumulate in f64.
     fn reduce(&self, op: ReduceOp, x: &Tensor, axis: Option<usize>) -> Result<Tensor>;
-    /// Index (as f32) of the first maximum along `axis`, or the row-major flat index over everything. NaN: treat as never greater.
+    /// Index (as f32) of the first maximum along `axis`, or the row-major flat index over
+    /// everything. NaN is treated as never greater.
     fn argmax(&self, x: &Tensor, axis: Option<usize>) -> Result<Tensor>;
-    /// exp(x - max) / sum exp(x - max) along axis.
+    /// `exp(x - max) / sum exp(x - max)` along `axis`.
     fn softmax(&self, x: &Tensor, axis: usize) -> Result<Tensor>;
-    /// x - max - log sum exp(x - max) along axis.
+    /// `x - max - log sum exp(x - max)` along `axis`.
     fn log_softmax(&self, x: &Tensor, axis: usize) -> Result<Tensor>;
-    /// Given y = softmax(x) along axis and dy, returns dx = y * (dy - sum(dy*y, axis)).
+    /// Given `y = softmax(x)` along `axis` and `dy`, returns `dx = y * (dy - sum(dy*y, axis))`.
     fn softmax_backward(&self, y: &Tensor, dy: &Tensor, axis: usize) -> Result<Tensor>;
-    /// logits [N, V], targets [N] (integer-valued f32, validated by the caller). Fused:
-    /// returns (loss scalar [] = mean_r (logsumexp(l_r) - l_r[t_r]), dlogits [N,V] = (softmax - onehot)/N * 1).
-    /// `want_grad=false` skips the gradient (returns None).
+    /// `logits [N, V]`, `targets [N]` (integer-valued f32, validated by the caller). Fused:
+    /// returns (loss scalar `[]` = `mean_r (logsumexp(l_r) - l_r[t_r])`,
+    /// dlogits `[N, V]` = `(softmax - onehot) / N`). `want_grad = false` skips the
+    /// gradient (returns `None`). Leading axes of a rank > 2 `logits` are flattened into rows.
     fn cross_entropy(
         &self,
         logits: &Tensor,
         targets: &Tensor,
         want_grad: bool,
     ) -> Result<(Tensor, Option<Tensor>)>;
-    /// General axis permutation: result axis i is input axis perm[i].
+    /// General axis permutation: result axis `i` is input axis `perm[i]`.
     fn permute(&self, x: &Tensor, perm: &[usize]) -> Result<Tensor>;
-    /// Rows of table [V, d] selected by integer-valued ids (any shape, validated by caller) -> [ids.shape..., d].
+    /// Rows of `table [V, d]` selected by integer-valued `ids` (any shape, validated by the
+    /// caller) -> `[ids.shape..., d]`.
     fn gather_rows(&self, table: &Tensor, ids: &Tensor) -> Result<Tensor>;
-    /// out [V, d] zeros, out[ids[i]] += src[i] (src [ids.numel(), d] or [ids.shape..., d]).
+    /// `out [vocab, d]` zeros, `out[ids[i]] += src[i]` (`src` is `[ids.numel(), d]` or
+    /// `[ids.shape..., d]`). Rows are summed in index order (deterministic).
     fn scatter_add_rows(&self, ids: &Tensor, src: &Tensor, vocab: usize) -> Result<Tensor>;
     /// Sum a broadcast gradient `g` back down to `shape` (sum over stretched axes and missing leading axes).
     fn sum_to_shape(&self, g: &Tensor, shape: &[usize]) -> Result<Tensor>;
-    /// RMS norm over the last axis: y = x / sqrt(mean(x^2) + eps). Returns (y, inv_rms [rows]).
+    /// RMS norm over the last axis: `y = x / sqrt(mean(x^2) + eps)`. Returns `(y, inv_rms [rows])`.
     fn rms_norm(&self, x: &Tensor, eps: f32) -> Result<(Tensor, Tensor)>;
     /// Gradient of [`Backend::rms_norm`] with respect to `x`, given the saved `inv_rms` and `dy`.
     fn rms_norm_backward(&self, x: &Tensor, inv_rms: &Tensor, dy: &Tensor) -> Result<Tensor>;
-    /// Layer norm over the last axis without affine: y = (x-mu)/sqrt(var+eps). Returns (y, mean [rows], inv_std [rows]).
+    /// Layer norm over the last axis without affine: `y = (x-mu)/sqrt(var+eps)` (biased
+    /// variance). Returns `(y, mean [rows], inv_std [rows])`.
     fn layer_norm(&self, x: &Tensor, eps: f32) -> Result<(Tensor, Tensor, Tensor)>;
     /// Gradient of [`Backend::layer_norm`] with respect to `x`, given the saved `mean`, `inv_std` and `dy`.
     fn layer_norm_backward(
@@ -238,8 +245,10 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
         inv_std: &Tensor,
         dy: &Tensor,
     ) -> Result<Tensor>;
-    /// One fused Adam/AdamW step in place: m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
-    /// p -= lr * ( (m / bc1) / (sqrt(v / bc2) + eps) + wd * p )   (bc1 = 1-b1^t, bc2 = 1-b2^t given by caller, computed in f64)
+    /// One fused Adam/AdamW step in place: `m = b1 m + (1-b1) g`; `v = b2 v + (1-b2) g^2`;
+    /// `p -= lr * ((m / bc1) / (sqrt(v / bc2) + eps) + wd * p)` (`bc1 = 1-b1^t`, `bc2 = 1-b2^t`
+    /// given by the caller, computed in f64). Copy-on-write: clones of `p`, `m`, `v` taken
+    /// before the call keep their old values.
     #[allow(clippy::too_many_arguments)]
     fn adam_update(
         &self,

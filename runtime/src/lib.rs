@@ -6,13 +6,13 @@
 //! numbers, data sets, tokenizers, files, experiments); [`builtins`] declares every
 //! builtin once; [`eval`] interprets an AST; [`check`] analyses one statically.
 
+pub mod builtins;
+pub mod check;
 pub mod data;
 pub mod diag;
 pub mod display;
-pub mod syntax;
-pub mod builtins;
+pub mod estimate;
 pub mod eval;
 pub mod nn;
+pub mod syntax;
 pub mod value;
-pub mod estimate;
-pub mod check;

@@ -17,13 +17,19 @@ pub struct Outcome {
 pub fn run_in(src: &str, data_dir: Option<&std::path::Path>) -> Outcome {
     let parsed = parse(src);
     if let Some(d) = parsed.diagnostics.iter().find(|d| d.is_error()) {
-        return Outcome { result: Err(d.clone()), warnings: vec![] };
+        return Outcome {
+            result: Err(d.clone()),
+            warnings: vec![],
+        };
     }
     let mut ws = Workspace::new();
     ws.data_dir = data_dir.map(|p| p.to_path_buf());
     let mut it = Interp::new(ws);
     let result = it.run(&parsed.program);
-    Outcome { result, warnings: it.take_warnings() }
+    Outcome {
+        result,
+        warnings: it.take_warnings(),
+    }
 }
 
 /// Runs `src` and returns the displayed value; panics with the diagnostic on error.

@@ -8,10 +8,26 @@ mod common;
 use serde_json::Value as Json;
 
 /// Cases whose builtins come with the model DSL; they are reported, not hidden.
-const NEEDS_MODELS: &[&str] = &["linear_init", "embed_init", "attention_1head", "causal_attention_2heads", "chain_tanh"];
+const NEEDS_MODELS: &[&str] = &[
+    "linear_init",
+    "embed_init",
+    "attention_1head",
+    "causal_attention_2heads",
+    "chain_tanh",
+];
 
 /// Cases whose values are random draws and must match exactly after rounding.
-const EXACT: &[&str] = &["randn_vec", "random_vec", "randn_mat", "moons", "circles", "blobs", "shuffle", "split", "sample"];
+const EXACT: &[&str] = &[
+    "randn_vec",
+    "random_vec",
+    "randn_mat",
+    "moons",
+    "circles",
+    "blobs",
+    "shuffle",
+    "split",
+    "sample",
+];
 
 fn cases() -> Vec<Json> {
     let text = include_str!("data/original-mlpl.json");
@@ -20,7 +36,9 @@ fn cases() -> Vec<Json> {
 }
 
 fn numbers(text: &str) -> Vec<Vec<String>> {
-    text.lines().map(|l| l.split_whitespace().map(str::to_string).collect()).collect()
+    text.lines()
+        .map(|l| l.split_whitespace().map(str::to_string).collect())
+        .collect()
 }
 
 fn parse_num(s: &str) -> f64 {
@@ -34,9 +52,14 @@ fn parse_num(s: &str) -> f64 {
 
 #[test]
 fn the_shared_reference_copy_is_current() {
-    let shared = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/conformance/original-mlpl.json");
+    let shared = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../shared/conformance/original-mlpl.json");
     if let Ok(text) = std::fs::read_to_string(&shared) {
-        assert_eq!(text, include_str!("data/original-mlpl.json"), "copy shared/conformance/original-mlpl.json to runtime/tests/data/");
+        assert_eq!(
+            text,
+            include_str!("data/original-mlpl.json"),
+            "copy shared/conformance/original-mlpl.json to runtime/tests/data/"
+        );
     }
 }
 
@@ -54,20 +77,38 @@ fn outputs_match_the_original() {
         let expected = case["expected"].as_str().unwrap();
         let got = common::eval(program);
         let (want, have) = (numbers(expected), numbers(&got));
-        if want.iter().flatten().any(|s| s.parse::<f64>().is_err() && !matches!(s.as_str(), "inf" | "-inf" | "NaN")) {
+        if want
+            .iter()
+            .flatten()
+            .any(|s| s.parse::<f64>().is_err() && !matches!(s.as_str(), "inf" | "-inf" | "NaN"))
+        {
             assert_eq!(got.trim(), expected.trim(), "case {name}");
             checked += 1;
             continue;
         }
-        assert_eq!(want.len(), have.len(), "case {name}: row count\nexpected:\n{expected}\ngot:\n{got}");
+        assert_eq!(
+            want.len(),
+            have.len(),
+            "case {name}: row count\nexpected:\n{expected}\ngot:\n{got}"
+        );
         for (wr, hr) in want.iter().zip(&have) {
-            assert_eq!(wr.len(), hr.len(), "case {name}: row length\nexpected:\n{expected}\ngot:\n{got}");
+            assert_eq!(
+                wr.len(),
+                hr.len(),
+                "case {name}: row length\nexpected:\n{expected}\ngot:\n{got}"
+            );
             for (w, h) in wr.iter().zip(hr) {
                 let (w, h) = (parse_num(w), parse_num(h));
                 if EXACT.contains(&name) {
-                    assert_eq!(w as f32, h as f32, "case {name}: random draws must match exactly after rounding");
+                    assert_eq!(
+                        w as f32, h as f32,
+                        "case {name}: random draws must match exactly after rounding"
+                    );
                 } else if w.is_finite() {
-                    assert!((h - w).abs() <= 1e-5 * (1.0 + w.abs()), "case {name}: {h} vs expected {w}");
+                    assert!(
+                        (h - w).abs() <= 1e-5 * (1.0 + w.abs()),
+                        "case {name}: {h} vs expected {w}"
+                    );
                 } else {
                     assert_eq!(w.is_nan(), h.is_nan(), "case {name}");
                     if !w.is_nan() {
@@ -78,6 +119,9 @@ fn outputs_match_the_original() {
         }
         checked += 1;
     }
-    eprintln!("conformance: {checked} cases checked; waiting for the model DSL: {}", skipped.join(", "));
+    eprintln!(
+        "conformance: {checked} cases checked; waiting for the model DSL: {}",
+        skipped.join(", ")
+    );
     assert!(checked >= 25, "only {checked} cases were checked");
 }

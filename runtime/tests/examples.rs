@@ -18,7 +18,12 @@ fn examples() -> Vec<PathBuf> {
 }
 
 fn mlpl(args: &[&str], cwd: &Path) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_mlpl")).args(args).current_dir(cwd).env("NO_COLOR", "1").output().unwrap()
+    Command::new(env!("CARGO_BIN_EXE_mlpl"))
+        .args(args)
+        .current_dir(cwd)
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap()
 }
 
 #[test]
@@ -26,8 +31,16 @@ fn every_example_runs_and_matches_its_snapshot() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let exp_dir = std::env::temp_dir().join(format!("mlpl-examples-{}", std::process::id()));
     for path in examples() {
-        let rel = path.strip_prefix(&root).unwrap().to_str().unwrap().to_string();
-        let out = mlpl(&["run", &rel, "--exp-dir", exp_dir.to_str().unwrap()], &root);
+        let rel = path
+            .strip_prefix(&root)
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .to_string();
+        let out = mlpl(
+            &["run", &rel, "--exp-dir", exp_dir.to_str().unwrap()],
+            &root,
+        );
         let stdout = String::from_utf8_lossy(&out.stdout);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "{rel} failed:\n{stderr}");
@@ -41,7 +54,12 @@ fn every_example_checks_clean() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     for path in examples() {
         let out = mlpl(&["check", path.to_str().unwrap()], &root);
-        assert!(out.status.success(), "{} has check errors:\n{}", path.display(), String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{} has check errors:\n{}",
+            path.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!stderr.contains("error["), "{}:\n{stderr}", path.display());
     }

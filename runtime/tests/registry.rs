@@ -20,7 +20,11 @@ fn every_builtin_is_in_the_reference_and_declared_once() {
     let reference: HashSet<&str> = APPENDIX_B.split_whitespace().collect();
     let mut seen = HashSet::new();
     for b in builtins::all() {
-        assert!(reference.contains(b.name), "`{}` is not in LANGUAGE.md Appendix B", b.name);
+        assert!(
+            reference.contains(b.name),
+            "`{}` is not in LANGUAGE.md Appendix B",
+            b.name
+        );
         assert!(seen.insert(b.name), "`{}` is declared twice", b.name);
     }
 }
@@ -30,7 +34,10 @@ fn every_reference_builtin_is_registered_or_listed_as_not_yet_available() {
     for name in APPENDIX_B.split_whitespace() {
         let registered = builtins::lookup(name).is_some();
         let pending = builtins::NOT_YET_AVAILABLE.contains(&name);
-        assert!(registered != pending, "`{name}`: registered={registered}, listed as not yet available={pending}");
+        assert!(
+            registered != pending,
+            "`{name}`: registered={registered}, listed as not yet available={pending}"
+        );
     }
 }
 
@@ -40,12 +47,23 @@ fn every_builtin_has_docs_and_a_runnable_example() {
     std::fs::create_dir_all(&dir).unwrap();
     for b in builtins::all() {
         assert!(!b.summary.trim().is_empty(), "`{}` has no summary", b.name);
-        assert!(b.doc.len() > b.summary.len(), "`{}` needs a longer doc than its summary", b.name);
-        assert!(b.example.contains(&format!("{}(", b.name)), "`{}`'s example does not call it", b.name);
+        assert!(
+            b.doc.len() > b.summary.len(),
+            "`{}` needs a longer doc than its summary",
+            b.name
+        );
+        assert!(
+            b.example.contains(&format!("{}(", b.name)),
+            "`{}`'s example does not call it",
+            b.name
+        );
         assert!(!b.section.is_empty());
         let out = common::run_in(b.example, Some(&dir));
         if let Err(d) = out.result {
-            panic!("example of `{}` failed: {} {}\n{}", b.name, d.code, d.message, b.example);
+            panic!(
+                "example of `{}` failed: {} {}\n{}",
+                b.name, d.code, d.message, b.example
+            );
         }
     }
 }

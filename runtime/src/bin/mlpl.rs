@@ -102,7 +102,10 @@ fn read_source(path: &Path) -> Result<String, ExitCode> {
     })?;
     decode_source(&bytes).map_err(|d| {
         let src = SourceFile::new(path.display().to_string(), String::new());
-        eprintln!("{}", render_with(&d, &src, &RenderOptions { color: color() }));
+        eprintln!(
+            "{}",
+            render_with(&d, &src, &RenderOptions { color: color() })
+        );
         ExitCode::from(1)
     })
 }
@@ -114,7 +117,10 @@ fn run(args: RunArgs) -> ExitCode {
     };
     let src = SourceFile::new(args.file.display().to_string(), text);
     let Some(device) = DeviceTarget::parse(&args.device) else {
-        eprintln!("error: unknown device `{}`; use cpu, cuda, cuda:N or mlx", args.device);
+        eprintln!(
+            "error: unknown device `{}`; use cpu, cuda, cuda:N or mlx",
+            args.device
+        );
         return ExitCode::from(2);
     };
     let parsed = mlpl_runtime::syntax::parse(src.text());
@@ -128,15 +134,23 @@ fn run(args: RunArgs) -> ExitCode {
         return ExitCode::from(1);
     }
     let mut ws = Workspace::new();
-    ws.data_dir = args.data_dir.clone().or_else(|| Some(script_dir(&args.file)));
+    ws.data_dir = args
+        .data_dir
+        .clone()
+        .or_else(|| Some(script_dir(&args.file)));
     ws.exp_dir = args.exp_dir.clone();
     ws.default_device = Some(device);
     let mut it = Interp::new(ws);
     if let Err(why) = it.devices.availability(device) {
-        eprintln!("warning: device `{device}` is not available ({}); running on the CPU", why.reason());
+        eprintln!(
+            "warning: device `{device}` is not available ({}); running on the CPU",
+            why.reason()
+        );
     }
     let warn_src = src.clone();
-    it.set_warning_sink(Box::new(move |d: &Diagnostic| eprintln!("{}", render_with(d, &warn_src, &opts))));
+    it.set_warning_sink(Box::new(move |d: &Diagnostic| {
+        eprintln!("{}", render_with(d, &warn_src, &opts))
+    }));
     match it.run(&parsed.program) {
         Ok(Some(v)) => {
             print_value(&v, args.svg_out.as_deref());
@@ -211,7 +225,10 @@ fn check(args: CheckArgs) -> ExitCode {
         }
     }
     if let Format::Json = args.format {
-        println!("{}", serde_json::to_string_pretty(&json).expect("JSON values serialize"));
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json).expect("JSON values serialize")
+        );
     }
     if any_error {
         ExitCode::from(1)

@@ -37,8 +37,16 @@ fn reshape_labeled(c: &mut Call) -> Result<Value, Diagnostic> {
     // Reuse `reshape`'s rules (E0210, E0213) by calling it on the first two arguments.
     let reshape = super::lookup("reshape").expect("reshape is registered");
     let args = c.args[..2].to_vec();
-    let mut inner = Call { it: &mut *c.it, builtin: reshape, span: c.span, name_span: c.name_span, args };
-    let Value::Array(shaped) = (reshape.run)(&mut inner)? else { unreachable!() };
+    let mut inner = Call {
+        it: &mut *c.it,
+        builtin: reshape,
+        span: c.span,
+        name_span: c.name_span,
+        args,
+    };
+    let Value::Array(shaped) = (reshape.run)(&mut inner)? else {
+        unreachable!()
+    };
     let names = names_for(c, 2, shaped.rank());
     let span = c.arg_span(2);
     Ok(Value::Array(ops::label(c.it, shaped, names, span)?))
@@ -49,7 +57,11 @@ fn labels(c: &mut Call) -> Result<Value, Diagnostic> {
     let s = match x.names() {
         None if x.rank() <= 1 => String::new(),
         None => vec![""; x.rank()].join(","),
-        Some(n) => n.iter().map(|s| s.as_deref().unwrap_or("")).collect::<Vec<_>>().join(","),
+        Some(n) => n
+            .iter()
+            .map(|s| s.as_deref().unwrap_or(""))
+            .collect::<Vec<_>>()
+            .join(","),
     };
     Ok(Value::string(s))
 }

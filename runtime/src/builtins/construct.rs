@@ -25,19 +25,34 @@ pub const BUILTINS: &[Builtin] = &[
 fn iota(c: &mut Call) -> Result<Value, Diagnostic> {
     let n = c.count(0)?;
     if n > 1 << 24 {
-        c.warn_at(0, "W0204", "integer not exact in float32", "indices above 16777216 are rounded");
+        c.warn_at(
+            0,
+            "W0204",
+            "integer not exact in float32",
+            "indices above 16777216 are rounded",
+        );
     }
-    Ok(Value::Array(Array::from_vec(vec![n], (0..n).map(|i| i as f32).collect())))
+    Ok(Value::Array(Array::from_vec(
+        vec![n],
+        (0..n).map(|i| i as f32).collect(),
+    )))
 }
 
 fn shape(c: &mut Call) -> Result<Value, Diagnostic> {
     let s = c.array(0)?.shape().to_vec();
-    Ok(Value::Array(Array::from_vec(vec![s.len()], s.iter().map(|&d| d as f32).collect())))
+    Ok(Value::Array(Array::from_vec(
+        vec![s.len()],
+        s.iter().map(|&d| d as f32).collect(),
+    )))
 }
 
 fn rank(c: &mut Call) -> Result<Value, Diagnostic> {
     let a = c.array(0)?;
-    Ok(if a.is_exact() { Value::exact(0.0) } else { Value::Array(Array::scalar_f32(a.rank() as f32)) })
+    Ok(if a.is_exact() {
+        Value::exact(0.0)
+    } else {
+        Value::Array(Array::scalar_f32(a.rank() as f32))
+    })
 }
 
 /// Reads a shape argument: the array's elements are sizes, read as counts.
@@ -52,7 +67,19 @@ fn checked_numel(c: &Call, i: usize, shape: &[usize]) -> Result<usize, Diagnosti
         .try_fold(1usize, |acc, &d| acc.checked_mul(d))
         .filter(|&n| n <= (1usize << 34))
         .ok_or_else(|| {
-            c.error_at(i, "E0410", "out of host memory", format!("{} elements requested", shape.iter().map(|d| d.to_string()).collect::<Vec<_>>().join("×")))
+            c.error_at(
+                i,
+                "E0410",
+                "out of host memory",
+                format!(
+                    "{} elements requested",
+                    shape
+                        .iter()
+                        .map(|d| d.to_string())
+                        .collect::<Vec<_>>()
+                        .join("×")
+                ),
+            )
         })
 }
 
@@ -84,27 +111,57 @@ fn reshape(c: &mut Call) -> Result<Value, Diagnostic> {
     for (k, &d) in dims.iter().enumerate() {
         if d == -1.0 {
             if infer.replace(k).is_some() {
-                return Err(c.error_at(1, "E0213", "invalid dimension", "more than one −1").note("only one dimension of `reshape` can be inferred"));
+                return Err(c
+                    .error_at(1, "E0213", "invalid dimension", "more than one −1")
+                    .note("only one dimension of `reshape` can be inferred"));
             }
             shape.push(0);
         } else if d < 0.0 || d.fract() != 0.0 || !d.is_finite() {
-            return Err(c.error_at(1, "E0213", "invalid dimension", format!("{} is not a valid size", crate::display::format_f64(d)))
+            return Err(c
+                .error_at(
+                    1,
+                    "E0213",
+                    "invalid dimension",
+                    format!("{} is not a valid size", crate::display::format_f64(d)),
+                )
                 .note("sizes are non-negative integers; −1 infers one size"));
         } else {
             shape.push(d as usize);
         }
     }
-    let known: usize = shape.iter().enumerate().filter(|(k, _)| Some(*k) != infer).map(|(_, &d)| d).product();
+    let known: usize = shape
+        .iter()
+        .enumerate()
+        .filter(|(k, _)| Some(*k) != infer)
+        .map(|(_, &d)| d)
+        .product();
     if let Some(k) = infer {
         if known == 0 || count % known != 0 {
-            return Err(c.error_at(1, "E0210", "reshape changes the element count", "−1 cannot be inferred")
-                .note(format!("{} has {count} elements, which is not a multiple of {known}", named_shape(&x))));
+            return Err(c
+                .error_at(
+                    1,
+                    "E0210",
+                    "reshape changes the element count",
+                    "−1 cannot be inferred",
+                )
+                .note(format!(
+                    "{} has {count} elements, which is not a multiple of {known}",
+                    named_shape(&x)
+                )));
         }
         shape[k] = count / known;
     } else if known != count {
         return Err(c
-            .error_at(1, "E0210", "reshape changes the element count", format!("{known} elements"))
-            .with_label(c.arg_span(0), format!("{count} elements: {}", named_shape(&x))));
+            .error_at(
+                1,
+                "E0210",
+                "reshape changes the element count",
+                format!("{known} elements"),
+            )
+            .with_label(
+                c.arg_span(0),
+                format!("{count} elements: {}", named_shape(&x)),
+            ));
     }
     Ok(Value::Array(x.reshaped(shape)))
 }
@@ -117,22 +174,36 @@ fn transpose(c: &mut Call) -> Result<Value, Diagnostic> {
     let perm: Vec<usize> = (0..x.rank()).rev().collect();
     let span = c.arg_span(0);
     let (backend, placement) = ops::placement_for(c.it, "transpose", &[(&x, span)])?;
-    let t = backend.permute(&x.tensor(), &perm).map_err(|e| ops::device_error(e, "transpose", span))?;
+    let t = backend
+        .permute(&x.tensor(), &perm)
+        .map_err(|e| ops::device_error(e, "transpose", span))?;
     let names = x.names().map(|n| n.iter().rev().cloned().collect());
-    Ok(Value::Array(Array::from_tensor(t).with_names(names).with_placement(placement)))
+    Ok(Value::Array(
+        Array::from_tensor(t)
+            .with_names(names)
+            .with_placement(placement),
+    ))
 }
 
 fn grid(c: &mut Call) -> Result<Value, Diagnostic> {
     let b = c.array(0)?.to_f64();
     if b.len() != 4 || c.array(0)?.rank() > 1 {
-        return Err(c.error_at(0, "E0218", "wrong argument size", format!("{} elements", b.len())).note("bounds are [xmin, xmax, ymin, ymax]"));
+        return Err(c
+            .error_at(
+                0,
+                "E0218",
+                "wrong argument size",
+                format!("{} elements", b.len()),
+            )
+            .note("bounds are [xmin, xmax, ymin, ymax]"));
     }
     let n = c.scalar(1)?;
     if !(n >= 1.0) {
         return Err(c.invalid(1, "n must be at least 1"));
     }
     let n = c.count(1)?;
-    let pts = crate::data::datasets::grid([b[0], b[1], b[2], b[3]], n).map_err(|e| c.error(e.code(), e.to_string()))?;
+    let pts = crate::data::datasets::grid([b[0], b[1], b[2], b[3]], n)
+        .map_err(|e| c.error(e.code(), e.to_string()))?;
     let flat: Vec<f64> = pts.iter().flat_map(|p| p.iter().copied()).collect();
     Ok(Value::Array(Array::from_f64(vec![pts.len(), 2], &flat)))
 }
@@ -152,7 +223,12 @@ fn last_row(c: &mut Call) -> Result<Value, Diagnostic> {
     let m = c.array_of_rank(0, 2, "a matrix `[r, c]`")?;
     let (r, cols) = (m.shape()[0], m.shape()[1]);
     if r == 0 {
-        return Err(c.error_at(0, "E0216", "empty array", format!("{} has no rows", named_shape(m))));
+        return Err(c.error_at(
+            0,
+            "E0216",
+            "empty array",
+            format!("{} has no rows", named_shape(m)),
+        ));
     }
     let data = m.to_f32()[(r - 1) * cols..].to_vec();
     Ok(Value::Array(Array::from_vec(vec![cols], data)))
@@ -164,7 +240,13 @@ fn scatter(c: &mut Call) -> Result<Value, Diagnostic> {
     let i = c.scalar(1)?;
     let v = c.scalar(2)?;
     if i.fract() != 0.0 || !(i >= 0.0 && i < n as f64) {
-        return Err(c.error_at(1, "E0402", "id or index out of range", format!("index {}", crate::display::format_f64(i)))
+        return Err(c
+            .error_at(
+                1,
+                "E0402",
+                "id or index out of range",
+                format!("index {}", crate::display::format_f64(i)),
+            )
             .note(format!("the index must be an integer in [0, {n})")));
     }
     let mut data = buf.to_f32();

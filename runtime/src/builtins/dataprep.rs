@@ -69,7 +69,9 @@ fn batch(c: &mut Call) -> Result<Value, Diagnostic> {
     data.resize(nb * size * row, 0.0);
     let mut shape = vec![nb, size];
     shape.extend_from_slice(&x.shape()[1..]);
-    let names = x.names().map(|n| [vec![None, None], n[1..].to_vec()].concat());
+    let names = x
+        .names()
+        .map(|n| [vec![None, None], n[1..].to_vec()].concat());
     Ok(Value::Array(Array::from_vec(shape, data).with_names(names)))
 }
 
@@ -78,7 +80,9 @@ fn batch_mask(c: &mut Call) -> Result<Value, Diagnostic> {
     let size = batch_size(c)?;
     let n = x.shape()[0];
     let nb = n.div_ceil(size);
-    let data = (0..nb * size).map(|i| if i < n { 1.0 } else { 0.0 }).collect();
+    let data = (0..nb * size)
+        .map(|i| if i < n { 1.0 } else { 0.0 })
+        .collect();
     Ok(Value::Array(Array::from_vec(vec![nb, size], data)))
 }
 
@@ -88,7 +92,16 @@ fn split_rows(c: &mut Call, train: bool) -> Result<Value, Diagnostic> {
     let n = x.shape()[0];
     let n_tr = datasets::split_sizes(n, frac).map_err(|e| {
         let i = if e.code() == "E0216" { 0 } else { 1 };
-        c.error_at(i, e.code(), if i == 0 { "empty array" } else { "invalid argument value" }, e.to_string())
+        c.error_at(
+            i,
+            e.code(),
+            if i == 0 {
+                "empty array"
+            } else {
+                "invalid argument value"
+            },
+            e.to_string(),
+        )
     })?;
     let perm = rng::permutation(n, c.seed(2)?);
     let idx = if train { &perm[..n_tr] } else { &perm[n_tr..] };
@@ -112,7 +125,10 @@ fn windows(c: &mut Call, offset: usize) -> Result<Value, Diagnostic> {
     let block = block.min(u32::MAX as f64) as usize;
     let b = ids.len() / (block + 1);
     if b == 0 {
-        return Err(c.invalid(1, format!("{} ids make no window of {} tokens", ids.len(), block + 1)));
+        return Err(c.invalid(
+            1,
+            format!("{} ids make no window of {} tokens", ids.len(), block + 1),
+        ));
     }
     let mut data = Vec::with_capacity(b * block);
     for w in 0..b {

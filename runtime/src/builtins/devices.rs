@@ -22,18 +22,33 @@ pub const BUILTINS: &[Builtin] = &[Builtin {
 fn to_device(c: &mut Call) -> Result<Value, Diagnostic> {
     let (ti, xi) = match (c.value(0), c.value(1)) {
         (Value::Str(_), Value::Str(_)) => {
-            return Err(c.error_at(0, "E0311", "value cannot be placed on a device", "a string").note("exactly one argument is the target string; the other is an array or a model"))
+            return Err(c
+                .error_at(0, "E0311", "value cannot be placed on a device", "a string")
+                .note(
+                    "exactly one argument is the target string; the other is an array or a model",
+                ))
         }
         (Value::Str(_), _) => (0, 1),
         (_, Value::Str(_)) => (1, 0),
-        _ => return Err(c.error_at(1, "E0302", "expected a string", "not a device target").note("one argument must be the target: \"cpu\", \"cuda\", \"cuda:N\" or \"mlx\"")),
+        _ => {
+            return Err(c
+                .error_at(1, "E0302", "expected a string", "not a device target")
+                .note("one argument must be the target: \"cpu\", \"cuda\", \"cuda:N\" or \"mlx\""))
+        }
     };
     let name = c.string(ti)?.to_string();
     let Some(target) = DeviceTarget::parse(&name) else {
-        return Err(c.error_at(ti, "E0502", "unknown device target", format!("\"{name}\"")).help("device targets are \"cpu\", \"cuda\", \"cuda:N\" and \"mlx\""));
+        return Err(c
+            .error_at(ti, "E0502", "unknown device target", format!("\"{name}\""))
+            .help("device targets are \"cpu\", \"cuda\", \"cuda:N\" and \"mlx\""));
     };
     if let Err(why) = c.it.devices.availability(target) {
-        c.warn_at(ti, "W0504", format!("placement on `{target}` is not available; the data stays in host memory"), why.reason());
+        c.warn_at(
+            ti,
+            "W0504",
+            format!("placement on `{target}` is not available; the data stays in host memory"),
+            why.reason(),
+        );
     }
     match c.value(xi).clone() {
         Value::Array(a) => {
@@ -44,7 +59,17 @@ fn to_device(c: &mut Call) -> Result<Value, Diagnostic> {
             }
             Ok(Value::Array(placed))
         }
-        Value::Model(_) => Err(c.error_at(xi, "E0303", "expected a model", "models arrive with the model DSL")),
-        other => Err(c.error_at(xi, "E0311", "value cannot be placed on a device", format!("this is a {}", other.kind_name()))),
+        Value::Model(_) => Err(c.error_at(
+            xi,
+            "E0303",
+            "expected a model",
+            "models arrive with the model DSL",
+        )),
+        other => Err(c.error_at(
+            xi,
+            "E0311",
+            "value cannot be placed on a device",
+            format!("this is a {}", other.kind_name()),
+        )),
     }
 }

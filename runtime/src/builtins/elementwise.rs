@@ -11,13 +11,31 @@ use crate::value::Value;
 
 macro_rules! unary_builtin {
     ($fn_name:ident, $name:literal, $summary:literal, $doc:literal, $example:literal) => {
-        Builtin { name: $name, params: &[req("x", Array)], summary: $summary, doc: $doc, example: $example, diff: Diff::Yes, section: "10.3", run: $fn_name }
+        Builtin {
+            name: $name,
+            params: &[req("x", Array)],
+            summary: $summary,
+            doc: $doc,
+            example: $example,
+            diff: Diff::Yes,
+            section: "10.3",
+            run: $fn_name,
+        }
     };
 }
 
 macro_rules! binary_builtin {
     ($fn_name:ident, $name:literal, $diff:expr, $summary:literal, $doc:literal, $example:literal) => {
-        Builtin { name: $name, params: &[req("a", Array), req("b", Array)], summary: $summary, doc: $doc, example: $example, diff: $diff, section: "10.3", run: $fn_name }
+        Builtin {
+            name: $name,
+            params: &[req("a", Array), req("b", Array)],
+            summary: $summary,
+            doc: $doc,
+            example: $example,
+            diff: $diff,
+            section: "10.3",
+            run: $fn_name,
+        }
     };
 }
 
@@ -35,8 +53,8 @@ pub const BUILTINS: &[Builtin] = &[
     unary_builtin!(gelu, "gelu", "GELU (tanh approximation) element-wise", "`gelu(x)` = 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), the GPT-2 form.", "gelu([-1, 0, 1])"),
     unary_builtin!(silu, "silu", "x·sigmoid(x) element-wise", "`silu(x)` = x·sigmoid(x), also called swish.", "silu([-1, 0, 1])"),
     binary_builtin!(add, "add", Diff::Yes, "a + b with broadcasting", "`add(a, b)` is `a + b`: NumPy-style broadcasting with axis-name unification (E0201, E0202).", "add([1, 2], 10)"),
-    binary_builtin!(sub, "sub", Diff::Yes, "a − b with broadcasting", "`sub(a, b)` is `a - b`.", "sub([1, 2], [3, 4])"),
-    binary_builtin!(mul, "mul", Diff::Yes, "a · b with broadcasting", "`mul(a, b)` is `a * b`.", "mul([[1], [2]], [3, 4])"),
+    binary_builtin!(sub, "sub", Diff::Yes, "a − b with broadcasting", "`sub(a, b)` is `a - b`: element-wise subtraction with broadcasting and axis-name unification (E0201, E0202).", "sub([1, 2], [3, 4])"),
+    binary_builtin!(mul, "mul", Diff::Yes, "a · b with broadcasting", "`mul(a, b)` is `a * b`: element-wise product with broadcasting and axis-name unification (E0201, E0202).", "mul([[1], [2]], [3, 4])"),
     binary_builtin!(div, "div", Diff::Yes, "a / b with broadcasting", "`div(a, b)` is `a / b`; division by zero gives inf, -inf or NaN.", "div([1, 2], 4)"),
     binary_builtin!(pow, "pow", Diff::Yes, "aᵇ with broadcasting", "`pow(a, b)` raises a to the power b; a negative base with a non-integer exponent gives NaN.", "pow([2, 3], 2)"),
     binary_builtin!(gt, "gt", Diff::Zero, "1 where a > b, else 0", "`gt(a, b)` compares element-wise with broadcasting.", "gt([1, 5], 2)"),
@@ -83,9 +101,20 @@ fn silu(c: &mut Call) -> Result<Value, Diagnostic> {
 fn bin(c: &mut Call, op: BinaryOp) -> Result<Value, Diagnostic> {
     let a = c.array(0)?.clone();
     let b = c.array(1)?.clone();
-    let operands = ops::Operands { left: &a, left_expr: c.args[0].expr, right: &b, right_expr: c.args[1].expr };
+    let operands = ops::Operands {
+        left: &a,
+        left_expr: c.args[0].expr,
+        right: &b,
+        right_expr: c.args[1].expr,
+    };
     let name = c.name();
-    Ok(Value::Array(ops::binary(c.it, op, name, &operands, c.name_span)?))
+    Ok(Value::Array(ops::binary(
+        c.it,
+        op,
+        name,
+        &operands,
+        c.name_span,
+    )?))
 }
 
 fn add(c: &mut Call) -> Result<Value, Diagnostic> {

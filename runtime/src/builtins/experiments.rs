@@ -21,14 +21,23 @@ pub const BUILTINS: &[Builtin] = &[Builtin {
 
 /// Every run this workspace knows: its log merged with the records on disk.
 pub fn all_runs(c: &Call) -> Vec<RunRecord> {
-    let disk = c.it.ws.exp_dir.as_deref().map(experiments::read_records).unwrap_or_default();
+    let disk =
+        c.it.ws
+            .exp_dir
+            .as_deref()
+            .map(experiments::read_records)
+            .unwrap_or_default();
     experiments::merge_runs(&c.it.ws.experiments, &disk)
 }
 
 fn compare(c: &mut Call) -> Result<Value, Diagnostic> {
     let (a, b) = (c.string(0)?.to_string(), c.string(1)?.to_string());
     let runs = all_runs(c);
-    let latest = |name: &str| runs.iter().filter(|r| r.name == name).max_by_key(|r| r.timestamp_ns);
+    let latest = |name: &str| {
+        runs.iter()
+            .filter(|r| r.name == name)
+            .max_by_key(|r| r.timestamp_ns)
+    };
     let find = |i: usize, name: &str| {
         latest(name).ok_or_else(|| c.error_at(i, "E0108", format!("no run named \"{name}\""), "no experiment with this name").help("run an `experiment NAME { ... }` block first, or pass --exp-dir to read recorded runs"))
     };

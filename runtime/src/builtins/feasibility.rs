@@ -12,7 +12,7 @@ use crate::value::{named_shape, Array, Value};
 /// The builtins of this group.
 pub const BUILTINS: &[Builtin] = &[
     Builtin { name: "estimate_hypothetical", params: &[req("name", Str), req("steps", Scalar), req("batch_size", Scalar), req("seq_len", Scalar), opt("dtype_bytes", Scalar), opt("lora_rank", Scalar)], summary: "feasibility of training a published architecture", doc: "`estimate_hypothetical(name, steps, batch, seq [, dtype_bytes [, lora_rank]])` returns `[params, vram_bytes, disk_bytes, flops, wall_seconds]` for smollm-135m, smollm-360m, smollm-1.7b, llama-3.2-1b or qwen-2.5-0.5b (LANGUAGE §15.3). Throughput comes from `mlpl_device_throughput_gflops_DEV`, then `mlpl_device_throughput_gflops`, else 50 GFLOPS.", example: "estimate_hypothetical(\"smollm-135m\", 100, 4, 512)", diff: Diff::Effect, section: "10.17", run: estimate_hypothetical },
-    Builtin { name: "calibrate_device", params: &[opt("size", Scalar)], summary: "measure the active device's GFLOPS", doc: "`calibrate_device([size])` times 10 `[size, size]` matmuls (after one warm-up) on the active device, stores the GFLOPS in `mlpl_device_throughput_gflops` and `mlpl_device_throughput_gflops_DEV`, and returns it.", example: "calibrate_device(64) > 0", diff: Diff::Effect, section: "10.17", run: calibrate_device },
+    Builtin { name: "calibrate_device", params: &[opt("size", Scalar)], summary: "measure the active device's GFLOPS", doc: "`calibrate_device([size])` times 10 `[size, size]` matmuls (after one warm-up) on the active device, stores the GFLOPS in `mlpl_device_throughput_gflops` and `mlpl_device_throughput_gflops_DEV`, and returns it.", example: "gt(calibrate_device(64), 0)", diff: Diff::Effect, section: "10.17", run: calibrate_device },
     Builtin { name: "feasible", params: &[req("est", Array), req("budget", Array)], summary: "whether an estimate fits a budget", doc: "`feasible(est, budget)`: 1 when est `[5]` respects budget `[vram_bytes, disk_bytes, wall_seconds]` (0 entries are not checked), else 0. E0218 for wrong sizes.", example: "feasible(estimate_hypothetical(\"smollm-135m\", 100, 4, 512), [8e9, 0, 0])", diff: Diff::Effect, section: "10.17", run: feasible },
 ];
 
@@ -20,10 +20,16 @@ pub const BUILTINS: &[Builtin] = &[
 pub fn throughput_gflops(it: &Interp) -> f64 {
     let kind = it.devices.active().kind.name();
     let read = |name: &str| match it.ws.get(name) {
-        Some(Value::Str(s)) => s.trim().parse::<f64>().ok().filter(|g| g.is_finite() && *g > 0.0),
+        Some(Value::Str(s)) => s
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|g| g.is_finite() && *g > 0.0),
         _ => None,
     };
-    read(&format!("mlpl_device_throughput_gflops_{kind}")).or_else(|| read("mlpl_device_throughput_gflops")).unwrap_or(estimate::DEFAULT_GFLOPS)
+    read(&format!("mlpl_device_throughput_gflops_{kind}"))
+        .or_else(|| read("mlpl_device_throughput_gflops"))
+        .unwrap_or(estimate::DEFAULT_GFLOPS)
 }
 
 /// A finite positive scalar argument (E0205, E0401).
@@ -32,14 +38,24 @@ pub fn positive(c: &Call, i: usize) -> Result<f64, Diagnostic> {
     if v.is_finite() && v > 0.0 {
         Ok(v)
     } else {
-        Err(c.invalid(i, format!("`{}` must be a finite positive number", c.param_name(i))))
+        Err(c.invalid(
+            i,
+            format!("`{}` must be a finite positive number", c.param_name(i)),
+        ))
     }
 }
 
 fn estimate_hypothetical(c: &mut Call) -> Result<Value, Diagnostic> {
     let name = c.string(0)?;
     let Some(arch) = hypothetical::lookup(name) else {
-        return Err(c.error_at(0, "E0105", format!("unknown architecture `{name}`"), "not a built-in architecture").note(format!("known architectures: {}", hypothetical::names())));
+        return Err(c
+            .error_at(
+                0,
+                "E0105",
+                format!("unknown architecture `{name}`"),
+                "not a built-in architecture",
+            )
+            .note(format!("known architectures: {}", hypothetical::names())));
     };
     let steps = positive(c, 1)?;
     let batch = positive(c, 2)?;
@@ -70,21 +86,45 @@ fn calibrate_device(c: &mut Call) -> Result<Value, Diagnostic> {
     let g = 2.0 * size.powi(3) * 10.0 / secs / 1e9;
     let text = crate::display::format_f64(g);
     let kind = c.it.devices.active().kind.name();
-    c.it.ws.assign("mlpl_device_throughput_gflops", Value::string(text.as_str()), false);
-    c.it.ws.assign(&format!("mlpl_device_throughput_gflops_{kind}"), Value::string(text.as_str()), false);
+    c.it.ws.assign(
+        "mlpl_device_throughput_gflops",
+        Value::string(text.as_str()),
+        false,
+    );
+    c.it.ws.assign(
+        &format!("mlpl_device_throughput_gflops_{kind}"),
+        Value::string(text.as_str()),
+        false,
+    );
     Ok(Value::exact(g))
 }
 
 fn feasible(c: &mut Call) -> Result<Value, Diagnostic> {
     let est = c.array(0)?;
     if est.shape() != [5] {
-        return Err(c.error_at(0, "E0218", "wrong argument size", format!("has shape {}", named_shape(est))).note("estimate must be rank-1 [5]"));
+        return Err(c
+            .error_at(
+                0,
+                "E0218",
+                "wrong argument size",
+                format!("has shape {}", named_shape(est)),
+            )
+            .note("estimate must be rank-1 [5]"));
     }
     let budget = c.array(1)?;
     if budget.shape() != [3] {
-        return Err(c.error_at(1, "E0218", "wrong argument size", format!("has shape {}", named_shape(budget))).note("budget must be rank-1 [3] [vram, disk, wall]"));
+        return Err(c
+            .error_at(
+                1,
+                "E0218",
+                "wrong argument size",
+                format!("has shape {}", named_shape(budget)),
+            )
+            .note("budget must be rank-1 [3] [vram, disk, wall]"));
     }
     let e: [f64; 5] = est.to_f64().try_into().expect("checked shape");
     let b: [f64; 3] = budget.to_f64().try_into().expect("checked shape");
-    Ok(Value::Array(Array::scalar_f32(if estimate::feasible(&e, &b) { 1.0 } else { 0.0 })))
+    Ok(Value::Array(Array::scalar_f32(
+        if estimate::feasible(&e, &b) { 1.0 } else { 0.0 },
+    )))
 }

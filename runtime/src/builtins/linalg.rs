@@ -19,7 +19,15 @@ fn dot(c: &mut Call) -> Result<Value, Diagnostic> {
     }
     let (a, b) = (c.array(0)?.clone(), c.array(1)?.clone());
     if a.shape()[0] != b.shape()[0] {
-        return Err(inner_error("dot", &a, c.args[0].span, &b, c.args[1].span, a.shape()[0], b.shape()[0]));
+        return Err(inner_error(
+            "dot",
+            &a,
+            c.args[0].span,
+            &b,
+            c.args[1].span,
+            a.shape()[0],
+            b.shape()[0],
+        ));
     }
     let r = matmul_arrays(c.it, &a, c.args[0].expr, &b, c.args[1].expr, "dot")?;
     Ok(Value::Array(r.unnamed()))
@@ -27,12 +35,35 @@ fn dot(c: &mut Call) -> Result<Value, Diagnostic> {
 
 fn matmul(c: &mut Call) -> Result<Value, Diagnostic> {
     let (a, b) = (c.array(0)?.clone(), c.array(1)?.clone());
-    Ok(Value::Array(matmul_arrays(c.it, &a, c.args[0].expr, &b, c.args[1].expr, "matmul")?))
+    Ok(Value::Array(matmul_arrays(
+        c.it,
+        &a,
+        c.args[0].expr,
+        &b,
+        c.args[1].expr,
+        "matmul",
+    )?))
 }
 
-fn inner_error(op: &str, a: &Array, sa: Span, b: &Array, sb: Span, ka: usize, kb: usize) -> Diagnostic {
-    let which = if b.rank() >= 2 { "the first axis" } else { "the only axis" };
-    let which = if b.rank() > 2 { "the second-to-last axis" } else { which };
+fn inner_error(
+    op: &str,
+    a: &Array,
+    sa: Span,
+    b: &Array,
+    sb: Span,
+    ka: usize,
+    kb: usize,
+) -> Diagnostic {
+    let which = if b.rank() >= 2 {
+        "the first axis"
+    } else {
+        "the only axis"
+    };
+    let which = if b.rank() > 2 {
+        "the second-to-last axis"
+    } else {
+        which
+    };
     let mut d = Diagnostic::error("E0203", format!("inner dimensions differ in `{op}`"))
         .at(sb, format!("right operand: {}", named_shape(b)))
         .with_label(sa, format!("left operand: {}", named_shape(a)))
@@ -44,7 +75,14 @@ fn inner_error(op: &str, a: &Array, sa: Span, b: &Array, sb: Span, ka: usize, kb
 }
 
 /// `matmul` of two arrays with the forms and naming rules of LANGUAGE §10.4.
-pub fn matmul_arrays(it: &mut Interp, a: &Array, ea: &Expr, b: &Array, eb: &Expr, op: &str) -> Result<Array, Diagnostic> {
+pub fn matmul_arrays(
+    it: &mut Interp,
+    a: &Array,
+    ea: &Expr,
+    b: &Array,
+    eb: &Expr,
+    op: &str,
+) -> Result<Array, Diagnostic> {
     let (sa, sb) = (ea.span, eb.span);
     for (x, s) in [(a, sa), (b, sb)] {
         if x.rank() == 0 {
@@ -61,38 +99,74 @@ pub fn matmul_arrays(it: &mut Interp, a: &Array, ea: &Expr, b: &Array, eb: &Expr
     }
     if let (Some(na), Some(nb)) = (a.axis_name(a.rank() - 1), b.axis_name(kb_axis)) {
         if na != nb {
-            return Err(Diagnostic::error("E0204", "contraction axes are named differently")
-                .at(sb, format!("right operand: {}", named_shape(b)))
-                .with_label(sa, format!("left operand: {}", named_shape(a)))
-                .note(format!("`{op}` contracts `{na}` on the left with `{nb}` on the right"))
-                .help(format!("relabel one side so both contracted axes are named `{na}`")));
+            return Err(
+                Diagnostic::error("E0204", "contraction axes are named differently")
+                    .at(sb, format!("right operand: {}", named_shape(b)))
+                    .with_label(sa, format!("left operand: {}", named_shape(a)))
+                    .note(format!(
+                        "`{op}` contracts `{na}` on the left with `{nb}` on the right"
+                    ))
+                    .help(format!(
+                        "relabel one side so both contracted axes are named `{na}`"
+                    )),
+            );
         }
     }
     // Promote vectors to matrices, multiply, then drop the promoted axes.
     let a_vec = a.rank() == 1;
     let b_vec = b.rank() == 1;
-    let at = if a_vec { a.tensor().reshape(vec![1, ka]) } else { a.tensor() };
-    let bt = if b_vec { b.tensor().reshape(vec![kb, 1]) } else { b.tensor() };
+    let at = if a_vec {
+        a.tensor().reshape(vec![1, ka])
+    } else {
+        a.tensor()
+    };
+    let bt = if b_vec {
+        b.tensor().reshape(vec![kb, 1])
+    } else {
+        b.tensor()
+    };
     let a_batch = &at.shape()[..at.rank() - 2];
     let b_batch = &bt.shape()[..bt.rank() - 2];
     // Batch axes broadcast with name unification (E0201/E0202).
     let batch_a = Array::from_vec(a_batch.to_vec(), vec![0.0; a_batch.iter().product()])
-        .with_names(a.names().filter(|_| !a_vec).map(|n| n[..a_batch.len()].to_vec()));
+        .with_names(
+            a.names()
+                .filter(|_| !a_vec)
+                .map(|n| n[..a_batch.len()].to_vec()),
+        );
     let batch_b = Array::from_vec(b_batch.to_vec(), vec![0.0; b_batch.iter().product()])
-        .with_names(b.names().filter(|_| !b_vec).map(|n| n[..b_batch.len()].to_vec()));
-    let operands = ops::Operands { left: &batch_a, left_expr: ea, right: &batch_b, right_expr: eb };
+        .with_names(
+            b.names()
+                .filter(|_| !b_vec)
+                .map(|n| n[..b_batch.len()].to_vec()),
+        );
+    let operands = ops::Operands {
+        left: &batch_a,
+        left_expr: ea,
+        right: &batch_b,
+        right_expr: eb,
+    };
     let (batch_shape, batch_names) = ops::broadcast(op, &operands).map_err(|d| {
         let mut d = d;
-        d.primary = Some(crate::diag::Label { span: sb, message: format!("right operand: {}", named_shape(b)) });
-        d.secondary = vec![crate::diag::Label { span: sa, message: format!("left operand: {}", named_shape(a)) }];
+        d.primary = Some(crate::diag::Label {
+            span: sb,
+            message: format!("right operand: {}", named_shape(b)),
+        });
+        d.secondary = vec![crate::diag::Label {
+            span: sa,
+            message: format!("left operand: {}", named_shape(a)),
+        }];
         d.note("the leading (batch) axes of `matmul` broadcast like element-wise operands")
     })?;
     let (backend, placement) = ops::placement_for(it, op, &[(a, sa), (b, sb)])?;
-    let t = backend.matmul(&at, &bt).map_err(|e| ops::device_error(e, op, sa.to(sb)))?;
+    let t = backend
+        .matmul(&at, &bt)
+        .map_err(|e| ops::device_error(e, op, sa.to(sb)))?;
     let m = at.shape()[at.rank() - 2];
     let n = bt.shape()[bt.rank() - 1];
     let mut shape = batch_shape.clone();
-    let mut names: Vec<Option<String>> = batch_names.unwrap_or_else(|| vec![None; batch_shape.len()]);
+    let mut names: Vec<Option<String>> =
+        batch_names.unwrap_or_else(|| vec![None; batch_shape.len()]);
     if !a_vec {
         shape.push(m);
         names.push(a.axis_name(a.rank() - 2).map(str::to_string));
@@ -102,5 +176,7 @@ pub fn matmul_arrays(it: &mut Interp, a: &Array, ea: &Expr, b: &Array, eb: &Expr
         names.push(b.axis_name(b.rank() - 1).map(str::to_string));
     }
     let t = t.reshape(shape);
-    Ok(Array::from_tensor(t).with_names(Some(names)).with_placement(placement))
+    Ok(Array::from_tensor(t)
+        .with_names(Some(names))
+        .with_placement(placement))
 }

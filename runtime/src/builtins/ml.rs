@@ -20,12 +20,22 @@ fn softmax_like(c: &mut Call, log: bool) -> Result<Value, Diagnostic> {
     if x.rank() == 0 {
         return Err(c.rank_error(0, "of rank 1 or more"));
     }
-    let axis = if c.has(1) { c.axis(1, &x)? } else { x.rank() - 1 };
+    let axis = if c.has(1) {
+        c.axis(1, &x)?
+    } else {
+        x.rank() - 1
+    };
     let name = c.name();
     let (backend, placement) = ops::placement_for(c.it, name, &[(&x, c.span)])?;
-    let t = if log { backend.log_softmax(&x.tensor(), axis) } else { backend.softmax(&x.tensor(), axis) }
-        .map_err(|e| ops::device_error(e, name, c.span))?;
-    Ok(Value::Array(Array::from_tensor(t).with_placement(placement)))
+    let t = if log {
+        backend.log_softmax(&x.tensor(), axis)
+    } else {
+        backend.softmax(&x.tensor(), axis)
+    }
+    .map_err(|e| ops::device_error(e, name, c.span))?;
+    Ok(Value::Array(
+        Array::from_tensor(t).with_placement(placement),
+    ))
 }
 
 fn softmax(c: &mut Call) -> Result<Value, Diagnostic> {
@@ -41,9 +51,19 @@ fn one_hot(c: &mut Call) -> Result<Value, Diagnostic> {
     let k = c.count(1)?;
     let mut data = vec![0f32; ids.len() * k];
     for (r, &id) in ids.iter().enumerate() {
-        let id = if id.is_nan() || id < 0.0 { 0.0 } else { id.trunc() };
+        let id = if id.is_nan() || id < 0.0 {
+            0.0
+        } else {
+            id.trunc()
+        };
         if id >= k as f64 {
-            return Err(c.error_at(0, "E0402", "id or index out of range", format!("id {} at position {r}", crate::display::format_f64(id)))
+            return Err(c
+                .error_at(
+                    0,
+                    "E0402",
+                    "id or index out of range",
+                    format!("id {} at position {r}", crate::display::format_f64(id)),
+                )
                 .note(format!("ids must be below k = {k}")));
         }
         data[r * k + id as usize] = 1.0;
@@ -52,7 +72,11 @@ fn one_hot(c: &mut Call) -> Result<Value, Diagnostic> {
 }
 
 /// Validates logits and targets for `cross_entropy` and returns `(rows, vocab)`.
-pub fn check_cross_entropy(c: &Call, logits: &Array, targets: &Array) -> Result<(usize, usize), Diagnostic> {
+pub fn check_cross_entropy(
+    c: &Call,
+    logits: &Array,
+    targets: &Array,
+) -> Result<(usize, usize), Diagnostic> {
     let s = logits.shape();
     if s.len() != 2 && s.len() != 3 {
         return Err(c.rank_error(0, "`[N, V]` or `[B, T, V]`"));
@@ -61,13 +85,27 @@ pub fn check_cross_entropy(c: &Call, logits: &Array, targets: &Array) -> Result<
     let rows: usize = s[..s.len() - 1].iter().product();
     if targets.numel() != rows {
         return Err(c
-            .error_at(1, "E0214", "target count differs from the rows of the logits", format!("targets: {}", named_shape(targets)))
+            .error_at(
+                1,
+                "E0214",
+                "target count differs from the rows of the logits",
+                format!("targets: {}", named_shape(targets)),
+            )
             .with_label(c.arg_span(0), format!("logits: {}", named_shape(logits)))
-            .note(format!("expected [{rows}] targets (one per row of the logits), got {}", named_shape(targets))));
+            .note(format!(
+                "expected [{rows}] targets (one per row of the logits), got {}",
+                named_shape(targets)
+            )));
     }
     for (r, &t) in targets.to_f64().iter().enumerate() {
         if t.fract() != 0.0 || !(t >= 0.0 && t < v as f64) {
-            return Err(c.error_at(1, "E0402", "id or index out of range", format!("target {} at position {r}", crate::display::format_f64(t)))
+            return Err(c
+                .error_at(
+                    1,
+                    "E0402",
+                    "id or index out of range",
+                    format!("target {} at position {r}", crate::display::format_f64(t)),
+                )
                 .note(format!("targets must be integers in [0, {v})")));
         }
     }
@@ -78,10 +116,16 @@ fn cross_entropy(c: &mut Call) -> Result<Value, Diagnostic> {
     let logits = c.array(0)?.clone();
     let targets = c.array(1)?.clone();
     let (rows, v) = check_cross_entropy(c, &logits, &targets)?;
-    let (backend, _) = ops::placement_for(c.it, "cross_entropy", &[(&logits, c.args[0].span), (&targets, c.args[1].span)])?;
+    let (backend, _) = ops::placement_for(
+        c.it,
+        "cross_entropy",
+        &[(&logits, c.args[0].span), (&targets, c.args[1].span)],
+    )?;
     let lt = logits.tensor().reshape(vec![rows, v]);
     let tt = targets.tensor().reshape(vec![rows]);
-    let (loss, _) = backend.cross_entropy(&lt, &tt, false).map_err(|e| ops::device_error(e, "cross_entropy", c.span))?;
+    let (loss, _) = backend
+        .cross_entropy(&lt, &tt, false)
+        .map_err(|e| ops::device_error(e, "cross_entropy", c.span))?;
     Ok(Value::Array(Array::from_tensor(loss)))
 }
 
@@ -99,8 +143,14 @@ fn sinusoidal_encoding(c: &mut Call) -> Result<Value, Diagnostic> {
     for p in 0..t {
         for col in 0..d {
             let theta = p as f64 / 10000f64.powf((2 * (col / 2)) as f64 / d as f64);
-            data.push(if col % 2 == 0 { theta.sin() } else { theta.cos() });
+            data.push(if col % 2 == 0 {
+                theta.sin()
+            } else {
+                theta.cos()
+            });
         }
     }
-    Ok(Value::Array(Array::from_f64(vec![t, d], &data).with_names(Some(vec![Some("time".into()), Some("dim".into())]))))
+    Ok(Value::Array(Array::from_f64(vec![t, d], &data).with_names(
+        Some(vec![Some("time".into()), Some("dim".into())]),
+    )))
 }

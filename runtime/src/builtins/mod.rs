@@ -10,6 +10,7 @@ use crate::diag::Diagnostic;
 use crate::eval::Call;
 use crate::value::Value;
 
+mod analysis;
 mod axes;
 mod construct;
 mod dataprep;
@@ -81,12 +82,20 @@ pub struct Param {
 
 /// A required parameter.
 pub const fn req(name: &'static str, kind: ParamKind) -> Param {
-    Param { name, kind, optional: false }
+    Param {
+        name,
+        kind,
+        optional: false,
+    }
 }
 
 /// An optional parameter.
 pub const fn opt(name: &'static str, kind: ParamKind) -> Param {
-    Param { name, kind, optional: true }
+    Param {
+        name,
+        kind,
+        optional: true,
+    }
 }
 
 /// Differentiability, the ∂ column of LANGUAGE §10.
@@ -169,7 +178,7 @@ impl Builtin {
     }
 }
 
-/// Builtins that take any number of arguments (currently none outside the model DSL).
+/// The builtin groups, one module each.
 const GROUPS: &[&[Builtin]] = &[
     construct::BUILTINS,
     reduce::BUILTINS,
@@ -185,6 +194,7 @@ const GROUPS: &[&[Builtin]] = &[
     experiments::BUILTINS,
     feasibility::BUILTINS,
     devices::BUILTINS,
+    analysis::BUILTINS,
 ];
 
 /// Every builtin, in declaration order.
@@ -195,17 +205,54 @@ pub fn all() -> impl Iterator<Item = &'static Builtin> {
 /// The builtin called `name`.
 pub fn lookup(name: &str) -> Option<&'static Builtin> {
     static MAP: OnceLock<HashMap<&'static str, &'static Builtin>> = OnceLock::new();
-    MAP.get_or_init(|| all().map(|b| (b.name, b)).collect()).get(name).copied()
+    MAP.get_or_init(|| all().map(|b| (b.name, b)).collect())
+        .get(name)
+        .copied()
 }
 
 /// Builtins of the language reference that this build does not provide yet
 /// (they arrive with autograd, the model DSL and visualisation).
 pub const NOT_YET_AVAILABLE: &[&str] = &[
-    "grad", "adam", "adamw", "momentum_sgd", "cosine_schedule", "linear_warmup", "linear",
-    "embed", "attention", "causal_attention", "rms_norm", "layer_norm", "tanh_layer",
-    "relu_layer", "gelu_layer", "silu_layer", "softmax_layer", "dropout", "swiglu", "rope",
-    "moe", "chain", "residual", "apply", "attention_weights", "aux_loss", "clone_model",
-    "freeze", "unfreeze", "lora", "perturb_params", "reinit", "embed_table", "pairwise_sqdist",
-    "knn", "tsne", "pca", "estimate_train", "save", "load_weights", "llm_call", "svg", "hist",
-    "scatter_labeled", "loss_curve", "confusion_matrix", "boundary_2d",
+    "grad",
+    "adam",
+    "adamw",
+    "momentum_sgd",
+    "cosine_schedule",
+    "linear_warmup",
+    "linear",
+    "embed",
+    "attention",
+    "causal_attention",
+    "rms_norm",
+    "layer_norm",
+    "tanh_layer",
+    "relu_layer",
+    "gelu_layer",
+    "silu_layer",
+    "softmax_layer",
+    "dropout",
+    "swiglu",
+    "rope",
+    "moe",
+    "chain",
+    "residual",
+    "apply",
+    "attention_weights",
+    "aux_loss",
+    "clone_model",
+    "freeze",
+    "unfreeze",
+    "lora",
+    "perturb_params",
+    "reinit",
+    "embed_table",
+    "estimate_train",
+    "load_weights",
+    "llm_call",
+    "svg",
+    "hist",
+    "scatter_labeled",
+    "loss_curve",
+    "confusion_matrix",
+    "boundary_2d",
 ];

@@ -21,8 +21,16 @@ pub const BUILTINS: &[Builtin] = &[
 fn draw(c: &mut Call, normal: bool) -> Result<Value, Diagnostic> {
     let seed = c.seed(0)?;
     let shape = shape_arg(c, 1)?;
-    let n: usize = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d)).filter(|&n| n <= 1 << 34).ok_or_else(|| c.error("E0410", "out of host memory"))?;
-    let v = if normal { rng::normal_vec(seed, n) } else { rng::uniform_vec(seed, n) };
+    let n: usize = shape
+        .iter()
+        .try_fold(1usize, |a, &d| a.checked_mul(d))
+        .filter(|&n| n <= 1 << 34)
+        .ok_or_else(|| c.error("E0410", "out of host memory"))?;
+    let v = if normal {
+        rng::normal_vec(seed, n)
+    } else {
+        rng::uniform_vec(seed, n)
+    };
     Ok(Value::Array(Array::from_f64(shape, &v)))
 }
 

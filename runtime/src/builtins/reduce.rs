@@ -52,15 +52,36 @@ fn argmax(c: &mut Call) -> Result<Value, Diagnostic> {
         None => x.numel() == 0,
     };
     if empty {
-        return Err(c.error_at(0, "E0216", "empty array", format!("has shape {}", named_shape(&x))).note("`argmax` needs at least one element"));
+        return Err(c
+            .error_at(
+                0,
+                "E0216",
+                "empty array",
+                format!("has shape {}", named_shape(&x)),
+            )
+            .note("`argmax` needs at least one element"));
     }
     if x.is_exact() {
         return Ok(Value::exact(0.0));
     }
     let (backend, placement) = ops::placement_for(c.it, "argmax", &[(&x, c.span)])?;
-    let t = backend.argmax(&x.tensor(), axis).map_err(|e| ops::device_error(e, "argmax", c.span))?;
-    let names = axis.and_then(|ax| x.names().map(|n| n.iter().enumerate().filter(|(i, _)| *i != ax).map(|(_, s)| s.clone()).collect()));
-    Ok(Value::Array(Array::from_tensor(t).with_names(names).with_placement(placement)))
+    let t = backend
+        .argmax(&x.tensor(), axis)
+        .map_err(|e| ops::device_error(e, "argmax", c.span))?;
+    let names = axis.and_then(|ax| {
+        x.names().map(|n| {
+            n.iter()
+                .enumerate()
+                .filter(|(i, _)| *i != ax)
+                .map(|(_, s)| s.clone())
+                .collect()
+        })
+    });
+    Ok(Value::Array(
+        Array::from_tensor(t)
+            .with_names(names)
+            .with_placement(placement),
+    ))
 }
 
 fn argtop_k(c: &mut Call) -> Result<Value, Diagnostic> {
@@ -69,6 +90,10 @@ fn argtop_k(c: &mut Call) -> Result<Value, Diagnostic> {
     if k.fract() != 0.0 || !(k >= 0.0 && k <= v.len() as f64) {
         return Err(c.invalid(1, format!("k must be an integer in 0..={}", v.len())));
     }
-    let idx = crate::data::sampling::argtop_k(&v, k as usize).map_err(|e| c.invalid(1, e.to_string()))?;
-    Ok(Value::Array(Array::from_vec(vec![idx.len()], idx.iter().map(|&i| i as f32).collect())))
+    let idx =
+        crate::data::sampling::argtop_k(&v, k as usize).map_err(|e| c.invalid(1, e.to_string()))?;
+    Ok(Value::Array(Array::from_vec(
+        vec![idx.len()],
+        idx.iter().map(|&i| i as f32).collect(),
+    )))
 }

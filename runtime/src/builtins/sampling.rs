@@ -19,7 +19,16 @@ fn sample(c: &mut Call) -> Result<Value, Diagnostic> {
     let seed = c.seed(2)?;
     let i = sampling::sample(&logits, t, seed).map_err(|e| {
         let at = if e.code() == "E0216" { 0 } else { 1 };
-        c.error_at(at, e.code(), if at == 0 { "empty array" } else { "invalid argument value" }, e.to_string())
+        c.error_at(
+            at,
+            e.code(),
+            if at == 0 {
+                "empty array"
+            } else {
+                "invalid argument value"
+            },
+            e.to_string(),
+        )
     })?;
     Ok(Value::Array(Array::scalar_f32(i as f32)))
 }
@@ -32,5 +41,9 @@ fn top_k(c: &mut Call) -> Result<Value, Diagnostic> {
         return Err(c.invalid(1, format!("k must be an integer in 1..={n}")));
     }
     let kept = sampling::top_k(&a.to_f32(), k as usize).map_err(|e| c.invalid(1, e.to_string()))?;
-    Ok(Value::Array(Array::from_vec(vec![n], kept).with_names(a.names().map(|x| x.to_vec())).with_placement(a.placement())))
+    Ok(Value::Array(
+        Array::from_vec(vec![n], kept)
+            .with_names(a.names().map(|x| x.to_vec()))
+            .with_placement(a.placement()),
+    ))
 }

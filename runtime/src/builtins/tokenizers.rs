@@ -24,7 +24,10 @@ fn byte_tokenizer(_c: &mut Call) -> Result<Value, Diagnostic> {
 }
 
 fn ids_array(v: Vec<u32>) -> Value {
-    Value::Array(Array::from_vec(vec![v.len()], v.into_iter().map(|x| x as f32).collect()))
+    Value::Array(Array::from_vec(
+        vec![v.len()],
+        v.into_iter().map(|x| x as f32).collect(),
+    ))
 }
 
 fn tokenize_bytes(c: &mut Call) -> Result<Value, Diagnostic> {
@@ -41,12 +44,22 @@ fn ids_arg(c: &Call, i: usize, max: Option<u32>) -> Result<Vec<u32>, Diagnostic>
         .iter()
         .enumerate()
         .map(|(k, &x)| {
-            let ok = x.fract() == 0.0 && x >= 0.0 && max.map_or(x <= u32::MAX as f64, |m| x <= m as f64);
+            let ok =
+                x.fract() == 0.0 && x >= 0.0 && max.map_or(x <= u32::MAX as f64, |m| x <= m as f64);
             if ok {
                 Ok(x as u32)
             } else {
-                let range = max.map_or("non-negative integers".to_string(), |m| format!("integers in 0..={m}"));
-                Err(c.error_at(i, "E0402", "id or index out of range", format!("{} at position {k}", crate::display::format_f64(x))).note(format!("ids must be {range}")))
+                let range = max.map_or("non-negative integers".to_string(), |m| {
+                    format!("integers in 0..={m}")
+                });
+                Err(c
+                    .error_at(
+                        i,
+                        "E0402",
+                        "id or index out of range",
+                        format!("{} at position {k}", crate::display::format_f64(x)),
+                    )
+                    .note(format!("ids must be {range}")))
             }
         })
         .collect()
@@ -54,7 +67,8 @@ fn ids_arg(c: &Call, i: usize, max: Option<u32>) -> Result<Vec<u32>, Diagnostic>
 
 fn decode_bytes(c: &mut Call) -> Result<Value, Diagnostic> {
     let ids = ids_arg(c, 0, Some(255))?;
-    let text = tokenizer::decode_bytes(&ids).map_err(|e| c.error_at(0, e.code(), "id or index out of range", e.to_string()))?;
+    let text = tokenizer::decode_bytes(&ids)
+        .map_err(|e| c.error_at(0, e.code(), "id or index out of range", e.to_string()))?;
     Ok(Value::string(text))
 }
 
@@ -62,8 +76,18 @@ fn decode_bytes(c: &mut Call) -> Result<Value, Diagnostic> {
 fn corpus_bytes(c: &Call, i: usize) -> Result<Vec<u8>, Diagnostic> {
     match c.value(i) {
         Value::Str(s) => Ok(s.as_bytes().to_vec()),
-        Value::Array(_) => Ok(ids_arg(c, i, Some(255))?.into_iter().map(|b| b as u8).collect()),
-        other => Err(c.error_at(i, "E0302", "expected a string", format!("this is a {}", other.kind_name())).note("pass text or an array of bytes")),
+        Value::Array(_) => Ok(ids_arg(c, i, Some(255))?
+            .into_iter()
+            .map(|b| b as u8)
+            .collect()),
+        other => Err(c
+            .error_at(
+                i,
+                "E0302",
+                "expected a string",
+                format!("this is a {}", other.kind_name()),
+            )
+            .note("pass text or an array of bytes")),
     }
 }
 
@@ -74,7 +98,12 @@ fn train_bpe(c: &mut Call) -> Result<Value, Diagnostic> {
     let bpe = tokenizer::train_bpe(&bytes, vocab, seed);
     if bpe.vocab_size() < vocab {
         let got = bpe.vocab_size();
-        c.warn_at(1, "W0403", "vocabulary smaller than requested", format!("training stopped at {got} (requested {vocab})"));
+        c.warn_at(
+            1,
+            "W0403",
+            "vocabulary smaller than requested",
+            format!("training stopped at {got} (requested {vocab})"),
+        );
     }
     Ok(Value::Tokenizer(Arc::new(Tokenizer::Bpe(bpe))))
 }
@@ -89,10 +118,20 @@ fn decode(c: &mut Call) -> Result<Value, Diagnostic> {
     let tok = c.tokenizer(0)?;
     let max = matches!(*tok, Tokenizer::Bytes).then_some(255);
     let ids = ids_arg(c, 1, max)?;
-    let (text, dropped) = tok.decode(&ids).map_err(|e| c.error_at(1, e.code(), "id or index out of range", e.to_string()))?;
+    let (text, dropped) = tok
+        .decode(&ids)
+        .map_err(|e| c.error_at(1, e.code(), "id or index out of range", e.to_string()))?;
     if dropped > 0 {
         let v = tok.vocab_size();
-        c.warn_at(1, "W0402", "ids outside the vocabulary dropped", format!("{dropped} id{} ≥ {v} dropped", if dropped == 1 { "" } else { "s" }));
+        c.warn_at(
+            1,
+            "W0402",
+            "ids outside the vocabulary dropped",
+            format!(
+                "{dropped} id{} ≥ {v} dropped",
+                if dropped == 1 { "" } else { "s" }
+            ),
+        );
     }
     Ok(Value::string(text))
 }

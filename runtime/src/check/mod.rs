@@ -22,5 +22,8 @@ pub fn check_source(src: &str) -> Checked {
     let mut diagnostics = parsed.diagnostics;
     diagnostics.extend(names::check(&parsed.program));
     diagnostics.sort_by_key(|d| d.primary.as_ref().map_or(0, |l| l.span.start));
-    Checked { program: parsed.program, diagnostics }
+    Checked {
+        program: parsed.program,
+        diagnostics,
+    }
 }

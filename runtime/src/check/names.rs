@@ -11,7 +11,10 @@ use crate::syntax::{Expr, ExprKind, Program, Stmt, StmtKind};
 
 /// Checks a program in source order with one flat scope (LANGUAGE §6.4).
 pub fn check(program: &Program) -> Vec<Diagnostic> {
-    let mut c = NameChecker { bound: HashSet::new(), out: Vec::new() };
+    let mut c = NameChecker {
+        bound: HashSet::new(),
+        out: Vec::new(),
+    };
     for s in &program.stmts {
         c.stmt(s);
     }
@@ -53,7 +56,11 @@ impl NameChecker {
         let later: HashSet<&str> = assigned.iter().map(|s| s.as_str()).collect();
         let mut kept = self.out[..out_len].to_vec();
         for d in self.out.drain(out_len..) {
-            let spurious = d.code == "E0101" && d.message.split('`').nth(1).is_some_and(|n| later.contains(n) && !before.contains(n));
+            let spurious = d.code == "E0101"
+                && d.message
+                    .split('`')
+                    .nth(1)
+                    .is_some_and(|n| later.contains(n) && !before.contains(n));
             if !spurious {
                 kept.push(d);
             }
@@ -97,10 +104,13 @@ impl NameChecker {
             ExprKind::Number(_) | ExprKind::Str(_) | ExprKind::Error => {}
             ExprKind::Var(name) => {
                 if !self.bound.contains(name) && !is_implicit(name) {
-                    let mut d = Diagnostic::error("E0101", format!("undefined name `{name}`")).at(e.span, "not bound before this point");
+                    let mut d = Diagnostic::error("E0101", format!("undefined name `{name}`"))
+                        .at(e.span, "not bound before this point");
                     if builtins::lookup(name).is_some() {
                         d = d.help(format!("`{name}` is a builtin: call it as `{name}(...)`"));
-                    } else if let Some(s) = crate::eval::closest_name(name, self.bound.iter().map(|s| s.as_str())) {
+                    } else if let Some(s) =
+                        crate::eval::closest_name(name, self.bound.iter().map(|s| s.as_str()))
+                    {
                         d = d.help(format!("a variable with a similar name exists: `{s}`"));
                     }
                     self.out.push(d);
@@ -114,7 +124,13 @@ impl NameChecker {
                         if n < b.min_args() || n > b.max_args() {
                             self.out.push(
                                 Diagnostic::error("E0103", "wrong number of arguments")
-                                    .at(e.span, format!("{n} argument{} given", if n == 1 { "" } else { "s" }))
+                                    .at(
+                                        e.span,
+                                        format!(
+                                            "{n} argument{} given",
+                                            if n == 1 { "" } else { "s" }
+                                        ),
+                                    )
                                     .note(format!("{}, got {n}", b.arity_text()))
                                     .help(format!("the accepted form is `{}`", b.signature())),
                             );
@@ -125,7 +141,9 @@ impl NameChecker {
                     self.expr(a);
                 }
             }
-            ExprKind::List(items) | ExprKind::Ctor { dims: items, .. } => items.iter().for_each(|i| self.expr(i)),
+            ExprKind::List(items) | ExprKind::Ctor { dims: items, .. } => {
+                items.iter().for_each(|i| self.expr(i))
+            }
             ExprKind::Neg(x) | ExprKind::Paren(x) => self.expr(x),
             ExprKind::Binary { lhs, rhs, .. } => {
                 self.expr(lhs);
@@ -148,8 +166,12 @@ fn is_implicit(name: &str) -> bool {
 fn collect_assigned(stmts: &[Stmt], out: &mut Vec<String>) {
     for s in stmts {
         match &s.kind {
-            StmtKind::Assign { name, .. } | StmtKind::Annotated { name, .. } => out.push(name.name.clone()),
-            StmtKind::Repeat { body, .. } | StmtKind::Experiment { body, .. } => collect_assigned(&body.stmts, out),
+            StmtKind::Assign { name, .. } | StmtKind::Annotated { name, .. } => {
+                out.push(name.name.clone())
+            }
+            StmtKind::Repeat { body, .. } | StmtKind::Experiment { body, .. } => {
+                collect_assigned(&body.stmts, out)
+            }
             StmtKind::Train { body, .. } => {
                 out.push("step".into());
                 collect_assigned(&body.stmts, out)

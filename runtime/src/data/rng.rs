@@ -81,7 +81,7 @@ pub fn normal_vec(seed: u64, n: usize) -> Vec<f64> {
 }
 
 /// The Fisher–Yates permutation of `0..n` of LANGUAGE §13.4: for i from n−1 down
-/// to 1, j = next() mod (i + 1) and perm[i], perm[j] are swapped.
+/// to 1, j = next() mod (i + 1) and `perm[i]`, `perm[j]` are swapped.
 pub fn permutation(n: usize, seed: u64) -> Vec<usize> {
     let mut perm: Vec<usize> = (0..n).collect();
     let mut rng = Xorshift64::new(seed);
@@ -166,6 +166,19 @@ pub(crate) mod tests {
             &scaled,
             "0.6341693511153701 0.0966866061308505 0.11079516872483018\n\
              0.06966274117648905 0.03990052702471445 -0.09374618673108873",
+        );
+    }
+
+    #[test]
+    fn conformance_linear_init_stream() {
+        // linear(3, 2, 0) has W = 0.5 · randn(0, [3, 2]) and b = 0; applied to the
+        // identity it returns W.
+        let w: Vec<f64> = normal_vec(0, 6).iter().map(|z| 0.5 * z).collect();
+        assert_f32_equal(
+            &w,
+            "-0.21641623401912305 0.22652947151320027\n\
+             -0.7873300072710386 0.29539665450060926\n\
+             -0.24901182127370025 0.534047261263159",
         );
     }
 

@@ -1099,8 +1099,12 @@ pub const CODES: &[CodeInfo] = &[
             "must be a string, and the value given is an array, model or tokenizer. ",
             "The original MLPL reported `expected a string value`.",
         ),
-        example: "data = load(42)",
-        fix: concat!("Pass a string.\n", "\n", "    data = load(\"data.csv\")",),
+        example: "text = load_preloaded(42)",
+        fix: concat!(
+            "Pass a string.\n",
+            "\n",
+            "    text = load_preloaded(\"tiny_corpus\")",
+        ),
     },
     CodeInfo {
         code: "E0303",
@@ -2252,6 +2256,52 @@ mod tests {
             md.matches("```mlpl\n").count(),
             md.matches("\n```\n").count()
         );
+    }
+
+    /// Examples and fixes are real MLPL: every syntax example (E00xx, W0001–W0003)
+    /// makes the parser report its own code, every other program parses without a
+    /// syntax diagnostic, and every fix parses cleanly. (E0005 cannot be shown: its
+    /// example is valid UTF-8 by necessity.)
+    #[test]
+    fn examples_and_fixes_parse_as_documented() {
+        for c in CODES {
+            let syntax_code = c.code.starts_with("E00") || c.code.starts_with("W000");
+            let example: Vec<&str> = crate::syntax::parse(c.example)
+                .diagnostics
+                .iter()
+                .map(|d| d.code)
+                .collect();
+            if syntax_code && c.code != "E0005" {
+                assert!(
+                    example.contains(&c.code),
+                    "{}: parser reported {example:?}",
+                    c.code
+                );
+            } else {
+                assert!(
+                    example.is_empty(),
+                    "{}: example has syntax errors {example:?}",
+                    c.code
+                );
+            }
+            let fixed: Vec<String> = fix_blocks(c.fix)
+                .into_iter()
+                .filter(|b| b.0)
+                .map(|b| b.1)
+                .collect();
+            for program in fixed {
+                let fix: Vec<&str> = crate::syntax::parse(&program)
+                    .diagnostics
+                    .iter()
+                    .map(|d| d.code)
+                    .collect();
+                assert!(
+                    fix.is_empty(),
+                    "{}: fix has syntax diagnostics {fix:?}",
+                    c.code
+                );
+            }
+        }
     }
 
     /// `docs/diagnostics.md` must equal [`catalog_markdown`]. With `MLPL_BLESS=1` the

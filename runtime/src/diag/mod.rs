@@ -102,7 +102,10 @@ impl Diagnostic {
     }
     /// Sets the primary span with an optional label.
     pub fn at(mut self, span: Span, label: impl Into<String>) -> Diagnostic {
-        self.primary = Some(Label { span, message: label.into() });
+        self.primary = Some(Label {
+            span,
+            message: label.into(),
+        });
         self
     }
     /// Sets the primary span only if none is set yet.
@@ -115,7 +118,10 @@ impl Diagnostic {
     }
     /// Adds a secondary labelled span.
     pub fn with_label(mut self, span: Span, label: impl Into<String>) -> Diagnostic {
-        self.secondary.push(Label { span, message: label.into() });
+        self.secondary.push(Label {
+            span,
+            message: label.into(),
+        });
         self
     }
     /// Adds a note line.

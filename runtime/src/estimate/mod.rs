@@ -25,14 +25,22 @@ pub struct Estimate {
 impl Estimate {
     /// The `[5]` layout of LANGUAGE §15.1.
     pub fn to_array(self) -> [f64; 5] {
-        [self.params, self.vram_bytes, self.disk_bytes, self.flops, self.wall_seconds]
+        [
+            self.params,
+            self.vram_bytes,
+            self.disk_bytes,
+            self.flops,
+            self.wall_seconds,
+        ]
     }
 }
 
 /// Whether an estimate respects a budget `[vram, disk, wall]`; zero entries are
 /// not checked (LANGUAGE §15.5).
 pub fn feasible(est: &[f64; 5], budget: &[f64; 3]) -> bool {
-    (budget[0] == 0.0 || est[1] <= budget[0]) && (budget[1] == 0.0 || est[2] <= budget[1]) && (budget[2] == 0.0 || est[4] <= budget[2])
+    (budget[0] == 0.0 || est[1] <= budget[0])
+        && (budget[1] == 0.0 || est[2] <= budget[1])
+        && (budget[2] == 0.0 || est[4] <= budget[2])
 }
 
 /// The matrices `calibrate_device` multiplies: Aᵢ = (i mod 97)·0.01, Bᵢ = (i mod 89)·0.01.

@@ -72,14 +72,25 @@ impl<'i, 'e> Call<'i, 'e> {
     }
 
     /// An error at argument `i` with a label.
-    pub fn error_at(&self, i: usize, code: &'static str, message: impl Into<String>, label: impl Into<String>) -> Diagnostic {
+    pub fn error_at(
+        &self,
+        i: usize,
+        code: &'static str,
+        message: impl Into<String>,
+        label: impl Into<String>,
+    ) -> Diagnostic {
         Diagnostic::error(code, message).at(self.arg_span(i), label)
     }
 
     /// E0401 (invalid argument value) at argument `i`.
     pub fn invalid(&self, i: usize, what: impl Into<String>) -> Diagnostic {
         let param = self.param_name(i);
-        self.error_at(i, "E0401", format!("invalid argument value for `{param}` of `{}`", self.name()), what)
+        self.error_at(
+            i,
+            "E0401",
+            format!("invalid argument value for `{param}` of `{}`", self.name()),
+            what,
+        )
     }
 
     /// The declared name of parameter `i`.
@@ -88,7 +99,13 @@ impl<'i, 'e> Call<'i, 'e> {
     }
 
     /// Emits a warning at argument `i`.
-    pub fn warn_at(&mut self, i: usize, code: &'static str, message: impl Into<String>, label: impl Into<String>) {
+    pub fn warn_at(
+        &mut self,
+        i: usize,
+        code: &'static str,
+        message: impl Into<String>,
+        label: impl Into<String>,
+    ) {
         let d = Diagnostic::warning(code, message).at(self.arg_span(i), label);
         self.it.warn(d);
     }
@@ -141,23 +158,44 @@ impl<'i, 'e> Call<'i, 'e> {
     fn kind_error(&self, i: usize, code: &'static str, headline: &str, got: &Value) -> Diagnostic {
         Diagnostic::error(code, headline)
             .at(self.arg_span(i), format!("this is a {}", got.kind_name()))
-            .note(format!("argument `{}` of `{}` must be a {}", self.param_name(i), self.name(), self.expected_kind(i)))
+            .note(format!(
+                "argument `{}` of `{}` must be a {}",
+                self.param_name(i),
+                self.name(),
+                self.expected_kind(i)
+            ))
     }
 
     fn expected_kind(&self, i: usize) -> &'static str {
-        self.builtin.params.get(i).map_or("value", |p| p.kind.describe())
+        self.builtin
+            .params
+            .get(i)
+            .map_or("value", |p| p.kind.describe())
     }
 
     /// E0205 for argument `i` having the wrong rank.
     pub fn rank_error(&self, i: usize, expected: &str) -> Diagnostic {
-        let got = self.value(i).as_array().map(named_shape).unwrap_or_default();
+        let got = self
+            .value(i)
+            .as_array()
+            .map(named_shape)
+            .unwrap_or_default();
         Diagnostic::error("E0205", "wrong rank")
             .at(self.arg_span(i), format!("has shape {got}"))
-            .note(format!("argument `{}` of `{}` must be {expected}", self.param_name(i), self.name()))
+            .note(format!(
+                "argument `{}` of `{}` must be {expected}",
+                self.param_name(i),
+                self.name()
+            ))
     }
 
     /// Argument `i` as an array of rank `rank` (E0205 otherwise).
-    pub fn array_of_rank(&self, i: usize, rank: usize, expected: &str) -> Result<&Array, Diagnostic> {
+    pub fn array_of_rank(
+        &self,
+        i: usize,
+        rank: usize,
+        expected: &str,
+    ) -> Result<&Array, Diagnostic> {
         let a = self.array(i)?;
         if a.rank() == rank {
             Ok(a)
@@ -169,7 +207,8 @@ impl<'i, 'e> Call<'i, 'e> {
     /// Argument `i` as a scalar (E0205 "expected a scalar" otherwise).
     pub fn scalar(&self, i: usize) -> Result<f64, Diagnostic> {
         let a = self.array(i)?;
-        a.scalar_value().ok_or_else(|| self.rank_error(i, "a scalar"))
+        a.scalar_value()
+            .ok_or_else(|| self.rank_error(i, "a scalar"))
     }
 
     /// Argument `i` as a count or size (LANGUAGE §6.7): fractions truncate (W0202),
@@ -185,7 +224,12 @@ impl<'i, 'e> Call<'i, 'e> {
             return 0;
         }
         if v.fract() != 0.0 && v.is_finite() {
-            self.warn_at(i, "W0202", "fraction truncated", format!("{} is read as {}", crate::display::format_f64(v), v.trunc()));
+            self.warn_at(
+                i,
+                "W0202",
+                "fraction truncated",
+                format!("{} is read as {}", crate::display::format_f64(v), v.trunc()),
+            );
         }
         if v < 0.0 {
             self.warn_at(i, "W0203", "negative count treated as 0", "negative");
@@ -200,7 +244,10 @@ impl<'i, 'e> Call<'i, 'e> {
         if v.is_finite() && v.fract() == 0.0 && v.abs() < 9.0e15 {
             Ok(v as i64)
         } else {
-            Err(self.invalid(i, format!("{} is not an integer", crate::display::format_f64(v))))
+            Err(self.invalid(
+                i,
+                format!("{} is not an integer", crate::display::format_f64(v)),
+            ))
         }
     }
 
@@ -235,10 +282,22 @@ impl<'i, 'e> Call<'i, 'e> {
                 let r = rank as f64;
                 if !(n >= -r && n < r) || v.is_nan() {
                     return Err(Diagnostic::error("E0206", "axis out of range")
-                        .at(self.arg_span(i), format!("axis {}", crate::display::format_f64(v)))
-                        .note(format!("the array has rank {rank} (shape {}); valid axes are {} to {}", named_shape(a), -(rank as i64), rank as i64 - 1)));
+                        .at(
+                            self.arg_span(i),
+                            format!("axis {}", crate::display::format_f64(v)),
+                        )
+                        .note(format!(
+                            "the array has rank {rank} (shape {}); valid axes are {} to {}",
+                            named_shape(a),
+                            -(rank as i64),
+                            rank as i64 - 1
+                        )));
                 }
-                Ok(if n < 0.0 { (n + r) as usize } else { n as usize })
+                Ok(if n < 0.0 {
+                    (n + r) as usize
+                } else {
+                    n as usize
+                })
             }
             other => Err(self.kind_error(i, "E0301", "expected an array", other)),
         }
@@ -283,5 +342,7 @@ pub fn split_names(s: &str) -> Vec<Option<String>> {
     if s.is_empty() {
         return Vec::new();
     }
-    s.split(',').map(|n| Some(n.to_string()).filter(|n| !n.is_empty())).collect()
+    s.split(',')
+        .map(|n| Some(n.to_string()).filter(|n| !n.is_empty()))
+        .collect()
 }

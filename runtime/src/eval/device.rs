@@ -24,7 +24,9 @@ impl Unavailable {
     /// A sentence for W0501/W0504 and `mlpl run --device`.
     pub fn reason(&self) -> String {
         match self {
-            Unavailable::NotBuilt(what) => format!("this build does not include the {what} backend"),
+            Unavailable::NotBuilt(what) => {
+                format!("this build does not include the {what} backend")
+            }
             Unavailable::NoDevice(why) => why.clone(),
         }
     }
@@ -47,7 +49,11 @@ impl Default for DeviceContext {
 impl DeviceContext {
     /// A context with only the CPU active.
     pub fn new() -> DeviceContext {
-        DeviceContext { stack: Vec::new(), warned_blocks: HashSet::new(), cpu: mlpl_devices::cpu() }
+        DeviceContext {
+            stack: Vec::new(),
+            warned_blocks: HashSet::new(),
+            cpu: mlpl_devices::cpu(),
+        }
     }
 
     /// Resets per-run state; `default` is the device for code outside blocks.
@@ -93,7 +99,12 @@ impl DeviceContext {
 }
 
 /// `device(target) { body }` (LANGUAGE §14.2).
-pub fn device_block(it: &mut Interp, target: &crate::syntax::Expr, body: &Block, span: Span) -> Result<Value, Diagnostic> {
+pub fn device_block(
+    it: &mut Interp,
+    target: &crate::syntax::Expr,
+    body: &Block,
+    span: Span,
+) -> Result<Value, Diagnostic> {
     let tv = it.expr(target)?;
     let Value::Str(name) = &tv else {
         return Err(Diagnostic::error("E0302", "expected a string")
@@ -105,8 +116,11 @@ pub fn device_block(it: &mut Interp, target: &crate::syntax::Expr, body: &Block,
             if let Err(why) = it.devices.availability(t) {
                 if it.devices.warned_blocks.insert(span.start) {
                     it.warn(
-                        Diagnostic::warning("W0501", format!("device `{t}` is not available; this block runs on the CPU"))
-                            .at(target.span, why.reason()),
+                        Diagnostic::warning(
+                            "W0501",
+                            format!("device `{t}` is not available; this block runs on the CPU"),
+                        )
+                        .at(target.span, why.reason()),
                     );
                 }
             }
@@ -114,9 +128,12 @@ pub fn device_block(it: &mut Interp, target: &crate::syntax::Expr, body: &Block,
         }
         None => {
             it.warn(
-                Diagnostic::warning("W0502", format!("unknown device `{name}`; this block runs on the CPU"))
-                    .at(target.span, "not a device target")
-                    .help("device targets are \"cpu\", \"cuda\", \"cuda:N\" and \"mlx\""),
+                Diagnostic::warning(
+                    "W0502",
+                    format!("unknown device `{name}`; this block runs on the CPU"),
+                )
+                .at(target.span, "not a device target")
+                .help("device targets are \"cpu\", \"cuda\", \"cuda:N\" and \"mlx\""),
             );
             DeviceTarget::CPU
         }

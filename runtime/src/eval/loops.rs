@@ -21,10 +21,16 @@ fn loop_count(it: &mut Interp, count: &Expr) -> Result<usize, Diagnostic> {
         return Ok(0);
     }
     if n.fract() != 0.0 && n.is_finite() {
-        it.warn(Diagnostic::warning("W0202", "fraction truncated").at(count.span, format!("runs {} times", n.trunc().max(0.0))));
+        it.warn(
+            Diagnostic::warning("W0202", "fraction truncated")
+                .at(count.span, format!("runs {} times", n.trunc().max(0.0))),
+        );
     }
     if n < 0.0 {
-        it.warn(Diagnostic::warning("W0203", "negative count treated as 0").at(count.span, "the loop runs zero times"));
+        it.warn(
+            Diagnostic::warning("W0203", "negative count treated as 0")
+                .at(count.span, "the loop runs zero times"),
+        );
         return Ok(0);
     }
     Ok(n.trunc().min(usize::MAX as f64) as usize)
@@ -74,9 +80,14 @@ fn recorded_loss(v: &Value, body: &Block) -> Result<f32, Diagnostic> {
                 (data.iter().map(|&x| x as f64).sum::<f64>() / data.len().max(1) as f64) as f32
             }
         }),
-        other => Err(Diagnostic::error("E0307", "loop body did not end with an array")
-            .at(last_stmt_span(body), format!("this is a {}", other.kind_name()))
-            .note("the last statement of a `train` body is the iteration's loss")),
+        other => Err(
+            Diagnostic::error("E0307", "loop body did not end with an array")
+                .at(
+                    last_stmt_span(body),
+                    format!("this is a {}", other.kind_name()),
+                )
+                .note("the last statement of a `train` body is the iteration's loss"),
+        ),
     }
 }
 
@@ -85,7 +96,12 @@ fn last_stmt_span(body: &Block) -> Span {
 }
 
 /// `for x in E { body }`.
-pub fn for_loop(it: &mut Interp, var: &Ident, iter: &Expr, body: &Block) -> Result<Value, Diagnostic> {
+pub fn for_loop(
+    it: &mut Interp,
+    var: &Ident,
+    iter: &Expr,
+    body: &Block,
+) -> Result<Value, Diagnostic> {
     let v = it.expr(iter)?;
     let a = super::expect_array(&v, iter.span, "`for`")?.clone();
     if a.rank() == 0 {
@@ -109,19 +125,35 @@ pub fn for_loop(it: &mut Interp, var: &Ident, iter: &Expr, body: &Block) -> Resu
         if let Some((first, _)) = values.first() {
             if first.shape() != out.shape() {
                 return Err(Diagnostic::error("E0215", "loop values differ in shape")
-                    .at(last_stmt_span(body), format!("iteration {r} ends with shape {}", named_shape(out)))
-                    .note(format!("the first iteration ended with shape {}", named_shape(first))));
+                    .at(
+                        last_stmt_span(body),
+                        format!("iteration {r} ends with shape {}", named_shape(out)),
+                    )
+                    .note(format!(
+                        "the first iteration ended with shape {}",
+                        named_shape(first)
+                    )));
             }
         }
         values.push((out.clone().unnamed(), last_stmt_span(body)));
     }
-    let stacked = if values.is_empty() { Array::from_vec(vec![0], vec![]) } else { ops::stack(it, &values, iter.span)? };
-    it.ws.assign("last_rows", Value::Array(stacked.unnamed()), false);
+    let stacked = if values.is_empty() {
+        Array::from_vec(vec![0], vec![])
+    } else {
+        ops::stack(it, &values, iter.span)?
+    };
+    it.ws
+        .assign("last_rows", Value::Array(stacked.unnamed()), false);
     Ok(last)
 }
 
 /// `experiment NAME { body }` (LANGUAGE §17.1).
-pub fn experiment(it: &mut Interp, name: &Expr, body: &Block, span: Span) -> Result<Value, Diagnostic> {
+pub fn experiment(
+    it: &mut Interp,
+    name: &Expr,
+    body: &Block,
+    span: Span,
+) -> Result<Value, Diagnostic> {
     let nv = it.expr(name)?;
     let Value::Str(run_name) = &nv else {
         return Err(Diagnostic::error("E0302", "expected a string")
@@ -152,15 +184,29 @@ fn snapshot(it: &Interp, name: String, timestamp_ns: u128) -> RunRecord {
         let Value::Array(a) = v else { continue };
         if k.ends_with("_metric") {
             if let Some(x) = a.scalar_value() {
+                // A float32 metric is recorded as the decimal it displays as.
+                let x = if a.is_exact() {
+                    x
+                } else {
+                    crate::display::f32_as_decimal_f64(x as f32)
+                };
                 metrics.insert(k.clone(), x);
             }
         }
         if it.ws.tracked.contains(k) {
             params_snapshot.insert(
                 k.clone(),
-                ParamInfo { shape: a.shape().to_vec(), labels: a.names().map(|n| n.to_vec()) },
+                ParamInfo {
+                    shape: a.shape().to_vec(),
+                    labels: a.names().map(|n| n.to_vec()),
+                },
             );
         }
     }
-    RunRecord { name, timestamp_ns, metrics, params_snapshot }
+    RunRecord {
+        name,
+        timestamp_ns,
+        metrics,
+        params_snapshot,
+    }
 }

@@ -11,7 +11,7 @@ pub mod ops;
 mod suggest;
 mod workspace;
 
-pub use call::{Arg, ArgValue, Call};
+pub use call::{split_names, Arg, ArgValue, Call};
 pub use device::DeviceContext;
 pub use suggest::closest as closest_name;
 pub use workspace::Workspace;
@@ -127,7 +127,8 @@ impl Interp {
                         .at(value.span, format!("this is a {}", v.kind_name()))
                         .note("an axis annotation names the axes of an array"));
                 };
-                let names: Vec<Option<String>> = axes.iter().map(|i| Some(i.name.clone())).collect();
+                let names: Vec<Option<String>> =
+                    axes.iter().map(|i| Some(i.name.clone())).collect();
                 let a = ops::label(self, a, names, value.span)?;
                 let v = Value::Array(a);
                 self.ws.assign(&name.name, v.clone(), is_param_ctor(value));
@@ -137,7 +138,11 @@ impl Interp {
             StmtKind::Train { count, body } => loops::train(self, count, body),
             StmtKind::For { var, iter, body } => loops::for_loop(self, var, iter, body),
             StmtKind::Experiment { name, body } => loops::experiment(self, name, body, stmt.span),
-            StmtKind::Error => Err(Diagnostic::error("E0006", "this statement could not be parsed").at(stmt.span, "")),
+            StmtKind::Error => Err(Diagnostic::error(
+                "E0006",
+                "this statement could not be parsed",
+            )
+            .at(stmt.span, "")),
         }
     }
 
@@ -162,7 +167,12 @@ impl Interp {
                 let a = expect_array(&v, inner.span, "unary `-`")?;
                 Ok(Value::Array(ops::unary(self, UnaryOp::Neg, a, e.span)?))
             }
-            ExprKind::Binary { op, op_span, lhs, rhs } => {
+            ExprKind::Binary {
+                op,
+                op_span,
+                lhs,
+                rhs,
+            } => {
                 let l = self.expr(lhs)?;
                 let r = self.expr(rhs)?;
                 let la = expect_array(&l, lhs.span, op.symbol())?;
@@ -173,14 +183,29 @@ impl Interp {
                     BinOp::Mul => BinaryOp::Mul,
                     BinOp::Div => BinaryOp::Div,
                 };
-                let operands = ops::Operands { left: la, left_expr: lhs, right: ra, right_expr: rhs };
-                Ok(Value::Array(ops::binary(self, bop, op.symbol(), &operands, *op_span)?))
+                let operands = ops::Operands {
+                    left: la,
+                    left_expr: lhs,
+                    right: ra,
+                    right_expr: rhs,
+                };
+                Ok(Value::Array(ops::binary(
+                    self,
+                    bop,
+                    op.symbol(),
+                    &operands,
+                    *op_span,
+                )?))
             }
             ExprKind::List(items) => self.list(items, e.span),
             ExprKind::Ctor { kind, dims } => self.ctor(*kind, dims),
             ExprKind::Call { name, args } => self.call(&name.name, name.span, args, e.span),
             ExprKind::Device { target, body } => device::device_block(self, target, body, e.span),
-            ExprKind::Error => Err(Diagnostic::error("E0006", "this expression could not be parsed").at(e.span, "")),
+            ExprKind::Error => Err(Diagnostic::error(
+                "E0006",
+                "this expression could not be parsed",
+            )
+            .at(e.span, "")),
         }
     }
 
@@ -188,7 +213,8 @@ impl Interp {
         match self.ws.get(name) {
             Some(v) => Ok(v.clone()),
             None => {
-                let mut d = Diagnostic::error("E0101", format!("undefined name `{name}`")).at(span, "not bound");
+                let mut d = Diagnostic::error("E0101", format!("undefined name `{name}`"))
+                    .at(span, "not bound");
                 let known = self.ws.bindings.keys().map(|s| s.as_str());
                 if let Some(s) = suggest::closest(name, known) {
                     d = d.help(format!("a variable with a similar name exists: `{s}`"));
@@ -238,14 +264,23 @@ impl Interp {
         Ok(Value::Array(ops::zeros(self, shape, Span::default())?))
     }
 
-    fn call(&mut self, name: &str, name_span: Span, args: &[Expr], span: Span) -> Result<Value, Diagnostic> {
+    fn call(
+        &mut self,
+        name: &str,
+        name_span: Span,
+        args: &[Expr],
+        span: Span,
+    ) -> Result<Value, Diagnostic> {
         let Some(b) = builtins::lookup(name) else {
             return Err(unknown_function(name, name_span));
         };
         let n = args.len();
         if n < b.min_args() || n > b.max_args() {
             return Err(Diagnostic::error("E0103", "wrong number of arguments")
-                .at(span, format!("{n} argument{} given", if n == 1 { "" } else { "s" }))
+                .at(
+                    span,
+                    format!("{n} argument{} given", if n == 1 { "" } else { "s" }),
+                )
                 .note(format!("{}, got {n}", b.arity_text()))
                 .help(format!("the accepted form is `{}`", b.signature())));
         }
@@ -255,10 +290,20 @@ impl Interp {
                 ParamKind::Names => call::eval_names(self, arg)?,
                 _ => ArgValue::Value(self.expr(arg)?),
             };
-            evaluated.push(Arg { value, span: arg.span, expr: arg });
+            evaluated.push(Arg {
+                value,
+                span: arg.span,
+                expr: arg,
+            });
         }
         self.check_cancel(span)?;
-        let mut c = Call { it: self, builtin: b, span, name_span, args: evaluated };
+        let mut c = Call {
+            it: self,
+            builtin: b,
+            span,
+            name_span,
+            args: evaluated,
+        };
         (b.run)(&mut c)
     }
 }
@@ -273,7 +318,13 @@ fn assignment_value(v: Value) -> Value {
 
 /// Whether `e` is syntactically `param[...]`.
 fn is_param_ctor(e: &Expr) -> bool {
-    matches!(e.unparen().kind, ExprKind::Ctor { kind: CtorKind::Param, .. })
+    matches!(
+        e.unparen().kind,
+        ExprKind::Ctor {
+            kind: CtorKind::Param,
+            ..
+        }
+    )
 }
 
 /// The array inside `v`, or E0301 naming what was found.
@@ -282,15 +333,21 @@ pub fn expect_array<'v>(v: &'v Value, span: Span, what: &str) -> Result<&'v Arra
         Value::Array(a) => Ok(a),
         other => Err(Diagnostic::error("E0301", "expected an array")
             .at(span, format!("this is a {}", other.kind_name()))
-            .note(format!("{what} works on arrays; no operator accepts a {}", other.kind_name()))),
+            .note(format!(
+                "{what} works on arrays; no operator accepts a {}",
+                other.kind_name()
+            ))),
     }
 }
 
 /// E0102 for a call to a name that is not a builtin, with close suggestions.
 pub fn unknown_function(name: &str, span: Span) -> Diagnostic {
-    let mut d = Diagnostic::error("E0102", format!("unknown function `{name}`")).at(span, "not a builtin");
+    let mut d =
+        Diagnostic::error("E0102", format!("unknown function `{name}`")).at(span, "not a builtin");
     if builtins::NOT_YET_AVAILABLE.contains(&name) {
-        return d.note(format!("`{name}` is part of MLPL but is not available in this build yet"));
+        return d.note(format!(
+            "`{name}` is part of MLPL but is not available in this build yet"
+        ));
     }
     if let Some(s) = suggest::closest(name, builtins::all().map(|b| b.name)) {
         d = d.help(format!("a builtin with a similar name exists: `{s}`"));

@@ -26,7 +26,12 @@ pub struct Operands<'a> {
 /// Turns a device failure into E0503 / E0504.
 pub fn device_error(e: DeviceError, op: &str, span: Span) -> Diagnostic {
     match e {
-        DeviceError::OutOfMemory { device, requested_bytes, free_bytes, .. } => {
+        DeviceError::OutOfMemory {
+            device,
+            requested_bytes,
+            free_bytes,
+            ..
+        } => {
             let mut d = Diagnostic::error("E0503", format!("out of device memory on {device}"))
                 .at(span, format!("`{op}` asked for {requested_bytes} bytes"));
             if let Some(free) = free_bytes {
@@ -35,14 +40,20 @@ pub fn device_error(e: DeviceError, op: &str, span: Span) -> Diagnostic {
             d.help("use smaller batches or a smaller model, or run this part on the CPU")
         }
         DeviceError::Backend { device, message } => {
-            Diagnostic::error("E0504", format!("device backend failure on {device}")).at(span, format!("in `{op}`")).note(message)
+            Diagnostic::error("E0504", format!("device backend failure on {device}"))
+                .at(span, format!("in `{op}`"))
+                .note(message)
         }
     }
 }
 
 /// Chooses where an operation runs (LANGUAGE §14.4): the common placement of its
 /// placed operands (E0501 if they differ), otherwise the active device.
-pub fn placement_for(it: &Interp, op: &str, operands: &[(&Array, Span)]) -> Result<(Arc<dyn Backend>, Placement), Diagnostic> {
+pub fn placement_for(
+    it: &Interp,
+    op: &str,
+    operands: &[(&Array, Span)],
+) -> Result<(Arc<dyn Backend>, Placement), Diagnostic> {
     let mut placed: Option<(crate::value::DeviceTarget, Span, usize)> = None;
     for (i, (a, span)) in operands.iter().enumerate() {
         if let Placement::Placed(t) = a.placement() {
@@ -56,11 +67,17 @@ pub fn placement_for(it: &Interp, op: &str, operands: &[(&Array, Span)]) -> Resu
                     };
                     return Err(Diagnostic::error(
                         "E0501",
-                        format!("device mismatch in `{op}`: {} is on {t0}, {} is on {t}", role(i0), role(i)),
+                        format!(
+                            "device mismatch in `{op}`: {} is on {t0}, {} is on {t}",
+                            role(i0),
+                            role(i)
+                        ),
                     )
                     .at(*span, format!("{} on {t}", role(i)))
                     .with_label(s0, format!("{} on {t0}", role(i0)))
-                    .help(format!("move one operand, for example `to_device(x, \"{t0}\")`")));
+                    .help(format!(
+                        "move one operand, for example `to_device(x, \"{t0}\")`"
+                    )));
                 }
                 Some(_) => {}
             }
@@ -89,7 +106,10 @@ pub fn unary_f64(op: UnaryOp, x: f64) -> f64 {
                 0.0
             }
         }
-        UnaryOp::Gelu => 0.5 * x * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x * x * x)).tanh()),
+        UnaryOp::Gelu => {
+            0.5 * x
+                * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x * x * x)).tanh())
+        }
         UnaryOp::Silu => x / (1.0 + (-x).exp()),
     }
 }
@@ -116,8 +136,12 @@ pub fn unary(it: &mut Interp, op: UnaryOp, a: &Array, span: Span) -> Result<Arra
         return Ok(Array::exact(unary_f64(op, v)));
     }
     let (backend, placement) = placement_for(it, op_name(op), &[(a, span)])?;
-    let t = backend.unary(op, &a.tensor()).map_err(|e| device_error(e, op_name(op), span))?;
-    Ok(Array::from_tensor(t).with_names(a.names().map(|n| n.to_vec())).with_placement(placement))
+    let t = backend
+        .unary(op, &a.tensor())
+        .map_err(|e| device_error(e, op_name(op), span))?;
+    Ok(Array::from_tensor(t)
+        .with_names(a.names().map(|n| n.to_vec()))
+        .with_placement(placement))
 }
 
 fn op_name(op: UnaryOp) -> &'static str {
@@ -137,15 +161,26 @@ fn op_name(op: UnaryOp) -> &'static str {
 
 /// An element-wise binary operation with broadcasting and name unification
 /// (LANGUAGE §9); `name` is the operator or builtin as written, for messages.
-pub fn binary(it: &mut Interp, op: BinaryOp, name: &str, o: &Operands<'_>, op_span: Span) -> Result<Array, Diagnostic> {
+pub fn binary(
+    it: &mut Interp,
+    op: BinaryOp,
+    name: &str,
+    o: &Operands<'_>,
+    op_span: Span,
+) -> Result<Array, Diagnostic> {
     let (a, b) = (o.left, o.right);
     if let (Some(x), Some(y)) = (a.exact_value(), b.exact_value()) {
         return Ok(Array::exact(binary_f64(op, x, y)));
     }
     let (_, names) = broadcast(name, o)?;
-    let (backend, placement) = placement_for(it, name, &[(a, o.left_expr.span), (b, o.right_expr.span)])?;
-    let t = backend.binary(op, &a.tensor(), &b.tensor()).map_err(|e| device_error(e, name, op_span))?;
-    Ok(Array::from_tensor(t).with_names(names).with_placement(placement))
+    let (backend, placement) =
+        placement_for(it, name, &[(a, o.left_expr.span), (b, o.right_expr.span)])?;
+    let t = backend
+        .binary(op, &a.tensor(), &b.tensor())
+        .map_err(|e| device_error(e, name, op_span))?;
+    Ok(Array::from_tensor(t)
+        .with_names(names)
+        .with_placement(placement))
 }
 
 /// The broadcast shape and merged names of two operands, or E0201 / E0202.
@@ -184,8 +219,14 @@ pub fn broadcast(name: &str, o: &Operands<'_>) -> Result<(Vec<usize>, Names), Di
         };
     }
     let labels = |d: Diagnostic| {
-        d.at(o.right_expr.span, format!("right operand: {}", named_shape(b)))
-            .with_label(o.left_expr.span, format!("left operand: {}", named_shape(a)))
+        d.at(
+            o.right_expr.span,
+            format!("right operand: {}", named_shape(b)),
+        )
+        .with_label(
+            o.left_expr.span,
+            format!("left operand: {}", named_shape(a)),
+        )
     };
     if let Some((k, x, y)) = size_conflict {
         return Err(labels(Diagnostic::error("E0201", format!("shapes do not broadcast in `{name}`"))).note(format!(
@@ -193,12 +234,19 @@ pub fn broadcast(name: &str, o: &Operands<'_>) -> Result<(Vec<usize>, Names), Di
         )));
     }
     if let Some((k, x, y)) = name_conflict {
-        let mut d = labels(Diagnostic::error("E0202", format!("axis names conflict in `{name}`")))
-            .note(format!("axis -{k} is named `{x}` on the left and `{y}` on the right"));
+        let mut d = labels(Diagnostic::error(
+            "E0202",
+            format!("axis names conflict in `{name}`"),
+        ))
+        .note(format!(
+            "axis -{k} is named `{x}` on the left and `{y}` on the right"
+        ));
         let fixed: Vec<String> = (0..b.rank())
             .map(|i| {
                 let from_end = b.rank() - i;
-                let left = (from_end <= a.rank()).then(|| a.axis_name(a.rank() - from_end)).flatten();
+                let left = (from_end <= a.rank())
+                    .then(|| a.axis_name(a.rank() - from_end))
+                    .flatten();
                 format!("\"{}\"", left.or(b.axis_name(i)).unwrap_or(""))
             })
             .collect();
@@ -206,7 +254,10 @@ pub fn broadcast(name: &str, o: &Operands<'_>) -> Result<(Vec<usize>, Names), Di
             ExprKind::Var(v) => v.clone(),
             _ => "y".to_string(),
         };
-        d = d.help(format!("rename one side, for example `relabel({target}, [{}])`", fixed.join(", ")));
+        d = d.help(format!(
+            "rename one side, for example `relabel({target}, [{}])`",
+            fixed.join(", ")
+        ));
         return Err(d);
     }
     Ok((shape, crate::value::normalize_names(Some(names), rank)))
@@ -218,16 +269,35 @@ pub fn zeros(_it: &mut Interp, shape: Vec<usize>, _span: Span) -> Result<Array, 
 }
 
 /// Attaches axis names (E0209 on a count mismatch, W0201 on duplicates).
-pub fn label(it: &mut Interp, a: Array, names: Vec<Option<String>>, span: Span) -> Result<Array, Diagnostic> {
+pub fn label(
+    it: &mut Interp,
+    a: Array,
+    names: Vec<Option<String>>,
+    span: Span,
+) -> Result<Array, Diagnostic> {
     if names.len() != a.rank() {
         return Err(Diagnostic::error("E0209", "wrong number of axis names")
-            .at(span, format!("{} name{} for shape {}", names.len(), if names.len() == 1 { "" } else { "s" }, named_shape(&a)))
-            .note(format!("the array has rank {}; give one name per axis (\"\" leaves an axis unnamed)", a.rank())));
+            .at(
+                span,
+                format!(
+                    "{} name{} for shape {}",
+                    names.len(),
+                    if names.len() == 1 { "" } else { "s" },
+                    named_shape(&a)
+                ),
+            )
+            .note(format!(
+                "the array has rank {}; give one name per axis (\"\" leaves an axis unnamed)",
+                a.rank()
+            )));
     }
     let named: Vec<&String> = names.iter().flatten().collect();
     for (i, n) in named.iter().enumerate() {
         if named[..i].contains(n) {
-            it.warn(Diagnostic::warning("W0201", format!("duplicate axis name `{n}`")).at(span, "a lookup by name finds the first axis"));
+            it.warn(
+                Diagnostic::warning("W0201", format!("duplicate axis name `{n}`"))
+                    .at(span, "a lookup by name finds the first axis"),
+            );
             break;
         }
     }
@@ -241,7 +311,9 @@ pub fn row(_it: &mut Interp, a: &Array, r: usize) -> Result<Array, Diagnostic> {
     let t = a.tensor();
     let data = t.host()[r * n..(r + 1) * n].to_vec();
     let names = a.names().map(|ns| ns[1..].to_vec());
-    Ok(Array::from_vec(shape, data).with_names(names).with_placement(a.placement()))
+    Ok(Array::from_vec(shape, data)
+        .with_names(names)
+        .with_placement(a.placement()))
 }
 
 /// Stacks arrays of one shape along a new leading axis (array literals, `last_rows`).
@@ -257,7 +329,10 @@ pub fn stack(_it: &mut Interp, items: &[(Array, Span)], span: Span) -> Result<Ar
         if a.shape() != inner.as_slice() {
             return Err(Diagnostic::error("E0218", "wrong argument size")
                 .at(*s, format!("this element has shape {}", named_shape(a)))
-                .with_label(items[0].1, format!("the first element has shape {}", named_shape(first)))
+                .with_label(
+                    items[0].1,
+                    format!("the first element has shape {}", named_shape(first)),
+                )
                 .note("all elements of an array literal must have the same shape")
                 .or_at(span));
         }
@@ -269,12 +344,30 @@ pub fn stack(_it: &mut Interp, items: &[(Array, Span)], span: Span) -> Result<Ar
 }
 
 /// A reduction along an axis (names of the other axes kept) or over everything.
-pub fn reduce(it: &mut Interp, op: ReduceOp, a: &Array, axis: Option<usize>, span: Span) -> Result<Array, Diagnostic> {
+pub fn reduce(
+    it: &mut Interp,
+    op: ReduceOp,
+    a: &Array,
+    axis: Option<usize>,
+    span: Span,
+) -> Result<Array, Diagnostic> {
     if let Some(v) = a.exact_value() {
         return Ok(Array::exact(v));
     }
     let (backend, placement) = placement_for(it, "reduce", &[(a, span)])?;
-    let t = backend.reduce(op, &a.tensor(), axis).map_err(|e| device_error(e, "reduce", span))?;
-    let names = axis.and_then(|ax| a.names().map(|n| n.iter().enumerate().filter(|(i, _)| *i != ax).map(|(_, x)| x.clone()).collect()));
-    Ok(Array::from_tensor(t).with_names(names).with_placement(placement))
+    let t = backend
+        .reduce(op, &a.tensor(), axis)
+        .map_err(|e| device_error(e, "reduce", span))?;
+    let names = axis.and_then(|ax| {
+        a.names().map(|n| {
+            n.iter()
+                .enumerate()
+                .filter(|(i, _)| *i != ax)
+                .map(|(_, x)| x.clone())
+                .collect()
+        })
+    });
+    Ok(Array::from_tensor(t)
+        .with_names(names)
+        .with_placement(placement))
 }

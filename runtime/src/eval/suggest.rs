@@ -33,7 +33,13 @@ mod tests {
 
     #[test]
     fn finds_close_names() {
-        assert_eq!(closest("reduce_ad", ["reduce_add", "reduce_mul", "iota"].into_iter()), Some("reduce_add"));
+        assert_eq!(
+            closest(
+                "reduce_ad",
+                ["reduce_add", "reduce_mul", "iota"].into_iter()
+            ),
+            Some("reduce_add")
+        );
         assert_eq!(closest("xyz", ["reduce_add"].into_iter()), None);
         assert_eq!(edit_distance("kitten", "sitting"), 3);
     }

@@ -47,7 +47,11 @@ pub enum StmtKind {
     /// `name = value`.
     Assign { name: Ident, value: Expr },
     /// `name : [a, b] = value` (LANGUAGE §4.3).
-    Annotated { name: Ident, axes: Vec<Ident>, value: Expr },
+    Annotated {
+        name: Ident,
+        axes: Vec<Ident>,
+        value: Expr,
+    },
     /// `repeat count { body }`.
     Repeat { count: Expr, body: Block },
     /// `train count { body }`.
@@ -119,7 +123,12 @@ pub enum ExprKind {
     /// Unary minus.
     Neg(Box<Expr>),
     /// `lhs op rhs`; `op_span` is the operator's own span.
-    Binary { op: BinOp, op_span: Span, lhs: Box<Expr>, rhs: Box<Expr> },
+    Binary {
+        op: BinOp,
+        op_span: Span,
+        lhs: Box<Expr>,
+        rhs: Box<Expr>,
+    },
     /// `(expr)`: kept so spans and tooling see the parentheses.
     Paren(Box<Expr>),
     /// `param[dims]` / `tensor[dims]`.

@@ -37,14 +37,26 @@ pub fn split_cells(src: &str) -> Vec<Cell> {
     let lexed = lex_full(src);
     let markers = lexed.cell_markers;
     if markers.is_empty() {
-        return vec![Cell { index: 0, title: String::new(), span: Span::new(0, src.len()), start_line: 0 }];
+        return vec![Cell {
+            index: 0,
+            title: String::new(),
+            span: Span::new(0, src.len()),
+            start_line: 0,
+        }];
     }
     let mut cells = Vec::with_capacity(markers.len() + 1);
     let first = markers[0].span.start;
-    let preamble_has_code =
-        lexed.tokens.iter().any(|t| t.span.start < first && !matches!(t.kind, TokenKind::Newline | TokenKind::Eof));
+    let preamble_has_code = lexed
+        .tokens
+        .iter()
+        .any(|t| t.span.start < first && !matches!(t.kind, TokenKind::Newline | TokenKind::Eof));
     if preamble_has_code {
-        cells.push(Cell { index: 0, title: String::new(), span: Span::new(0, first), start_line: 0 });
+        cells.push(Cell {
+            index: 0,
+            title: String::new(),
+            span: Span::new(0, first),
+            start_line: 0,
+        });
     }
     for (k, m) in markers.iter().enumerate() {
         let end = markers.get(k + 1).map_or(src.len(), |n| n.span.start);
@@ -86,13 +98,23 @@ mod tests {
     fn summary(src: &str) -> Vec<(usize, String, &str, usize)> {
         split_cells(src)
             .into_iter()
-            .map(|c| (c.index, c.title.clone(), &src[c.span.start..c.span.end], c.start_line))
+            .map(|c| {
+                (
+                    c.index,
+                    c.title.clone(),
+                    &src[c.span.start..c.span.end],
+                    c.start_line,
+                )
+            })
             .collect()
     }
 
     #[test]
     fn no_markers_is_one_cell() {
-        assert_eq!(summary("x = 1\ny = 2\n"), vec![(0, String::new(), "x = 1\ny = 2\n", 0)]);
+        assert_eq!(
+            summary("x = 1\ny = 2\n"),
+            vec![(0, String::new(), "x = 1\ny = 2\n", 0)]
+        );
         assert_eq!(summary(""), vec![(0, String::new(), "", 0)]);
     }
 
@@ -113,7 +135,10 @@ mod tests {
         let src = "x = 1\n# %% B\ny\n";
         assert_eq!(
             summary(src),
-            vec![(0, String::new(), "x = 1\n", 0), (1, "B".to_string(), "# %% B\ny\n", 1)]
+            vec![
+                (0, String::new(), "x = 1\n", 0),
+                (1, "B".to_string(), "# %% B\ny\n", 1)
+            ]
         );
     }
 
@@ -122,7 +147,10 @@ mod tests {
         let src = "# a header comment\n\n   \n# %% A\nx\r\n# %%B\r\ny";
         assert_eq!(
             summary(src),
-            vec![(0, "A".to_string(), "# %% A\nx\r\n", 3), (1, "B".to_string(), "# %%B\r\ny", 5)]
+            vec![
+                (0, "A".to_string(), "# %% A\nx\r\n", 3),
+                (1, "B".to_string(), "# %%B\r\ny", 5)
+            ]
         );
     }
 

@@ -43,8 +43,10 @@ pub fn decode_source(bytes: &[u8]) -> Result<String, Diagnostic> {
             let len = err.error_len().unwrap_or(body.len() - start).max(1);
             let end = (start + len).min(body.len());
             let line = 1 + count_line_breaks(&body[..start]);
-            let invalid_bytes: Vec<String> =
-                body[start..end].iter().map(|b| format!("{b:#04x}")).collect();
+            let invalid_bytes: Vec<String> = body[start..end]
+                .iter()
+                .map(|b| format!("{b:#04x}"))
+                .collect();
             let mut others = 0usize;
             let mut rest = &body[end..];
             while !rest.is_empty() {
@@ -52,7 +54,8 @@ pub fn decode_source(bytes: &[u8]) -> Result<String, Diagnostic> {
                     Ok(_) => break,
                     Err(e) => {
                         others += 1;
-                        let skip = e.valid_up_to() + e.error_len().unwrap_or(rest.len() - e.valid_up_to()).max(1);
+                        let skip = e.valid_up_to()
+                            + e.error_len().unwrap_or(rest.len() - e.valid_up_to()).max(1);
                         rest = &rest[skip.min(rest.len())..];
                     }
                 }
@@ -60,7 +63,10 @@ pub fn decode_source(bytes: &[u8]) -> Result<String, Diagnostic> {
             let mut diag = Diagnostic::error("E0005", "invalid UTF-8")
                 .at(
                     Span::new(start + offset, end + offset),
-                    format!("byte {} on line {line} is not valid UTF-8", invalid_bytes.join(" ")),
+                    format!(
+                        "byte {} on line {line} is not valid UTF-8",
+                        invalid_bytes.join(" ")
+                    ),
                 )
                 .help("save the file as UTF-8");
             if others > 0 {
@@ -153,7 +159,10 @@ impl<'a> Lexer<'a> {
     }
 
     fn in_parens(&self) -> bool {
-        matches!(self.brackets.last(), Some(TokenKind::LParen | TokenKind::LBracket))
+        matches!(
+            self.brackets.last(),
+            Some(TokenKind::LParen | TokenKind::LBracket)
+        )
     }
 
     fn push(&mut self, kind: TokenKind, start: usize, end: usize) {
@@ -169,13 +178,20 @@ impl<'a> Lexer<'a> {
                     self.brackets.push(k.clone());
                 } else if k.is_closer() {
                     let opener = k.partner();
-                    if let Some(i) = self.brackets.iter().rposition(|b| Some(b) == opener.as_ref()) {
+                    if let Some(i) = self
+                        .brackets
+                        .iter()
+                        .rposition(|b| Some(b) == opener.as_ref())
+                    {
                         self.brackets.truncate(i);
                     }
                 }
             }
         }
-        self.tokens.push(Token { kind, span: Span::new(start, end) });
+        self.tokens.push(Token {
+            kind,
+            span: Span::new(start, end),
+        });
     }
 
     fn error(&mut self, diag: Diagnostic) {
@@ -205,7 +221,11 @@ impl<'a> Lexer<'a> {
                     self.push(TokenKind::Newline, start, self.pos);
                 }
                 b'\r' => {
-                    self.pos += if self.byte(start + 1) == Some(&b'\n') { 2 } else { 1 };
+                    self.pos += if self.byte(start + 1) == Some(&b'\n') {
+                        2
+                    } else {
+                        1
+                    };
                     self.line_start = self.pos;
                     self.push(TokenKind::Newline, start, self.pos);
                 }
@@ -219,7 +239,10 @@ impl<'a> Lexer<'a> {
             }
         }
         let end = self.bytes.len();
-        self.tokens.push(Token { kind: TokenKind::Eof, span: Span::new(end, end) });
+        self.tokens.push(Token {
+            kind: TokenKind::Eof,
+            span: Span::new(end, end),
+        });
     }
 
     fn comment(&mut self) {
@@ -328,7 +351,8 @@ impl<'a> Lexer<'a> {
                     .at(Span::new(start, start + 1), "this string is never closed")
                     .help("add the closing `\"`");
                 if saw_newline {
-                    diag = diag.note("strings may span lines, so this one runs to the end of the input");
+                    diag = diag
+                        .note("strings may span lines, so this one runs to the end of the input");
                 }
                 self.error(diag);
                 self.unterminated = true;
@@ -369,7 +393,8 @@ impl<'a> Lexer<'a> {
                         .at(Span::new(i, esc_end), format!("{shown} is not an escape"))
                         .note("the escapes are `\\\"` `\\\\` `\\n` `\\t` `\\r`");
                     diag = match n {
-                        'u' | 'x' | '0' => diag.help("write the character itself; strings may contain any UTF-8 text"),
+                        'u' | 'x' | '0' => diag
+                            .help("write the character itself; strings may contain any UTF-8 text"),
                         '\r' | '\n' => {
                             diag.help("strings may contain line breaks; remove the `\\`")
                         }
@@ -388,7 +413,11 @@ impl<'a> Lexer<'a> {
                 '\r' => {
                     value.push('\n');
                     saw_newline = true;
-                    i += if self.byte(i + 1) == Some(&b'\n') { 2 } else { 1 };
+                    i += if self.byte(i + 1) == Some(&b'\n') {
+                        2
+                    } else {
+                        1
+                    };
                 }
                 c => {
                     if c == '\n' {
@@ -402,7 +431,10 @@ impl<'a> Lexer<'a> {
         let end = i.min(self.bytes.len());
         // Keep the line start current so a `# %%` or `:` after the string is judged
         // by its own line.
-        if let Some(p) = self.bytes[start..end].iter().rposition(|&b| b == b'\n' || b == b'\r') {
+        if let Some(p) = self.bytes[start..end]
+            .iter()
+            .rposition(|&b| b == b'\n' || b == b'\r')
+        {
             self.line_start = start + p + 1;
         }
         self.pos = end;
@@ -412,7 +444,10 @@ impl<'a> Lexer<'a> {
     fn ident(&mut self) {
         let start = self.pos;
         let mut i = start;
-        while matches!(self.byte(i), Some(b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'_')) {
+        while matches!(
+            self.byte(i),
+            Some(b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'_')
+        ) {
             i += 1;
         }
         self.pos = i;
@@ -421,10 +456,19 @@ impl<'a> Lexer<'a> {
         self.push(kind, start, i);
     }
 
-    fn unknown(&mut self, start: usize, end: usize, label: impl Into<String>, help: Option<String>) {
+    fn unknown(
+        &mut self,
+        start: usize,
+        end: usize,
+        label: impl Into<String>,
+        help: Option<String>,
+    ) {
         let text = &self.src[start..end];
-        let mut diag = Diagnostic::error("E0001", format!("unexpected character `{}`", text.escape_debug()))
-            .at(Span::new(start, end), label);
+        let mut diag = Diagnostic::error(
+            "E0001",
+            format!("unexpected character `{}`", text.escape_debug()),
+        )
+        .at(Span::new(start, end), label);
         if let Some(help) = help {
             diag = diag.help(help);
         }
@@ -589,7 +633,11 @@ impl<'a> Lexer<'a> {
         let close = self.char_at(body + p).unwrap_or('\'');
         let end = body + p + close.len_utf8();
         let content = self.src[body..body + p].to_string();
-        let label = if open == '\'' { "strings use double quotes" } else { "these are not ASCII quotes" };
+        let label = if open == '\'' {
+            "strings use double quotes"
+        } else {
+            "these are not ASCII quotes"
+        };
         self.error(
             Diagnostic::error("E0001", format!("unexpected character `{open}`"))
                 .at(Span::new(start, end), label)
@@ -601,14 +649,17 @@ impl<'a> Lexer<'a> {
     }
 
     fn at_line_start(&self, pos: usize) -> bool {
-        self.src[self.line_start.min(pos)..pos].bytes().all(|b| b == b' ' || b == b'\t')
+        self.src[self.line_start.min(pos)..pos]
+            .bytes()
+            .all(|b| b == b' ' || b == b'\t')
     }
 }
 
 /// Characters reported together in one E0001 when they appear in a run.
 fn is_generic_unknown(c: char) -> bool {
     if c.is_ascii() {
-        return matches!(c, '$' | '?' | '~' | '`') || (c.is_ascii_control() && !matches!(c, '\n' | '\r' | '\t'));
+        return matches!(c, '$' | '?' | '~' | '`')
+            || (c.is_ascii_control() && !matches!(c, '\n' | '\r' | '\t'));
     }
     !matches!(
         c,
@@ -636,8 +687,15 @@ mod tests {
 
     fn kinds(src: &str) -> Vec<TokenKind> {
         let (tokens, diags) = lex(src);
-        assert!(diags.is_empty(), "unexpected diagnostics for {src:?}: {diags:#?}");
-        tokens.into_iter().map(|t| t.kind).filter(|k| *k != TokenKind::Eof).collect()
+        assert!(
+            diags.is_empty(),
+            "unexpected diagnostics for {src:?}: {diags:#?}"
+        );
+        tokens
+            .into_iter()
+            .map(|t| t.kind)
+            .filter(|k| *k != TokenKind::Eof)
+            .collect()
     }
 
     fn codes(src: &str) -> Vec<&'static str> {
@@ -675,7 +733,10 @@ mod tests {
         assert_eq!(kinds("2e"), vec![Number(2.0), Ident("e".into())]);
         assert_eq!(kinds("2e+"), vec![Number(2.0), Ident("e".into()), Plus]);
         assert_eq!(kinds("2ex"), vec![Number(2.0), Ident("ex".into())]);
-        assert_eq!(kinds("2E-x"), vec![Number(2.0), Ident("E".into()), Minus, Ident("x".into())]);
+        assert_eq!(
+            kinds("2E-x"),
+            vec![Number(2.0), Ident("E".into()), Minus, Ident("x".into())]
+        );
     }
 
     #[test]
@@ -731,14 +792,39 @@ mod tests {
         assert_eq!(kinds("x -1"), vec![Ident("x".into()), Minus, Number(1.0)]);
         assert_eq!(kinds("x-1"), vec![Ident("x".into()), Minus, Number(1.0)]);
         assert_eq!(kinds("2 -1"), vec![Number(2.0), Minus, Number(1.0)]);
-        assert_eq!(kinds("f(x) -1"), vec![Ident("f".into()), LParen, Ident("x".into()), RParen, Minus, Number(1.0)]);
-        assert_eq!(kinds("[1 -2]"), vec![LBracket, Number(1.0), Minus, Number(2.0), RBracket]);
+        assert_eq!(
+            kinds("f(x) -1"),
+            vec![
+                Ident("f".into()),
+                LParen,
+                Ident("x".into()),
+                RParen,
+                Minus,
+                Number(1.0)
+            ]
+        );
+        assert_eq!(
+            kinds("[1 -2]"),
+            vec![LBracket, Number(1.0), Minus, Number(2.0), RBracket]
+        );
         assert_eq!(kinds("\"s\" -1"), vec![Str("s".into()), Minus, Number(1.0)]);
         // Otherwise it joins the literal.
-        assert_eq!(kinds("f(-1)"), vec![Ident("f".into()), LParen, Number(-1.0), RParen]);
-        assert_eq!(kinds("[1, -2]"), vec![LBracket, Number(1.0), Comma, Number(-2.0), RBracket]);
-        assert_eq!(kinds("repeat -1 { }"), vec![Repeat, Number(-1.0), LBrace, RBrace]);
-        assert_eq!(kinds("x = -1e3"), vec![Ident("x".into()), Eq, Number(-1000.0)]);
+        assert_eq!(
+            kinds("f(-1)"),
+            vec![Ident("f".into()), LParen, Number(-1.0), RParen]
+        );
+        assert_eq!(
+            kinds("[1, -2]"),
+            vec![LBracket, Number(1.0), Comma, Number(-2.0), RBracket]
+        );
+        assert_eq!(
+            kinds("repeat -1 { }"),
+            vec![Repeat, Number(-1.0), LBrace, RBrace]
+        );
+        assert_eq!(
+            kinds("x = -1e3"),
+            vec![Ident("x".into()), Eq, Number(-1000.0)]
+        );
         assert_eq!(kinds("2 * -3"), vec![Number(2.0), Star, Number(-3.0)]);
         // `- 2` is unary minus (not a literal).
         assert_eq!(kinds("- 2"), vec![Minus, Number(2.0)]);
@@ -764,7 +850,11 @@ mod tests {
     #[test]
     fn line_breaks() {
         let (tokens, _) = lex("a\r\nb\rc\nd");
-        let nl: Vec<Span> = tokens.iter().filter(|t| t.kind == Newline).map(|t| t.span).collect();
+        let nl: Vec<Span> = tokens
+            .iter()
+            .filter(|t| t.kind == Newline)
+            .map(|t| t.span)
+            .collect();
         assert_eq!(nl, vec![Span::new(1, 3), Span::new(4, 5), Span::new(6, 7)]);
     }
 
@@ -792,13 +882,19 @@ mod tests {
     fn punctuation() {
         assert_eq!(
             kinds("( ) [ ] { } , = : ; + - * /"),
-            vec![LParen, RParen, LBracket, RBracket, LBrace, RBrace, Comma, Eq, Colon, Semi, Plus, Minus, Star, Slash]
+            vec![
+                LParen, RParen, LBracket, RBracket, LBrace, RBrace, Comma, Eq, Colon, Semi, Plus,
+                Minus, Star, Slash
+            ]
         );
     }
 
     #[test]
     fn comments_and_markers() {
-        assert_eq!(kinds("x # a comment \"not a string\"\ny"), vec![Ident("x".into()), Newline, Ident("y".into())]);
+        assert_eq!(
+            kinds("x # a comment \"not a string\"\ny"),
+            vec![Ident("x".into()), Newline, Ident("y".into())]
+        );
         let lexed = lex_full("# %% First cell \nx\n  # %% not a marker\n# %%\n");
         assert_eq!(lexed.cell_markers.len(), 2);
         assert_eq!(lexed.cell_markers[0].title, "First cell");
@@ -810,9 +906,15 @@ mod tests {
 
     #[test]
     fn strings() {
-        assert_eq!(kinds(r#""a\"b\\c\nd\te\rf""#), vec![Str("a\"b\\c\nd\te\rf".into())]);
+        assert_eq!(
+            kinds(r#""a\"b\\c\nd\te\rf""#),
+            vec![Str("a\"b\\c\nd\te\rf".into())]
+        );
         assert_eq!(kinds("\"a # b\""), vec![Str("a # b".into())]);
-        assert_eq!(kinds("\"line1\r\nline2\rline3\nx\""), vec![Str("line1\nline2\nline3\nx".into())]);
+        assert_eq!(
+            kinds("\"line1\r\nline2\rline3\nx\""),
+            vec![Str("line1\nline2\nline3\nx".into())]
+        );
         assert_eq!(kinds("\"héllo ✓\""), vec![Str("héllo ✓".into())]);
     }
 
@@ -853,7 +955,10 @@ mod tests {
             assert_eq!(diags.len(), 1, "{src}: {diags:?}");
             assert_eq!(diags[0].code, "E0001", "{src}");
             let help = diags[0].help.clone().unwrap_or_default();
-            assert!(help.contains(needle), "{src}: help {help:?} should mention {needle:?}");
+            assert!(
+                help.contains(needle),
+                "{src}: help {help:?} should mention {needle:?}"
+            );
         }
         assert_eq!(codes("a % b"), vec!["E0001"]);
         assert_eq!(codes("$$$ ok"), vec!["E0001"]);

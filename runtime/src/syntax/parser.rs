@@ -66,7 +66,13 @@ pub fn parse(src: &str) -> Parsed {
     }
     diagnostics.extend(p.diags);
     diagnostics.sort_by_key(|d| d.primary.as_ref().map_or(usize::MAX, |l| l.span.start));
-    Parsed { program: Program { stmts, span: Span::new(0, src.len()) }, diagnostics }
+    Parsed {
+        program: Program {
+            stmts,
+            span: Span::new(0, src.len()),
+        },
+        diagnostics,
+    }
 }
 
 // ---------------------------------------------------------------------------------
@@ -92,21 +98,22 @@ fn pair_brackets(lexed: &Lexed) -> (Vec<Token>, Vec<Option<usize>>, Vec<Diagnost
     // Indentation (in bytes) of the line of each opener, and of the current line.
     let mut indents = vec![0usize; toks.len()];
     let mut line_indent = 0usize;
-    let unclosed = |diags: &mut Vec<Diagnostic>, open: &Token, depth: usize, closer: Option<&Token>| {
-        if lexed.unterminated_string || depth >= MAX_DEPTH {
-            return;
-        }
-        let o = open.kind.symbol().unwrap_or("(");
-        let c = open.kind.partner().and_then(|k| k.symbol()).unwrap_or(")");
-        let mut d = Diagnostic::error("E0007", format!("unclosed delimiter `{o}`"))
-            .at(open.span, format!("this `{o}` is never closed"))
-            .help(format!("add the matching `{c}`"));
-        if let Some(closer) = closer {
-            let cs = closer.kind.symbol().unwrap_or("}");
-            d = d.with_label(closer.span, format!("expected `{c}` before this `{cs}`"));
-        }
-        diags.push(d);
-    };
+    let unclosed =
+        |diags: &mut Vec<Diagnostic>, open: &Token, depth: usize, closer: Option<&Token>| {
+            if lexed.unterminated_string || depth >= MAX_DEPTH {
+                return;
+            }
+            let o = open.kind.symbol().unwrap_or("(");
+            let c = open.kind.partner().and_then(|k| k.symbol()).unwrap_or(")");
+            let mut d = Diagnostic::error("E0007", format!("unclosed delimiter `{o}`"))
+                .at(open.span, format!("this `{o}` is never closed"))
+                .help(format!("add the matching `{c}`"));
+            if let Some(closer) = closer {
+                let cs = closer.kind.symbol().unwrap_or("}");
+                d = d.with_label(closer.span, format!("expected `{c}` before this `{cs}`"));
+            }
+            diags.push(d);
+        };
     for (i, t) in toks.iter().enumerate() {
         while next_marker < markers.len() && markers[next_marker].span.start < t.span.start {
             if let Some(&top) = stack.last() {
@@ -131,14 +138,21 @@ fn pair_brackets(lexed: &Lexed) -> (Vec<Token>, Vec<Option<usize>>, Vec<Diagnost
             // that bracket was never closed.
             let stmt_like = match &t.kind {
                 TokenKind::Ident(_) => {
-                    matches!(toks.get(i + 1).map(|n| &n.kind), Some(TokenKind::Eq | TokenKind::Colon))
+                    matches!(
+                        toks.get(i + 1).map(|n| &n.kind),
+                        Some(TokenKind::Eq | TokenKind::Colon)
+                    )
                 }
-                TokenKind::Repeat | TokenKind::Train | TokenKind::For | TokenKind::Experiment => true,
+                TokenKind::Repeat | TokenKind::Train | TokenKind::For | TokenKind::Experiment => {
+                    true
+                }
                 _ => false,
             };
             if stmt_like {
                 while let Some(&top) = stack.last() {
-                    if !matches!(toks[top].kind, TokenKind::LParen | TokenKind::LBracket) || line_indent > indents[top] {
+                    if !matches!(toks[top].kind, TokenKind::LParen | TokenKind::LBracket)
+                        || line_indent > indents[top]
+                    {
                         break;
                     }
                     unclosed(&mut diags, &toks[top], stack.len() - 1, None);
@@ -154,10 +168,42 @@ fn pair_brackets(lexed: &Lexed) -> (Vec<Token>, Vec<Option<usize>>, Vec<Diagnost
         } else if t.kind.is_closer() {
             let want = t.kind.partner();
             let found = if open_count[slot(&t.kind)] > 0 {
-                stack.iter().rposition(|&j| Some(&toks[j].kind) == want.as_ref())
+                stack
+                    .iter()
+                    .rposition(|&j| Some(&toks[j].kind) == want.as_ref())
             } else {
                 None
             };
+            if found.is_none() {
+                if let Some(&top) = stack.last() {
+                    if is_typo_closer(toks, top, i) {
+                        let o = toks[top].kind.symbol().unwrap_or("(");
+                        let c = t.kind.symbol().unwrap_or(")");
+                        let expected = toks[top]
+                            .kind
+                            .partner()
+                            .and_then(|k| k.symbol())
+                            .unwrap_or(")");
+                        diags.push(
+                            Diagnostic::error(
+                                "E0008",
+                                format!("mismatched closing delimiter `{c}`"),
+                            )
+                            .at(t.span, format!("expected `{expected}` to close the `{o}`"))
+                            .with_label(
+                                toks[top].span,
+                                format!("this `{o}` is closed by the `{c}`"),
+                            )
+                            .help(format!("replace `{c}` with `{expected}`")),
+                        );
+                        open_count[slot(&toks[top].kind)] -= 1;
+                        partner[top] = Some(i);
+                        partner[i] = Some(top);
+                        stack.pop();
+                        continue;
+                    }
+                }
+            }
             match found {
                 Some(k) => {
                     for (d, &j) in stack.iter().enumerate().skip(k + 1) {
@@ -174,13 +220,21 @@ fn pair_brackets(lexed: &Lexed) -> (Vec<Token>, Vec<Option<usize>>, Vec<Diagnost
                     unmatched[i] = true;
                     let c = t.kind.symbol().unwrap_or(")");
                     let o = want.as_ref().and_then(|k| k.symbol()).unwrap_or("(");
-                    let mut d = Diagnostic::error("E0008", format!("unmatched closing delimiter `{c}`"))
-                        .at(t.span, format!("this `{c}` has no matching `{o}`"));
+                    let mut d =
+                        Diagnostic::error("E0008", format!("unmatched closing delimiter `{c}`"))
+                            .at(t.span, format!("this `{c}` has no matching `{o}`"));
                     if let Some(&top) = stack.last() {
                         let to = toks[top].kind.symbol().unwrap_or("(");
-                        let tc = toks[top].kind.partner().and_then(|k| k.symbol()).unwrap_or(")");
+                        let tc = toks[top]
+                            .kind
+                            .partner()
+                            .and_then(|k| k.symbol())
+                            .unwrap_or(")");
                         d = d
-                            .with_label(toks[top].span, format!("the innermost open delimiter is this `{to}`"))
+                            .with_label(
+                                toks[top].span,
+                                format!("the innermost open delimiter is this `{to}`"),
+                            )
                             .help(format!("did you mean `{tc}`? otherwise remove the `{c}`"));
                     } else {
                         d = d.help(format!("remove the `{c}`"));
@@ -209,6 +263,33 @@ fn pair_brackets(lexed: &Lexed) -> (Vec<Token>, Vec<Option<usize>>, Vec<Diagnost
         }
     }
     (kept, close, diags)
+}
+
+/// A closer `)`/`]` with no opener of its kind while a `(`/`[` (at `top`) is open:
+/// is it a typo for that opener's closer? Yes, unless the opener's real closer is the
+/// next closer at this level (then the closer at `at` is just extra).
+fn is_typo_closer(toks: &[Token], top: usize, at: usize) -> bool {
+    let both_round_or_square = |k: &TokenKind| {
+        matches!(
+            k,
+            TokenKind::LParen | TokenKind::RParen | TokenKind::LBracket | TokenKind::RBracket
+        )
+    };
+    if !both_round_or_square(&toks[top].kind) || !both_round_or_square(&toks[at].kind) {
+        return false;
+    }
+    let mut depth = 0usize;
+    for t in toks.iter().skip(at + 1).take(10_000) {
+        if t.kind.is_opener() {
+            depth += 1;
+        } else if t.kind.is_closer() {
+            if depth == 0 {
+                return Some(&t.kind) != toks[top].kind.partner().as_ref();
+            }
+            depth -= 1;
+        }
+    }
+    true
 }
 
 // ---------------------------------------------------------------------------------
@@ -258,7 +339,10 @@ fn can_start_expr(k: &TokenKind) -> bool {
 }
 
 fn error_expr(span: Span) -> Expr {
-    Expr { kind: ExprKind::Error, span }
+    Expr {
+        kind: ExprKind::Error,
+        span,
+    }
 }
 
 impl<'a> Parser<'a> {
@@ -359,8 +443,13 @@ impl<'a> Parser<'a> {
         }
         let found = self.peek().describe();
         let (span, after) = self.found_span();
-        let label = if after { format!("expected {expected} after this") } else { format!("expected {expected}") };
-        let mut d = Diagnostic::error("E0006", format!("unexpected {found}: expected {expected}")).at(span, label);
+        let label = if after {
+            format!("expected {expected} after this")
+        } else {
+            format!("expected {expected}")
+        };
+        let mut d = Diagnostic::error("E0006", format!("unexpected {found}: expected {expected}"))
+            .at(span, label);
         if let Some(h) = help {
             d = d.help(h);
         }
@@ -541,7 +630,9 @@ impl<'a> Parser<'a> {
         };
         let d = Diagnostic::warning("W0001", "statements run together on one line");
         let adjacent = prev_tok.span.end == first_tok.span.start;
-        if let (K::Number(_), true, K::Ident(_) | K::LParen) = (&prev_tok.kind, adjacent, &first_tok.kind) {
+        if let (K::Number(_), true, K::Ident(_) | K::LParen) =
+            (&prev_tok.kind, adjacent, &first_tok.kind)
+        {
             let n = self.text(prev_tok.span);
             let x = match &first_tok.kind {
                 K::Ident(name) => name.clone(),
@@ -558,11 +649,18 @@ impl<'a> Parser<'a> {
                 format!("write `{n} * {x}` to multiply")
             };
             return d
-                .at(prev_tok.span.to(first_tok.span), "a number directly followed by another statement")
-                .note(format!("this is read as `{n}` followed by a separate statement `{b}`"))
+                .at(
+                    prev_tok.span.to(first_tok.span),
+                    "a number directly followed by another statement",
+                )
+                .note(format!(
+                    "this is read as `{n}` followed by a separate statement `{b}`"
+                ))
                 .help(help);
         }
-        let d = d.at(first_tok.span, "a second statement starts here").with_label(prev.span, "first statement");
+        let d = d
+            .at(first_tok.span, "a second statement starts here")
+            .with_label(prev.span, "first statement");
         if first_tok.kind == K::LBracket && prev_tok.kind.is_value() {
             let help = if short(a) && short(b) {
                 format!("there is no indexing in MLPL; to write two statements use `{a}; {b}`")
@@ -580,7 +678,11 @@ impl<'a> Parser<'a> {
             _ => false,
         };
         if block_stmt {
-            let what = if short(b) { format!("`{b}`") } else { "the next statement".to_string() };
+            let what = if short(b) {
+                format!("`{b}`")
+            } else {
+                "the next statement".to_string()
+            };
             return d.help(format!("put {what} on its own line"));
         }
         d.help(joined)
@@ -655,7 +757,10 @@ impl<'a> Parser<'a> {
                 }
             }
         };
-        Stmt { kind, span: self.span_from(start) }
+        Stmt {
+            kind,
+            span: self.span_from(start),
+        }
     }
 
     fn ident_of(&self, t: &Token) -> Ident {
@@ -668,6 +773,7 @@ impl<'a> Parser<'a> {
 
     fn parse_for(&mut self) -> StmtKind {
         self.bump(); // `for`
+        let mut var_ok = true;
         let var = match self.peek().clone() {
             K::Ident(_) => {
                 let t = self.bump();
@@ -681,32 +787,31 @@ impl<'a> Parser<'a> {
                         .at(t.span, format!("`{kw}` is a reserved keyword"))
                         .help(format!("choose another loop variable, e.g. `{kw}_`")),
                 );
+                var_ok = false;
                 self.ident_of(&t)
             }
             _ => {
-                self.unexpected("a loop variable name after `for`", Some("write `for x in xs { ... }`".into()));
+                self.unexpected(
+                    "a loop variable name after `for`",
+                    Some("write `for x in xs { ... }`".into()),
+                );
                 return StmtKind::Error;
             }
         };
         if *self.peek() != K::In {
-            self.unexpected("`in`", Some(format!("write `for {} in xs {{ ... }}`", var.name)));
+            self.unexpected(
+                "`in`",
+                Some(format!("write `for {} in xs {{ ... }}`", var.name)),
+            );
             return StmtKind::Error;
         }
         self.bump();
         let iter = self.parse_expr();
         let what = format!("for {} in {}", var.name, self.text(iter.span));
         match self.parse_body(&what) {
-            Some(body) if self.errs_in_ident(&var) => {
-                let _ = body;
-                StmtKind::Error
-            }
-            Some(body) => StmtKind::For { var, iter, body },
-            None => StmtKind::Error,
+            Some(body) if var_ok => StmtKind::For { var, iter, body },
+            _ => StmtKind::Error,
         }
-    }
-
-    fn errs_in_ident(&self, var: &Ident) -> bool {
-        TokenKind::keyword(&var.name).is_some()
     }
 
     /// `{ ... }` after a loop header; `what` names the header for messages.
@@ -715,7 +820,10 @@ impl<'a> Parser<'a> {
             return Some(self.parse_block());
         }
         let what = if what.len() > 40 || what.contains(['\n', '\r']) {
-            what.split_whitespace().next().unwrap_or("the loop").to_string()
+            what.split_whitespace()
+                .next()
+                .unwrap_or("the loop")
+                .to_string()
         } else {
             what.to_string()
         };
@@ -753,6 +861,7 @@ impl<'a> Parser<'a> {
         let open_i = self.idx();
         let open = self.bump();
         if !self.enter() {
+            self.skipped_deep = true;
             let end = match self.close[open_i] {
                 Some(c) => {
                     self.skip_group(open_i);
@@ -766,7 +875,10 @@ impl<'a> Parser<'a> {
                 }
             };
             self.leave();
-            return Block { stmts: Vec::new(), span: open.span.to(end) };
+            return Block {
+                stmts: Vec::new(),
+                span: open.span.to(end),
+            };
         }
         self.ctx.push(false);
         let quiet = std::mem::replace(&mut self.quiet_block, false);
@@ -778,7 +890,10 @@ impl<'a> Parser<'a> {
         self.quiet_block = quiet;
         self.ctx.pop();
         self.leave();
-        Block { stmts, span: self.span_from(open_i) }
+        Block {
+            stmts,
+            span: self.span_from(open_i),
+        }
     }
 
     /// `name : [a, b] = value` (LANGUAGE §4.3); E0011 for malformed annotations.
@@ -790,10 +905,13 @@ impl<'a> Parser<'a> {
             let found = self.peek().describe();
             let (span, _) = self.found_span();
             self.error(
-                Diagnostic::error("E0011", format!("malformed axis annotation: expected `[` after `:`, found {found}"))
-                    .at(span, "expected `[`")
-                    .with_label(colon.span, "an axis annotation starts here")
-                    .help(format!("write `{} : [axis, ...] = value`", name.name)),
+                Diagnostic::error(
+                    "E0011",
+                    format!("malformed axis annotation: expected `[` after `:`, found {found}"),
+                )
+                .at(span, "expected `[`")
+                .with_label(colon.span, "an axis annotation starts here")
+                .help(format!("write `{} : [axis, ...] = value`", name.name)),
             );
             return StmtKind::Error;
         }
@@ -820,11 +938,13 @@ impl<'a> Parser<'a> {
             }
             match &t.kind {
                 K::Comma => {
-                    self.error(
-                        Diagnostic::error("E0012", "empty list element")
-                            .at(t.span, "an axis name is missing before this `,`")
-                            .help("remove the extra `,`"),
-                    );
+                    if ok {
+                        self.error(
+                            Diagnostic::error("E0012", "empty list element")
+                                .at(t.span, "an axis name is missing before this `,`")
+                                .help("remove the extra `,`"),
+                        );
+                    }
                     ok = false;
                     self.bump();
                     continue;
@@ -835,11 +955,13 @@ impl<'a> Parser<'a> {
                 }
                 k if k.is_keyword() => {
                     let kw = k.keyword_str().unwrap_or("");
-                    self.error(
-                        Diagnostic::error("E0009", format!("keyword used as a name: `{kw}`"))
-                            .at(t.span, format!("`{kw}` is a reserved keyword"))
-                            .help(format!("choose another axis name, e.g. `{kw}_`")),
-                    );
+                    if ok {
+                        self.error(
+                            Diagnostic::error("E0009", format!("keyword used as a name: `{kw}`"))
+                                .at(t.span, format!("`{kw}` is a reserved keyword"))
+                                .help(format!("choose another axis name, e.g. `{kw}_`")),
+                        );
+                    }
                     ok = false;
                     self.bump();
                 }
@@ -851,21 +973,28 @@ impl<'a> Parser<'a> {
                     } else {
                         "axis names are identifiers: letters, digits and `_`".to_string()
                     };
-                    self.error(
-                        Diagnostic::error("E0011", "malformed axis annotation: expected an axis name, found a string")
+                    if ok {
+                        self.error(
+                            Diagnostic::error(
+                                "E0011",
+                                "malformed axis annotation: expected an axis name, found a string",
+                            )
                             .at(t.span, "not an identifier")
                             .help(help),
-                    );
+                        );
+                    }
                     ok = false;
                     self.bump();
                 }
                 _ => {
                     let found = t.kind.describe();
-                    self.error(
-                        Diagnostic::error("E0011", format!("malformed axis annotation: expected an axis name, found {found}"))
-                            .at(t.span, "expected an axis name")
-                            .note("an annotation lists axis names: `x : [batch, feature] = value`"),
-                    );
+                    if ok {
+                        self.error(
+                            Diagnostic::error("E0011", format!("malformed axis annotation: expected an axis name, found {found}"))
+                                .at(t.span, "expected an axis name")
+                                .note("an annotation lists axis names: `x : [batch, feature] = value`"),
+                        );
+                    }
                     ok = false;
                     self.sync_in_group();
                 }
@@ -885,8 +1014,13 @@ impl<'a> Parser<'a> {
                         let found = self.peek().describe();
                         let span = self.peek_tok().span;
                         self.error(
-                            Diagnostic::error("E0011", format!("malformed axis annotation: expected `,` or `]`, found {found}"))
-                                .at(span, "expected `,` or `]`"),
+                            Diagnostic::error(
+                                "E0011",
+                                format!(
+                                    "malformed axis annotation: expected `,` or `]`, found {found}"
+                                ),
+                            )
+                            .at(span, "expected `,` or `]`"),
                         );
                     }
                     ok = false;
@@ -903,15 +1037,25 @@ impl<'a> Parser<'a> {
             if ok {
                 let found = self.peek().describe();
                 let (span, after) = self.found_span();
-                let label = if after { "expected `=` after the annotation" } else { "expected `=`" };
+                let label = if after {
+                    "expected `=` after the annotation"
+                } else {
+                    "expected `=`"
+                };
                 self.error(
-                    Diagnostic::error("E0011", format!("malformed axis annotation: missing `=`, found {found}"))
-                        .at(span, label)
-                        .help(format!(
-                            "write `{} : [{}] = value`",
-                            name.name,
-                            axes.iter().map(|a| a.name.as_str()).collect::<Vec<_>>().join(", ")
-                        )),
+                    Diagnostic::error(
+                        "E0011",
+                        format!("malformed axis annotation: missing `=`, found {found}"),
+                    )
+                    .at(span, label)
+                    .help(format!(
+                        "write `{} : [{}] = value`",
+                        name.name,
+                        axes.iter()
+                            .map(|a| a.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )),
                 );
             } else {
                 self.errs += 1;
@@ -955,7 +1099,9 @@ impl<'a> Parser<'a> {
         let lhs_text = self.text(e.span);
         let rhs_text = self.text(rhs.span);
         let in_brackets = self.skips_newlines();
-        let simple = matches!(e.kind, ExprKind::Var(_)) && rhs_text.len() <= 40 && !rhs_text.contains(['\n', '\r']);
+        let simple = matches!(e.kind, ExprKind::Var(_))
+            && rhs_text.len() <= 40
+            && !rhs_text.contains(['\n', '\r']);
         let help = if in_brackets && simple {
             format!("there are no keyword arguments; pass the value alone: `{rhs_text}`, or assign `{lhs_text} = {rhs_text}` on its own line first")
         } else if simple {
@@ -1000,7 +1146,12 @@ impl<'a> Parser<'a> {
             } else {
                 Expr {
                     span: lhs.span.to(rhs.span),
-                    kind: ExprKind::Binary { op, op_span: op_tok.span, lhs: Box::new(lhs), rhs: Box::new(rhs) },
+                    kind: ExprKind::Binary {
+                        op,
+                        op_span: op_tok.span,
+                        lhs: Box::new(lhs),
+                        rhs: Box::new(rhs),
+                    },
                 }
             };
         }
@@ -1046,7 +1197,12 @@ impl<'a> Parser<'a> {
             } else {
                 Expr {
                     span: lhs.span.to(rhs.span),
-                    kind: ExprKind::Binary { op, op_span: op_tok.span, lhs: Box::new(lhs), rhs: Box::new(rhs) },
+                    kind: ExprKind::Binary {
+                        op,
+                        op_span: op_tok.span,
+                        lhs: Box::new(lhs),
+                        rhs: Box::new(rhs),
+                    },
                 }
             };
         }
@@ -1059,7 +1215,9 @@ impl<'a> Parser<'a> {
         let bytes = self.src.as_bytes();
         let before = op.span.start.checked_sub(1).and_then(|i| bytes.get(i));
         let after = bytes.get(op.span.end);
-        if !matches!(before, Some(b' ' | b'\t' | b'\n' | b'\r')) || !matches!(after, Some(b'0'..=b'9')) {
+        if !matches!(before, Some(b' ' | b'\t' | b'\n' | b'\r'))
+            || !matches!(after, Some(b'0'..=b'9'))
+        {
             return;
         }
         let prev = self.op_prev_text(op, lhs);
@@ -1072,7 +1230,9 @@ impl<'a> Parser<'a> {
         self.diags.push(
             Diagnostic::warning("W0002", "this `-` subtracts")
                 .at(op.span, format!("this subtracts {next}"))
-                .note(format!("`-{next}` is not a negative number here because it follows a value"))
+                .note(format!(
+                    "`-{next}` is not a negative number here because it follows a value"
+                ))
                 .help(help),
         );
     }
@@ -1083,7 +1243,11 @@ impl<'a> Parser<'a> {
             return t;
         }
         // Fall back to the token before the operator.
-        let i = self.toks.iter().position(|t| t.span == op.span).unwrap_or(0);
+        let i = self
+            .toks
+            .iter()
+            .position(|t| t.span == op.span)
+            .unwrap_or(0);
         self.text(self.toks[i.saturating_sub(1)].span)
     }
 
@@ -1105,7 +1269,10 @@ impl<'a> Parser<'a> {
             return error_expr(minus[0].to(e.span));
         }
         for s in minus.into_iter().rev() {
-            e = Expr { span: s.to(e.span), kind: ExprKind::Neg(Box::new(e)) };
+            e = Expr {
+                span: s.to(e.span),
+                kind: ExprKind::Neg(Box::new(e)),
+            };
         }
         e
     }
@@ -1127,7 +1294,10 @@ impl<'a> Parser<'a> {
         match &tok.kind {
             K::Number(v) => {
                 self.bump();
-                Expr { kind: ExprKind::Number(*v), span: tok.span }
+                Expr {
+                    kind: ExprKind::Number(*v),
+                    span: tok.span,
+                }
             }
             K::BadNumber => {
                 self.bump();
@@ -1136,29 +1306,51 @@ impl<'a> Parser<'a> {
             }
             K::Str(s) => {
                 self.bump();
-                Expr { kind: ExprKind::Str(s.clone()), span: tok.span }
+                Expr {
+                    kind: ExprKind::Str(s.clone()),
+                    span: tok.span,
+                }
             }
             K::Ident(name) => match self.peek2() {
                 K::LParen => {
                     self.bump();
-                    let ident = Ident { name: name.clone(), span: tok.span };
+                    let ident = Ident {
+                        name: name.clone(),
+                        span: tok.span,
+                    };
                     let (args, span) = self.parse_args();
-                    Expr { kind: ExprKind::Call { name: ident, args }, span: tok.span.to(span) }
+                    Expr {
+                        kind: ExprKind::Call { name: ident, args },
+                        span: tok.span.to(span),
+                    }
                 }
                 K::LBracket if name == "param" || name == "tensor" => {
                     self.bump();
-                    let kind = if name == "param" { CtorKind::Param } else { CtorKind::Tensor };
+                    let kind = if name == "param" {
+                        CtorKind::Param
+                    } else {
+                        CtorKind::Tensor
+                    };
                     let (dims, span) = self.parse_args();
-                    Expr { kind: ExprKind::Ctor { kind, dims }, span: tok.span.to(span) }
+                    Expr {
+                        kind: ExprKind::Ctor { kind, dims },
+                        span: tok.span.to(span),
+                    }
                 }
                 _ => {
                     self.bump();
-                    Expr { kind: ExprKind::Var(name.clone()), span: tok.span }
+                    Expr {
+                        kind: ExprKind::Var(name.clone()),
+                        span: tok.span,
+                    }
                 }
             },
             K::LBracket => {
                 let (items, span) = self.parse_args();
-                Expr { kind: ExprKind::List(items), span }
+                Expr {
+                    kind: ExprKind::List(items),
+                    span,
+                }
             }
             K::LParen => self.parse_paren(),
             K::Device => self.parse_device(),
@@ -1217,11 +1409,18 @@ impl<'a> Parser<'a> {
             }
             K::Minus => self.parse_unary(),
             K::Plus => {
-                self.unexpected("an expression", Some("there is no unary `+`; remove it".into()));
+                self.unexpected(
+                    "an expression",
+                    Some("there is no unary `+`; remove it".into()),
+                );
                 error_expr(tok.span)
             }
             _ => {
-                self.unexpected("an expression", None);
+                let help = (tok.kind == K::Newline).then(|| {
+                    "an expression continues on the next line only inside `( )` or `[ ]`"
+                        .to_string()
+                });
+                self.unexpected("an expression", help);
                 let (span, _) = self.found_span();
                 error_expr(span)
             }
@@ -1324,7 +1523,10 @@ impl<'a> Parser<'a> {
         if close.is_some() && close == Some(self.idx()) {
             self.error(
                 Diagnostic::error("E0006", "unexpected `)`: expected an expression")
-                    .at(self.toks[open_i].span.to(self.peek_tok().span), "empty parentheses")
+                    .at(
+                        self.toks[open_i].span.to(self.peek_tok().span),
+                        "empty parentheses",
+                    )
                     .help("put an expression between the parentheses"),
             );
             self.bump();
@@ -1364,7 +1566,10 @@ impl<'a> Parser<'a> {
         self.ctx.pop();
         let span = self.span_from(open_i);
         if ok {
-            Expr { kind: ExprKind::Paren(Box::new(inner)), span }
+            Expr {
+                kind: ExprKind::Paren(Box::new(inner)),
+                span,
+            }
         } else {
             error_expr(span)
         }
@@ -1389,24 +1594,37 @@ impl<'a> Parser<'a> {
                     );
                 } else {
                     self.error(
-                        Diagnostic::error("E0006", "unexpected `,`: expected `)` after the device target")
-                            .at(args[1].span, "`device` takes one target")
-                            .help("write `device(\"cuda\") { ... }`"),
+                        Diagnostic::error(
+                            "E0006",
+                            "unexpected `,`: expected `)` after the device target",
+                        )
+                        .at(args[1].span, "`device` takes one target")
+                        .help("write `device(\"cuda\") { ... }`"),
                     );
                 }
             }
             let body = self.parse_body("device(...)");
             return match (body, target_ok) {
                 (Some(body), true) => {
-                    let target = args.into_iter().next().map(Box::new).unwrap_or_else(|| Box::new(error_expr(args_span)));
-                    Expr { kind: ExprKind::Device { target, body }, span: self.span_from(start) }
+                    let target = args
+                        .into_iter()
+                        .next()
+                        .map(Box::new)
+                        .unwrap_or_else(|| Box::new(error_expr(args_span)));
+                    Expr {
+                        kind: ExprKind::Device { target, body },
+                        span: self.span_from(start),
+                    }
                 }
                 _ => error_expr(self.span_from(start)),
             };
         }
         if matches!(self.peek2(), K::Str(_) | K::Ident(_)) {
             self.bump();
-            self.unexpected("`(` after `device`", Some("write `device(\"cuda\") { ... }`".into()));
+            self.unexpected(
+                "`(` after `device`",
+                Some("write `device(\"cuda\") { ... }`".into()),
+            );
             let _ = self.parse_primary();
             if *self.peek() == K::LBrace {
                 let _ = self.parse_block();
@@ -1430,7 +1648,11 @@ mod tests {
 
     fn ok(src: &str) -> Program {
         let p = parse(src);
-        assert!(p.diagnostics.is_empty(), "unexpected diagnostics for {src:?}: {:#?}", p.diagnostics);
+        assert!(
+            p.diagnostics.is_empty(),
+            "unexpected diagnostics for {src:?}: {:#?}",
+            p.diagnostics
+        );
         p.program
     }
 
@@ -1455,16 +1677,30 @@ mod tests {
             ExprKind::Str(s) => format!("{s:?}"),
             ExprKind::Var(n) => n.clone(),
             ExprKind::Call { name, args } => {
-                format!("{}({})", name.name, args.iter().map(sexp).collect::<Vec<_>>().join(", "))
+                format!(
+                    "{}({})",
+                    name.name,
+                    args.iter().map(sexp).collect::<Vec<_>>().join(", ")
+                )
             }
-            ExprKind::List(items) => format!("[{}]", items.iter().map(sexp).collect::<Vec<_>>().join(", ")),
+            ExprKind::List(items) => format!(
+                "[{}]",
+                items.iter().map(sexp).collect::<Vec<_>>().join(", ")
+            ),
             ExprKind::Neg(e) => format!("(neg {})", sexp(e)),
-            ExprKind::Binary { op, lhs, rhs, .. } => format!("({} {} {})", sexp(lhs), op.symbol(), sexp(rhs)),
+            ExprKind::Binary { op, lhs, rhs, .. } => {
+                format!("({} {} {})", sexp(lhs), op.symbol(), sexp(rhs))
+            }
             ExprKind::Paren(e) => format!("{{{}}}", sexp(e)),
             ExprKind::Ctor { kind, dims } => {
-                format!("{kind:?}[{}]", dims.iter().map(sexp).collect::<Vec<_>>().join(", "))
+                format!(
+                    "{kind:?}[{}]",
+                    dims.iter().map(sexp).collect::<Vec<_>>().join(", ")
+                )
             }
-            ExprKind::Device { target, body } => format!("device({}){{{}}}", sexp(target), body.stmts.len()),
+            ExprKind::Device { target, body } => {
+                format!("device({}){{{}}}", sexp(target), body.stmts.len())
+            }
             ExprKind::Error => "ERR".into(),
         }
     }
@@ -1496,7 +1732,10 @@ mod tests {
         assert_eq!(s("tensor[]"), "Tensor[]");
         assert_eq!(s("param"), "param");
         assert_eq!(s("param(3)"), "param(3)");
-        assert_eq!(s("device(\"cuda\") { matmul(a, b) }"), "device(\"cuda\"){1}");
+        assert_eq!(
+            s("device(\"cuda\") { matmul(a, b) }"),
+            "device(\"cuda\"){1}"
+        );
     }
 
     #[test]
@@ -1514,7 +1753,9 @@ mod tests {
         }
         let p = ok("a = 3\n-1");
         assert_eq!(p.stmts.len(), 2);
-        assert!(matches!(p.stmts[1].kind, StmtKind::Expr(Expr { kind: ExprKind::Number(v), .. }) if v == -1.0));
+        assert!(
+            matches!(p.stmts[1].kind, StmtKind::Expr(Expr { kind: ExprKind::Number(v), .. }) if v == -1.0)
+        );
     }
 
     #[test]
@@ -1525,7 +1766,10 @@ mod tests {
         assert_eq!(d.code, "W0002");
         assert_eq!(d.primary.as_ref().unwrap().span, Span::new(3, 4));
         let help = d.help.as_deref().unwrap();
-        assert!(help.contains("`1 - 2`") && help.contains("`1, -2`"), "{help}");
+        assert!(
+            help.contains("`1 - 2`") && help.contains("`1, -2`"),
+            "{help}"
+        );
         match &p.program.stmts[0].kind {
             StmtKind::Expr(e) => assert_eq!(sexp(e), "[(1 - 2)]"),
             other => panic!("{other:?}"),
@@ -1554,11 +1798,24 @@ mod tests {
                 _ => "other",
             })
             .collect();
-        assert_eq!(kinds, ["assign", "annotated", "repeat", "train", "for", "experiment"]);
+        assert_eq!(
+            kinds,
+            [
+                "assign",
+                "annotated",
+                "repeat",
+                "train",
+                "for",
+                "experiment"
+            ]
+        );
         match &p.stmts[1].kind {
             StmtKind::Annotated { name, axes, value } => {
                 assert_eq!(name.name, "y");
-                assert_eq!(axes.iter().map(|a| a.name.as_str()).collect::<Vec<_>>(), ["a", "b"]);
+                assert_eq!(
+                    axes.iter().map(|a| a.name.as_str()).collect::<Vec<_>>(),
+                    ["a", "b"]
+                );
                 assert_eq!(sexp(value), "Param[2, 3]");
             }
             other => panic!("{other:?}"),
@@ -1628,12 +1885,22 @@ mod tests {
             let d = &p.diagnostics[0];
             assert_eq!(d.code, "W0001", "{src}");
             let help = d.help.clone().unwrap_or_default();
-            assert!(help.contains(needle), "{src}: help {help:?} should contain {needle}");
+            assert!(
+                help.contains(needle),
+                "{src}: help {help:?} should contain {needle}"
+            );
         }
         let p = parse("z = 2x");
-        assert_eq!(p.diagnostics[0].primary.as_ref().unwrap().span, Span::new(4, 6));
-        assert!(matches!(&p.program.stmts[0].kind, StmtKind::Assign { value, .. } if value.kind == ExprKind::Number(2.0)));
-        assert!(matches!(&p.program.stmts[1].kind, StmtKind::Expr(e) if e.kind == ExprKind::Var("x".into())));
+        assert_eq!(
+            p.diagnostics[0].primary.as_ref().unwrap().span,
+            Span::new(4, 6)
+        );
+        assert!(
+            matches!(&p.program.stmts[0].kind, StmtKind::Assign { value, .. } if value.kind == ExprKind::Number(2.0))
+        );
+        assert!(
+            matches!(&p.program.stmts[1].kind, StmtKind::Expr(e) if e.kind == ExprKind::Var("x".into()))
+        );
         assert!(codes("x = 1; y = 2").is_empty());
         assert!(codes("x = 1\ny = 2").is_empty());
     }
@@ -1665,7 +1932,10 @@ mod tests {
     fn unclosed_paren_is_one_error() {
         let p = parse("x = f(1, 2\ny = 3\nz = g(y)\n");
         assert_eq!(codes("x = f(1, 2\ny = 3\nz = g(y)\n"), vec!["E0007"]);
-        assert_eq!(p.diagnostics[0].primary.as_ref().unwrap().span, Span::new(5, 6));
+        assert_eq!(
+            p.diagnostics[0].primary.as_ref().unwrap().span,
+            Span::new(5, 6)
+        );
         assert_eq!(p.program.stmts.len(), 3);
     }
 }

@@ -122,12 +122,18 @@ impl TokenKind {
 
     /// Whether this opens a bracket: `(`, `[` or `{`.
     pub fn is_opener(&self) -> bool {
-        matches!(self, TokenKind::LParen | TokenKind::LBracket | TokenKind::LBrace)
+        matches!(
+            self,
+            TokenKind::LParen | TokenKind::LBracket | TokenKind::LBrace
+        )
     }
 
     /// Whether this closes a bracket: `)`, `]` or `}`.
     pub fn is_closer(&self) -> bool {
-        matches!(self, TokenKind::RParen | TokenKind::RBracket | TokenKind::RBrace)
+        matches!(
+            self,
+            TokenKind::RParen | TokenKind::RBracket | TokenKind::RBrace
+        )
     }
 
     /// For an opener, its closer; for a closer, its opener.

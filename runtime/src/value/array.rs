@@ -27,12 +27,20 @@ enum Data {
 impl Array {
     /// An exact float64 scalar.
     pub fn exact(v: f64) -> Array {
-        Array { data: Data::Exact(v), names: None, placement: Placement::Floating }
+        Array {
+            data: Data::Exact(v),
+            names: None,
+            placement: Placement::Floating,
+        }
     }
 
     /// A float32 array from a tensor, unnamed and floating.
     pub fn from_tensor(t: Tensor) -> Array {
-        Array { data: Data::Tensor(t), names: None, placement: Placement::Floating }
+        Array {
+            data: Data::Tensor(t),
+            names: None,
+            placement: Placement::Floating,
+        }
     }
 
     /// A float32 array from a shape and data.
@@ -129,7 +137,10 @@ impl Array {
 
     /// The name of axis `i`, if any.
     pub fn axis_name(&self, i: usize) -> Option<&str> {
-        self.names.as_ref().and_then(|n| n.get(i)).and_then(|n| n.as_deref())
+        self.names
+            .as_ref()
+            .and_then(|n| n.get(i))
+            .and_then(|n| n.as_deref())
     }
 
     /// Replaces the names; an all-unnamed or wrongly sized list clears them.
@@ -180,9 +191,11 @@ impl Array {
 /// Keeps names only when some axis is named and the count matches the rank.
 pub fn normalize_names(names: Names, rank: usize) -> Names {
     match names {
-        Some(n) if n.len() == rank && n.iter().any(|x| x.as_ref().is_some_and(|s| !s.is_empty())) => Some(
-            n.into_iter().map(|x| x.filter(|s| !s.is_empty())).collect(),
-        ),
+        Some(n)
+            if n.len() == rank && n.iter().any(|x| x.as_ref().is_some_and(|s| !s.is_empty())) =>
+        {
+            Some(n.into_iter().map(|x| x.filter(|s| !s.is_empty())).collect())
+        }
         _ => None,
     }
 }

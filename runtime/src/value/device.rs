@@ -15,20 +15,32 @@ pub struct DeviceTarget {
 
 impl DeviceTarget {
     /// The host CPU.
-    pub const CPU: DeviceTarget = DeviceTarget { kind: DeviceKind::Cpu, index: 0 };
+    pub const CPU: DeviceTarget = DeviceTarget {
+        kind: DeviceKind::Cpu,
+        index: 0,
+    };
 
     /// Parses a target string; `None` for anything not in LANGUAGE §14.1.
     pub fn parse(s: &str) -> Option<DeviceTarget> {
         match s {
             "cpu" => Some(DeviceTarget::CPU),
-            "mlx" => Some(DeviceTarget { kind: DeviceKind::Mlx, index: 0 }),
-            "cuda" => Some(DeviceTarget { kind: DeviceKind::Cuda, index: 0 }),
+            "mlx" => Some(DeviceTarget {
+                kind: DeviceKind::Mlx,
+                index: 0,
+            }),
+            "cuda" => Some(DeviceTarget {
+                kind: DeviceKind::Cuda,
+                index: 0,
+            }),
             _ => {
                 let n = s.strip_prefix("cuda:")?;
                 if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) || n.len() > 6 {
                     return None;
                 }
-                Some(DeviceTarget { kind: DeviceKind::Cuda, index: n.parse().ok()? })
+                Some(DeviceTarget {
+                    kind: DeviceKind::Cuda,
+                    index: n.parse().ok()?,
+                })
             }
         }
     }
