@@ -56,6 +56,11 @@ pub fn parse(src: &str) -> Parsed {
         depth: 0,
         deep_reported: false,
         skipped_deep: false,
+        lex_flagged: lexed
+            .diagnostics
+            .iter()
+            .filter_map(|d| d.primary.as_ref().map(|l| l.span.start))
+            .collect(),
         quiet_block: false,
     };
     let mut stmts = p.parse_stmts(false);
@@ -167,14 +172,25 @@ fn pair_brackets(lexed: &Lexed) -> (Vec<Token>, Vec<Option<usize>>, Vec<Diagnost
             open_count[slot(&t.kind)] += 1;
         } else if t.kind.is_closer() {
             let want = t.kind.partner();
-            let found = if open_count[slot(&t.kind)] > 0 {
+            let mut found = if open_count[slot(&t.kind)] > 0 {
                 stack
                     .iter()
                     .rposition(|&j| Some(&toks[j].kind) == want.as_ref())
             } else {
                 None
             };
-            if found.is_none() {
+            let mut extra = false;
+            if let (Some(k), Some(&top)) = (found, stack.last()) {
+                // The closer would leave openers unclosed; if the innermost one's own
+                // closer comes next, this closer is just extra (`f(a, 0}.1)`).
+                if stack[k] != top
+                    && next_level_closer(toks, i) == toks[top].kind.partner().as_ref()
+                {
+                    found = None;
+                    extra = true;
+                }
+            }
+            if found.is_none() && !extra {
                 if let Some(&top) = stack.last() {
                     if is_typo_closer(toks, top, i) {
                         let o = toks[top].kind.symbol().unwrap_or("(");
@@ -220,10 +236,21 @@ fn pair_brackets(lexed: &Lexed) -> (Vec<Token>, Vec<Option<usize>>, Vec<Diagnost
                     unmatched[i] = true;
                     let c = t.kind.symbol().unwrap_or(")");
                     let o = want.as_ref().and_then(|k| k.symbol()).unwrap_or("(");
+                    let label = if extra {
+                        format!("this `{c}` is not expected here")
+                    } else {
+                        format!("this `{c}` has no matching `{o}`")
+                    };
                     let mut d =
                         Diagnostic::error("E0008", format!("unmatched closing delimiter `{c}`"))
-                            .at(t.span, format!("this `{c}` has no matching `{o}`"));
-                    if let Some(&top) = stack.last() {
+                            .at(t.span, label);
+                    if extra {
+                        let top = *stack.last().unwrap_or(&0);
+                        let to = toks[top].kind.symbol().unwrap_or("(");
+                        d = d
+                            .with_label(toks[top].span, format!("this `{to}` is still open"))
+                            .help(format!("remove the `{c}`"));
+                    } else if let Some(&top) = stack.last() {
                         let to = toks[top].kind.symbol().unwrap_or("(");
                         let tc = toks[top]
                             .kind
@@ -278,18 +305,24 @@ fn is_typo_closer(toks: &[Token], top: usize, at: usize) -> bool {
     if !both_round_or_square(&toks[top].kind) || !both_round_or_square(&toks[at].kind) {
         return false;
     }
+    next_level_closer(toks, at) != toks[top].kind.partner().as_ref()
+}
+
+/// The first closer after `at` that is not paired with an opener after `at` (looking
+/// at most 10 000 tokens ahead).
+fn next_level_closer(toks: &[Token], at: usize) -> Option<&TokenKind> {
     let mut depth = 0usize;
     for t in toks.iter().skip(at + 1).take(10_000) {
         if t.kind.is_opener() {
             depth += 1;
         } else if t.kind.is_closer() {
             if depth == 0 {
-                return Some(&t.kind) != toks[top].kind.partner().as_ref();
+                return Some(&t.kind);
             }
             depth -= 1;
         }
     }
-    true
+    None
 }
 
 // ---------------------------------------------------------------------------------
@@ -316,6 +349,9 @@ struct Parser<'a> {
     /// Set when input was skipped after a too-deep diagnostic; cleared at the next
     /// top-level statement.
     skipped_deep: bool,
+    /// Start offsets of tokens that already have a lexical diagnostic (E0001–E0004):
+    /// the parser does not report them again as unexpected.
+    lex_flagged: std::collections::HashSet<usize>,
     /// Inside a loop statement that was parsed only to recover from E0010: a missing
     /// block is not reported again.
     quiet_block: bool,
@@ -436,7 +472,7 @@ impl<'a> Parser<'a> {
 
     /// E0006 at the next token: "unexpected X: expected WHAT".
     fn unexpected(&mut self, expected: &str, help: Option<String>) {
-        if self.skipped_deep {
+        if self.skipped_deep || self.lex_flagged.contains(&self.peek_tok().span.start) {
             // Structure after a too-deep skip is unreliable: stay quiet.
             self.errs += 1;
             return;
@@ -596,7 +632,8 @@ impl<'a> Parser<'a> {
             let first = self.idx();
             let stmt = self.parse_stmt();
             let had_error = self.errs != errs_before;
-            if !sep && prev_clean && !had_error {
+            let flagged = self.lex_flagged.contains(&self.toks[first].span.start);
+            if !sep && prev_clean && !had_error && !flagged {
                 if let Some(prev) = stmts.last() {
                     let d = self.run_together(prev, &stmt, first);
                     self.diags.push(d);
@@ -1500,6 +1537,9 @@ impl<'a> Parser<'a> {
                         self.unexpected(&format!("`,` or `{closer}`"), help);
                     }
                     self.sync_in_group();
+                    if *self.peek() == K::Comma {
+                        self.bump();
+                    }
                 }
             }
         }
