@@ -1,0 +1,136 @@
+//! The `mlpl` command line: exit codes, help, `check` in both formats, `explain`,
+//! and the data directory default.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn mlpl(args: &[&str], cwd: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_mlpl")).args(args).current_dir(cwd).env("NO_COLOR", "1").output().unwrap()
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("mlpl-cli-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn help_explains_every_subcommand() {
+    let d = temp_dir("help");
+    let out = mlpl(&["--help"], &d);
+    assert!(out.status.success());
+    let help = text(&out.stdout);
+    for sub in ["run", "check", "explain"] {
+        assert!(help.contains(sub), "--help lacks {sub}:\n{help}");
+    }
+    let run_help = text(&mlpl(&["run", "--help"], &d).stdout);
+    for opt in ["--data-dir", "--exp-dir", "--svg-out", "--device"] {
+        assert!(run_help.contains(opt), "run --help lacks {opt}");
+    }
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let d = temp_dir("usage");
+    assert_eq!(mlpl(&["frobnicate"], &d).status.code(), Some(2));
+    assert_eq!(mlpl(&["run"], &d).status.code(), Some(2));
+    assert_eq!(mlpl(&["run", "missing.mlpl"], &d).status.code(), Some(2));
+    std::fs::write(d.join("ok.mlpl"), "1").unwrap();
+    assert_eq!(mlpl(&["run", "ok.mlpl", "--device", "tpu"], &d).status.code(), Some(2));
+    assert_eq!(mlpl(&["explain", "E9999"], &d).status.code(), Some(2));
+}
+
+#[test]
+fn run_prints_the_last_value_and_exits_0() {
+    let d = temp_dir("run");
+    std::fs::write(d.join("a.mlpl"), "x = reshape(iota(6), [2, 3])\nx * 2\n").unwrap();
+    let out = mlpl(&["run", "a.mlpl"], &d);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(text(&out.stdout), "0 2 4\n6 8 10\n");
+}
+
+#[test]
+fn a_runtime_error_exits_1_with_a_rendered_diagnostic() {
+    let d = temp_dir("rterr");
+    std::fs::write(d.join("bad.mlpl"), "x : [batch, feat] = zeros([32, 10])\ny = x + zeros([3])\n").unwrap();
+    let out = mlpl(&["run", "bad.mlpl"], &d);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(err.contains("error[E0201]: shapes do not broadcast in `+`"), "{err}");
+    assert!(err.contains(" --> bad.mlpl:2:"), "{err}");
+    assert!(err.contains("left operand: [batch=32, feat=10]"), "{err}");
+    assert!(err.contains("right operand: [3]"), "{err}");
+}
+
+#[test]
+fn check_reports_every_syntax_error_with_positions_in_json() {
+    let d = temp_dir("check");
+    let src = "a = (1 + 2\nb = 3\nc = [1,,2]\nd = 1.\ne = undefined_thing + 1\nf = nosuchfn(2)\ng = iota(1, 2)\n";
+    std::fs::write(d.join("many.mlpl"), src).unwrap();
+    let out = mlpl(&["check", "many.mlpl", "--format", "json"], &d);
+    assert_eq!(out.status.code(), Some(1));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON output");
+    let items = json.as_array().unwrap();
+    let found: Vec<(String, u64)> = items.iter().map(|i| (i["code"].as_str().unwrap().to_string(), i["line"].as_u64().unwrap())).collect();
+    for (code, line) in [("E0007", 1), ("E0012", 3), ("E0002", 4), ("E0101", 5), ("E0102", 6), ("E0103", 7)] {
+        assert!(found.iter().any(|(c, l)| c == code && *l == line), "missing {code} at line {line}: {found:?}");
+    }
+    for i in items {
+        for key in ["code", "severity", "line", "column", "end_line", "end_column", "message"] {
+            assert!(!i[key].is_null(), "field {key} missing in {i}");
+        }
+        assert!(i["column"].as_u64().unwrap() >= 1);
+    }
+}
+
+#[test]
+fn check_human_format_and_clean_files() {
+    let d = temp_dir("check-human");
+    std::fs::write(d.join("clean.mlpl"), "x = iota(3)\nsum(x)\n").unwrap();
+    std::fs::write(d.join("warn.mlpl"), "x = 1\nz = 2x\n").unwrap();
+    let clean = mlpl(&["check", "clean.mlpl"], &d);
+    assert_eq!(clean.status.code(), Some(0));
+    assert!(text(&clean.stderr).is_empty());
+    let warn = mlpl(&["check", "warn.mlpl"], &d);
+    assert_eq!(warn.status.code(), Some(0), "warnings do not fail a check");
+    assert!(text(&warn.stderr).contains("warning[W0001]"), "{}", text(&warn.stderr));
+}
+
+#[test]
+fn explain_prints_the_catalog_text() {
+    let d = temp_dir("explain");
+    let out = mlpl(&["explain", "E0201"], &d);
+    assert!(out.status.success());
+    let t = text(&out.stdout);
+    assert!(t.contains("shapes do not broadcast"), "{t}");
+    assert!(mlpl(&["explain", "w0001"], &d).status.success());
+}
+
+#[test]
+fn load_uses_the_script_directory_by_default_and_stays_inside_it() {
+    let d = temp_dir("data");
+    std::fs::create_dir_all(d.join("proj")).unwrap();
+    std::fs::write(d.join("proj/t.csv"), "a,b\n1,2\n3,4\n").unwrap();
+    std::fs::write(d.join("proj/s.mlpl"), "sum(load(\"t.csv\"), 0)\n").unwrap();
+    let out = mlpl(&["run", "proj/s.mlpl"], &d);
+    assert_eq!(text(&out.stdout), "4 6\n", "{}", text(&out.stderr));
+    std::fs::write(d.join("proj/esc.mlpl"), "load(\"../secret.txt\")\n").unwrap();
+    std::fs::write(d.join("secret.txt"), "no").unwrap();
+    let out = mlpl(&["run", "proj/esc.mlpl"], &d);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("E0404"), "{}", text(&out.stderr));
+}
+
+#[test]
+fn warnings_go_to_stderr_and_do_not_fail_the_run() {
+    let d = temp_dir("warn");
+    std::fs::write(d.join("w.mlpl"), "device(\"gpu\") { iota(2) }\n").unwrap();
+    let out = mlpl(&["run", "w.mlpl"], &d);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(text(&out.stdout), "0 1\n");
+    assert!(text(&out.stderr).contains("warning[W0502]"), "{}", text(&out.stderr));
+}
