@@ -6,6 +6,7 @@
 //! numbers, data sets, tokenizers, files, experiments); [`builtins`] declares every
 //! builtin once; [`eval`] interprets an AST; [`check`] analyses one statically.
 
+pub mod autograd;
 pub mod builtins;
 pub mod check;
 pub mod data;

@@ -42,7 +42,7 @@ fn primary(d: &Diagnostic) -> Span {
         .span
 }
 
-fn text<'a>(src: &'a str, span: Span) -> &'a str {
+fn text(src: &str, span: Span) -> &str {
     &src[span.start..span.end]
 }
 

@@ -17,7 +17,7 @@ use crate::tensor::Tensor;
 use rayon::prelude::*;
 
 /// Multiply-adds (m·n·k) from which a single product uses every thread.
-pub(crate) const PAR_FLOPS: usize = 96 * 96 * 96;
+pub(crate) const PAR_FLOPS: usize = 160 * 160 * 160;
 
 /// C = A·B for row-major contiguous A `[m, k]`, B `[k, n]` into C `[m, n]`
 /// (C is overwritten). `parallel` lets the GEMM use rayon threads.

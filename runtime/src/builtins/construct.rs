@@ -24,6 +24,7 @@ pub const BUILTINS: &[Builtin] = &[
 
 fn iota(c: &mut Call) -> Result<Value, Diagnostic> {
     let n = c.count(0)?;
+    checked_numel(c, 0, &[n])?;
     if n > 1 << 24 {
         c.warn_at(
             0,
@@ -61,11 +62,16 @@ pub fn shape_arg(c: &mut Call, i: usize) -> Result<Vec<usize>, Diagnostic> {
     Ok(dims.into_iter().map(|d| c.to_count(i, d)).collect())
 }
 
-fn checked_numel(c: &Call, i: usize, shape: &[usize]) -> Result<usize, Diagnostic> {
+/// The largest array a builtin will allocate: 2^31 elements (8 GiB of float32).
+/// Larger requests are E0410 instead of an allocation that would kill the process.
+pub const MAX_ELEMENTS: usize = 1 << 31;
+
+/// The element count of `shape`, or E0410 when it is absurdly large.
+pub fn checked_numel(c: &Call, i: usize, shape: &[usize]) -> Result<usize, Diagnostic> {
     shape
         .iter()
         .try_fold(1usize, |acc, &d| acc.checked_mul(d))
-        .filter(|&n| n <= (1usize << 34))
+        .filter(|&n| n <= MAX_ELEMENTS)
         .ok_or_else(|| {
             c.error_at(
                 i,
@@ -86,7 +92,10 @@ fn checked_numel(c: &Call, i: usize, shape: &[usize]) -> Result<usize, Diagnosti
 fn filled(c: &mut Call, v: f32) -> Result<Value, Diagnostic> {
     let s = shape_arg(c, 0)?;
     let n = checked_numel(c, 0, &s)?;
-    Ok(Value::Array(Array::from_vec(s, vec![v; n])))
+    let mut data = Vec::new();
+    data.try_reserve_exact(n).map_err(|_| c.error_at(0, "E0410", "out of host memory", format!("{n} elements requested")))?;
+    data.resize(n, v);
+    Ok(Value::Array(Array::from_vec(s, data)))
 }
 
 fn zeros(c: &mut Call) -> Result<Value, Diagnostic> {
@@ -202,6 +211,7 @@ fn grid(c: &mut Call) -> Result<Value, Diagnostic> {
         return Err(c.invalid(1, "n must be at least 1"));
     }
     let n = c.count(1)?;
+    checked_numel(c, 1, &[n, n])?;
     let pts = crate::data::datasets::grid([b[0], b[1], b[2], b[3]], n)
         .map_err(|e| c.error(e.code(), e.to_string()))?;
     let flat: Vec<f64> = pts.iter().flat_map(|p| p.iter().copied()).collect();

@@ -65,6 +65,8 @@ fn batch(c: &mut Call) -> Result<Value, Diagnostic> {
     let n = x.shape()[0];
     let nb = n.div_ceil(size);
     let row: usize = x.shape()[1..].iter().product();
+    super::construct::checked_numel(c, 1, &[nb, size, row])?;
+    let row: usize = x.shape()[1..].iter().product();
     let mut data = x.to_f32();
     data.resize(nb * size * row, 0.0);
     let mut shape = vec![nb, size];
@@ -80,6 +82,7 @@ fn batch_mask(c: &mut Call) -> Result<Value, Diagnostic> {
     let size = batch_size(c)?;
     let n = x.shape()[0];
     let nb = n.div_ceil(size);
+    super::construct::checked_numel(c, 1, &[nb, size])?;
     let data = (0..nb * size)
         .map(|i| if i < n { 1.0 } else { 0.0 })
         .collect();

@@ -49,6 +49,7 @@ fn log_softmax(c: &mut Call) -> Result<Value, Diagnostic> {
 fn one_hot(c: &mut Call) -> Result<Value, Diagnostic> {
     let ids = c.array_of_rank(0, 1, "a vector of ids `[N]`")?.to_f64();
     let k = c.count(1)?;
+    super::construct::checked_numel(c, 1, &[ids.len(), k])?;
     let mut data = vec![0f32; ids.len() * k];
     for (r, &id) in ids.iter().enumerate() {
         let id = if id.is_nan() || id < 0.0 {
@@ -139,6 +140,7 @@ fn sinusoidal_encoding(c: &mut Call) -> Result<Value, Diagnostic> {
         return Err(c.invalid(1, "d must be an integer ≥ 1"));
     }
     let (t, d) = (t as usize, d as usize);
+    super::construct::checked_numel(c, 0, &[t, d])?;
     let mut data = Vec::with_capacity(t * d);
     for p in 0..t {
         for col in 0..d {

@@ -308,6 +308,19 @@ impl Interp {
     }
 }
 
+/// The diagnostic for a builtin that panicked (a bug in MLPL Studio).
+fn internal_error(name: &str, span: Span, payload: Box<dyn std::any::Any + Send>) -> Diagnostic {
+    let what = payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown failure".to_string());
+    Diagnostic::error("E0504", format!("internal failure in `{name}`"))
+        .at(span, "this call failed inside MLPL Studio")
+        .note(what)
+        .note("this is a bug in MLPL Studio, not in your program; the workspace is intact")
+}
+
 /// An assignment statement's value (LANGUAGE §5.7).
 fn assignment_value(v: Value) -> Value {
     match v {

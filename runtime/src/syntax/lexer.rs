@@ -33,6 +33,7 @@ pub struct Lexed {
 /// Decodes a source file: strips a leading UTF-8 byte order mark and reports invalid
 /// UTF-8 as E0005. The span of the error is a byte range of `bytes` as given (the BOM
 /// included); the diagnostic describes the first invalid sequence and counts the others.
+#[allow(clippy::result_large_err)] // the API returns the diagnostic itself
 pub fn decode_source(bytes: &[u8]) -> Result<String, Diagnostic> {
     let body = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
     let offset = bytes.len() - body.len();
@@ -610,7 +611,13 @@ impl<'a> Lexer<'a> {
                 return;
             }
         };
-        let end = start + len;
+        let mut end = start + len;
+        if len == 1 {
+            // `%%`, `@@`, `!!`: one diagnostic for a run of the same character.
+            while self.byte(end) == Some(&self.bytes[start]) {
+                end += 1;
+            }
+        }
         self.pos = end;
         self.unknown(start, end, label, help);
     }

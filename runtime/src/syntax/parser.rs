@@ -56,12 +56,13 @@ pub fn parse(src: &str) -> Parsed {
         depth: 0,
         deep_reported: false,
         skipped_deep: false,
-        lex_flagged: lexed
-            .diagnostics
+        flagged: diagnostics
             .iter()
+            .filter(|d| d.is_error())
             .filter_map(|d| d.primary.as_ref().map(|l| l.span.start))
             .collect(),
         quiet_block: false,
+        in_header: false,
     };
     let mut stmts = p.parse_stmts(false);
     // parse_stmts(false) only returns at the end of input; be defensive anyway.
@@ -86,35 +87,41 @@ pub fn parse(src: &str) -> Parsed {
 
 /// Pairs brackets. Returns the tokens without unmatched closers, the partner index
 /// of every paired opener (and closer) in that token list, and E0007/E0008/W0003.
+///
+/// The matching is greedy with three refinements that keep one mistake to one
+/// diagnostic:
+/// - a line that starts a statement (`name =`, `name :`, `repeat`, ...) at an
+///   indentation no deeper than the line of the innermost open `(`/`[` closes that
+///   bracket as unclosed (such a line can never be inside brackets);
+/// - a closer that would leave inner openers unclosed may instead be an extra closer,
+///   and a `)`/`]` without an opener may be a typo for the innermost open bracket's
+///   closer: the pass picks the reading with fewer bracket errors in the tokens that
+///   follow (a bounded look-ahead), preferring the plain reading on ties.
 fn pair_brackets(lexed: &Lexed) -> (Vec<Token>, Vec<Option<usize>>, Vec<Diagnostic>) {
     let toks = &lexed.tokens;
     let markers: &[CellMarker] = &lexed.cell_markers;
     let mut partner: Vec<Option<usize>> = vec![None; toks.len()];
     let mut unmatched = vec![false; toks.len()];
     let mut stack: Vec<usize> = Vec::new();
-    let mut open_count = [0usize; 3];
-    let slot = |k: &TokenKind| match k {
-        TokenKind::LParen | TokenKind::RParen => 0,
-        TokenKind::LBracket | TokenKind::RBracket => 1,
-        _ => 2,
-    };
     let mut diags = Vec::new();
     let mut next_marker = 0;
     // Indentation (in bytes) of the line of each opener, and of the current line.
     let mut indents = vec![0usize; toks.len()];
     let mut line_indent = 0usize;
+    let mut lookahead_budget = 256usize;
+    let sym = |k: &TokenKind| k.symbol().unwrap_or("?");
+    let partner_sym = |k: &TokenKind| k.partner().and_then(|p| p.symbol()).unwrap_or("?");
     let unclosed =
         |diags: &mut Vec<Diagnostic>, open: &Token, depth: usize, closer: Option<&Token>| {
             if lexed.unterminated_string || depth >= MAX_DEPTH {
                 return;
             }
-            let o = open.kind.symbol().unwrap_or("(");
-            let c = open.kind.partner().and_then(|k| k.symbol()).unwrap_or(")");
+            let (o, c) = (sym(&open.kind), partner_sym(&open.kind));
             let mut d = Diagnostic::error("E0007", format!("unclosed delimiter `{o}`"))
                 .at(open.span, format!("this `{o}` is never closed"))
                 .help(format!("add the matching `{c}`"));
             if let Some(closer) = closer {
-                let cs = closer.kind.symbol().unwrap_or("}");
+                let cs = sym(&closer.kind);
                 d = d.with_label(closer.span, format!("expected `{c}` before this `{cs}`"));
             }
             diags.push(d);
@@ -122,15 +129,13 @@ fn pair_brackets(lexed: &Lexed) -> (Vec<Token>, Vec<Option<usize>>, Vec<Diagnost
     for (i, t) in toks.iter().enumerate() {
         while next_marker < markers.len() && markers[next_marker].span.start < t.span.start {
             if let Some(&top) = stack.last() {
-                let o = toks[top].kind.symbol().unwrap_or("{");
+                let o = sym(&toks[top].kind);
                 diags.push(
                     Diagnostic::warning("W0003", "cell marker inside a block or brackets")
                         .at(markers[next_marker].span, format!("this cell marker is inside the `{o}` opened earlier"))
                         .with_label(toks[top].span, format!("this `{o}` is still open"))
                         .note("the cell cannot run on its own")
-                        .help(format!(
-                            "close the `{o}` before the marker, or move the marker out of the brackets"
-                        )),
+                        .help(format!("close the `{o}` before the marker, or move the marker out of the brackets")),
                 );
             }
             next_marker += 1;
@@ -138,9 +143,6 @@ fn pair_brackets(lexed: &Lexed) -> (Vec<Token>, Vec<Option<usize>>, Vec<Diagnost
         let first_on_line = i == 0 || toks[i - 1].kind == TokenKind::Newline;
         if first_on_line {
             line_indent = t.span.start - if i == 0 { 0 } else { toks[i - 1].span.end };
-            // A line that starts a statement cannot be inside `( )` or `[ ]`: when it
-            // is not indented deeper than the line of the innermost open `(`/`[`,
-            // that bracket was never closed.
             let stmt_like = match &t.kind {
                 TokenKind::Ident(_) => {
                     matches!(
@@ -161,7 +163,6 @@ fn pair_brackets(lexed: &Lexed) -> (Vec<Token>, Vec<Option<usize>>, Vec<Diagnost
                         break;
                     }
                     unclosed(&mut diags, &toks[top], stack.len() - 1, None);
-                    open_count[slot(&toks[top].kind)] -= 1;
                     stack.pop();
                 }
             }
@@ -169,105 +170,98 @@ fn pair_brackets(lexed: &Lexed) -> (Vec<Token>, Vec<Option<usize>>, Vec<Diagnost
         if t.kind.is_opener() {
             indents[i] = line_indent;
             stack.push(i);
-            open_count[slot(&t.kind)] += 1;
-        } else if t.kind.is_closer() {
-            let want = t.kind.partner();
-            let mut found = if open_count[slot(&t.kind)] > 0 {
-                stack
-                    .iter()
-                    .rposition(|&j| Some(&toks[j].kind) == want.as_ref())
-            } else {
-                None
-            };
-            let mut extra = false;
-            if let (Some(k), Some(&top)) = (found, stack.last()) {
-                // The closer would leave openers unclosed; if the innermost one's own
-                // closer comes next, this closer is just extra (`f(a, 0}.1)`).
-                if stack[k] != top
-                    && next_level_closer(toks, i) == toks[top].kind.partner().as_ref()
-                {
-                    found = None;
-                    extra = true;
+            continue;
+        }
+        if !t.kind.is_closer() {
+            continue;
+        }
+        let want = t.kind.partner();
+        let found = stack
+            .iter()
+            .rposition(|&j| Some(&toks[j].kind) == want.as_ref());
+        let top = stack.last().copied();
+        let can_look = lookahead_budget > 0 && stack.len() <= MAX_DEPTH;
+        let kinds = |upto: usize| -> Vec<TokenKind> {
+            stack[..upto]
+                .iter()
+                .map(|&j| toks[j].kind.clone())
+                .collect()
+        };
+        match (found, top) {
+            (Some(k), Some(top)) if stack[k] != top && can_look => {
+                // Close (leaving the inner openers unclosed), or drop as extra?
+                lookahead_budget -= 1;
+                let close = (stack.len() - 1 - k) + simulate(toks, i + 1, kinds(k));
+                let extra = 1 + simulate(toks, i + 1, kinds(stack.len()));
+                let typo = if is_typo_candidate(&toks[top].kind, &t.kind) {
+                    1 + simulate(toks, i + 1, kinds(stack.len() - 1))
+                } else {
+                    usize::MAX
+                };
+                if typo < close && typo <= extra {
+                    diags.push(mismatched(&toks[top], t));
+                    partner[top] = Some(i);
+                    partner[i] = Some(top);
+                    stack.pop();
+                    continue;
                 }
-            }
-            if found.is_none() && !extra {
-                if let Some(&top) = stack.last() {
-                    if is_typo_closer(toks, top, i) {
-                        let o = toks[top].kind.symbol().unwrap_or("(");
-                        let c = t.kind.symbol().unwrap_or(")");
-                        let expected = toks[top]
-                            .kind
-                            .partner()
-                            .and_then(|k| k.symbol())
-                            .unwrap_or(")");
-                        diags.push(
-                            Diagnostic::error(
-                                "E0008",
-                                format!("mismatched closing delimiter `{c}`"),
-                            )
-                            .at(t.span, format!("expected `{expected}` to close the `{o}`"))
-                            .with_label(
-                                toks[top].span,
-                                format!("this `{o}` is closed by the `{c}`"),
-                            )
-                            .help(format!("replace `{c}` with `{expected}`")),
-                        );
-                        open_count[slot(&toks[top].kind)] -= 1;
-                        partner[top] = Some(i);
-                        partner[i] = Some(top);
-                        stack.pop();
-                        continue;
-                    }
-                }
-            }
-            match found {
-                Some(k) => {
-                    for (d, &j) in stack.iter().enumerate().skip(k + 1) {
-                        unclosed(&mut diags, &toks[j], d, Some(t));
-                        open_count[slot(&toks[j].kind)] -= 1;
-                    }
-                    let j = stack[k];
-                    open_count[slot(&toks[j].kind)] -= 1;
-                    partner[j] = Some(i);
-                    partner[i] = Some(j);
-                    stack.truncate(k);
-                }
-                None => {
+                if extra < close {
                     unmatched[i] = true;
-                    let c = t.kind.symbol().unwrap_or(")");
-                    let o = want.as_ref().and_then(|k| k.symbol()).unwrap_or("(");
-                    let label = if extra {
-                        format!("this `{c}` is not expected here")
-                    } else {
-                        format!("this `{c}` has no matching `{o}`")
-                    };
-                    let mut d =
+                    let to = sym(&toks[top].kind);
+                    let c = sym(&t.kind);
+                    diags.push(
                         Diagnostic::error("E0008", format!("unmatched closing delimiter `{c}`"))
-                            .at(t.span, label);
-                    if extra {
-                        let top = *stack.last().unwrap_or(&0);
-                        let to = toks[top].kind.symbol().unwrap_or("(");
-                        d = d
+                            .at(t.span, format!("this `{c}` is not expected here"))
                             .with_label(toks[top].span, format!("this `{to}` is still open"))
-                            .help(format!("remove the `{c}`"));
-                    } else if let Some(&top) = stack.last() {
-                        let to = toks[top].kind.symbol().unwrap_or("(");
-                        let tc = toks[top]
-                            .kind
-                            .partner()
-                            .and_then(|k| k.symbol())
-                            .unwrap_or(")");
-                        d = d
-                            .with_label(
-                                toks[top].span,
-                                format!("the innermost open delimiter is this `{to}`"),
-                            )
-                            .help(format!("did you mean `{tc}`? otherwise remove the `{c}`"));
-                    } else {
-                        d = d.help(format!("remove the `{c}`"));
-                    }
-                    diags.push(d);
+                            .help(format!("remove the `{c}`")),
+                    );
+                    continue;
                 }
+            }
+            (None, Some(top)) if can_look && is_typo_candidate(&toks[top].kind, &t.kind) => {
+                // A typo for the innermost bracket's closer, or an extra closer?
+                lookahead_budget -= 1;
+                let typo = 1 + simulate(toks, i + 1, kinds(stack.len() - 1));
+                let extra = 1 + simulate(toks, i + 1, kinds(stack.len()));
+                if typo < extra {
+                    diags.push(mismatched(&toks[top], t));
+                    partner[top] = Some(i);
+                    partner[i] = Some(top);
+                    stack.pop();
+                    continue;
+                }
+            }
+            _ => {}
+        }
+        match found {
+            Some(k) => {
+                for (d, &j) in stack.iter().enumerate().skip(k + 1) {
+                    unclosed(&mut diags, &toks[j], d, Some(t));
+                }
+                let j = stack[k];
+                partner[j] = Some(i);
+                partner[i] = Some(j);
+                stack.truncate(k);
+            }
+            None => {
+                unmatched[i] = true;
+                let c = sym(&t.kind);
+                let o = want.as_ref().map_or("?", sym);
+                let mut d =
+                    Diagnostic::error("E0008", format!("unmatched closing delimiter `{c}`"))
+                        .at(t.span, format!("this `{c}` has no matching `{o}`"));
+                if let Some(top) = top {
+                    let (to, tc) = (sym(&toks[top].kind), partner_sym(&toks[top].kind));
+                    d = d
+                        .with_label(
+                            toks[top].span,
+                            format!("the innermost open delimiter is this `{to}`"),
+                        )
+                        .help(format!("did you mean `{tc}`? otherwise remove the `{c}`"));
+                } else {
+                    d = d.help(format!("remove the `{c}`"));
+                }
+                diags.push(d);
             }
         }
     }
@@ -292,37 +286,52 @@ fn pair_brackets(lexed: &Lexed) -> (Vec<Token>, Vec<Option<usize>>, Vec<Diagnost
     (kept, close, diags)
 }
 
-/// A closer `)`/`]` with no opener of its kind while a `(`/`[` (at `top`) is open:
-/// is it a typo for that opener's closer? Yes, unless the opener's real closer is the
-/// next closer at this level (then the closer at `at` is just extra).
-fn is_typo_closer(toks: &[Token], top: usize, at: usize) -> bool {
-    let both_round_or_square = |k: &TokenKind| {
-        matches!(
-            k,
-            TokenKind::LParen | TokenKind::RParen | TokenKind::LBracket | TokenKind::RBracket
-        )
-    };
-    if !both_round_or_square(&toks[top].kind) || !both_round_or_square(&toks[at].kind) {
-        return false;
-    }
-    next_level_closer(toks, at) != toks[top].kind.partner().as_ref()
+/// Whether `closer` may be a typo for the closer of `open`: `)` for `]` or `]` for `)`.
+fn is_typo_candidate(open: &TokenKind, closer: &TokenKind) -> bool {
+    matches!(
+        (open, closer),
+        (TokenKind::LParen, TokenKind::RBracket) | (TokenKind::LBracket, TokenKind::RParen)
+    )
 }
 
-/// The first closer after `at` that is not paired with an opener after `at` (looking
-/// at most 10 000 tokens ahead).
-fn next_level_closer(toks: &[Token], at: usize) -> Option<&TokenKind> {
-    let mut depth = 0usize;
-    for t in toks.iter().skip(at + 1).take(10_000) {
+/// E0008 for a closer of the wrong kind that closes `open`.
+fn mismatched(open: &Token, closer: &Token) -> Diagnostic {
+    let o = open.kind.symbol().unwrap_or("?");
+    let c = closer.kind.symbol().unwrap_or("?");
+    let expected = open.kind.partner().and_then(|k| k.symbol()).unwrap_or("?");
+    Diagnostic::error("E0008", format!("mismatched closing delimiter `{c}`"))
+        .at(
+            closer.span,
+            format!("expected `{expected}` to close the `{o}`"),
+        )
+        .with_label(open.span, format!("this `{o}` is closed by the `{c}`"))
+        .help(format!("replace `{c}` with `{expected}`"))
+}
+
+/// How many bracket errors plain greedy matching would report in the tokens from
+/// `from` on (at most 1 000 of them), starting with the open brackets `stack`.
+/// Brackets still open at the end count only when the window reaches the end.
+fn simulate(toks: &[Token], from: usize, mut stack: Vec<TokenKind>) -> usize {
+    let end = toks.len().min(from.saturating_add(1_000));
+    let mut errors = 0;
+    for t in toks.get(from..end).unwrap_or(&[]) {
         if t.kind.is_opener() {
-            depth += 1;
+            stack.push(t.kind.clone());
         } else if t.kind.is_closer() {
-            if depth == 0 {
-                return Some(&t.kind);
+            let want = t.kind.partner();
+            match stack.iter().rposition(|o| Some(o) == want.as_ref()) {
+                Some(k) => {
+                    errors += stack.len() - 1 - k;
+                    stack.truncate(k);
+                }
+                None => errors += 1,
             }
-            depth -= 1;
         }
     }
-    None
+    if end == toks.len() {
+        errors += stack.len();
+    }
+    errors
 }
 
 // ---------------------------------------------------------------------------------
@@ -349,12 +358,14 @@ struct Parser<'a> {
     /// Set when input was skipped after a too-deep diagnostic; cleared at the next
     /// top-level statement.
     skipped_deep: bool,
-    /// Start offsets of tokens that already have a lexical diagnostic (E0001–E0004):
-    /// the parser does not report them again as unexpected.
-    lex_flagged: std::collections::HashSet<usize>,
+    /// Start offsets where an error has been reported (by the lexer, the bracket pass
+    /// or the parser itself): no second error is reported there.
+    flagged: std::collections::HashSet<usize>,
     /// Inside a loop statement that was parsed only to recover from E0010: a missing
     /// block is not reported again.
     quiet_block: bool,
+    /// Parsing a loop header's expression (see [`Parser::parse_header_expr`]).
+    in_header: bool,
 }
 
 type K = TokenKind;
@@ -465,14 +476,19 @@ impl<'a> Parser<'a> {
 
     // ----- diagnostics -----------------------------------------------------------
 
+    /// Reports an error, unless one was already reported at the same position (by
+    /// the lexer, the bracket pass or the parser): one mistake, one diagnostic.
     fn error(&mut self, d: Diagnostic) {
         self.errs += 1;
-        self.diags.push(d);
+        let start = d.primary.as_ref().map_or(usize::MAX, |l| l.span.start);
+        if self.flagged.insert(start) {
+            self.diags.push(d);
+        }
     }
 
     /// E0006 at the next token: "unexpected X: expected WHAT".
     fn unexpected(&mut self, expected: &str, help: Option<String>) {
-        if self.skipped_deep || self.lex_flagged.contains(&self.peek_tok().span.start) {
+        if self.skipped_deep {
             // Structure after a too-deep skip is unreliable: stay quiet.
             self.errs += 1;
             return;
@@ -632,7 +648,7 @@ impl<'a> Parser<'a> {
             let first = self.idx();
             let stmt = self.parse_stmt();
             let had_error = self.errs != errs_before;
-            let flagged = self.lex_flagged.contains(&self.toks[first].span.start);
+            let flagged = self.flagged.contains(&self.toks[first].span.start);
             if !sep && prev_clean && !had_error && !flagged {
                 if let Some(prev) = stmts.last() {
                     let d = self.run_together(prev, &stmt, first);
@@ -751,7 +767,7 @@ impl<'a> Parser<'a> {
             }
             K::Repeat | K::Train => {
                 let kw = self.bump();
-                let count = self.parse_expr();
+                let count = self.parse_header_expr();
                 let what = kw.kind.keyword_str().unwrap_or("repeat");
                 match self.parse_body(&format!("{what} {}", self.text(count.span))) {
                     Some(body) if kw.kind == K::Repeat => StmtKind::Repeat { count, body },
@@ -762,7 +778,7 @@ impl<'a> Parser<'a> {
             K::For => self.parse_for(),
             K::Experiment => {
                 self.bump();
-                let name = self.parse_expr();
+                let name = self.parse_header_expr();
                 match self.parse_body(&format!("experiment {}", self.text(name.span))) {
                     Some(body) => StmtKind::Experiment { name, body },
                     None => StmtKind::Error,
@@ -779,7 +795,7 @@ impl<'a> Parser<'a> {
             }
             _ => {
                 let e = self.parse_additive();
-                if *self.peek() == K::Eq {
+                if *self.peek() == K::Eq && e.kind != ExprKind::Error {
                     let eq = self.bump();
                     self.error(
                         Diagnostic::error("E0006", "unexpected `=`: expected a name before `=`")
@@ -788,6 +804,8 @@ impl<'a> Parser<'a> {
                             .help("write `name = value`"),
                     );
                     let _ = self.parse_expr();
+                    StmtKind::Error
+                } else if e.kind == ExprKind::Error {
                     StmtKind::Error
                 } else {
                     StmtKind::Expr(e)
@@ -843,7 +861,7 @@ impl<'a> Parser<'a> {
             return StmtKind::Error;
         }
         self.bump();
-        let iter = self.parse_expr();
+        let iter = self.parse_header_expr();
         let what = format!("for {} in {}", var.name, self.text(iter.span));
         match self.parse_body(&what) {
             Some(body) if var_ok => StmtKind::For { var, iter, body },
@@ -895,6 +913,13 @@ impl<'a> Parser<'a> {
     }
 
     fn parse_block(&mut self) -> Block {
+        let outer = std::mem::replace(&mut self.in_header, false);
+        let b = self.parse_block_inner();
+        self.in_header = outer;
+        b
+    }
+
+    fn parse_block_inner(&mut self) -> Block {
         let open_i = self.idx();
         let open = self.bump();
         if !self.enter() {
@@ -1121,6 +1146,15 @@ impl<'a> Parser<'a> {
 
     // ----- expressions -----------------------------------------------------------
 
+    /// The expression of a loop header (`repeat N`, `for x in E`, `experiment E`),
+    /// where a `{` starts the body rather than being a misplaced block.
+    fn parse_header_expr(&mut self) -> Expr {
+        let outer = std::mem::replace(&mut self.in_header, true);
+        let e = self.parse_expr();
+        self.in_header = outer;
+        e
+    }
+
     /// An expression; `=` after it is E0010.
     fn parse_expr(&mut self) -> Expr {
         let e = self.parse_additive();
@@ -1128,10 +1162,15 @@ impl<'a> Parser<'a> {
             return e;
         }
         let eq = self.bump();
-        let mut rhs = self.parse_additive();
-        while *self.peek() == K::Eq {
+        let mut rhs = error_expr(eq.span);
+        loop {
+            if can_start_expr(self.peek()) {
+                rhs = self.parse_additive();
+            }
+            if *self.peek() != K::Eq {
+                break;
+            }
             self.bump();
-            rhs = self.parse_additive();
         }
         let lhs_text = self.text(e.span);
         let rhs_text = self.text(rhs.span);
@@ -1423,6 +1462,11 @@ impl<'a> Parser<'a> {
                 );
                 error_expr(tok.span)
             }
+            K::LBrace if self.in_header => {
+                // `repeat {`: the count is missing; leave the block to the statement.
+                self.unexpected("an expression", None);
+                error_expr(tok.span)
+            }
             K::LBrace => {
                 self.error(
                     Diagnostic::error("E0006", "unexpected `{`: expected an expression")
@@ -1445,11 +1489,12 @@ impl<'a> Parser<'a> {
                 error_expr(span)
             }
             K::Minus => self.parse_unary(),
-            K::Plus => {
-                self.unexpected(
-                    "an expression",
-                    Some("there is no unary `+`; remove it".into()),
-                );
+            K::Plus | K::Star | K::Slash => {
+                // Consume the operator so that it does not ask for an operand of its own.
+                let help =
+                    (tok.kind == K::Plus).then(|| "there is no unary `+`; remove it".to_string());
+                self.unexpected("an expression", help);
+                self.bump();
                 error_expr(tok.span)
             }
             _ => {
@@ -1468,6 +1513,13 @@ impl<'a> Parser<'a> {
     /// constructor dims. The next token is the opener. Returns the elements and the
     /// span from the opener to the closer (or the last token of an unclosed group).
     fn parse_args(&mut self) -> (Vec<Expr>, Span) {
+        let outer = std::mem::replace(&mut self.in_header, false);
+        let r = self.parse_args_inner();
+        self.in_header = outer;
+        r
+    }
+
+    fn parse_args_inner(&mut self) -> (Vec<Expr>, Span) {
         let open_i = self.idx();
         let open = self.bump();
         let close = self.close[open_i];
@@ -1556,6 +1608,13 @@ impl<'a> Parser<'a> {
     }
 
     fn parse_paren(&mut self) -> Expr {
+        let outer = std::mem::replace(&mut self.in_header, false);
+        let e = self.parse_paren_inner();
+        self.in_header = outer;
+        e
+    }
+
+    fn parse_paren_inner(&mut self) -> Expr {
         let open_i = self.idx();
         self.bump();
         let close = self.close[open_i];

@@ -1,0 +1,284 @@
+//! Element-wise ops: broadcasting binary arithmetic, unary functions and
+//! helpers that combine a tensor with a constant scalar.
+//!
+//! Backward rules (g is the output gradient, y the output; every binary
+//! operand's gradient is summed back to its shape with `sum_to_shape`):
+//!
+//! | Op | Gradient(s) |
+//! |---|---|
+//! | a + b | g, g |
+//! | a − b | g, −g |
+//! | a · b | g·b, g·a |
+//! | a / b | g/b, −(g/b)·y |
+//! | aᵇ | g·b·a^(b−1); g·s^b·ln s with s = a where a > 0, else 1 (so 0 where a ≤ 0) |
+//! | −x | −g |
+//! | eˣ | g·y |
+//! | ln x | g/x |
+//! | √x | (g/y)·½ |
+//! | \|x\| | g·sign x (0 at 0) |
+//! | sigmoid | g·y·(1−y) |
+//! | tanh | g·(1−y²) |
+//! | relu | g·[x > 0] (0 at 0) |
+//! | gelu (tanh form) | g·(½(1+t) + ½x(1−t²)·c(1+3κx²)), t = tanh(c(x+κx³)), c = √(2/π), κ = 0.044715 |
+//! | silu | g·s(1 + x(1−s)), s = sigmoid x |
+
+use crate::autograd::tape::{Ctx, Rule, Tape, Var};
+use mlpl_devices::{broadcast_shapes, BinaryOp, Result, Tensor, UnaryOp};
+
+/// √(2/π), the GELU tanh-approximation constant.
+const SQRT_2_OVER_PI: f32 = 0.797_884_6;
+/// The cubic coefficient of the GELU tanh approximation.
+const GELU_KAPPA: f32 = 0.044_715;
+
+/// Backward of a differentiable binary op.
+#[derive(Debug)]
+struct BinaryRule {
+    op: BinaryOp,
+}
+
+impl Rule for BinaryRule {
+    fn backward(&self, cx: &Ctx<'_>, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
+        let k = cx.k;
+        let (a, b, y) = (cx.inputs[0], cx.inputs[1], cx.out);
+        let (na, nb) = (cx.need[0], cx.need[1]);
+        let (da, db) = match self.op {
+            BinaryOp::Add => (na.then(|| g.clone()), nb.then(|| g.clone())),
+            BinaryOp::Sub => (
+                na.then(|| g.clone()),
+                if nb { Some(k.neg(g)?) } else { None },
+            ),
+            BinaryOp::Mul => (
+                if na { Some(k.mul(g, b)?) } else { None },
+                if nb { Some(k.mul(g, a)?) } else { None },
+            ),
+            BinaryOp::Div => {
+                let gb = k.div(g, b)?;
+                let db = if nb {
+                    Some(k.neg(&k.mul(&gb, y)?)?)
+                } else {
+                    None
+                };
+                (na.then_some(gb), db)
+            }
+            BinaryOp::Pow => {
+                let da = if na {
+                    let p = k.bin(BinaryOp::Pow, a, &k.add_s(b, -1.0)?)?;
+                    Some(k.mul(g, &k.mul(b, &p)?)?)
+                } else {
+                    None
+                };
+                let db = if nb {
+                    // s = a where a > 0, else 1: then s^b · ln s is a^b · ln a
+                    // where a > 0 and exactly 0 elsewhere (no inf · 0).
+                    let pos = k.bin(BinaryOp::Gt, a, &k.constant(0.0)?)?;
+                    let pos_part = k.bin(BinaryOp::Max, a, &k.constant(0.0)?)?;
+                    let s = k.add(&pos_part, &k.rsub_s(1.0, &pos)?)?;
+                    let ys = k.bin(BinaryOp::Pow, &s, b)?;
+                    let t = k.mul(&ys, &k.un(UnaryOp::Log, &s)?)?;
+                    Some(k.mul(g, &t)?)
+                } else {
+                    None
+                };
+                (da, db)
+            }
+            op => unreachable!("{op:?} is not differentiable"),
+        };
+        Ok(vec![
+            da.map(|d| k.reduce_to(&d, a.shape())).transpose()?,
+            db.map(|d| k.reduce_to(&d, b.shape())).transpose()?,
+        ])
+    }
+}
+
+/// Backward of a unary function.
+#[derive(Debug)]
+struct UnaryRule {
+    op: UnaryOp,
+}
+
+impl Rule for UnaryRule {
+    fn backward(&self, cx: &Ctx<'_>, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
+        let k = cx.k;
+        let (x, y) = (cx.inputs[0], cx.out);
+        let dx = match self.op {
+            UnaryOp::Neg => k.neg(g)?,
+            UnaryOp::Exp => k.mul(g, y)?,
+            UnaryOp::Log => k.div(g, x)?,
+            UnaryOp::Sqrt => k.mul_s(&k.div(g, y)?, 0.5)?,
+            UnaryOp::Abs => {
+                let zero = k.constant(0.0)?;
+                let sign = k.sub(
+                    &k.bin(BinaryOp::Gt, x, &zero)?,
+                    &k.bin(BinaryOp::Lt, x, &zero)?,
+                )?;
+                k.mul(g, &sign)?
+            }
+            UnaryOp::Sigmoid => k.mul(g, &k.mul(y, &k.rsub_s(1.0, y)?)?)?,
+            UnaryOp::Tanh => k.mul(g, &k.rsub_s(1.0, &k.mul(y, y)?)?)?,
+            UnaryOp::Relu => k.mul(g, &k.bin(BinaryOp::Gt, x, &k.constant(0.0)?)?)?,
+            UnaryOp::Gelu => {
+                let x2 = k.mul(x, x)?;
+                // u = c·x·(1 + κx²); t = tanh u.
+                let inner = k.mul(x, &k.add_s(&k.mul_s(&x2, GELU_KAPPA)?, 1.0)?)?;
+                let t = k.un(UnaryOp::Tanh, &k.mul_s(&inner, SQRT_2_OVER_PI)?)?;
+                // du/dx = c·(1 + 3κx²).
+                let du = k.mul_s(
+                    &k.add_s(&k.mul_s(&x2, 3.0 * GELU_KAPPA)?, 1.0)?,
+                    SQRT_2_OVER_PI,
+                )?;
+                let sech2 = k.rsub_s(1.0, &k.mul(&t, &t)?)?;
+                let second = k.mul(&k.mul(x, &sech2)?, &du)?;
+                let d = k.mul_s(&k.add(&k.add_s(&t, 1.0)?, &second)?, 0.5)?;
+                k.mul(g, &d)?
+            }
+            UnaryOp::Silu => {
+                let s = k.un(UnaryOp::Sigmoid, x)?;
+                let d = k.mul(&s, &k.add_s(&k.mul(x, &k.rsub_s(1.0, &s)?)?, 1.0)?)?;
+                k.mul(g, &d)?
+            }
+        };
+        Ok(vec![Some(dx)])
+    }
+}
+
+impl Tape {
+    /// A differentiable broadcasting binary op (`Add`, `Sub`, `Mul`, `Div` or
+    /// `Pow`); the result has the broadcast shape of the operands (LANGUAGE §9).
+    ///
+    /// Panics for the comparison and min/max ops (∂ = 0 or max-like: record
+    /// those results as constants instead) and for shapes that do not broadcast.
+    pub fn binary(&mut self, op: BinaryOp, a: Var, b: Var) -> Result<Var> {
+        assert!(
+            matches!(
+                op,
+                BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div | BinaryOp::Pow
+            ),
+            "{op:?} is not a differentiable op"
+        );
+        let (sa, sb) = (self.shape(a), self.shape(b));
+        assert!(
+            broadcast_shapes(sa, sb).is_some(),
+            "{op:?}: shapes {sa:?} and {sb:?} do not broadcast"
+        );
+        let y = self.k().bin(op, self.value(a), self.value(b))?;
+        Ok(self.record(y, &[a, b], Box::new(BinaryRule { op })))
+    }
+
+    /// `a + b`, broadcasting.
+    pub fn add(&mut self, a: Var, b: Var) -> Result<Var> {
+        self.binary(BinaryOp::Add, a, b)
+    }
+
+    /// `a − b`, broadcasting.
+    pub fn sub(&mut self, a: Var, b: Var) -> Result<Var> {
+        self.binary(BinaryOp::Sub, a, b)
+    }
+
+    /// `a · b` element-wise, broadcasting.
+    pub fn mul(&mut self, a: Var, b: Var) -> Result<Var> {
+        self.binary(BinaryOp::Mul, a, b)
+    }
+
+    /// `a / b`, broadcasting.
+    pub fn div(&mut self, a: Var, b: Var) -> Result<Var> {
+        self.binary(BinaryOp::Div, a, b)
+    }
+
+    /// `aᵇ`, broadcasting. The gradient with respect to `b` is `aᵇ·ln a` where
+    /// `a > 0` and 0 elsewhere (LANGUAGE §10.3).
+    pub fn pow(&mut self, a: Var, b: Var) -> Result<Var> {
+        self.binary(BinaryOp::Pow, a, b)
+    }
+
+    /// A unary element-wise function (every [`UnaryOp`] is differentiable).
+    pub fn unary(&mut self, op: UnaryOp, x: Var) -> Result<Var> {
+        let y = self.k().un(op, self.value(x))?;
+        Ok(self.record(y, &[x], Box::new(UnaryRule { op })))
+    }
+
+    /// `−x`.
+    pub fn neg(&mut self, x: Var) -> Result<Var> {
+        self.unary(UnaryOp::Neg, x)
+    }
+
+    /// `eˣ`.
+    pub fn exp(&mut self, x: Var) -> Result<Var> {
+        self.unary(UnaryOp::Exp, x)
+    }
+
+    /// Natural logarithm.
+    pub fn log(&mut self, x: Var) -> Result<Var> {
+        self.unary(UnaryOp::Log, x)
+    }
+
+    /// Square root.
+    pub fn sqrt(&mut self, x: Var) -> Result<Var> {
+        self.unary(UnaryOp::Sqrt, x)
+    }
+
+    /// `|x|` (gradient 0 at 0).
+    pub fn abs(&mut self, x: Var) -> Result<Var> {
+        self.unary(UnaryOp::Abs, x)
+    }
+
+    /// `1 / (1 + e^(−x))`.
+    pub fn sigmoid(&mut self, x: Var) -> Result<Var> {
+        self.unary(UnaryOp::Sigmoid, x)
+    }
+
+    /// Hyperbolic tangent.
+    pub fn tanh(&mut self, x: Var) -> Result<Var> {
+        self.unary(UnaryOp::Tanh, x)
+    }
+
+    /// `max(x, 0)` (gradient 0 at 0).
+    pub fn relu(&mut self, x: Var) -> Result<Var> {
+        self.unary(UnaryOp::Relu, x)
+    }
+
+    /// GELU, tanh approximation (the GPT-2 form).
+    pub fn gelu(&mut self, x: Var) -> Result<Var> {
+        self.unary(UnaryOp::Gelu, x)
+    }
+
+    /// `x · sigmoid(x)` (swish).
+    pub fn silu(&mut self, x: Var) -> Result<Var> {
+        self.unary(UnaryOp::Silu, x)
+    }
+
+    /// `x + c` for a constant scalar `c`.
+    pub fn add_scalar(&mut self, x: Var, c: f32) -> Result<Var> {
+        let c = self.scalar(c)?;
+        self.add(x, c)
+    }
+
+    /// `x − c` for a constant scalar `c`.
+    pub fn sub_scalar(&mut self, x: Var, c: f32) -> Result<Var> {
+        let c = self.scalar(c)?;
+        self.sub(x, c)
+    }
+
+    /// `c − x` for a constant scalar `c`.
+    pub fn rsub_scalar(&mut self, c: f32, x: Var) -> Result<Var> {
+        let c = self.scalar(c)?;
+        self.sub(c, x)
+    }
+
+    /// `x · c` for a constant scalar `c`.
+    pub fn mul_scalar(&mut self, x: Var, c: f32) -> Result<Var> {
+        let c = self.scalar(c)?;
+        self.mul(x, c)
+    }
+
+    /// `x / c` for a constant scalar `c`.
+    pub fn div_scalar(&mut self, x: Var, c: f32) -> Result<Var> {
+        let c = self.scalar(c)?;
+        self.div(x, c)
+    }
+
+    /// `xᶜ` for a constant scalar exponent `c`.
+    pub fn pow_scalar(&mut self, x: Var, c: f32) -> Result<Var> {
+        let c = self.scalar(c)?;
+        self.pow(x, c)
+    }
+}

@@ -1,0 +1,76 @@
+//! Matrix multiplication.
+//!
+//! Backward of `y = a·b` with `a: [..., m, k]`, `b: [..., k, n]` (batch axes
+//! broadcast): `da = g·bᵀ` and `db = aᵀ·g` (ᵀ swaps the last two axes, one
+//! `permute` each), each summed back to its operand's shape with
+//! `sum_to_shape` over the broadcast batch axes. When `b` is a plain matrix
+//! (the common `[B, T, d]·[d, n]` layer case), `db` is one GEMM over the
+//! flattened rows instead: `reshape(a, [B·T, k])ᵀ · reshape(g, [B·T, n])`.
+
+use crate::autograd::tape::{Ctx, Rule, Tape, Var};
+use mlpl_devices::{broadcast_shapes, Result, Tensor};
+
+/// Backward of [`Tape::matmul`].
+#[derive(Debug)]
+struct MatmulRule;
+
+impl Rule for MatmulRule {
+    fn backward(&self, cx: &Ctx<'_>, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
+        let k = cx.k;
+        let (a, b) = (cx.inputs[0], cx.inputs[1]);
+        let be = k.0;
+        let da = if cx.need[0] {
+            let d = be.matmul(g, &k.transpose_last2(b)?)?;
+            Some(k.reduce_to(&d, a.shape())?)
+        } else {
+            None
+        };
+        let db = if cx.need[1] {
+            if b.rank() == 2 && a.rank() > 2 {
+                let (kk, n) = (b.shape()[0], b.shape()[1]);
+                let rows: usize = a.shape()[..a.rank() - 1].iter().product();
+                let a2 = a.reshape(vec![rows, kk]);
+                let g2 = g.reshape(vec![rows, n]);
+                Some(be.matmul(&k.transpose_last2(&a2)?, &g2)?)
+            } else {
+                let d = be.matmul(&k.transpose_last2(a)?, g)?;
+                Some(k.reduce_to(&d, b.shape())?)
+            }
+        } else {
+            None
+        };
+        Ok(vec![da, db])
+    }
+}
+
+impl Tape {
+    /// Matrix product `a: [..., m, k]` · `b: [..., k, n]` → `[batch..., m, n]`,
+    /// both of rank ≥ 2, with the leading (batch) axes broadcast (LANGUAGE §10.4).
+    ///
+    /// The vector forms of the language's `matmul` (`[k]` operands, `dot`) are
+    /// the caller's job: reshape a `[k]` left operand to `[1, k]` or a `[k]`
+    /// right operand to `[k, 1]` with [`Tape::reshape`], multiply, and reshape
+    /// the result back (dropping the added axis); the reshapes are
+    /// differentiable, so gradients come back in the vector shapes.
+    ///
+    /// Panics if an operand has rank < 2, the inner sizes differ, or the batch
+    /// axes do not broadcast.
+    pub fn matmul(&mut self, a: Var, b: Var) -> Result<Var> {
+        let (sa, sb) = (self.shape(a), self.shape(b));
+        assert!(
+            sa.len() >= 2 && sb.len() >= 2,
+            "matmul: operands {sa:?} and {sb:?} must have rank >= 2 (reshape vectors first)"
+        );
+        assert_eq!(
+            sa[sa.len() - 1],
+            sb[sb.len() - 2],
+            "matmul: inner sizes of {sa:?} and {sb:?} differ"
+        );
+        assert!(
+            broadcast_shapes(&sa[..sa.len() - 2], &sb[..sb.len() - 2]).is_some(),
+            "matmul: batch axes of {sa:?} and {sb:?} do not broadcast"
+        );
+        let y = self.backend().matmul(self.value(a), self.value(b))?;
+        Ok(self.record(y, &[a, b], Box::new(MatmulRule)))
+    }
+}

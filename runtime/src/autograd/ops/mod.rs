@@ -1,0 +1,25 @@
+//! The differentiable ops, as methods of [`Tape`](super::Tape), one family per
+//! file. Each method computes its forward value through the tape's backend,
+//! records a backward rule holding only what that rule needs beyond the input
+//! and output values (which stay on the tape), and returns the result's
+//! [`Var`](super::Var).
+//!
+//! | File | Ops |
+//! |---|---|
+//! | [`elementwise`] | `add sub mul div pow`, `neg exp log sqrt abs sigmoid tanh relu gelu silu`, scalar helpers |
+//! | [`linalg`] | `matmul` |
+//! | [`reduce`] | `sum mean prod`, full or along an axis |
+//! | [`layout`] | `reshape permute transpose concat` |
+//! | [`nn`] | `softmax log_softmax cross_entropy` |
+//! | [`norm`] | `rms_norm layer_norm` |
+//! | [`embed`] | `gather_rows` |
+//! | [`mask`] | `mask_fill causal_mask` |
+
+pub mod elementwise;
+pub mod embed;
+pub mod layout;
+pub mod linalg;
+pub mod mask;
+pub mod nn;
+pub mod norm;
+pub mod reduce;

@@ -1,0 +1,95 @@
+//! The tape's own behaviour: accumulation over shared uses, non-scalar losses,
+//! which leaves get gradients, and that backward runs on the tape's backend.
+
+use super::assert_close;
+use crate::autograd::Tape;
+use mlpl_devices::{cpu, Backend, CpuBackend, Tensor};
+use std::sync::Arc;
+
+#[test]
+fn shared_leaf_accumulates_every_use() {
+    let mut t = Tape::new(cpu());
+    let x = t.leaf(Tensor::from_vec(vec![3], vec![1.0, 2.0, 3.0]), true);
+    // x is used twice by one op and once more by another: d(x² + x)/dx = 2x + 1.
+    let sq = t.mul(x, x).unwrap();
+    let y = t.add(sq, x).unwrap();
+    let l = t.sum(y, None).unwrap();
+    let g = t.backward(l).unwrap();
+    assert_eq!(g[x].host(), &[3.0, 5.0, 7.0]);
+
+    // Two branches through different ops: d(Σ eˣ + Σ tanh x)/dx = eˣ + 1 − tanh²x.
+    let mut t = Tape::new(cpu());
+    let x0 = [0.3f32, -0.7];
+    let x = t.leaf(Tensor::from_vec(vec![2], x0.to_vec()), true);
+    let e = t.exp(x).unwrap();
+    let th = t.tanh(x).unwrap();
+    let a = t.sum(e, None).unwrap();
+    let b = t.sum(th, None).unwrap();
+    let l = t.add(a, b).unwrap();
+    let g = t.backward(l).unwrap();
+    let want: Vec<f32> = x0
+        .iter()
+        .map(|v| v.exp() + 1.0 - v.tanh() * v.tanh())
+        .collect();
+    assert_close("branches", g[x].host(), &want, 1e-6);
+}
+
+#[test]
+fn non_scalar_loss_is_summed() {
+    let mut t = Tape::new(cpu());
+    let x = t.leaf(
+        Tensor::from_vec(vec![2, 2], vec![1.0, -2.0, 3.0, 0.5]),
+        true,
+    );
+    let y = t.mul(x, x).unwrap();
+    let g = t.backward(y).unwrap();
+    assert_eq!(g[x].host(), &[2.0, -4.0, 6.0, 1.0]);
+}
+
+#[test]
+fn which_leaves_get_gradients() {
+    let mut t = Tape::new(cpu());
+    let a = t.leaf(Tensor::from_vec(vec![2], vec![1.0, 2.0]), true);
+    let c = t.constant(Tensor::from_vec(vec![2], vec![3.0, 4.0]));
+    let unused = t.leaf(Tensor::full(vec![2, 3], 5.0), true);
+    let y = t.mul(a, c).unwrap();
+    let l = t.sum(y, None).unwrap();
+    let late = t.leaf(Tensor::full(vec![4], 1.0), true);
+    assert!(t.requires_grad(l) && !t.requires_grad(c) && t.is_leaf(a) && !t.is_leaf(y));
+    let g = t.backward(l).unwrap();
+    assert_eq!(g.vars(), vec![a, unused, late]);
+    assert_eq!(g[a].host(), &[3.0, 4.0]);
+    assert!(g.get(c).is_none());
+    assert_eq!(g[unused].shape(), &[2, 3]);
+    assert!(g[unused].host().iter().all(|&v| v == 0.0));
+    assert_eq!(g[late].host(), &[0.0; 4]);
+    // Backward can run again, with the same result.
+    let g2 = t.backward(l).unwrap();
+    assert_eq!(g2[a].host(), g[a].host());
+
+    // A loss that depends on no trainable leaf: zeros, and no rules recorded.
+    let mut t = Tape::new(cpu());
+    let p = t.leaf(Tensor::scalar(2.0), true);
+    let k = t.constant(Tensor::scalar(3.0));
+    let l = t.exp(k).unwrap();
+    assert!(!t.requires_grad(l));
+    assert!(t.nodes[l.index()].rule.is_none());
+    let g = t.backward(l).unwrap();
+    assert_eq!(g.len(), 1);
+    assert_eq!(g[p].host(), &[0.0]);
+}
+
+#[test]
+fn backward_runs_on_the_tape_backend() {
+    let be = Arc::new(CpuBackend::new());
+    let mut t = Tape::new(be.clone() as Arc<dyn Backend>);
+    let x = t.leaf(Tensor::from_vec(vec![2, 3], vec![0.1; 6]), true);
+    let w = t.leaf(Tensor::from_vec(vec![3, 2], vec![0.2; 6]), true);
+    let y = t.matmul(x, w).unwrap();
+    let y = t.softmax(y, 1).unwrap();
+    let l = t.sum(y, None).unwrap();
+    let before = be.counters().kernel_launches;
+    t.backward(l).unwrap();
+    // sum → expand (1), softmax_backward (1), matmul: 2 permutes + 2 GEMMs.
+    assert!(be.counters().kernel_launches - before >= 6);
+}
