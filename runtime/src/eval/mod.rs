@@ -304,7 +304,12 @@ impl Interp {
             name_span,
             args: evaluated,
         };
-        (b.run)(&mut c)
+        // A failing builtin ends the run with a diagnostic; it never takes the
+        // workspace (or a server holding it) down with it.
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (b.run)(&mut c))) {
+            Ok(result) => result,
+            Err(payload) => Err(internal_error(name, span, payload)),
+        }
     }
 }
 
