@@ -28,12 +28,14 @@ fn compare_reports_each_metric() {
 
 #[test]
 fn compare_lists_the_union_of_keys_sorted() {
-    let src = "experiment \"base\" { loss_metric = 1; acc_metric = 0.5 }\n\
-               experiment \"new\" { loss_metric = 0.5; f1_metric = 2 }\n\
+    // Metrics are workspace variables: "new" sees acc_metric and loss_metric from
+    // before, drops x_metric by re-binding it to a string, and adds f1_metric.
+    let src = "experiment \"base\" { loss_metric = 1; x_metric = 0.5 }\n\
+               experiment \"new\" { loss_metric = 0.5; f1_metric = 2; x_metric = \"gone\" }\n\
                compare(\"base\", \"new\")";
     assert_eq!(
         eval(src),
-        "compare base vs new\n  acc_metric: 0.5 vs -\n  f1_metric: - vs 2\n  loss_metric: 1 vs 0.5 (delta -0.5)"
+        "compare base vs new\n  f1_metric: - vs 2\n  loss_metric: 1 vs 0.5 (delta -0.5)\n  x_metric: 0.5 vs -"
     );
 }
 
@@ -118,7 +120,7 @@ fn records_are_written_and_read_back() {
         None,
         Some(&dir),
     );
-    assert_eq!(out.shown(), "0");
+    assert_eq!(out.shown(), "0.5");
     let runs: Vec<_> = std::fs::read_dir(dir.join("baseline")).unwrap().flatten().collect();
     assert_eq!(runs.len(), 1);
     let stamp = runs[0].file_name().into_string().unwrap();

@@ -63,7 +63,8 @@ fn log_softmax_values() {
     assert_close("log_softmax([[1, 2, 3]], 1)", &LSM123, 1e-6);
     assert_close("log_softmax([[1, 2, 3]], -1)", &LSM123, 1e-6);
     assert_close("log_softmax([[1], [2], [3]], 0)", &LSM123, 1e-6);
-    assert_close("log_softmax([1000, 1001, 1002])", &LSM123, 1e-6);
+    // Large logits: within the float32 tolerance of §2.
+    assert_close("log_softmax([1000, 1001, 1002])", &LSM123, 1e-5);
     assert_close("log_softmax([2, 2])", &[-std::f64::consts::LN_2; 2], 1e-6);
 }
 

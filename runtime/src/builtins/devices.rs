@@ -16,7 +16,7 @@ pub const BUILTINS: &[Builtin] = &[Builtin {
     example: "x = to_device([1, 2, 3], \"cpu\")\nx * 2",
     diff: Diff::Effect,
     section: "10.18",
-    run: to_device,
+    run: to_device, shape: None
 }];
 
 fn to_device(c: &mut Call) -> Result<Value, Diagnostic> {

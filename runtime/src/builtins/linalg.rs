@@ -9,8 +9,8 @@ use crate::value::{named_shape, Array, Value};
 
 /// The builtins of this group.
 pub const BUILTINS: &[Builtin] = &[
-    Builtin { name: "dot", params: &[req("a", Array), req("b", Array)], summary: "inner product of two vectors", doc: "`dot(a, b)` is Σ aᵢbᵢ for two `[n]` vectors. E0205 unless both have rank 1; E0203 when the lengths differ.", example: "dot([1, 2, 3], [4, 5, 6])", diff: Diff::Yes, section: "10.4", run: dot },
-    Builtin { name: "matmul", params: &[req("a", Array), req("b", Array)], summary: "matrix product (batched, with vectors)", doc: "`matmul(a, b)` multiplies `[m, k]` by `[k, n]` into `[m, n]`; vectors on either side contract their only axis; leading batch axes broadcast (`[…, m, k]` × `[…, k, n]`). Result names: merged batch names, then a's row name and b's column name. E0203 inner sizes differ; E0204 contracted axes named differently; E0205 a scalar operand.", example: "matmul(reshape(iota(6), [2, 3]), reshape(iota(6), [3, 2]))", diff: Diff::Yes, section: "10.4", run: matmul },
+    Builtin { name: "dot", params: &[req("a", Array), req("b", Array)], summary: "inner product of two vectors", doc: "`dot(a, b)` is Σ aᵢbᵢ for two `[n]` vectors. E0205 unless both have rank 1; E0203 when the lengths differ.", example: "dot([1, 2, 3], [4, 5, 6])", diff: Diff::Yes, section: "10.4", run: dot, shape: None },
+    Builtin { name: "matmul", params: &[req("a", Array), req("b", Array)], summary: "matrix product (batched, with vectors)", doc: "`matmul(a, b)` multiplies `[m, k]` by `[k, n]` into `[m, n]`; vectors on either side contract their only axis; leading batch axes broadcast (`[…, m, k]` × `[…, k, n]`). Result names: merged batch names, then a's row name and b's column name. E0203 inner sizes differ; E0204 contracted axes named differently; E0205 a scalar operand.", example: "matmul(reshape(iota(6), [2, 3]), reshape(iota(6), [3, 2]))", diff: Diff::Yes, section: "10.4", run: matmul, shape: None },
 ];
 
 fn dot(c: &mut Call) -> Result<Value, Diagnostic> {
@@ -29,8 +29,10 @@ fn dot(c: &mut Call) -> Result<Value, Diagnostic> {
             b.shape()[0],
         ));
     }
+    // `dot` ignores axis names (LANGUAGE §10.4: no E0204, an unnamed result).
+    let (a, b) = (a.unnamed(), b.unnamed());
     let r = matmul_arrays(c.it, &a, c.args[0].expr, &b, c.args[1].expr, "dot")?;
-    Ok(Value::Array(r.unnamed()))
+    Ok(Value::Array(r))
 }
 
 fn matmul(c: &mut Call) -> Result<Value, Diagnostic> {

@@ -133,6 +133,9 @@ pub struct Builtin {
     pub section: &'static str,
     /// The runtime implementation.
     pub run: RunFn,
+    /// The static shape rule; `None` until the checker gives this builtin one, in
+    /// which case the checker treats its result as unknown.
+    pub shape: Option<crate::check::abstract_value::ShapeRule>,
 }
 
 impl Builtin {

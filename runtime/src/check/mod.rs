@@ -2,6 +2,7 @@
 //! inference: undefined names, unknown functions and wrong argument counts, plus
 //! the parser's own diagnostics. Shape and named-axis inference build on it.
 
+pub mod abstract_value;
 mod names;
 
 use crate::diag::Diagnostic;

@@ -251,9 +251,23 @@ impl<'i, 'e> Call<'i, 'e> {
         }
     }
 
-    /// Argument `i` as a seed (LANGUAGE §13.1).
-    pub fn seed(&self, i: usize) -> Result<u64, Diagnostic> {
-        Ok(crate::data::rng::seed_from_f64(self.scalar(i)?))
+    /// Argument `i` as a seed (LANGUAGE §13.1): truncated toward zero, with W0202
+    /// for a non-integer seed (§6.7).
+    pub fn seed(&mut self, i: usize) -> Result<u64, Diagnostic> {
+        let v = self.scalar(i)?;
+        if v.fract() != 0.0 && v.is_finite() {
+            self.warn_at(
+                i,
+                "W0202",
+                "fraction truncated",
+                format!(
+                    "seed {} is read as {}",
+                    crate::display::format_f64(v),
+                    v.trunc()
+                ),
+            );
+        }
+        Ok(crate::data::rng::seed_from_f64(v))
     }
 
     /// Argument `i` as an axis of `a` (LANGUAGE §8.5): a number (negative counts from
