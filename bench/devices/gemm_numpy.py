@@ -2,7 +2,7 @@
 
 Prints `numpy matmul N GFLOPS` for N = 64..1024 and `numpy overhead_ns add4 NS`
 (a + b on 4-element arrays), in the same format as the Rust bench, using the
-same method: best of 3 batches of about 0.25 s each after a short warm-up.
+same method: best of 5 batches of about 0.15 s each after a short warm-up.
 Run it through bench/devices/run.sh (which clears OPENBLAS_CORETYPE and
 OPENBLAS_L2_SIZE so OpenBLAS picks its own kernels for this CPU).
 """
@@ -22,9 +22,9 @@ def time_per_call(f):
         f()
         reps += 1
     per = (time.perf_counter() - start) / reps
-    reps = max(1, int(0.25 / per))
+    reps = max(1, int(0.15 / per))
     best = float("inf")
-    for _ in range(3):
+    for _ in range(5):
         t = time.perf_counter()
         for _ in range(reps):
             f()

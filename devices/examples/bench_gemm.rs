@@ -14,7 +14,8 @@ use std::time::Instant;
 
 const SIZES: [usize; 5] = [64, 128, 256, 512, 1024];
 
-/// Best seconds per call of `f` over 3 batches of about 0.25 s each.
+/// Best seconds per call of `f` over 5 batches of about 0.15 s each (the best
+/// batch is the one least disturbed by other work on the machine).
 fn time_per_call(mut f: impl FnMut()) -> f64 {
     f();
     let start = Instant::now();
@@ -24,8 +25,8 @@ fn time_per_call(mut f: impl FnMut()) -> f64 {
         reps += 1;
     }
     let per = start.elapsed().as_secs_f64() / reps as f64;
-    let reps = ((0.25 / per) as u64).max(1);
-    (0..3)
+    let reps = ((0.15 / per) as u64).max(1);
+    (0..5)
         .map(|_| {
             let t = Instant::now();
             for _ in 0..reps {

@@ -29,7 +29,10 @@ fn nearest_neighbours() {
     // Row 3 (0, 1) is at distance 1 from rows 0 and 2: the lower index first.
     assert_eq!(eval(&format!("{X4}knn(X, 2)")), "3 2\n2 3\n3 0\n0 2");
     assert_eq!(eval(&format!("{X4}knn(X, 1)")), "3\n2\n3\n0");
-    assert_eq!(eval(&format!("{X4}knn(X, 3)")), "3 2 1\n2 3 0\n3 0 1\n0 2 1");
+    assert_eq!(
+        eval(&format!("{X4}knn(X, 3)")),
+        "3 2 1\n2 3 0\n3 0 1\n0 2 1"
+    );
     assert_eq!(eval("knn([[0], [5]], 1)"), "1\n0");
     assert_eq!(eval(&format!("{X4}labels(knn(X, 1))")), ",");
 }

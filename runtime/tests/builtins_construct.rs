@@ -84,16 +84,16 @@ fn reshape_keeps_row_major_order() {
 fn reshape_infers_one_dimension() {
     assert_eq!(eval("shape(reshape(iota(6), [3, -1]))"), "3 2");
     assert_eq!(eval("shape(reshape(iota(6), [-1, 3]))"), "2 3");
-    assert_eq!(eval("reshape(reshape(iota(6), [2, 3]), [-1])"), "0 1 2 3 4 5");
+    assert_eq!(
+        eval("reshape(reshape(iota(6), [2, 3]), [-1])"),
+        "0 1 2 3 4 5"
+    );
     assert_eq!(eval("shape(reshape(iota(12), [2, -1, 3]))"), "2 2 3");
 }
 
 #[test]
 fn reshape_clears_names() {
-    assert_eq!(
-        eval("x : [a] = iota(6)\nlabels(reshape(x, [2, 3]))"),
-        ","
-    );
+    assert_eq!(eval("x : [a] = iota(6)\nlabels(reshape(x, [2, 3]))"), ",");
     assert_eq!(
         eval("x : [a, b] = zeros([2, 3])\nlabels(reshape(x, [3, 2]))"),
         ","
@@ -116,10 +116,7 @@ fn reshape_errors() {
 
 #[test]
 fn transpose_reverses_axes() {
-    assert_eq!(
-        eval("transpose(reshape(iota(6), [2, 3]))"),
-        "0 3\n1 4\n2 5"
-    );
+    assert_eq!(eval("transpose(reshape(iota(6), [2, 3]))"), "0 3\n1 4\n2 5");
     assert_eq!(eval("shape(transpose(zeros([2, 3, 4])))"), "4 3 2");
     // t[i, j, k] = x[k, j, i] for x = reshape(iota(24), [2, 3, 4]), x[a, b, c] = 12a + 4b + c.
     assert_eq!(
@@ -242,10 +239,7 @@ fn last_row_of_a_matrix() {
     assert_eq!(eval("last_row(reshape(iota(6), [3, 2]))"), "4 5");
     assert_eq!(eval("last_row([[1, 2, 3]])"), "1 2 3");
     assert_eq!(eval("shape(last_row(zeros([2, 0])))"), "0");
-    assert_eq!(
-        eval("x : [r, c] = zeros([2, 3])\nlabels(last_row(x))"),
-        ""
-    );
+    assert_eq!(eval("x : [r, c] = zeros([2, 3])\nlabels(last_row(x))"), "");
     assert_eq!(error_code("last_row(iota(3))"), "E0205");
     assert_eq!(error_code("last_row(zeros([2, 2, 2]))"), "E0205");
     assert_eq!(error_code("last_row(5)"), "E0205");

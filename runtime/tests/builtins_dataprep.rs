@@ -19,10 +19,7 @@ fn with(prefix: &str, src: &str) -> String {
 fn shuffle_permutes_rows() {
     // perm(6, seed 9) = [2, 5, 0, 4, 1, 3].
     assert_eq!(eval("shuffle(iota(6), 9)"), "2 5 0 4 1 3");
-    assert_eq!(
-        with(X, "shuffle(x, 9)"),
-        "4 5\n10 11\n0 1\n8 9\n2 3\n6 7"
-    );
+    assert_eq!(with(X, "shuffle(x, 9)"), "4 5\n10 11\n0 1\n8 9\n2 3\n6 7");
     // perm(6, seed 1) = [4, 5, 2, 1, 0, 3]; perm(3, seed 0) = [1, 2, 0].
     assert_eq!(eval("shuffle(iota(6), 1)"), "4 5 2 1 0 3");
     assert_eq!(eval("shuffle([10, 20, 30], 0)"), "20 30 10");
@@ -103,12 +100,24 @@ fn split_and_val_split_partition_the_shuffle() {
 fn split_errors() {
     for f in ["split", "val_split"] {
         assert_eq!(error_code(&format!("{f}(iota(1), 0.5, 0)")), "E0216", "{f}");
-        assert_eq!(error_code(&format!("{f}(zeros([0, 2]), 0.5, 0)")), "E0216", "{f}");
+        assert_eq!(
+            error_code(&format!("{f}(zeros([0, 2]), 0.5, 0)")),
+            "E0216",
+            "{f}"
+        );
         assert_eq!(error_code(&format!("{f}(iota(5), 0, 0)")), "E0401", "{f}");
         assert_eq!(error_code(&format!("{f}(iota(5), 1, 0)")), "E0401", "{f}");
-        assert_eq!(error_code(&format!("{f}(iota(5), -0.5, 0)")), "E0401", "{f}");
+        assert_eq!(
+            error_code(&format!("{f}(iota(5), -0.5, 0)")),
+            "E0401",
+            "{f}"
+        );
         assert_eq!(error_code(&format!("{f}(5, 0.5, 0)")), "E0205", "{f}");
-        assert_eq!(error_code(&format!("{f}(iota(5), [0.5], 0)")), "E0205", "{f}");
+        assert_eq!(
+            error_code(&format!("{f}(iota(5), [0.5], 0)")),
+            "E0205",
+            "{f}"
+        );
         assert_eq!(error_code(&format!("{f}(iota(5), 0.5)")), "E0103", "{f}");
     }
 }
@@ -134,7 +143,11 @@ fn shift_pairs_errors() {
         assert_eq!(error_code(&format!("{f}(iota(8), 0)")), "E0401", "{f}");
         assert_eq!(error_code(&format!("{f}(iota(8), 1.5)")), "E0401", "{f}");
         assert_eq!(error_code(&format!("{f}(iota(3), 3)")), "E0401", "{f}");
-        assert_eq!(error_code(&format!("{f}(zeros([2, 4]), 1)")), "E0205", "{f}");
+        assert_eq!(
+            error_code(&format!("{f}(zeros([2, 4]), 1)")),
+            "E0205",
+            "{f}"
+        );
         assert_eq!(error_code(&format!("{f}(5, 1)")), "E0205", "{f}");
         assert_eq!(error_code(&format!("{f}(iota(8), [3])")), "E0205", "{f}");
         assert_eq!(error_code(&format!("{f}(iota(8))")), "E0103", "{f}");

@@ -73,11 +73,16 @@ fn placement_checks() {
         "4 6"
     );
     assert_eq!(
-        error_code("a = to_device([1, 2], \"cuda\")\nb = to_device([3, 4], \"mlx\")\nc = a * 2\nc + b"),
+        error_code(
+            "a = to_device([1, 2], \"cuda\")\nb = to_device([3, 4], \"mlx\")\nc = a * 2\nc + b"
+        ),
         "E0501"
     );
     // Floating operands move freely.
-    assert_eq!(eval("a = to_device([1, 2], \"cuda\")\na + [10, 20]"), "11 22");
+    assert_eq!(
+        eval("a = to_device([1, 2], \"cuda\")\na + [10, 20]"),
+        "11 22"
+    );
     // cuda:0 and cuda:1 are different devices.
     assert_eq!(
         error_code("a = to_device([1], \"cuda:0\")\nb = to_device([1], \"cuda:1\")\nadd(a, b)"),

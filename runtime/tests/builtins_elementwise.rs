@@ -48,13 +48,25 @@ fn sigmoid_tanh_and_relu() {
     assert_eq!(eval("sigmoid([0])"), "0.5");
     assert_eq!(eval("sigmoid(2)"), "0.8807970779778823");
     // float32 element-wise math: within float32 tolerance (§2).
-    assert_close("sigmoid([2, -2])", &[0.8807970779778823, 0.11920292202211755], 1e-6);
+    assert_close(
+        "sigmoid([2, -2])",
+        &[0.8807970779778823, 0.11920292202211755],
+        1e-6,
+    );
     assert_eq!(eval("tanh(0)"), "0");
     assert_eq!(eval("tanh(1)"), "0.7615941559557649");
-    assert_close("tanh([1, -1])", &[0.7615941559557649, -0.7615941559557649], 1e-6);
+    assert_close(
+        "tanh([1, -1])",
+        &[0.7615941559557649, -0.7615941559557649],
+        1e-6,
+    );
     // tanh_fn is the same function.
     assert_eq!(eval("tanh_fn(1)"), "0.7615941559557649");
-    assert_close("tanh_fn([1, -1])", &[0.7615941559557649, -0.7615941559557649], 1e-6);
+    assert_close(
+        "tanh_fn([1, -1])",
+        &[0.7615941559557649, -0.7615941559557649],
+        1e-6,
+    );
     assert_eq!(eval("relu([-1, 2, 0, -0.5])"), "0 2 0 0");
     assert_eq!(eval("relu(-0.5)"), "0");
     assert_eq!(eval("relu(1.5)"), "1.5");
@@ -77,7 +89,11 @@ fn gelu_is_the_tanh_approximation() {
 fn silu_is_x_sigmoid_x() {
     assert_eq!(eval("silu(0)"), "0");
     assert_close("silu(1)", &[0.7310585786300049], 1e-15);
-    assert_close("silu([1, -1])", &[0.7310585786300049, -0.2689414213699951], 1e-6);
+    assert_close(
+        "silu([1, -1])",
+        &[0.7310585786300049, -0.2689414213699951],
+        1e-6,
+    );
 }
 
 #[test]
@@ -188,9 +204,7 @@ fn binary_builtin_errors_name_the_builtin() {
         let d = error_of(&format!("{f}([1, 2], [1, 2, 3])"));
         assert_eq!(d.code, "E0201", "{f}");
         assert_eq!(d.message, format!("shapes do not broadcast in `{f}`"));
-        let d = error_of(&format!(
-            "a : [x] = [1, 2]\nb : [y] = [1, 2]\n{f}(a, b)"
-        ));
+        let d = error_of(&format!("a : [x] = [1, 2]\nb : [y] = [1, 2]\n{f}(a, b)"));
         assert_eq!(d.code, "E0202", "{f}");
         assert_eq!(d.message, format!("axis names conflict in `{f}`"));
         assert_eq!(error_code(&format!("{f}(\"a\", 1)")), "E0301", "{f}");

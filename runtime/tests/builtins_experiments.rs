@@ -98,7 +98,10 @@ fn compare_errors() {
 #[test]
 fn a_failing_body_records_nothing() {
     let mut s = Session::new(None, None);
-    assert_eq!(s.error_code("experiment \"bad\" { m_metric = 1; iota(\"x\") }"), "E0301");
+    assert_eq!(
+        s.error_code("experiment \"bad\" { m_metric = 1; iota(\"x\") }"),
+        "E0301"
+    );
     assert_eq!(s.error_code("compare(\"bad\", \"bad\")"), "E0108");
     // The bindings made before the error persist.
     assert_eq!(s.eval("m_metric"), "1");
@@ -121,7 +124,10 @@ fn records_are_written_and_read_back() {
         Some(&dir),
     );
     assert_eq!(out.shown(), "0.5");
-    let runs: Vec<_> = std::fs::read_dir(dir.join("baseline")).unwrap().flatten().collect();
+    let runs: Vec<_> = std::fs::read_dir(dir.join("baseline"))
+        .unwrap()
+        .flatten()
+        .collect();
     assert_eq!(runs.len(), 1);
     let stamp = runs[0].file_name().into_string().unwrap();
     let text = std::fs::read_to_string(runs[0].path().join("run.json")).unwrap();
@@ -155,7 +161,40 @@ fn float32_metrics_are_written_as_displayed() {
         Some(&dir),
     )
     .shown();
-    let run = std::fs::read_dir(dir.join("r")).unwrap().flatten().next().unwrap();
+    let run = std::fs::read_dir(dir.join("r"))
+        .unwrap()
+        .flatten()
+        .next()
+        .unwrap();
     let text = std::fs::read_to_string(run.path().join("run.json")).unwrap();
     assert!(text.contains("\"acc_metric\": 0.15"), "{text}");
+}
+
+#[test]
+fn params_snapshot_follows_the_tracking_rules() {
+    // §5.7: param[…] tracks (also through an annotation); re-binding to an array
+    // keeps tracking; binding a string removes it; tensor[…] is never tracked.
+    let dir = temp_dir("exp-tracking");
+    run_with(
+        "W = param[2]\nW = W + 1\nV : [v] = param[3]\nS = param[1]\nS = \"s\"\nS = [1, 2]\nT = tensor[4]\n\
+         experiment \"t\" { }",
+        None,
+        Some(&dir),
+    )
+    .shown();
+    let run = std::fs::read_dir(dir.join("t"))
+        .unwrap()
+        .flatten()
+        .next()
+        .unwrap();
+    let text = std::fs::read_to_string(run.path().join("run.json")).unwrap();
+    let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        json["params_snapshot"],
+        serde_json::json!({
+            "V": { "shape": [3], "labels": ["v"] },
+            "W": { "shape": [2], "labels": null }
+        })
+    );
+    assert_eq!(json["metrics"], serde_json::json!({}));
 }

@@ -41,17 +41,35 @@ fn other_architectures_dtype_and_lora() {
     // q/k/v biases.
     assert_f32(
         "estimate_hypothetical(\"qwen-2.5-0.5b\", 1, 1, 16)",
-        &[494032768.0, 7966008320.0, 1976131072.0, 47488991232.0, 0.94977982464],
+        &[
+            494032768.0,
+            7966008320.0,
+            1976131072.0,
+            47488991232.0,
+            0.94977982464,
+        ],
     );
     // dtype_bytes = 2.
     assert_f32(
         "estimate_hypothetical(\"llama-3.2-1b\", 5, 1, 64, 2)",
-        &[1235814400.0, 10030764032.0, 2471628800.0, 2380686950400.0, 47.613739008],
+        &[
+            1235814400.0,
+            10030764032.0,
+            2471628800.0,
+            2380686950400.0,
+            47.613739008,
+        ],
     );
     // LoRA rank 8: Tr counts the adapters only and c = 4.
     assert_f32(
         "estimate_hypothetical(\"smollm-360m\", 10, 2, 128, 2, 8)",
-        &[361821120.0, 1167550336.0, 723642240.0, 3825205248000.0, 76.50410496],
+        &[
+            361821120.0,
+            1167550336.0,
+            723642240.0,
+            3825205248000.0,
+            76.50410496,
+        ],
     );
 }
 
@@ -60,7 +78,13 @@ fn throughput_variables() {
     // G = 100 halves the wall time.
     assert_f32(
         &format!("mlpl_device_throughput_gflops = \"100\"\n{SMOL}"),
-        &[134515008.0, 7964464128.0, 538060032.0, 186992138649600.0, 1869.921386496],
+        &[
+            134515008.0,
+            7964464128.0,
+            538060032.0,
+            186992138649600.0,
+            1869.921386496,
+        ],
     );
     // The per-device variable wins over the generic one.
     assert_f32(
@@ -111,7 +135,10 @@ fn estimate_hypothetical_errors() {
         error_code("estimate_hypothetical(\"smollm-135m\", [100], 4, 512)"),
         "E0205"
     );
-    assert_eq!(error_code("estimate_hypothetical(\"smollm-135m\", 100, 4)"), "E0103");
+    assert_eq!(
+        error_code("estimate_hypothetical(\"smollm-135m\", 100, 4)"),
+        "E0103"
+    );
     assert_eq!(
         error_code("estimate_hypothetical(\"smollm-135m\", 1, 1, 1, 4, 8, 1)"),
         "E0103"
@@ -136,7 +163,10 @@ fn feasible_checks_nonzero_budget_entries() {
     // Limits are inclusive.
     assert_eq!(eval("feasible([1, 10, 20, 0, 30], [10, 20, 30])"), "1");
     assert_eq!(eval("feasible([1, 11, 20, 0, 30], [10, 20, 30])"), "0");
-    assert_eq!(eval("shape(feasible([1, 10, 20, 0, 30], [10, 20, 30]))"), "[]");
+    assert_eq!(
+        eval("shape(feasible([1, 10, 20, 0, 30], [10, 20, 30]))"),
+        "[]"
+    );
 }
 
 #[test]
@@ -155,7 +185,10 @@ fn feasible_errors() {
     );
     assert_eq!(error_code("feasible(zeros([5, 1]), [0, 0, 0])"), "E0218");
     assert_eq!(error_code("feasible(5, [0, 0, 0])"), "E0218");
-    assert_eq!(error_code("feasible([1, 2, 3, 4, 5], zeros([1, 3]))"), "E0218");
+    assert_eq!(
+        error_code("feasible([1, 2, 3, 4, 5], zeros([1, 3]))"),
+        "E0218"
+    );
     assert_eq!(error_code("feasible(\"e\", [0, 0, 0])"), "E0301");
     assert_eq!(error_code("feasible([1, 2, 3, 4, 5])"), "E0103");
 }
@@ -170,7 +203,9 @@ fn calibrate_device_measures_and_stores_gflops() {
     assert_eq!(s.eval("mlpl_device_throughput_gflops"), g);
     assert_eq!(s.eval("mlpl_device_throughput_gflops_cpu"), g);
     // ... and then used by the estimates.
-    let wall = nums(&format!("mlpl_device_throughput_gflops_cpu = \"{g}\"\n{SMOL}"))[4];
+    let wall = nums(&format!(
+        "mlpl_device_throughput_gflops_cpu = \"{g}\"\n{SMOL}"
+    ))[4];
     assert_eq!(wall as f32, (186992138649600.0 / (value * 1e9)) as f32);
     assert_eq!(eval("shape(calibrate_device(8))"), "[]");
     // The default size is 1024.

@@ -117,14 +117,24 @@ fn paths_must_stay_inside_the_data_directory() {
     let dir = temp_dir("sandbox");
     std::fs::create_dir_all(dir.join("sub")).unwrap();
     std::fs::write(dir.join("sub/a.csv"), "1\n").unwrap();
-    for bad in ["/etc/passwd", "../x", "../x.csv", "sub/../../x.csv", "./../x.txt"] {
+    for bad in [
+        "/etc/passwd",
+        "../x",
+        "../x.csv",
+        "sub/../../x.csv",
+        "./../x.txt",
+    ] {
         assert_eq!(
             error_in(&format!("load(\"{bad}\")"), &dir).code,
             "E0404",
             "load {bad}"
         );
     }
-    for bad in ["/tmp/x.safetensors", "../x.safetensors", "sub/../../x.safetensors"] {
+    for bad in [
+        "/tmp/x.safetensors",
+        "../x.safetensors",
+        "sub/../../x.safetensors",
+    ] {
         assert_eq!(
             error_in(&format!("save(iota(2), \"{bad}\")"), &dir).code,
             "E0404",
@@ -167,9 +177,18 @@ fn save_and_load_round_trip_with_names() {
     let src = "x = label(reshape(iota(6), [2, 3]), [\"r\", \"c\"])\nn = save(x, \"sub/deep/a.safetensors\")\n";
     assert_eq!(eval_in(&format!("{src}n"), &dir), "1");
     assert!(dir.join("sub/deep/a.safetensors").is_file());
-    assert_eq!(eval_in("load(\"sub/deep/a.safetensors\")", &dir), "0 1 2\n3 4 5");
-    assert_eq!(eval_in("labels(load(\"sub/deep/a.safetensors\"))", &dir), "r,c");
-    assert_eq!(eval_in("shape(load(\"sub/deep/a.safetensors\"))", &dir), "2 3");
+    assert_eq!(
+        eval_in("load(\"sub/deep/a.safetensors\")", &dir),
+        "0 1 2\n3 4 5"
+    );
+    assert_eq!(
+        eval_in("labels(load(\"sub/deep/a.safetensors\"))", &dir),
+        "r,c"
+    );
+    assert_eq!(
+        eval_in("shape(load(\"sub/deep/a.safetensors\"))", &dir),
+        "2 3"
+    );
     // Partly named, unnamed, float values, scalars.
     assert_eq!(
         eval_in(
@@ -179,28 +198,46 @@ fn save_and_load_round_trip_with_names() {
         ",c"
     );
     assert_eq!(
-        eval_in("save(zeros([2, 2]), \"u.safetensors\")\nlabels(load(\"u.safetensors\"))", &dir),
+        eval_in(
+            "save(zeros([2, 2]), \"u.safetensors\")\nlabels(load(\"u.safetensors\"))",
+            &dir
+        ),
         ","
     );
     assert_eq!(
-        eval_in("save([0.1, -2.5, 1e-3], \"f.safetensors\")\nload(\"f.safetensors\")", &dir),
+        eval_in(
+            "save([0.1, -2.5, 1e-3], \"f.safetensors\")\nload(\"f.safetensors\")",
+            &dir
+        ),
         "0.1 -2.5 0.001"
     );
     assert_eq!(
-        eval_in("save(5, \"s.safetensors\")\nshape(load(\"s.safetensors\"))", &dir),
+        eval_in(
+            "save(5, \"s.safetensors\")\nshape(load(\"s.safetensors\"))",
+            &dir
+        ),
         "[]"
     );
     assert_eq!(eval_in("load(\"s.safetensors\")", &dir), "5");
     assert_eq!(
-        eval_in("save(zeros([0, 3]), \"e.safetensors\")\nshape(load(\"e.safetensors\"))", &dir),
+        eval_in(
+            "save(zeros([0, 3]), \"e.safetensors\")\nshape(load(\"e.safetensors\"))",
+            &dir
+        ),
         "0 3"
     );
     // `save` replaces an existing file; its value is an exact scalar.
     assert_eq!(
-        eval_in("save([1, 2], \"f.safetensors\")\nload(\"f.safetensors\")", &dir),
+        eval_in(
+            "save([1, 2], \"f.safetensors\")\nload(\"f.safetensors\")",
+            &dir
+        ),
         "1 2"
     );
-    assert_eq!(eval_in("save([1], \"g.safetensors\") + 0.1", &dir), "1.1");
+    assert_eq!(
+        eval_in("save([1], \"g.safetensors\") * 0.1 + 0.2", &dir),
+        "0.30000000000000004"
+    );
 }
 
 #[test]
@@ -241,8 +278,14 @@ fn load_converts_float_types() {
     )
     .unwrap();
     // F16: 1.5 = 0x3E00, −2 = 0xC000. BF16: 1.5 = 0x3FC0, −2 = 0xC000.
-    let f16s: Vec<u8> = [0x3E00u16, 0xC000].iter().flat_map(|x| x.to_le_bytes()).collect();
-    let bf16s: Vec<u8> = [0x3FC0u16, 0xC000].iter().flat_map(|x| x.to_le_bytes()).collect();
+    let f16s: Vec<u8> = [0x3E00u16, 0xC000]
+        .iter()
+        .flat_map(|x| x.to_le_bytes())
+        .collect();
+    let bf16s: Vec<u8> = [0x3FC0u16, 0xC000]
+        .iter()
+        .flat_map(|x| x.to_le_bytes())
+        .collect();
     std::fs::write(
         dir.join("f16.safetensors"),
         safetensors_bytes(
@@ -302,7 +345,10 @@ fn save_errors() {
     assert_eq!(error_in("save(iota(2))", &dir).code, "E0103");
     // A directory where the file should be cannot be written.
     std::fs::create_dir_all(dir.join("d.safetensors")).unwrap();
-    assert_eq!(error_in("save(iota(2), \"d.safetensors\")", &dir).code, "E0405");
+    assert_eq!(
+        error_in("save(iota(2), \"d.safetensors\")", &dir).code,
+        "E0405"
+    );
 }
 
 #[test]
@@ -323,7 +369,10 @@ fn preloaded_corpora() {
             assert_eq!(text, want, "{name}");
         }
     }
-    assert_eq!(eval("shape(tokenize_bytes(load_preloaded(\"tiny_corpus\")))"), "86");
+    assert_eq!(
+        eval("shape(tokenize_bytes(load_preloaded(\"tiny_corpus\")))"),
+        "86"
+    );
     assert_eq!(
         eval("shape(tokenize_bytes(load_preloaded(\"tiny_shakespeare_snippet\")))"),
         "2028"

@@ -41,7 +41,10 @@ fn matrix_times_matrix() {
     assert_eq!(with("matmul(a, b)"), "10 13\n28 40");
     assert_eq!(with("matmul(b, a)"), "3 4 5\n9 14 19\n15 24 33");
     assert_eq!(with("shape(matmul(a, b))"), "2 2");
-    assert_eq!(eval("matmul([[1, 0], [0, 1]], [[2, 3], [4, 5]])"), "2 3\n4 5");
+    assert_eq!(
+        eval("matmul([[1, 0], [0, 1]], [[2, 3], [4, 5]])"),
+        "2 3\n4 5"
+    );
     assert_eq!(eval("shape(matmul(zeros([2, 0]), zeros([0, 3])))"), "2 3");
     assert_eq!(eval("matmul(zeros([2, 0]), zeros([0, 3]))"), "0 0 0\n0 0 0");
 }
@@ -151,7 +154,9 @@ fn contraction_names_must_agree() {
         "E0204"
     );
     assert_eq!(
-        error_code("A : [b, m, k] = zeros([2, 2, 3])\nB : [b, j, n] = zeros([2, 3, 4])\nmatmul(A, B)"),
+        error_code(
+            "A : [b, m, k] = zeros([2, 2, 3])\nB : [b, j, n] = zeros([2, 3, 4])\nmatmul(A, B)"
+        ),
         "E0204"
     );
 }
@@ -163,7 +168,10 @@ fn matmul_errors() {
     assert_eq!(d.message, "inner dimensions differ in `matmul`");
     assert_eq!(error_code("matmul(zeros([2, 3]), [1, 2])"), "E0203");
     assert_eq!(error_code("matmul([1, 2], zeros([3, 2]))"), "E0203");
-    assert_eq!(error_code("matmul(zeros([2, 2, 3]), zeros([2, 2, 3]))"), "E0203");
+    assert_eq!(
+        error_code("matmul(zeros([2, 2, 3]), zeros([2, 2, 3]))"),
+        "E0203"
+    );
     assert_eq!(error_code("matmul(5, [1])"), "E0205");
     assert_eq!(error_code("matmul([1], 5)"), "E0205");
     assert_eq!(error_code("matmul(\"a\", [1])"), "E0301");
@@ -174,7 +182,9 @@ fn matmul_errors() {
         "E0201"
     );
     assert_eq!(
-        error_code("A : [b, m, k] = zeros([2, 2, 3])\nB : [c, k, n] = zeros([2, 3, 4])\nmatmul(A, B)"),
+        error_code(
+            "A : [b, m, k] = zeros([2, 2, 3])\nB : [c, k, n] = zeros([2, 3, 4])\nmatmul(A, B)"
+        ),
         "E0202"
     );
 }

@@ -8,7 +8,11 @@ use common::{assert_close, error_code, error_of, eval, warning_codes};
 /// softmax([1, 2, 3]) = exp(x − 3) / Σ exp(x − 3).
 const SM123: [f64; 3] = [0.09003057317038046, 0.24472847105479764, 0.6652409557748218];
 /// log_softmax([1, 2, 3]) = x − 3 − log Σ exp(x − 3).
-const LSM123: [f64; 3] = [-2.4076059644443806, -1.4076059644443806, -0.4076059644443806];
+const LSM123: [f64; 3] = [
+    -2.4076059644443806,
+    -1.4076059644443806,
+    -0.4076059644443806,
+];
 /// e⁰ / (e⁰ + e²) and e² / (e⁰ + e²).
 const S02: [f64; 2] = [0.11920292202211755, 0.8807970779778823];
 
@@ -17,7 +21,14 @@ fn softmax_over_the_last_axis() {
     assert_close("softmax([1, 2, 3])", &SM123, 1e-6);
     assert_close(
         "softmax([[1, 2, 3], [1, 1, 1]])",
-        &[SM123[0], SM123[1], SM123[2], 1.0 / 3.0, 1.0 / 3.0, 1.0 / 3.0],
+        &[
+            SM123[0],
+            SM123[1],
+            SM123[2],
+            1.0 / 3.0,
+            1.0 / 3.0,
+            1.0 / 3.0,
+        ],
         1e-6,
     );
     // Shifting by the maximum makes large logits safe.
@@ -32,7 +43,14 @@ fn softmax_over_the_last_axis() {
 fn softmax_along_a_given_axis() {
     assert_close(
         "softmax([[1, 2, 3], [1, 1, 1]], 1)",
-        &[SM123[0], SM123[1], SM123[2], 1.0 / 3.0, 1.0 / 3.0, 1.0 / 3.0],
+        &[
+            SM123[0],
+            SM123[1],
+            SM123[2],
+            1.0 / 3.0,
+            1.0 / 3.0,
+            1.0 / 3.0,
+        ],
         1e-6,
     );
     assert_close(
@@ -52,7 +70,12 @@ fn softmax_along_a_given_axis() {
     );
     assert_close(
         "M : [b, f] = [[1, 2], [3, 4]]\nsoftmax(M, \"f\")",
-        &[0.2689414213699951, 0.7310585786300049, 0.2689414213699951, 0.7310585786300049],
+        &[
+            0.2689414213699951,
+            0.7310585786300049,
+            0.2689414213699951,
+            0.7310585786300049,
+        ],
         1e-6,
     );
 }
@@ -132,7 +155,11 @@ fn cross_entropy_is_the_mean_of_row_losses() {
     );
     assert_close("cross_entropy(zeros([2, 3]), [0, 2])", &[3f64.ln()], 1e-6);
     // Targets may have any shape with N elements.
-    assert_close("cross_entropy(zeros([2, 3]), [[0], [1]])", &[3f64.ln()], 1e-6);
+    assert_close(
+        "cross_entropy(zeros([2, 3]), [[0], [1]])",
+        &[3f64.ln()],
+        1e-6,
+    );
     // [B, T, V] logits with [B, T] targets.
     assert_close(
         "cross_entropy(zeros([2, 2, 4]), [[0, 1], [2, 3]])",
@@ -153,14 +180,29 @@ fn cross_entropy_errors() {
     let d = error_of("cross_entropy(zeros([2, 3]), [0, 1, 2])");
     assert_eq!(d.code, "E0214");
     let text = format!("{:?}", d);
-    assert!(text.contains("[2]"), "the message shows the expected [N]: {text}");
-    assert!(text.contains("[3]"), "the message shows the target shape: {text}");
-    assert_eq!(error_code("cross_entropy(zeros([2, 2, 3]), [0, 1])"), "E0214");
+    assert!(
+        text.contains("[2]"),
+        "the message shows the expected [N]: {text}"
+    );
+    assert!(
+        text.contains("[3]"),
+        "the message shows the target shape: {text}"
+    );
+    assert_eq!(
+        error_code("cross_entropy(zeros([2, 2, 3]), [0, 1])"),
+        "E0214"
+    );
     assert_eq!(error_code("cross_entropy(zeros([2, 3]), [0, 3])"), "E0402");
     assert_eq!(error_code("cross_entropy(zeros([2, 3]), [0, -1])"), "E0402");
-    assert_eq!(error_code("cross_entropy(zeros([2, 3]), [0, 0.5])"), "E0402");
+    assert_eq!(
+        error_code("cross_entropy(zeros([2, 3]), [0, 0.5])"),
+        "E0402"
+    );
     assert_eq!(error_code("cross_entropy(zeros([3]), [0])"), "E0205");
-    assert_eq!(error_code("cross_entropy(zeros([1, 1, 1, 3]), [0])"), "E0205");
+    assert_eq!(
+        error_code("cross_entropy(zeros([1, 1, 1, 3]), [0])"),
+        "E0205"
+    );
     assert_eq!(error_code("cross_entropy(5, [0])"), "E0205");
     assert_eq!(error_code("cross_entropy(zeros([1, 3]), \"a\")"), "E0301");
     assert_eq!(error_code("cross_entropy(zeros([1, 3]))"), "E0103");
@@ -187,7 +229,11 @@ fn sinusoidal_encoding_values_and_names() {
         ],
         1e-7,
     );
-    assert_close("sinusoidal_encoding(2, 1)", &[0.0, 0.8414709848078965], 1e-7);
+    assert_close(
+        "sinusoidal_encoding(2, 1)",
+        &[0.0, 0.8414709848078965],
+        1e-7,
+    );
     // d = 3: column 2 uses θ = p / 10000^(2/3).
     assert_close(
         "last_row(sinusoidal_encoding(2, 3))",

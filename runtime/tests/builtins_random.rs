@@ -12,20 +12,35 @@ fn random_is_uniform_xorshift() {
     // xorshift64 seeded with 1: (next() >> 11) · 2^-53.
     assert_f32(
         "random(1, [3])",
-        &[5.866995778092132e-11, 0.06250387570981197, 0.6059343925285465],
+        &[
+            5.866995778092132e-11,
+            0.06250387570981197,
+            0.6059343925285465,
+        ],
     );
     // Seed 0 uses 0x9E3779B97F4A7C15.
     assert_f32("random(0, [2])", &[0.8597941207808165, 0.39430133835633674]);
     // Seeds are truncated toward zero and reinterpreted as unsigned: −1 is 2^64 − 1.
-    assert_f32("random(-1, [2])", &[5.775324662948833e-11, 0.06249618484070718]);
+    assert_f32(
+        "random(-1, [2])",
+        &[5.775324662948833e-11, 0.06249618484070718],
+    );
     assert_f32(
         "random(1.9, [3])",
-        &[5.866995778092132e-11, 0.06250387570981197, 0.6059343925285465],
+        &[
+            5.866995778092132e-11,
+            0.06250387570981197,
+            0.6059343925285465,
+        ],
     );
     // Row-major fill from one generator.
     assert_f32(
         "reshape(random(1, [3]), [3])",
-        &[5.866995778092132e-11, 0.06250387570981197, 0.6059343925285465],
+        &[
+            5.866995778092132e-11,
+            0.06250387570981197,
+            0.6059343925285465,
+        ],
     );
     assert_eq!(eval("shape(random(1, [2, 3]))"), "2 3");
     assert_eq!(eval("random(5, [2, 2]) - random(5, [2, 2])"), "0 0\n0 0");
@@ -70,6 +85,9 @@ fn random_errors_and_warnings() {
         // A non-integer seed is truncated (W0202, §6.7 and §20.8).
         assert!(warning_codes(&format!("{f}(1.5, [2])")).contains(&"W0202"));
         assert!(warning_codes(&format!("{f}(1, [2])")).is_empty());
+        // Absurd sizes are E0410, not an allocation that kills the process.
+        assert_eq!(error_code(&format!("{f}(1, [2e9, 8])")), "E0410", "{f}");
+        assert_eq!(error_code(&format!("{f}(1, [1e10, 1e10])")), "E0410", "{f}");
     }
 }
 

@@ -39,7 +39,10 @@ fn sums_along_an_axis() {
     assert_eq!(with(X, "sum(x, -1)"), "3 12");
     assert_eq!(with(X, "sum(x, -2)"), "3 5 7");
     assert_eq!(eval("sum(reshape(iota(12), [2, 3, 2]), 1)"), "6 9\n24 27");
-    assert_eq!(eval("sum(reshape(iota(12), [2, 3, 2]), -1)"), "1 5 9\n13 17 21");
+    assert_eq!(
+        eval("sum(reshape(iota(12), [2, 3, 2]), -1)"),
+        "1 5 9\n13 17 21"
+    );
     assert_eq!(eval("sum(zeros([2, 0]), 1)"), "0 0");
     assert_eq!(eval("shape(sum(zeros([2, 0]), 0))"), "0");
 }

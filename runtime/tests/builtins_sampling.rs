@@ -66,7 +66,10 @@ fn sample_errors() {
 #[test]
 fn top_k_masks_all_but_the_k_largest() {
     assert_eq!(eval(&format!("top_k({LOGITS}, 2)")), "-inf 2 -inf 0.5 -inf");
-    assert_eq!(eval(&format!("top_k({LOGITS}, 1)")), "-inf 2 -inf -inf -inf");
+    assert_eq!(
+        eval(&format!("top_k({LOGITS}, 1)")),
+        "-inf 2 -inf -inf -inf"
+    );
     assert_eq!(eval(&format!("top_k({LOGITS}, 5)")), "0.1 2 -1 0.5 0.3");
     // Among equal values the lower index is kept.
     assert_eq!(eval("top_k([1, 3, 3, 2], 1)"), "-inf 3 -inf -inf");

@@ -166,7 +166,10 @@ pub fn assert_close(src: &str, expected: &[f64], tol: f64) {
     assert_eq!(got.len(), expected.len(), "{src:?}: got {got:?}");
     for (i, (g, e)) in got.iter().zip(expected).enumerate() {
         let ok = (g.is_nan() && e.is_nan()) || g == e || (g - e).abs() <= tol * (1.0 + e.abs());
-        assert!(ok, "{src:?}: element {i} is {g}, expected {e} (all: {got:?})");
+        assert!(
+            ok,
+            "{src:?}: element {i} is {g}, expected {e} (all: {got:?})"
+        );
     }
 }
 

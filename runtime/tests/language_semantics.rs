@@ -134,7 +134,10 @@ fn last_losses_is_kept_when_a_train_loop_fails() {
     let mut s = Session::new(None, None);
     s.eval("train 2 { 1 }");
     // The third iteration fails (index 2 is out of range).
-    assert_eq!(s.error_code("train 3 { scatter(zeros([2]), step, 1); 5 }"), "E0402");
+    assert_eq!(
+        s.error_code("train 3 { scatter(zeros([2]), step, 1); 5 }"),
+        "E0402"
+    );
     assert_eq!(s.eval("last_losses"), "1 1");
     // Bindings made before the error persist: step is 2.
     assert_eq!(s.eval("step"), "2");
@@ -151,16 +154,16 @@ fn a_later_or_nested_train_overwrites_last_losses() {
 
 #[test]
 fn for_binds_rows_and_last_rows() {
-    assert_eq!(
-        eval("for r in reshape(iota(6), [3, 2]) { r * 2 }"),
-        "8 10"
-    );
+    assert_eq!(eval("for r in reshape(iota(6), [3, 2]) { r * 2 }"), "8 10");
     assert_eq!(
         eval("for r in reshape(iota(6), [3, 2]) { r * 2 }\nlast_rows"),
         "0 2\n4 6\n8 10"
     );
     // x stays bound to the last slice.
-    assert_eq!(eval("for r in reshape(iota(6), [3, 2]) { r * 2 }\nr"), "4 5");
+    assert_eq!(
+        eval("for r in reshape(iota(6), [3, 2]) { r * 2 }\nr"),
+        "4 5"
+    );
     assert_eq!(eval("for i in iota(3) { i * i }\nlast_rows"), "0 1 4");
     assert_eq!(eval("for i in iota(3) { i * i }\ni"), "2");
     assert_eq!(eval("for i in iota(3) { i * i }\nshape(last_rows)"), "3");
@@ -204,7 +207,10 @@ fn for_errors() {
     assert_eq!(error_code("for i in 5 { i }"), "E0205");
     assert_eq!(error_code("for i in \"abc\" { i }"), "E0301");
     // A scalar and a one-element vector are different shapes.
-    assert_eq!(error_code("for i in iota(2) { reshape(zeros(1), iota(1 - i) + 1) }"), "E0215");
+    assert_eq!(
+        error_code("for i in iota(2) { reshape(zeros(1), iota(1 - i) + 1) }"),
+        "E0215"
+    );
 }
 
 // ------------------------------------------------------------- §7 display
@@ -317,11 +323,28 @@ fn integer_arguments_truncate_toward_zero() {
     assert!(warning_codes("iota(0 / 0)").is_empty());
 }
 
+#[test]
+fn param_and_tensor_constructors() {
+    assert_eq!(eval("param[2, 3]"), "0 0 0\n0 0 0");
+    assert_eq!(eval("tensor[2]"), "0 0");
+    assert_eq!(eval("param[]"), "0");
+    assert_eq!(eval("shape(param[])"), "[]");
+    assert_eq!(eval("shape(tensor[0, 2])"), "0 2");
+    assert_eq!(eval("n = 3\nshape(param[n, n - 1])"), "3 2");
+    assert_eq!(error_code("param[-1]"), "E0213");
+    assert_eq!(error_code("tensor[1.5]"), "E0213");
+    assert_eq!(error_code("param[[2]]"), "E0213");
+    assert_eq!(error_code("tensor[\"a\"]"), "E0213");
+}
+
 // --------------------------------------------------------------- §8 axes
 
 #[test]
 fn annotations_name_axes() {
-    assert_eq!(eval("x : [batch, feat] = zeros([32, 10])\nlabels(x)"), "batch,feat");
+    assert_eq!(
+        eval("x : [batch, feat] = zeros([32, 10])\nlabels(x)"),
+        "batch,feat"
+    );
     assert_eq!(eval("s : [] = 5\ns"), "5");
     assert_eq!(eval("s : [] = 5\nlabels(s)"), "");
     assert_eq!(eval("v : [t,] = iota(3)\nlabels(v)"), "t");
@@ -380,7 +403,15 @@ fn axis_arguments_count_from_the_end_when_negative() {
     assert_eq!(f("softmax(x, -3)"), f("softmax(x, 0)"));
     assert_eq!(f("log_softmax(x, -2)"), f("log_softmax(x, 1)"));
     assert_eq!(f("softmax(x)"), f("softmax(x, 2)"));
-    for fun in ["sum", "reduce_add", "reduce_mul", "mean", "argmax", "softmax", "log_softmax"] {
+    for fun in [
+        "sum",
+        "reduce_add",
+        "reduce_mul",
+        "mean",
+        "argmax",
+        "softmax",
+        "log_softmax",
+    ] {
         assert_eq!(error_code(&format!("{x}{fun}(x, 3)")), "E0206", "{fun}");
         assert_eq!(error_code(&format!("{x}{fun}(x, -4)")), "E0206", "{fun}");
         assert_eq!(error_code(&format!("{x}{fun}(x, \"a\")")), "E0208", "{fun}");
@@ -423,7 +454,9 @@ fn broadcasting_table_of_section_9_3() {
         batch_feat
     );
     assert_eq!(
-        eval(&format!("{X}b : [feat] = zeros([10])\nr = x + b\nlabels(r)")),
+        eval(&format!(
+            "{X}b : [feat] = zeros([10])\nr = x + b\nlabels(r)"
+        )),
         "batch,feat"
     );
     assert_eq!(shape_and_names("x * zeros([32, 1])"), batch_feat);
@@ -467,10 +500,7 @@ fn broadcasting_more_cases() {
         "s,"
     );
     assert_eq!(eval("shape(zeros([4, 1, 3]) + zeros([2, 1]))"), "4 2 3");
-    assert_eq!(
-        eval("[[1], [2]] + [10, 20, 30]"),
-        "11 21 31\n12 22 32"
-    );
+    assert_eq!(eval("[[1], [2]] + [10, 20, 30]"), "11 21 31\n12 22 32");
     assert_eq!(eval("zeros([0, 3]) + zeros([3])"), "[]");
     assert_eq!(eval("shape(zeros([0, 3]) + zeros([1, 3]))"), "0 3");
     assert_eq!(error_code("zeros([0, 3]) + zeros([2, 3])"), "E0201");
@@ -492,7 +522,9 @@ fn broadcast_errors_say_which_axis() {
     assert_eq!(d.code, "E0201");
     assert_eq!(d.message, "shapes do not broadcast in `+`");
     assert!(
-        d.notes.iter().any(|n| n.contains("axis -1 has size 10 on the left and 3 on the right")),
+        d.notes
+            .iter()
+            .any(|n| n.contains("axis -1 has size 10 on the left and 3 on the right")),
         "{:?}",
         d.notes
     );
@@ -504,7 +536,9 @@ fn broadcast_errors_say_which_axis() {
     assert_eq!(d.code, "E0202");
     assert_eq!(d.message, "axis names conflict in `+`");
     assert!(
-        d.notes.iter().any(|n| n.contains("axis -1 is named `feat` on the left and `hidden` on the right")),
+        d.notes
+            .iter()
+            .any(|n| n.contains("axis -1 is named `feat` on the left and `hidden` on the right")),
         "{:?}",
         d.notes
     );
@@ -515,16 +549,18 @@ fn broadcast_errors_say_which_axis() {
     // The first conflicting axis counting from the end.
     let d = error_of("zeros([2, 3, 4]) * zeros([5, 3, 4])");
     assert!(
-        d.notes.iter().any(|n| n.contains("axis -3 has size 2 on the left and 5 on the right")),
+        d.notes
+            .iter()
+            .any(|n| n.contains("axis -3 has size 2 on the left and 5 on the right")),
         "{:?}",
         d.notes
     );
-    let d = error_of(
-        "label(zeros([2, 3]), [\"a\", \"b\"]) / label(zeros([2, 3]), [\"c\", \"b\"])",
-    );
+    let d = error_of("label(zeros([2, 3]), [\"a\", \"b\"]) / label(zeros([2, 3]), [\"c\", \"b\"])");
     assert_eq!(d.message, "axis names conflict in `/`");
     assert!(
-        d.notes.iter().any(|n| n.contains("axis -2 is named `a` on the left and `c` on the right")),
+        d.notes
+            .iter()
+            .any(|n| n.contains("axis -2 is named `a` on the left and `c` on the right")),
         "{:?}",
         d.notes
     );

@@ -21,11 +21,7 @@ pub const BUILTINS: &[Builtin] = &[
 fn draw(c: &mut Call, normal: bool) -> Result<Value, Diagnostic> {
     let seed = c.seed(0)?;
     let shape = shape_arg(c, 1)?;
-    let n: usize = shape
-        .iter()
-        .try_fold(1usize, |a, &d| a.checked_mul(d))
-        .filter(|&n| n <= 1 << 34)
-        .ok_or_else(|| c.error("E0410", "out of host memory"))?;
+    let n = super::construct::checked_numel(c, 1, &shape)?;
     let v = if normal {
         rng::normal_vec(seed, n)
     } else {
