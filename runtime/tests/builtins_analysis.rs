@@ -142,3 +142,12 @@ fn tsne_errors() {
     assert_eq!(error_code(&format!("{x}tsne(X, [2], 10, 0)")), "E0205");
     assert_eq!(error_code(&format!("{x}tsne(X, 2, 10)")), "E0103");
 }
+
+#[test]
+fn absurd_working_matrices_are_e0410() {
+    // N² (or D²) cells above the allocation limit: a diagnostic, not a crash.
+    assert_eq!(error_code("pairwise_sqdist(zeros([1e5, 1]))"), "E0410");
+    assert_eq!(error_code("knn(zeros([1e5, 1]), 1)"), "E0410");
+    assert_eq!(error_code("tsne(zeros([1e5, 1]), 1, 1, 0)"), "E0410");
+    assert_eq!(error_code("pca(zeros([1, 1e5]), 1)"), "E0410");
+}

@@ -188,3 +188,15 @@ fn matmul_errors() {
         "E0202"
     );
 }
+
+#[test]
+fn absurd_results_are_e0410() {
+    assert_eq!(
+        error_code("matmul(zeros([1e5, 1]), zeros([1, 1e5]))"),
+        "E0410"
+    );
+    assert_eq!(
+        error_code("matmul(zeros([1e5, 1, 1, 1]), zeros([1e5, 1, 1]))"),
+        "E0410"
+    );
+}

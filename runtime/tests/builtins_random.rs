@@ -205,3 +205,11 @@ fn moons_and_circles_errors() {
         assert_eq!(eval(&format!("labels({f}(1, 2, 0))")), ",", "{f}");
     }
 }
+
+#[test]
+fn absurd_data_sets_are_e0410() {
+    assert_eq!(error_code("blobs(1, 1e10, [0, 0])"), "E0410");
+    assert_eq!(error_code("blobs(1, 1e18, zeros([1e3, 2]))"), "E0410");
+    assert_eq!(error_code("moons(1, 1e11, 0)"), "E0410");
+    assert_eq!(error_code("circles(1, 1e11, 0)"), "E0410");
+}

@@ -573,6 +573,13 @@ fn broadcast_errors_say_which_axis() {
 }
 
 #[test]
+fn absurd_results_are_e0410_not_a_crash() {
+    // §6.5: internal failures end the run with a diagnostic.
+    assert_eq!(error_code("zeros([1e5, 1]) + zeros([1, 1e5])"), "E0410");
+    assert_eq!(error_code("gt(zeros([1e5, 1]), zeros([1e5]))"), "E0410");
+}
+
+#[test]
 fn operators_reject_strings() {
     assert_eq!(error_code("\"a\" + 1"), "E0301");
     assert_eq!(error_code("1 * \"a\""), "E0301");

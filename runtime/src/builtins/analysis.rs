@@ -21,6 +21,12 @@ fn matrix(c: &Call) -> Result<(Vec<f64>, usize, usize), Diagnostic> {
     Ok((x.to_f64(), x.shape()[0], x.shape()[1]))
 }
 
+/// E0410 when a `[m, m]` working matrix would be absurdly large (LANGUAGE §6.5:
+/// a diagnostic, not an allocation failure that kills the process).
+fn check_square(c: &Call, m: usize) -> Result<(), Diagnostic> {
+    super::construct::checked_numel(c, 0, &[m, m]).map(|_| ())
+}
+
 fn failed(c: &Call, e: AnalysisError) -> Diagnostic {
     let at = match e {
         AnalysisError::BadK { .. } | AnalysisError::BadPerplexity { .. } => 1,
@@ -40,6 +46,7 @@ fn int_arg(c: &Call, i: usize) -> Result<usize, Diagnostic> {
 
 fn pairwise_sqdist(c: &mut Call) -> Result<Value, Diagnostic> {
     let (x, n, d) = matrix(c)?;
+    check_square(c, n)?;
     let out = analysis::pairwise_sqdist(&x, n, d).map_err(|e| failed(c, e))?;
     Ok(Value::Array(Array::from_f64(vec![n, n], &out)))
 }
@@ -47,6 +54,7 @@ fn pairwise_sqdist(c: &mut Call) -> Result<Value, Diagnostic> {
 fn knn(c: &mut Call) -> Result<Value, Diagnostic> {
     let (x, n, d) = matrix(c)?;
     let k = int_arg(c, 1)?;
+    check_square(c, n)?;
     let out = analysis::knn(&x, n, d, k).map_err(|e| failed(c, e))?;
     Ok(Value::Array(Array::from_vec(
         vec![n, k],
@@ -57,6 +65,7 @@ fn knn(c: &mut Call) -> Result<Value, Diagnostic> {
 fn pca(c: &mut Call) -> Result<Value, Diagnostic> {
     let (x, n, d) = matrix(c)?;
     let k = int_arg(c, 1)?;
+    check_square(c, d)?;
     let out = analysis::pca(&x, n, d, k).map_err(|e| failed(c, e))?;
     Ok(Value::Array(Array::from_f64(vec![n, k], &out)))
 }
@@ -66,6 +75,7 @@ fn tsne(c: &mut Call) -> Result<Value, Diagnostic> {
     let perplexity = c.scalar(1)?;
     let iters = int_arg(c, 2)?;
     let seed = c.seed(3)?;
+    check_square(c, n)?;
     let out = analysis::tsne(&x, n, d, perplexity, iters, seed).map_err(|e| failed(c, e))?;
     Ok(Value::Array(Array::from_f64(vec![n, 2], &out)))
 }

@@ -160,12 +160,13 @@ pub fn matmul_arrays(
         }];
         d.note("the leading (batch) axes of `matmul` broadcast like element-wise operands")
     })?;
+    let m = at.shape()[at.rank() - 2];
+    let n = bt.shape()[bt.rank() - 1];
+    ops::check_size(op, &[batch_shape.as_slice(), &[m, n]].concat(), sa.to(sb))?;
     let (backend, placement) = ops::placement_for(it, op, &[(a, sa), (b, sb)])?;
     let t = backend
         .matmul(&at, &bt)
         .map_err(|e| ops::device_error(e, op, sa.to(sb)))?;
-    let m = at.shape()[at.rank() - 2];
-    let n = bt.shape()[bt.rank() - 1];
     let mut shape = batch_shape.clone();
     let mut names: Vec<Option<String>> =
         batch_names.unwrap_or_else(|| vec![None; batch_shape.len()]);

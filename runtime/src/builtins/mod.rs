@@ -26,6 +26,8 @@ mod reduce;
 mod sampling;
 mod tokenizers;
 
+pub use construct::MAX_ELEMENTS;
+
 /// How the interpreter prepares an argument before the builtin runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ParamKind {

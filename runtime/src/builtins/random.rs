@@ -1,7 +1,7 @@
 //! Random data and synthetic data sets (LANGUAGE §10.6), drawn with the generators
 //! of §13 in float64 and rounded to float32 once.
 
-use super::construct::shape_arg;
+use super::construct::{checked_numel, shape_arg};
 use super::ParamKind::*;
 use super::{req, Builtin, Diff};
 use crate::data::{datasets, rng};
@@ -21,7 +21,7 @@ pub const BUILTINS: &[Builtin] = &[
 fn draw(c: &mut Call, normal: bool) -> Result<Value, Diagnostic> {
     let seed = c.seed(0)?;
     let shape = shape_arg(c, 1)?;
-    let n = super::construct::checked_numel(c, 1, &shape)?;
+    let n = checked_numel(c, 1, &shape)?;
     let v = if normal {
         rng::normal_vec(seed, n)
     } else {
@@ -57,6 +57,7 @@ fn blobs(c: &mut Call) -> Result<Value, Diagnostic> {
         return Err(c.rank_error(2, "`[K, 2]` or `[2K]` (one (x, y) pair per class)"));
     }
     let pairs: Vec<(f64, f64)> = flat.chunks(2).map(|p| (p[0], p[1])).collect();
+    checked_numel(c, 1, &[pairs.len().saturating_mul(n), 3])?;
     let rows = datasets::blobs(seed, n, &pairs).map_err(|e| c.error(e.code(), e.to_string()))?;
     Ok(rows3(rows))
 }
@@ -65,6 +66,7 @@ fn moons(c: &mut Call) -> Result<Value, Diagnostic> {
     let seed = c.seed(0)?;
     let n = c.count(1)?;
     let noise = c.scalar(2)?;
+    checked_numel(c, 1, &[n, 3])?;
     Ok(rows3(datasets::moons(seed, n, noise)))
 }
 
@@ -72,5 +74,6 @@ fn circles(c: &mut Call) -> Result<Value, Diagnostic> {
     let seed = c.seed(0)?;
     let n = c.count(1)?;
     let noise = c.scalar(2)?;
+    checked_numel(c, 1, &[n, 3])?;
     Ok(rows3(datasets::circles(seed, n, noise)))
 }

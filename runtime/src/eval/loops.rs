@@ -110,7 +110,10 @@ pub fn for_loop(
             .note("`for` iterates over the rows (axis 0) of an array of rank 1 or more"));
     }
     let rows = a.shape()[0];
-    let mut values: Vec<(Array, Span)> = Vec::with_capacity(rows);
+    // (An array with empty rows may have very many of them: do not reserve for all.)
+    let mut values: Vec<(Array, Span)> = Vec::with_capacity(rows.min(1024));
+    // `last_rows` holds every iteration's value: keep it within the allocation limit.
+    let mut stacked_elements = 0usize;
     let mut last = Value::exact(0.0);
     for r in 0..rows {
         it.check_cancel(body.span)?;
@@ -135,6 +138,8 @@ pub fn for_loop(
                     )));
             }
         }
+        stacked_elements = stacked_elements.saturating_add(out.numel());
+        ops::check_size("for", &[stacked_elements], last_stmt_span(body))?;
         values.push((out.clone().unnamed(), last_stmt_span(body)));
     }
     let stacked = if values.is_empty() {

@@ -172,7 +172,8 @@ pub fn binary(
     if let (Some(x), Some(y)) = (a.exact_value(), b.exact_value()) {
         return Ok(Array::exact(binary_f64(op, x, y)));
     }
-    let (_, names) = broadcast(name, o)?;
+    let (shape, names) = broadcast(name, o)?;
+    check_size(name, &shape, op_span)?;
     let (backend, placement) =
         placement_for(it, name, &[(a, o.left_expr.span), (b, o.right_expr.span)])?;
     let t = backend
@@ -263,6 +264,26 @@ pub fn broadcast(name: &str, o: &Operands<'_>) -> Result<(Vec<usize>, Names), Di
     Ok((shape, crate::value::normalize_names(Some(names), rank)))
 }
 
+/// E0410 when a result of `shape` would exceed the largest array MLPL allocates
+/// ([`crate::builtins::MAX_ELEMENTS`]): a diagnostic instead of an allocation
+/// failure that would end the process (LANGUAGE §6.5).
+pub fn check_size(op: &str, shape: &[usize], span: Span) -> Result<(), Diagnostic> {
+    match shape.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d)) {
+        Some(n) if n <= crate::builtins::MAX_ELEMENTS => Ok(()),
+        _ => Err(Diagnostic::error("E0410", "out of host memory").at(
+            span,
+            format!(
+                "`{op}` would create {} elements",
+                shape
+                    .iter()
+                    .map(|d| d.to_string())
+                    .collect::<Vec<_>>()
+                    .join("×")
+            ),
+        )),
+    }
+}
+
 /// Zeros of `shape` on the active device.
 pub fn zeros(_it: &mut Interp, shape: Vec<usize>, _span: Span) -> Result<Array, Diagnostic> {
     Ok(Array::from_tensor(Tensor::zeros(shape)))
@@ -324,6 +345,7 @@ pub fn stack(_it: &mut Interp, items: &[(Array, Span)], span: Span) -> Result<Ar
     };
     let inner = first.shape().to_vec();
     let n: usize = inner.iter().product();
+    check_size("stack", &[items.len(), n], span)?;
     let mut data = Vec::with_capacity(n * items.len());
     for (a, s) in items {
         if a.shape() != inner.as_slice() {
