@@ -1209,30 +1209,44 @@ impl<'a> Parser<'a> {
             if op == BinOp::Sub {
                 self.check_w0002(&op_tok, &lhs);
             }
-            if !overflow && self.depth + 1 >= MAX_DEPTH {
-                overflow = true;
-                self.report_too_deep(op_tok.span);
-            }
-            if !overflow {
-                self.depth += 1;
-            }
-            let rhs = self.parse_term();
-            lhs = if overflow {
-                error_expr(lhs.span.to(rhs.span))
-            } else {
-                Expr {
-                    span: lhs.span.to(rhs.span),
-                    kind: ExprKind::Binary {
-                        op,
-                        op_span: op_tok.span,
-                        lhs: Box::new(lhs),
-                        rhs: Box::new(rhs),
-                    },
-                }
-            };
+            lhs = self.binary_operand(lhs, op, &op_tok, &mut overflow, Self::parse_term);
         }
         self.depth = saved;
         lhs
+    }
+
+    /// Parses the right operand of `lhs op` with `operand` and builds the binary
+    /// node, counting one nesting level per operator (past [`MAX_DEPTH`] the chain
+    /// becomes an error node, reported once).
+    fn binary_operand(
+        &mut self,
+        lhs: Expr,
+        op: BinOp,
+        op_tok: &Token,
+        overflow: &mut bool,
+        operand: fn(&mut Self) -> Expr,
+    ) -> Expr {
+        if !*overflow && self.depth + 1 >= MAX_DEPTH {
+            *overflow = true;
+            self.report_too_deep(op_tok.span);
+        }
+        if !*overflow {
+            self.depth += 1;
+        }
+        let rhs = operand(self);
+        let span = lhs.span.to(rhs.span);
+        if *overflow {
+            return error_expr(span);
+        }
+        Expr {
+            span,
+            kind: ExprKind::Binary {
+                op,
+                op_span: op_tok.span,
+                lhs: Box::new(lhs),
+                rhs: Box::new(rhs),
+            },
+        }
     }
 
     fn parse_term(&mut self) -> Expr {
@@ -1260,27 +1274,7 @@ impl<'a> Parser<'a> {
                 lhs = error_expr(span);
                 continue;
             };
-            if !overflow && self.depth + 1 >= MAX_DEPTH {
-                overflow = true;
-                self.report_too_deep(op_tok.span);
-            }
-            if !overflow {
-                self.depth += 1;
-            }
-            let rhs = self.parse_unary();
-            lhs = if overflow {
-                error_expr(lhs.span.to(rhs.span))
-            } else {
-                Expr {
-                    span: lhs.span.to(rhs.span),
-                    kind: ExprKind::Binary {
-                        op,
-                        op_span: op_tok.span,
-                        lhs: Box::new(lhs),
-                        rhs: Box::new(rhs),
-                    },
-                }
-            };
+            lhs = self.binary_operand(lhs, op, &op_tok, &mut overflow, Self::parse_unary);
         }
         self.depth = saved;
         lhs
