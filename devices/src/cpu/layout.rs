@@ -7,7 +7,10 @@ use crate::tensor::{numel_of, Tensor};
 use rayon::prelude::*;
 
 /// Output rows per band in the blocked transpose.
-const BAND: usize = 32;
+const BAND: usize = 512;
+
+/// Columns per tile in the blocked transpose.
+const TILE: usize = 16;
 
 /// General axis permutation: result axis i is input axis `perm[i]`.
 ///
@@ -60,10 +63,14 @@ pub(crate) fn permute(x: &Tensor, perm: &[usize]) -> Tensor {
         let band = |o: usize, q0: usize, dst: &mut [f32]| {
             let base = offset_of(o, outer2, so2) + q0;
             let bq = dst.len() / row;
-            for j in 0..row {
-                let s = &src[base + j * s_last..base + j * s_last + bq];
-                for (t, &v) in s.iter().enumerate() {
-                    dst[t * row + j] = v;
+            // Tiles of BAND x TILE keep both the reads and the writes in cache.
+            for j0 in (0..row).step_by(TILE) {
+                let j1 = (j0 + TILE).min(row);
+                for t in 0..bq {
+                    let d = &mut dst[t * row + j0..t * row + j1];
+                    for (jj, v) in d.iter_mut().enumerate() {
+                        *v = src[base + (j0 + jj) * s_last + t];
+                    }
                 }
             }
         };

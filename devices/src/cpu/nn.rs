@@ -58,6 +58,9 @@ pub(crate) fn softmax(x: &Tensor, axis: usize, log: bool) -> Tensor {
     let (outer, n, inner) = split_at_axis(x.shape(), axis);
     let src = x.host();
     let mut out = vec![0.0f32; src.len()];
+    if src.is_empty() {
+        return Tensor::from_vec(x.shape().to_vec(), out);
+    }
     let par = src.len() >= PAR_THRESHOLD;
     if inner == 1 {
         map_rows(&mut out, outer, n, par, |r, o| {
@@ -130,6 +133,9 @@ pub(crate) fn softmax_backward(y: &Tensor, dy: &Tensor, axis: usize) -> Tensor {
     let (outer, n, inner) = split_at_axis(y.shape(), axis);
     let (ys, gs) = (y.host(), dy.host());
     let mut out = vec![0.0f32; ys.len()];
+    if ys.is_empty() {
+        return Tensor::from_vec(y.shape().to_vec(), out);
+    }
     let par = ys.len() >= PAR_THRESHOLD;
     map_rows(&mut out, outer, n * inner, par, |o, plane| {
         let range = o * n * inner..(o + 1) * n * inner;

@@ -267,6 +267,9 @@ fn matmul_matches_reference() {
         (vec![4, 3, 8, 8], vec![4, 1, 8, 8]),
         (vec![130, 70], vec![70, 90]),
         (vec![7, 100, 100], vec![7, 100, 100]),
+        (vec![64, 32, 32], vec![64, 32, 32]),
+        (vec![64, 32, 32], vec![1, 32, 32]),
+        (vec![64, 1, 32, 32], vec![1, 3, 32, 16]),
         (vec![0, 3], vec![3, 4]),
         (vec![2, 0], vec![0, 4]),
         (vec![2, 3], vec![3, 0]),
@@ -343,6 +346,7 @@ fn reduce_every_axis_matches_reference() {
         vec![3, 4, 5],
         vec![0, 3],
         vec![3, 0],
+        vec![2, 3, 0],
         vec![6],
         vec![40, 1100],
         vec![1100, 40],
@@ -501,6 +505,15 @@ fn softmax_and_log_softmax_every_axis() {
         b.softmax(&Tensor::zeros(vec![2, 0]), 1).unwrap().shape(),
         &[2, 0]
     );
+    for axis in 0..3 {
+        let e = Tensor::zeros(vec![2, 3, 0]);
+        assert_eq!(b.softmax(&e, axis).unwrap().shape(), &[2, 3, 0]);
+        assert_eq!(b.log_softmax(&e, axis).unwrap().shape(), &[2, 3, 0]);
+        assert_eq!(
+            b.softmax_backward(&e, &e, axis).unwrap().shape(),
+            &[2, 3, 0]
+        );
+    }
 }
 
 #[test]
