@@ -7,10 +7,10 @@ use crate::tensor::{numel_of, Tensor};
 use rayon::prelude::*;
 
 /// Output rows per band in the blocked transpose.
-const BAND: usize = 512;
+const BAND: usize = 256;
 
 /// Columns per tile in the blocked transpose.
-const TILE: usize = 16;
+const TILE: usize = 8;
 
 /// General axis permutation: result axis i is input axis `perm[i]`.
 ///

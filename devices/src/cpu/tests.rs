@@ -169,6 +169,12 @@ fn unary_matches_reference() {
         .unwrap();
     assert_eq!(y.host()[0], f32::NEG_INFINITY);
     assert!(y.host()[1].is_nan());
+    let big = Tensor::from_vec(vec![3], vec![-100.0, 100.0, f32::NAN]);
+    let g = b.unary(UnaryOp::Gelu, &big).unwrap();
+    assert_eq!(&g.host()[..2], &[0.0, 100.0]);
+    assert!(g.host()[2].is_nan());
+    let sg = b.unary(UnaryOp::Sigmoid, &big).unwrap();
+    assert_eq!(&sg.host()[..2], &[0.0, 1.0]);
     let s = b.unary(UnaryOp::Relu, &Tensor::scalar(-3.0)).unwrap();
     assert_eq!(s.shape(), &[] as &[usize]);
     assert_eq!(s.host(), &[0.0]);
