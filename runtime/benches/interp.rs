@@ -13,10 +13,30 @@ use mlpl_runtime::syntax::parse;
 const CASES: &[(&str, &str, &str, usize)] = &[
     ("scalar_add", "x = 0", "x = x + 1", 200_000),
     ("vec8_add", "x = zeros([8])", "x = x + 1", 200_000),
-    ("vec8_exp_mul", "x = zeros([8])", "x = exp(x * 0.5) - 1", 100_000),
-    ("mat16_matmul", "a = ones([16, 16]) / 16\nx = ones([16, 16])", "x = matmul(x, a)", 50_000),
-    ("mat64_matmul", "a = ones([64, 64]) / 64\nx = ones([64, 64])", "x = matmul(x, a)", 10_000),
-    ("softmax_32x64", "x = randn(1, [32, 64])", "y = softmax(x)", 20_000),
+    (
+        "vec8_exp_mul",
+        "x = zeros([8])",
+        "x = exp(x * 0.5) - 1",
+        100_000,
+    ),
+    (
+        "mat16_matmul",
+        "a = ones([16, 16]) / 16\nx = ones([16, 16])",
+        "x = matmul(x, a)",
+        50_000,
+    ),
+    (
+        "mat64_matmul",
+        "a = ones([64, 64]) / 64\nx = ones([64, 64])",
+        "x = matmul(x, a)",
+        10_000,
+    ),
+    (
+        "softmax_32x64",
+        "x = randn(1, [32, 64])",
+        "y = softmax(x)",
+        20_000,
+    ),
 ];
 
 fn main() {

@@ -5,7 +5,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 fn mlpl(args: &[&str], cwd: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mlpl")).args(args).current_dir(cwd).env("NO_COLOR", "1").output().unwrap()
+    Command::new(env!("CARGO_BIN_EXE_mlpl"))
+        .args(args)
+        .current_dir(cwd)
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap()
 }
 
 fn temp_dir(name: &str) -> PathBuf {
@@ -40,7 +45,12 @@ fn usage_errors_exit_2() {
     assert_eq!(mlpl(&["run"], &d).status.code(), Some(2));
     assert_eq!(mlpl(&["run", "missing.mlpl"], &d).status.code(), Some(2));
     std::fs::write(d.join("ok.mlpl"), "1").unwrap();
-    assert_eq!(mlpl(&["run", "ok.mlpl", "--device", "tpu"], &d).status.code(), Some(2));
+    assert_eq!(
+        mlpl(&["run", "ok.mlpl", "--device", "tpu"], &d)
+            .status
+            .code(),
+        Some(2)
+    );
     assert_eq!(mlpl(&["explain", "E9999"], &d).status.code(), Some(2));
 }
 
@@ -56,11 +66,18 @@ fn run_prints_the_last_value_and_exits_0() {
 #[test]
 fn a_runtime_error_exits_1_with_a_rendered_diagnostic() {
     let d = temp_dir("rterr");
-    std::fs::write(d.join("bad.mlpl"), "x : [batch, feat] = zeros([32, 10])\ny = x + zeros([3])\n").unwrap();
+    std::fs::write(
+        d.join("bad.mlpl"),
+        "x : [batch, feat] = zeros([32, 10])\ny = x + zeros([3])\n",
+    )
+    .unwrap();
     let out = mlpl(&["run", "bad.mlpl"], &d);
     assert_eq!(out.status.code(), Some(1));
     let err = text(&out.stderr);
-    assert!(err.contains("error[E0201]: shapes do not broadcast in `+`"), "{err}");
+    assert!(
+        err.contains("error[E0201]: shapes do not broadcast in `+`"),
+        "{err}"
+    );
     assert!(err.contains(" --> bad.mlpl:2:"), "{err}");
     assert!(err.contains("left operand: [batch=32, feat=10]"), "{err}");
     assert!(err.contains("right operand: [3]"), "{err}");
@@ -75,12 +92,38 @@ fn check_reports_every_syntax_error_with_positions_in_json() {
     assert_eq!(out.status.code(), Some(1));
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON output");
     let items = json.as_array().unwrap();
-    let found: Vec<(String, u64)> = items.iter().map(|i| (i["code"].as_str().unwrap().to_string(), i["line"].as_u64().unwrap())).collect();
-    for (code, line) in [("E0007", 1), ("E0012", 3), ("E0002", 4), ("E0101", 5), ("E0102", 6), ("E0103", 7)] {
-        assert!(found.iter().any(|(c, l)| c == code && *l == line), "missing {code} at line {line}: {found:?}");
+    let found: Vec<(String, u64)> = items
+        .iter()
+        .map(|i| {
+            (
+                i["code"].as_str().unwrap().to_string(),
+                i["line"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    for (code, line) in [
+        ("E0007", 1),
+        ("E0012", 3),
+        ("E0002", 4),
+        ("E0101", 5),
+        ("E0102", 6),
+        ("E0103", 7),
+    ] {
+        assert!(
+            found.iter().any(|(c, l)| c == code && *l == line),
+            "missing {code} at line {line}: {found:?}"
+        );
     }
     for i in items {
-        for key in ["code", "severity", "line", "column", "end_line", "end_column", "message"] {
+        for key in [
+            "code",
+            "severity",
+            "line",
+            "column",
+            "end_line",
+            "end_column",
+            "message",
+        ] {
             assert!(!i[key].is_null(), "field {key} missing in {i}");
         }
         assert!(i["column"].as_u64().unwrap() >= 1);
@@ -97,7 +140,11 @@ fn check_human_format_and_clean_files() {
     assert!(text(&clean.stderr).is_empty());
     let warn = mlpl(&["check", "warn.mlpl"], &d);
     assert_eq!(warn.status.code(), Some(0), "warnings do not fail a check");
-    assert!(text(&warn.stderr).contains("warning[W0001]"), "{}", text(&warn.stderr));
+    assert!(
+        text(&warn.stderr).contains("warning[W0001]"),
+        "{}",
+        text(&warn.stderr)
+    );
 }
 
 #[test]
@@ -132,5 +179,9 @@ fn warnings_go_to_stderr_and_do_not_fail_the_run() {
     let out = mlpl(&["run", "w.mlpl"], &d);
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(text(&out.stdout), "0 1\n");
-    assert!(text(&out.stderr).contains("warning[W0502]"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("warning[W0502]"),
+        "{}",
+        text(&out.stderr)
+    );
 }

@@ -26,7 +26,9 @@ fn atom() -> impl Strategy<Value = String> {
 }
 
 fn candidates() -> Vec<&'static builtins::Builtin> {
-    builtins::all().filter(|b| !matches!(b.name, "calibrate_device" | "tsne")).collect()
+    builtins::all()
+        .filter(|b| !matches!(b.name, "calibrate_device" | "tsne"))
+        .collect()
 }
 
 /// A call with an accepted number of arguments (mostly), so that calls get past
@@ -35,7 +37,8 @@ fn call_with(arg: BoxedStrategy<String>) -> impl Strategy<Value = String> {
     prop::sample::select(candidates()).prop_flat_map(move |b| {
         let lo = b.min_args();
         let hi = b.max_args() + 1;
-        prop::collection::vec(arg.clone(), lo..hi.max(lo + 1)).prop_map(move |args| format!("{}({})", b.name, args.join(", ")))
+        prop::collection::vec(arg.clone(), lo..hi.max(lo + 1))
+            .prop_map(move |args| format!("{}({})", b.name, args.join(", ")))
     })
 }
 
@@ -47,7 +50,12 @@ fn expr() -> impl Strategy<Value = String> {
     let leaf = prop_oneof![atom(), call()];
     leaf.prop_recursive(3, 12, 3, |inner| {
         prop_oneof![
-            (inner.clone(), inner.clone(), prop::sample::select(vec!["+", "-", "*", "/"])).prop_map(|(a, b, op)| format!("({a} {op} {b})")),
+            (
+                inner.clone(),
+                inner.clone(),
+                prop::sample::select(vec!["+", "-", "*", "/"])
+            )
+                .prop_map(|(a, b, op)| format!("({a} {op} {b})")),
             call_with(inner.boxed()),
         ]
     })

@@ -93,7 +93,14 @@ fn filled(c: &mut Call, v: f32) -> Result<Value, Diagnostic> {
     let s = shape_arg(c, 0)?;
     let n = checked_numel(c, 0, &s)?;
     let mut data = Vec::new();
-    data.try_reserve_exact(n).map_err(|_| c.error_at(0, "E0410", "out of host memory", format!("{n} elements requested")))?;
+    data.try_reserve_exact(n).map_err(|_| {
+        c.error_at(
+            0,
+            "E0410",
+            "out of host memory",
+            format!("{n} elements requested"),
+        )
+    })?;
     data.resize(n, v);
     Ok(Value::Array(Array::from_vec(s, data)))
 }

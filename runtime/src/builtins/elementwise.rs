@@ -19,7 +19,8 @@ macro_rules! unary_builtin {
             example: $example,
             diff: Diff::Yes,
             section: "10.3",
-            run: $fn_name, shape: None
+            run: $fn_name,
+            shape: None,
         }
     };
 }
@@ -34,7 +35,8 @@ macro_rules! binary_builtin {
             example: $example,
             diff: $diff,
             section: "10.3",
-            run: $fn_name, shape: None
+            run: $fn_name,
+            shape: None,
         }
     };
 }

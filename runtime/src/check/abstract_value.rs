@@ -27,22 +27,44 @@ pub struct AbsArray {
 impl AbsArray {
     /// An array about which nothing is known.
     pub fn unknown() -> AbsArray {
-        AbsArray { dims: None, names: None, constant: None }
+        AbsArray {
+            dims: None,
+            names: None,
+            constant: None,
+        }
     }
 
     /// An array of known shape, unnamed.
     pub fn of_shape(shape: &[usize]) -> AbsArray {
-        AbsArray { dims: Some(shape.iter().map(|&d| Dim::Known(d)).collect()), names: None, constant: None }
+        AbsArray {
+            dims: Some(shape.iter().map(|&d| Dim::Known(d)).collect()),
+            names: None,
+            constant: None,
+        }
     }
 
     /// A constant scalar.
     pub fn scalar(v: f64) -> AbsArray {
-        AbsArray { dims: Some(Vec::new()), names: None, constant: Some(vec![v]) }
+        AbsArray {
+            dims: Some(Vec::new()),
+            names: None,
+            constant: Some(vec![v]),
+        }
     }
 
     /// The shape, when every size is known.
     pub fn known_shape(&self) -> Option<Vec<usize>> {
-        self.dims.as_ref()?.iter().map(|d| if let Dim::Known(n) = d { Some(*n) } else { None }).collect()
+        self.dims
+            .as_ref()?
+            .iter()
+            .map(|d| {
+                if let Dim::Known(n) = d {
+                    Some(*n)
+                } else {
+                    None
+                }
+            })
+            .collect()
     }
 }
 
@@ -74,7 +96,11 @@ mod tests {
     fn known_shapes() {
         assert_eq!(AbsArray::of_shape(&[2, 3]).known_shape(), Some(vec![2, 3]));
         assert_eq!(AbsArray::unknown().known_shape(), None);
-        let sym = AbsArray { dims: Some(vec![Dim::Symbol("N".into()), Dim::Known(3)]), names: None, constant: None };
+        let sym = AbsArray {
+            dims: Some(vec![Dim::Symbol("N".into()), Dim::Known(3)]),
+            names: None,
+            constant: None,
+        };
         assert_eq!(sym.known_shape(), None);
         assert_eq!(AbsArray::scalar(5.0).known_shape(), Some(vec![]));
     }
