@@ -1,5 +1,7 @@
 //! Construction and structure builtins (LANGUAGE §10.1).
 
+use mlpl_devices::BinaryOp;
+
 use super::ParamKind::*;
 use super::{req, Builtin, Diff};
 use crate::diag::Diagnostic;
@@ -115,7 +117,14 @@ fn ones(c: &mut Call) -> Result<Value, Diagnostic> {
 
 fn fill(c: &mut Call) -> Result<Value, Diagnostic> {
     let v = c.scalar(1)? as f32;
-    filled(c, v)
+    let v_arr = c.array(1)?.clone();
+    let ones = filled(c, 1.0)?;
+    if crate::eval::loss::live(c.it, &v_arr).is_none() {
+        return filled(c, v);
+    }
+    let Value::Array(ones) = ones else { unreachable!() };
+    let span = c.span;
+    Ok(Value::Array(ops::arith(c.it, BinaryOp::Mul, &ones, &v_arr, span)?))
 }
 
 fn reshape(c: &mut Call) -> Result<Value, Diagnostic> {
@@ -179,7 +188,8 @@ fn reshape(c: &mut Call) -> Result<Value, Diagnostic> {
                 format!("{count} elements: {}", named_shape(&x)),
             ));
     }
-    Ok(Value::Array(x.reshaped(shape)))
+    let span = c.span;
+    Ok(Value::Array(ops::reshape(c.it, &x, shape, span)?))
 }
 
 fn transpose(c: &mut Call) -> Result<Value, Diagnostic> {
@@ -189,16 +199,7 @@ fn transpose(c: &mut Call) -> Result<Value, Diagnostic> {
     }
     let perm: Vec<usize> = (0..x.rank()).rev().collect();
     let span = c.arg_span(0);
-    let (backend, placement) = ops::placement_for(c.it, "transpose", &[(&x, span)])?;
-    let t = backend
-        .permute(&x.tensor(), &perm)
-        .map_err(|e| ops::device_error(e, "transpose", span))?;
-    let names = x.names().map(|n| n.iter().rev().cloned().collect());
-    Ok(Value::Array(
-        Array::from_tensor(t)
-            .with_names(names)
-            .with_placement(placement),
-    ))
+    Ok(Value::Array(ops::permute(c.it, &x, &perm, span)?))
 }
 
 fn grid(c: &mut Call) -> Result<Value, Diagnostic> {
@@ -231,9 +232,9 @@ fn concat(c: &mut Call) -> Result<Value, Diagnostic> {
             return Err(c.rank_error(i, "of rank 0 or 1"));
         }
     }
-    let mut data = c.array(0)?.to_f32();
-    data.extend(c.array(1)?.to_f32());
-    Ok(Value::Array(Array::from_vec(vec![data.len()], data)))
+    let (a, b) = (c.array(0)?.clone(), c.array(1)?.clone());
+    let span = c.span;
+    Ok(Value::Array(ops::concat(c.it, &a, &b, span)?))
 }
 
 fn last_row(c: &mut Call) -> Result<Value, Diagnostic> {
@@ -246,6 +247,15 @@ fn last_row(c: &mut Call) -> Result<Value, Diagnostic> {
             "empty array",
             format!("{} has no rows", named_shape(m)),
         ));
+    }
+    if crate::eval::loss::live(c.it, m).is_some() {
+        let m = m.clone();
+        let mut pick = vec![0.0; r];
+        pick[r - 1] = 1.0;
+        let pick = Array::from_vec(vec![1, r], pick);
+        let span = c.span;
+        let row = ops::matmul_raw(c.it, &pick.tensor(), &pick, &m.tensor(), &m, span)?;
+        return Ok(Value::Array(ops::reshape(c.it, &row, vec![cols], span)?));
     }
     let data = m.to_f32()[(r - 1) * cols..].to_vec();
     Ok(Value::Array(Array::from_vec(vec![cols], data)))
@@ -265,6 +275,18 @@ fn scatter(c: &mut Call) -> Result<Value, Diagnostic> {
                 format!("index {}", crate::display::format_f64(i)),
             )
             .note(format!("the index must be an integer in [0, {n})")));
+    }
+    let (buf_arr, v_arr) = (buf.clone(), c.array(2)?.clone());
+    if crate::eval::loss::any_live(c.it, &[&buf_arr, &v_arr]) {
+        // buf·(1 − eᵢ) + v·eᵢ keeps the gradient of both buf and v.
+        let mut keep = vec![1.0; n];
+        keep[i as usize] = 0.0;
+        let mut put = vec![0.0; n];
+        put[i as usize] = 1.0;
+        let span = c.span;
+        let kept = ops::arith(c.it, BinaryOp::Mul, &buf_arr, &Array::from_vec(vec![n], keep), span)?;
+        let placed = ops::arith(c.it, BinaryOp::Mul, &v_arr, &Array::from_vec(vec![n], put), span)?;
+        return Ok(Value::Array(ops::arith(c.it, BinaryOp::Add, &kept, &placed, span)?));
     }
     let mut data = buf.to_f32();
     data[i as usize] = v as f32;

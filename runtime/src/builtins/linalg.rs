@@ -163,10 +163,7 @@ pub fn matmul_arrays(
     let m = at.shape()[at.rank() - 2];
     let n = bt.shape()[bt.rank() - 1];
     ops::check_size(op, &[batch_shape.as_slice(), &[m, n]].concat(), sa.to(sb))?;
-    let (backend, placement) = ops::placement_for(it, op, &[(a, sa), (b, sb)])?;
-    let t = backend
-        .matmul(&at, &bt)
-        .map_err(|e| ops::device_error(e, op, sa.to(sb)))?;
+    let product = ops::matmul_raw(it, &at, a, &bt, b, sa.to(sb))?;
     let mut shape = batch_shape.clone();
     let mut names: Vec<Option<String>> =
         batch_names.unwrap_or_else(|| vec![None; batch_shape.len()]);
@@ -178,8 +175,7 @@ pub fn matmul_arrays(
         shape.push(n);
         names.push(b.axis_name(b.rank() - 1).map(str::to_string));
     }
-    let t = t.reshape(shape);
-    Ok(Array::from_tensor(t)
-        .with_names(Some(names))
-        .with_placement(placement))
+    let placement = product.placement();
+    let shaped = ops::reshape(it, &product, shape, sa.to(sb))?;
+    Ok(shaped.with_names(Some(names)).with_placement(placement))
 }

@@ -25,17 +25,8 @@ fn softmax_like(c: &mut Call, log: bool) -> Result<Value, Diagnostic> {
     } else {
         x.rank() - 1
     };
-    let name = c.name();
-    let (backend, placement) = ops::placement_for(c.it, name, &[(&x, c.span)])?;
-    let t = if log {
-        backend.log_softmax(&x.tensor(), axis)
-    } else {
-        backend.softmax(&x.tensor(), axis)
-    }
-    .map_err(|e| ops::device_error(e, name, c.span))?;
-    Ok(Value::Array(
-        Array::from_tensor(t).with_placement(placement),
-    ))
+    let span = c.span;
+    Ok(Value::Array(ops::softmax(c.it, &x, axis, log, span)?))
 }
 
 fn softmax(c: &mut Call) -> Result<Value, Diagnostic> {
@@ -117,17 +108,9 @@ fn cross_entropy(c: &mut Call) -> Result<Value, Diagnostic> {
     let logits = c.array(0)?.clone();
     let targets = c.array(1)?.clone();
     let (rows, v) = check_cross_entropy(c, &logits, &targets)?;
-    let (backend, _) = ops::placement_for(
-        c.it,
-        "cross_entropy",
-        &[(&logits, c.args[0].span), (&targets, c.args[1].span)],
-    )?;
-    let lt = logits.tensor().reshape(vec![rows, v]);
-    let tt = targets.tensor().reshape(vec![rows]);
-    let (loss, _) = backend
-        .cross_entropy(&lt, &tt, false)
-        .map_err(|e| ops::device_error(e, "cross_entropy", c.span))?;
-    Ok(Value::Array(Array::from_tensor(loss)))
+    ops::placement_for(c.it, "cross_entropy", &[(&logits, c.args[0].span), (&targets, c.args[1].span)])?;
+    let span = c.span;
+    Ok(Value::Array(ops::cross_entropy(c.it, &logits, rows, v, &targets, span)?))
 }
 
 fn sinusoidal_encoding(c: &mut Call) -> Result<Value, Diagnostic> {

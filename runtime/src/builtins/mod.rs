@@ -51,6 +51,9 @@ pub enum ParamKind {
     Names,
     /// A value of any kind.
     Any,
+    /// Not evaluated before the call: a loss expression, a parameter reference or
+    /// a variable written directly (LANGUAGE §5.8).
+    Lazy,
 }
 
 impl ParamKind {
@@ -67,6 +70,7 @@ impl ParamKind {
             ParamKind::Axis => "axis",
             ParamKind::Names => "names",
             ParamKind::Any => "value",
+            ParamKind::Lazy => "expression",
         }
     }
 }
@@ -214,6 +218,14 @@ pub fn lookup(name: &str) -> Option<&'static Builtin> {
         .get(name)
         .copied()
 }
+
+/// Builtins with side effects (∂ = —) that may still appear inside a loss
+/// (LANGUAGE §12.2): `labels` as an argument, and the model constructors.
+pub const ALLOWED_IN_LOSS: &[&str] = &[
+    "labels", "linear", "embed", "attention", "causal_attention", "rms_norm", "layer_norm", "tanh_layer",
+    "relu_layer", "gelu_layer", "silu_layer", "softmax_layer", "dropout", "swiglu", "rope", "moe", "chain",
+    "residual",
+];
 
 /// Builtins of the language reference that this build does not provide yet
 /// (they arrive with autograd, the model DSL and visualisation).

@@ -18,6 +18,9 @@ pub enum ArgValue {
     /// A names argument (LANGUAGE §5.8), already resolved to one entry per axis
     /// (`None` for an unnamed axis).
     Names(Vec<Option<String>>),
+    /// Not evaluated: the builtin evaluates the expression itself (losses,
+    /// parameter references, `grad`'s `wrt`).
+    Lazy,
 }
 
 /// One argument: its value, where it is written and its expression.
@@ -115,6 +118,7 @@ impl<'i, 'e> Call<'i, 'e> {
         match &self.args[i].value {
             ArgValue::Value(v) => v,
             ArgValue::Names(_) => unreachable!("names arguments are read with `names`"),
+            ArgValue::Lazy => unreachable!("lazy arguments are evaluated by the builtin"),
         }
     }
 
@@ -321,7 +325,7 @@ impl<'i, 'e> Call<'i, 'e> {
     pub fn names(&self, i: usize) -> &[Option<String>] {
         match &self.args[i].value {
             ArgValue::Names(n) => n,
-            ArgValue::Value(_) => unreachable!("parameter declared as names"),
+            ArgValue::Value(_) | ArgValue::Lazy => unreachable!("parameter declared as names"),
         }
     }
 }

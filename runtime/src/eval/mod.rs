@@ -6,6 +6,7 @@
 
 mod call;
 mod device;
+pub mod loss;
 mod loops;
 pub mod ops;
 mod suggest;
@@ -20,7 +21,7 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use crate::builtins::{self, ParamKind};
+use crate::builtins::{self, Diff, ParamKind};
 use crate::diag::{Diagnostic, Span};
 use crate::syntax::{BinOp, CtorKind, Expr, ExprKind, Program, Stmt, StmtKind};
 use crate::value::{Array, Value};
@@ -42,6 +43,9 @@ pub struct Interp {
     on_warning: Option<WarningSink>,
     /// Depth of `train` bodies being evaluated (training mode when > 0).
     pub(crate) train_depth: usize,
+    /// The tape recorded while a loss is evaluated (LANGUAGE §12.2).
+    pub(crate) tape: Option<loss::LossTape>,
+    pub(crate) next_tape_id: u64,
 }
 
 impl Default for Interp {
@@ -61,6 +65,8 @@ impl Interp {
             warnings: Vec::new(),
             on_warning: None,
             train_depth: 0,
+            tape: None,
+            next_tape_id: 0,
         }
     }
 
@@ -209,9 +215,9 @@ impl Interp {
         }
     }
 
-    fn var(&self, name: &str, span: Span) -> Result<Value, Diagnostic> {
+    fn var(&mut self, name: &str, span: Span) -> Result<Value, Diagnostic> {
         match self.ws.get(name) {
-            Some(v) => Ok(v.clone()),
+            Some(v) => Ok(loss::read_variable(self, name, v.clone())),
             None => {
                 let mut d = Diagnostic::error("E0101", format!("undefined name `{name}`"))
                     .at(span, "not bound");
@@ -284,10 +290,18 @@ impl Interp {
                 .note(format!("{}, got {n}", b.arity_text()))
                 .help(format!("the accepted form is `{}`", b.signature())));
         }
+        let in_loss = self.tape.is_some();
+        if in_loss && b.diff == Diff::Effect && !builtins::ALLOWED_IN_LOSS.contains(&name) {
+            return Err(Diagnostic::error("E0306", "not allowed in a loss")
+                .at(name_span, format!("`{name}` cannot be part of a loss"))
+                .note(format!("`{name}` has side effects or does not return an array, so it cannot be differentiated"))
+                .help("compute it before the optimizer call and use the result as a constant"));
+        }
         let mut evaluated = Vec::with_capacity(n);
         for (arg, param) in args.iter().zip(b.params) {
             let value = match param.kind {
                 ParamKind::Names => call::eval_names(self, arg)?,
+                ParamKind::Lazy => ArgValue::Lazy,
                 _ => ArgValue::Value(self.expr(arg)?),
             };
             evaluated.push(Arg {
@@ -297,6 +311,26 @@ impl Interp {
             });
         }
         self.check_cancel(span)?;
+        let mut any_live = false;
+        if in_loss {
+            for (arg, param) in evaluated.iter_mut().zip(b.params) {
+                let ArgValue::Value(Value::Array(a)) = &arg.value else { continue };
+                if loss::live(self, a).is_none() {
+                    continue;
+                }
+                match b.diff {
+                    Diff::Yes => any_live = true,
+                    // Piecewise-constant builtins see constants: no gradient flows.
+                    Diff::Zero | Diff::Effect => arg.value = ArgValue::Value(Value::Array(a.clone().detached())),
+                    Diff::No => {
+                        return Err(Diagnostic::error("E0306", "not allowed in a loss")
+                            .at(arg.span, format!("argument `{}` depends on a trainable parameter", param.name))
+                            .note(format!("`{name}` is not differentiable; inside a loss it may only be applied to values that do not depend on parameters"))
+                            .help("compute it outside the loss, or on data rather than on parameters"));
+                    }
+                }
+            }
+        }
         let mut c = Call {
             it: self,
             builtin: b,
@@ -306,10 +340,21 @@ impl Interp {
         };
         // A failing builtin ends the run with a diagnostic; it never takes the
         // workspace (or a server holding it) down with it.
-        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (b.run)(&mut c))) {
+        let result = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (b.run)(&mut c))) {
             Ok(result) => result,
             Err(payload) => Err(internal_error(name, span, payload)),
+        }?;
+        // Safety net: a differentiable builtin must keep its result on the tape.
+        if any_live {
+            if let Value::Array(a) = &result {
+                if loss::live(self, a).is_none() && !a.is_exact() {
+                    return Err(Diagnostic::error("E0504", format!("internal failure in `{name}`"))
+                        .at(span, "no gradient rule was recorded")
+                        .note("this is a bug in MLPL Studio: the builtin is marked differentiable but dropped the gradient"));
+                }
+            }
         }
+        Ok(result)
     }
 }
 

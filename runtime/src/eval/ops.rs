@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use mlpl_devices::{Backend, BinaryOp, DeviceError, ReduceOp, Tensor, UnaryOp};
 
-use super::Interp;
+use super::{loss, Interp};
 use crate::diag::{Diagnostic, Span};
 use crate::syntax::{Expr, ExprKind};
 use crate::value::{named_shape, Array, Names, Placement};
@@ -136,6 +136,11 @@ pub fn unary(it: &mut Interp, op: UnaryOp, a: &Array, span: Span) -> Result<Arra
         return Ok(Array::exact(unary_f64(op, v)));
     }
     let (backend, placement) = placement_for(it, op_name(op), &[(a, span)])?;
+    if let Some(v) = loss::live(it, a) {
+        return Ok(loss::record(it, op_name(op), span, |t| t.unary(op, v))?
+            .with_names(a.names().map(|n| n.to_vec()))
+            .with_placement(placement));
+    }
     let t = backend
         .unary(op, &a.tensor())
         .map_err(|e| device_error(e, op_name(op), span))?;
@@ -176,6 +181,13 @@ pub fn binary(
     check_size(name, &shape, op_span)?;
     let (backend, placement) =
         placement_for(it, name, &[(a, o.left_expr.span), (b, o.right_expr.span)])?;
+    let differentiable = matches!(op, BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div | BinaryOp::Pow);
+    if differentiable && loss::any_live(it, &[a, b]) {
+        let (va, vb) = (loss::var_of(it, a), loss::var_of(it, b));
+        return Ok(loss::record(it, name, op_span, |t| t.binary(op, va, vb))?
+            .with_names(names)
+            .with_placement(placement));
+    }
     let t = backend
         .binary(op, &a.tensor(), &b.tensor())
         .map_err(|e| device_error(e, name, op_span))?;
@@ -339,10 +351,15 @@ pub fn row(_it: &mut Interp, a: &Array, r: usize) -> Result<Array, Diagnostic> {
 
 /// Stacks arrays of one shape along a new leading axis (array literals, `last_rows`).
 /// Element names are dropped. Different shapes are E0218.
-pub fn stack(_it: &mut Interp, items: &[(Array, Span)], span: Span) -> Result<Array, Diagnostic> {
+pub fn stack(it: &mut Interp, items: &[(Array, Span)], span: Span) -> Result<Array, Diagnostic> {
     let Some((first, _)) = items.first() else {
         return Ok(Array::from_vec(vec![0], vec![]));
     };
+    if let Some((_, s)) = items.iter().find(|(a, _)| loss::live(it, a).is_some()) {
+        return Err(Diagnostic::error("E0306", "not allowed in a loss")
+            .at(*s, "depends on a trainable parameter")
+            .note("an array literal is not differentiable; build the value with `concat`, `reshape` or arithmetic instead"));
+    }
     let inner = first.shape().to_vec();
     let n: usize = inner.iter().product();
     check_size("stack", &[items.len(), n], span)?;
@@ -377,9 +394,18 @@ pub fn reduce(
         return Ok(Array::exact(v));
     }
     let (backend, placement) = placement_for(it, "reduce", &[(a, span)])?;
-    let t = backend
-        .reduce(op, &a.tensor(), axis)
-        .map_err(|e| device_error(e, "reduce", span))?;
+    let t = match loss::live(it, a) {
+        Some(v) if op != ReduceOp::Max => {
+            let arr = loss::record(it, "reduce", span, |t| match op {
+                ReduceOp::Sum => t.sum(v, axis),
+                ReduceOp::Mean => t.mean(v, axis),
+                ReduceOp::Prod => t.prod(v, axis),
+                ReduceOp::Max => unreachable!(),
+            })?;
+            return Ok(arr.with_names(reduced_names(a, axis)).with_placement(placement));
+        }
+        _ => backend.reduce(op, &a.tensor(), axis).map_err(|e| device_error(e, "reduce", span))?,
+    };
     let names = axis.and_then(|ax| {
         a.names().map(|n| {
             n.iter()
@@ -392,4 +418,160 @@ pub fn reduce(
     Ok(Array::from_tensor(t)
         .with_names(names)
         .with_placement(placement))
+}
+
+/// A binary arithmetic op between arrays computed by the runtime itself (no
+/// source operands to point at; errors point at `span`).
+pub fn arith(it: &mut Interp, op: BinaryOp, a: &Array, b: &Array, span: Span) -> Result<Array, Diagnostic> {
+    let e = Expr { kind: ExprKind::Error, span };
+    let name = match op {
+        BinaryOp::Add => "+",
+        BinaryOp::Sub => "-",
+        BinaryOp::Mul => "*",
+        BinaryOp::Div => "/",
+        BinaryOp::Pow => "pow",
+        BinaryOp::Gt => "gt",
+        BinaryOp::Lt => "lt",
+        BinaryOp::Eq => "eq",
+        BinaryOp::Max => "max",
+        BinaryOp::Min => "min",
+    };
+    binary(it, op, name, &Operands { left: a, left_expr: &e, right: b, right_expr: &e }, span)
+}
+
+/// The names of `a` without the reduced axis (none for a full reduction).
+fn reduced_names(a: &Array, axis: Option<usize>) -> Names {
+    let ax = axis?;
+    a.names().map(|n| n.iter().enumerate().filter(|(i, _)| *i != ax).map(|(_, x)| x.clone()).collect())
+}
+
+/// The backend and placement for a one-operand operation.
+fn place1(it: &Interp, op: &str, a: &Array, span: Span) -> Result<(Arc<dyn Backend>, Placement), Diagnostic> {
+    placement_for(it, op, &[(a, span)])
+}
+
+/// The same elements with a new shape (names cleared); differentiable.
+pub fn reshape(it: &mut Interp, a: &Array, shape: Vec<usize>, span: Span) -> Result<Array, Diagnostic> {
+    let placement = a.placement();
+    if let Some(v) = loss::live(it, a) {
+        return Ok(loss::record(it, "reshape", span, |t| t.reshape(v, shape))?.with_placement(placement));
+    }
+    Ok(Array::from_tensor(a.tensor().reshape(shape)).with_placement(placement))
+}
+
+/// Axis permutation: result axis i is axis `perm[i]` of `a`; names follow.
+pub fn permute(it: &mut Interp, a: &Array, perm: &[usize], span: Span) -> Result<Array, Diagnostic> {
+    let names = a.names().map(|n| perm.iter().map(|&p| n[p].clone()).collect());
+    let (backend, placement) = place1(it, "transpose", a, span)?;
+    let out = match loss::live(it, a) {
+        Some(v) => loss::record(it, "transpose", span, |t| t.permute(v, perm))?,
+        None => Array::from_tensor(backend.permute(&a.tensor(), perm).map_err(|e| device_error(e, "transpose", span))?),
+    };
+    Ok(out.with_names(names).with_placement(placement))
+}
+
+/// Batched matrix product of two arrays of rank ≥ 2 (batch axes broadcast); the
+/// caller has checked shapes and names.
+pub fn matmul_raw(it: &mut Interp, a: &Tensor, a_arr: &Array, b: &Tensor, b_arr: &Array, span: Span) -> Result<Array, Diagnostic> {
+    let (backend, placement) = placement_for(it, "matmul", &[(a_arr, span), (b_arr, span)])?;
+    let out = if loss::any_live(it, &[a_arr, b_arr]) {
+        let va = loss::var_of(it, a_arr);
+        let vb = loss::var_of(it, b_arr);
+        let (sa, sb) = (a.shape().to_vec(), b.shape().to_vec());
+        loss::record(it, "matmul", span, |t| {
+            let va = if t.shape(va) != sa.as_slice() { t.reshape(va, sa)? } else { va };
+            let vb = if t.shape(vb) != sb.as_slice() { t.reshape(vb, sb)? } else { vb };
+            t.matmul(va, vb)
+        })?
+    } else {
+        Array::from_tensor(backend.matmul(a, b).map_err(|e| device_error(e, "matmul", span))?)
+    };
+    Ok(out.with_placement(placement))
+}
+
+/// Softmax or log-softmax along `axis` (names dropped, as in the original).
+pub fn softmax(it: &mut Interp, a: &Array, axis: usize, log: bool, span: Span) -> Result<Array, Diagnostic> {
+    let op = if log { "log_softmax" } else { "softmax" };
+    let (backend, placement) = place1(it, op, a, span)?;
+    let out = match loss::live(it, a) {
+        Some(v) => loss::record(it, op, span, |t| if log { t.log_softmax(v, axis) } else { t.softmax(v, axis) })?,
+        None => {
+            let t = if log { backend.log_softmax(&a.tensor(), axis) } else { backend.softmax(&a.tensor(), axis) };
+            Array::from_tensor(t.map_err(|e| device_error(e, op, span))?)
+        }
+    };
+    Ok(out.with_placement(placement))
+}
+
+/// Mean cross-entropy of `[rows, V]` logits against validated integer targets.
+pub fn cross_entropy(it: &mut Interp, logits: &Array, rows: usize, vocab: usize, targets: &Array, span: Span) -> Result<Array, Diagnostic> {
+    let (backend, _) = place1(it, "cross_entropy", logits, span)?;
+    let tt = targets.tensor().reshape(vec![rows]);
+    if let Some(v) = loss::live(it, logits) {
+        return loss::record(it, "cross_entropy", span, |t| {
+            let v = if t.shape(v) != [rows, vocab] { t.reshape(v, vec![rows, vocab])? } else { v };
+            t.cross_entropy(v, &tt)
+        });
+    }
+    let lt = logits.tensor().reshape(vec![rows, vocab]);
+    let (loss, _) = backend.cross_entropy(&lt, &tt, false).map_err(|e| device_error(e, "cross_entropy", span))?;
+    Ok(Array::from_tensor(loss))
+}
+
+/// Rows of `table` `[V, d]` selected by validated integer `ids` of any shape.
+pub fn gather_rows(it: &mut Interp, table: &Array, ids: &Array, span: Span) -> Result<Array, Diagnostic> {
+    let (backend, placement) = place1(it, "embed", table, span)?;
+    let ids_t = ids.tensor();
+    let out = match loss::live(it, table) {
+        Some(v) => loss::record(it, "embed", span, |t| t.gather_rows(v, &ids_t))?,
+        None => Array::from_tensor(backend.gather_rows(&table.tensor(), &ids_t).map_err(|e| device_error(e, "embed", span))?),
+    };
+    Ok(out.with_placement(placement))
+}
+
+/// RMS norm (`layer = false`) or layer norm without affine over the last axis.
+pub fn norm(it: &mut Interp, x: &Array, eps: f32, layer: bool, span: Span) -> Result<Array, Diagnostic> {
+    let op = if layer { "layer_norm" } else { "rms_norm" };
+    let (backend, placement) = place1(it, op, x, span)?;
+    let out = match loss::live(it, x) {
+        Some(v) => loss::record(it, op, span, |t| if layer { t.layer_norm(v, eps) } else { t.rms_norm(v, eps) })?,
+        None => {
+            let y = if layer { backend.layer_norm(&x.tensor(), eps).map(|r| r.0) } else { backend.rms_norm(&x.tensor(), eps).map(|r| r.0) };
+            Array::from_tensor(y.map_err(|e| device_error(e, op, span))?)
+        }
+    };
+    Ok(out.with_placement(placement))
+}
+
+/// Sets the entries of `x` where `mask` is 1 to `value` (no gradient flows there).
+pub fn mask_fill(it: &mut Interp, x: &Array, mask: &Tensor, value: f32, span: Span) -> Result<Array, Diagnostic> {
+    let placement = x.placement();
+    if let Some(v) = loss::live(it, x) {
+        return Ok(loss::record(it, "mask", span, |t| t.mask_fill(v, mask, value))?.with_placement(placement));
+    }
+    let mut data = x.to_f32();
+    let m = mask.host();
+    let n = m.len();
+    for (i, d) in data.iter_mut().enumerate() {
+        if m[i % n] != 0.0 {
+            *d = value;
+        }
+    }
+    Ok(Array::from_vec(x.shape().to_vec(), data).with_placement(placement))
+}
+
+/// Joins two vectors; differentiable.
+pub fn concat(it: &mut Interp, a: &Array, b: &Array, span: Span) -> Result<Array, Diagnostic> {
+    let (a1, b1) = (a.numel(), b.numel());
+    if loss::any_live(it, &[a, b]) {
+        let (va, vb) = (loss::var_of(it, a), loss::var_of(it, b));
+        return loss::record(it, "concat", span, |t| {
+            let va = if t.shape(va).len() != 1 { t.reshape(va, vec![a1])? } else { va };
+            let vb = if t.shape(vb).len() != 1 { t.reshape(vb, vec![b1])? } else { vb };
+            t.concat(va, vb)
+        });
+    }
+    let mut data = a.to_f32();
+    data.extend(b.to_f32());
+    Ok(Array::from_vec(vec![data.len()], data))
 }

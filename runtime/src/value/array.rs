@@ -14,6 +14,18 @@ pub struct Array {
     data: Data,
     names: Names,
     placement: Placement,
+    node: Option<TapeNode>,
+}
+
+/// Where an array sits on a loss tape: the tape's id and the variable on it. Only
+/// meaningful while that tape is being recorded (LANGUAGE §12.2); afterwards the
+/// array is an ordinary constant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TapeNode {
+    /// Which tape (each loss evaluation gets a fresh id).
+    pub tape: u64,
+    /// The variable on that tape.
+    pub var: crate::autograd::Var,
 }
 
 #[derive(Clone, Debug)]
@@ -31,6 +43,7 @@ impl Array {
             data: Data::Exact(v),
             names: None,
             placement: Placement::Floating,
+            node: None,
         }
     }
 
@@ -40,6 +53,7 @@ impl Array {
             data: Data::Tensor(t),
             names: None,
             placement: Placement::Floating,
+            node: None,
         }
     }
 
@@ -173,10 +187,21 @@ impl Array {
         self
     }
 
-    /// The same data with a new shape (names cleared).
-    pub fn reshaped(&self, shape: Vec<usize>) -> Array {
-        let t = self.tensor().reshape(shape);
-        Array::from_tensor(t).with_placement(self.placement)
+    /// The tape node of this array, if it was computed on a loss tape.
+    pub fn node(&self) -> Option<TapeNode> {
+        self.node
+    }
+
+    /// The same array recorded as `node` on a loss tape.
+    pub fn with_node(mut self, node: TapeNode) -> Array {
+        self.node = Some(node);
+        self
+    }
+
+    /// The same array without a tape node (a constant for any loss).
+    pub fn detached(mut self) -> Array {
+        self.node = None;
+        self
     }
 
     /// The text a program prints for this array (LANGUAGE §7).

@@ -4,7 +4,7 @@
 mod array;
 mod device;
 
-pub use array::{normalize_names, Array, Names};
+pub use array::{normalize_names, Array, Names, TapeNode};
 pub use device::{DeviceTarget, Placement};
 
 use std::sync::Arc;
