@@ -21,6 +21,7 @@ mod feasibility;
 mod files;
 mod linalg;
 mod ml;
+mod optim;
 mod random;
 mod reduce;
 mod sampling;
@@ -204,6 +205,7 @@ const GROUPS: &[&[Builtin]] = &[
     feasibility::BUILTINS,
     devices::BUILTINS,
     analysis::BUILTINS,
+    optim::BUILTINS,
 ];
 
 /// Every builtin, in declaration order.
@@ -230,12 +232,6 @@ pub const ALLOWED_IN_LOSS: &[&str] = &[
 /// Builtins of the language reference that this build does not provide yet
 /// (they arrive with autograd, the model DSL and visualisation).
 pub const NOT_YET_AVAILABLE: &[&str] = &[
-    "grad",
-    "adam",
-    "adamw",
-    "momentum_sgd",
-    "cosine_schedule",
-    "linear_warmup",
     "linear",
     "embed",
     "attention",

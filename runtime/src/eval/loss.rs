@@ -86,7 +86,10 @@ pub fn read_variable(it: &mut Interp, name: &str, value: Value) -> Value {
         }
     };
     let id = t.id;
-    Value::Array(a.detached().with_node(TapeNode { tape: id, var }))
+    // A leaf is a float32 array even when the variable held an exact scalar, so
+    // that operations on it are recorded instead of folded in float64.
+    let leaf = if a.is_exact() { Array::from_tensor(a.tensor()) } else { a.detached() };
+    Value::Array(leaf.with_node(TapeNode { tape: id, var }))
 }
 
 /// Evaluates `loss` on a fresh tape where the `trainable` names are leaves, then

@@ -15,7 +15,7 @@ mod workspace;
 pub use call::{split_names, Arg, ArgValue, Call};
 pub use device::DeviceContext;
 pub use suggest::closest as closest_name;
-pub use workspace::Workspace;
+pub use workspace::{OptimState, Workspace};
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -25,6 +25,19 @@ pub struct Workspace {
     pub exp_dir: Option<PathBuf>,
     /// The device for code outside any `device` block.
     pub default_device: Option<DeviceTarget>,
+    /// Optimizer state per (optimizer, parameter name) (LANGUAGE §12.5).
+    pub optim: HashMap<(String, String), OptimState>,
+}
+
+/// The state one optimizer keeps for one parameter.
+#[derive(Clone, Debug)]
+pub struct OptimState {
+    /// First moment (Adam, AdamW) or velocity (momentum SGD).
+    pub m: mlpl_devices::Tensor,
+    /// Second moment (Adam, AdamW only).
+    pub v: Option<mlpl_devices::Tensor>,
+    /// Updates applied to this parameter by this optimizer.
+    pub steps: u64,
 }
 
 impl Workspace {

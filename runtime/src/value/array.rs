@@ -120,6 +120,15 @@ impl Array {
         }
     }
 
+    /// The data as a tensor, consuming the array (no copy when it held the only
+    /// reference, so in-place updates need not copy).
+    pub fn into_tensor(self) -> Tensor {
+        match self.data {
+            Data::Exact(v) => Tensor::scalar(v as f32),
+            Data::Tensor(t) => t,
+        }
+    }
+
     /// Borrow the tensor, if this is not an exact scalar.
     pub fn tensor_ref(&self) -> Option<&Tensor> {
         match &self.data {
