@@ -547,6 +547,9 @@ pub fn norm(it: &mut Interp, x: &Array, eps: f32, layer: bool, span: Span) -> Re
 pub fn mask_fill(it: &mut Interp, x: &Array, mask: &Tensor, value: f32, span: Span) -> Result<Array, Diagnostic> {
     let placement = x.placement();
     if let Some(v) = loss::live(it, x) {
+        // On the tape the fill value must be finite; the most negative float32
+        // behaves as -inf for the softmax and cross-entropy that follow `top_k`.
+        let value = value.clamp(f32::MIN, f32::MAX);
         return Ok(loss::record(it, "mask", span, |t| t.mask_fill(v, mask, value))?.with_placement(placement));
     }
     let mut data = x.to_f32();
