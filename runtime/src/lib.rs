@@ -4,7 +4,8 @@
 //! Layers, lowest first: [`syntax`] and [`diag`] know nothing else; [`value`] and
 //! [`display`] describe runtime values; [`data`] holds host-side algorithms (random
 //! numbers, data sets, tokenizers, files, experiments); [`builtins`] declares every
-//! builtin once; [`eval`] interprets an AST; [`check`] analyses one statically.
+//! builtin once; [`eval`] interprets an AST; [`nn`] is the model DSL that model
+//! builtins build and apply; [`check`] analyses one statically.
 
 // Errors are `Diagnostic`s (spans, notes, help): they are built only on the cold
 // path that ends a run, so their size is not worth boxing every `Result`.

@@ -7,15 +7,6 @@ mod common;
 
 use serde_json::Value as Json;
 
-/// Cases whose builtins come with the model DSL; they are reported, not hidden.
-const NEEDS_MODELS: &[&str] = &[
-    "linear_init",
-    "embed_init",
-    "attention_1head",
-    "causal_attention_2heads",
-    "chain_tanh",
-];
-
 /// Cases whose values are random draws and must match exactly after rounding.
 const EXACT: &[&str] = &[
     "randn_vec",
@@ -66,13 +57,8 @@ fn the_shared_reference_copy_is_current() {
 #[test]
 fn outputs_match_the_original() {
     let mut checked = 0;
-    let mut skipped = Vec::new();
     for case in cases() {
         let name = case["name"].as_str().unwrap();
-        if NEEDS_MODELS.contains(&name) {
-            skipped.push(name.to_string());
-            continue;
-        }
         let program = case["program"].as_str().unwrap();
         let expected = case["expected"].as_str().unwrap();
         let got = common::eval(program);
@@ -119,9 +105,6 @@ fn outputs_match_the_original() {
         }
         checked += 1;
     }
-    eprintln!(
-        "conformance: {checked} cases checked; waiting for the model DSL: {}",
-        skipped.join(", ")
-    );
-    assert!(checked >= 25, "only {checked} cases were checked");
+    eprintln!("conformance: {checked} cases checked");
+    assert!(checked >= 30, "only {checked} cases were checked");
 }

@@ -59,12 +59,15 @@ fn to_device(c: &mut Call) -> Result<Value, Diagnostic> {
             }
             Ok(Value::Array(placed))
         }
-        Value::Model(_) => Err(c.error_at(
-            xi,
-            "E0303",
-            "expected a model",
-            "models arrive with the model DSL",
-        )),
+        Value::Model(m) => {
+            for name in m.0.parameters() {
+                if let Some(Value::Array(a)) = c.it.ws.get(&name) {
+                    let placed = a.clone().with_placement(Placement::Placed(target));
+                    c.it.ws.bindings.insert(name, Value::Array(placed));
+                }
+            }
+            Ok(Value::exact(0.0))
+        }
         other => Err(c.error_at(
             xi,
             "E0311",

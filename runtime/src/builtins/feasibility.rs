@@ -11,6 +11,7 @@ use crate::value::{named_shape, Array, Value};
 
 /// The builtins of this group.
 pub const BUILTINS: &[Builtin] = &[
+    Builtin { name: "estimate_train", params: &[req("model", Model), req("steps", Scalar), req("batch_size", Scalar), req("seq_len", Scalar), opt("dtype_bytes", Scalar)], summary: "feasibility of training a model", doc: "`estimate_train(model, steps, batch, seq [, dtype_bytes = 4])` returns `[params, vram_bytes, disk_bytes, flops, wall_seconds]` (LANGUAGE §15.2): parameters counted once each, memory for weights, gradients, two Adam moments of the unfrozen parameters and the activations of a `[batch, seq]` batch, FLOPs as three forward passes per step counted per layer from the rows that enter it, and the time at the configured throughput. E0309 for a model without parameters; E0401 for arguments that are not finite and positive.", example: "estimate_train(chain(embed(32, 8, 0), causal_attention(8, 2, 1), linear(8, 32, 2)), 100, 4, 8)", diff: Diff::Effect, section: "10.17", run: estimate_train, shape: None },
     Builtin { name: "estimate_hypothetical", params: &[req("name", Str), req("steps", Scalar), req("batch_size", Scalar), req("seq_len", Scalar), opt("dtype_bytes", Scalar), opt("lora_rank", Scalar)], summary: "feasibility of training a published architecture", doc: "`estimate_hypothetical(name, steps, batch, seq [, dtype_bytes [, lora_rank]])` returns `[params, vram_bytes, disk_bytes, flops, wall_seconds]` for smollm-135m, smollm-360m, smollm-1.7b, llama-3.2-1b or qwen-2.5-0.5b (LANGUAGE §15.3). Throughput comes from `mlpl_device_throughput_gflops_DEV`, then `mlpl_device_throughput_gflops`, else 50 GFLOPS.", example: "estimate_hypothetical(\"smollm-135m\", 100, 4, 512)", diff: Diff::Effect, section: "10.17", run: estimate_hypothetical, shape: None },
     Builtin { name: "calibrate_device", params: &[opt("size", Scalar)], summary: "measure the active device's GFLOPS", doc: "`calibrate_device([size])` times 10 `[size, size]` matmuls (after one warm-up) on the active device, stores the GFLOPS in `mlpl_device_throughput_gflops` and `mlpl_device_throughput_gflops_DEV`, and returns it.", example: "gt(calibrate_device(64), 0)", diff: Diff::Effect, section: "10.17", run: calibrate_device, shape: None },
     Builtin { name: "feasible", params: &[req("est", Array), req("budget", Array)], summary: "whether an estimate fits a budget", doc: "`feasible(est, budget)`: 1 when est `[5]` respects budget `[vram_bytes, disk_bytes, wall_seconds]` (0 entries are not checked), else 0. E0218 for wrong sizes.", example: "feasible(estimate_hypothetical(\"smollm-135m\", 100, 4, 512), [8e9, 0, 0])", diff: Diff::Effect, section: "10.17", run: feasible, shape: None },
@@ -43,6 +44,22 @@ pub fn positive(c: &Call, i: usize) -> Result<f64, Diagnostic> {
             format!("`{}` must be a finite positive number", c.param_name(i)),
         ))
     }
+}
+
+fn estimate_train(c: &mut Call) -> Result<Value, Diagnostic> {
+    let m = c.model(0)?.0.clone();
+    let steps = positive(c, 1)?;
+    let batch = positive(c, 2)?;
+    let seq = positive(c, 3)?;
+    let dt = if c.has(4) { positive(c, 4)? } else { 4.0 };
+    if crate::nn::estimate::param_count(&m) == 0.0 {
+        return Err(c
+            .error_at(0, "E0309", "model has no parameters", "nothing to train")
+            .note("`estimate_train` needs a model with at least one parameter"));
+    }
+    let g = throughput_gflops(c.it);
+    let e = crate::nn::estimate::estimate_train(&m, &c.it.ws.frozen, steps, batch, seq, dt, g);
+    Ok(Value::Array(Array::from_f64(vec![5], &e.to_array())))
 }
 
 fn estimate_hypothetical(c: &mut Call) -> Result<Value, Diagnostic> {

@@ -16,7 +16,8 @@ use crate::value::{Array, Value};
 pub const BUILTINS: &[Builtin] = &[
     Builtin { name: "load", params: &[req("path", Str)], summary: "read a CSV, safetensors or text file from the data directory", doc: "`load(path)` reads a file inside the data directory: `.csv` gives a `[rows, cols]` array (a non-numeric first line is a header), `.safetensors` the single array stored there with its axis names, anything else the text. Paths must be relative and stay inside the data directory (E0404). E0403 no data directory; E0405 unreadable; E0406 malformed.", example: "save(label(reshape(iota(6), [2, 3]), [\"r\", \"c\"]), \"example.safetensors\")\nlabels(load(\"example.safetensors\"))", diff: Diff::Effect, section: "10.9", run: load, shape: None },
     Builtin { name: "load_preloaded", params: &[req("name", Str)], summary: "a corpus compiled into the runtime", doc: "`load_preloaded(name)` returns the text of a built-in corpus: \"tiny_corpus\" (two pangram lines) or \"tiny_shakespeare_snippet\" (2028 bytes of Shakespeare). No data directory is needed. E0104 for an unknown name.", example: "load_preloaded(\"tiny_corpus\")", diff: Diff::Effect, section: "10.9", run: load_preloaded, shape: None },
-    Builtin { name: "save", params: &[req("value", Any), req("path", Str)], summary: "write an array (or a model) to a safetensors file", doc: "`save(value, path)` writes a `.safetensors` file inside the data directory, creating missing directories and replacing an existing file. An array is stored under the key `array` with its axis names in the metadata (`mlpl.names.array`). Returns the number of tensors written. E0401 unless the path ends in `.safetensors`.", example: "save(iota(3), \"iota.safetensors\")", diff: Diff::Effect, section: "10.9", run: save, shape: None },
+    Builtin { name: "save", params: &[req("value", Any), req("path", Str)], summary: "write an array (or a model) to a safetensors file", doc: "`save(value, path)` writes a `.safetensors` file inside the data directory, creating missing directories and replacing an existing file. An array is stored under the key `array` with its axis names in the metadata (`mlpl.names.array`); a model stores one float32 tensor per distinct parameter under its structural key (`0.embed.E`, `1.1.attention.Wq`, `2.linear.W`, …, LANGUAGE §11.9). Returns the number of tensors written. E0401 unless the path ends in `.safetensors`.", example: "save(iota(3), \"iota.safetensors\")", diff: Diff::Effect, section: "10.9", run: save, shape: None },
+    Builtin { name: "load_weights", params: &[req("model", Model), req("path", Str)], summary: "load a model checkpoint written by `save`", doc: "`load_weights(model, path)` reads a safetensors file and writes, for every distinct parameter in parameter order, the tensor stored under its structural key (LANGUAGE §11.9) into the parameter, keeping its placement; F32, F64, F16 and BF16 tensors are converted to float32. Returns the number of parameters loaded. Nothing is changed when any tensor is missing (E0407, naming the key) or has another shape (E0217); unused tensors in the file are W0401. Frozen flags and optimizer state are kept.", example: "m = linear(2, 2, 0)\nsave(m, \"m.safetensors\")\nload_weights(clone_model(m), \"m.safetensors\")", diff: Diff::Effect, section: "10.9", run: load_weights, shape: None },
 ];
 
 fn load_preloaded(c: &mut Call) -> Result<Value, Diagnostic> {
@@ -197,15 +198,15 @@ fn save(c: &mut Call) -> Result<Value, Diagnostic> {
     if !rel.ends_with(".safetensors") {
         return Err(c.invalid(1, "the path must end in `.safetensors`"));
     }
-    let array = match c.value(0) {
-        Value::Array(a) => a.clone(),
-        Value::Model(_) => {
-            return Err(c.error_at(
-                0,
-                "E0301",
-                "expected an array",
-                "saving models arrives with the model DSL",
-            ))
+    let tensors: Vec<(String, Array)> = match c.value(0).clone() {
+        Value::Array(a) => vec![("array".to_string(), a)],
+        Value::Model(m) => {
+            let span = c.span;
+            let mut out = Vec::new();
+            for (key, p) in crate::nn::checkpoint::keyed_params(&m.0) {
+                out.push((key, crate::nn::param(c.it, &p.name, span)?.detached()));
+            }
+            out
         }
         other => {
             return Err(c.error_at(
@@ -218,7 +219,8 @@ fn save(c: &mut Call) -> Result<Value, Diagnostic> {
     };
     let path = files::resolve_for_write(c.it.ws.data_dir.as_deref(), &rel)
         .map_err(|e| path_error(c, e))?;
-    let bytes = write_safetensors(&[("array".to_string(), &array)])
+    let refs: Vec<(String, &Array)> = tensors.iter().map(|(k, a)| (k.clone(), a)).collect();
+    let bytes = write_safetensors(&refs)
         .map_err(|e| c.error_at(0, "E0405", "file cannot be read or written", e))?;
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent).map_err(|e| {
@@ -238,5 +240,96 @@ fn save(c: &mut Call) -> Result<Value, Diagnostic> {
             format!("{}: {e}", path.display()),
         )
     })?;
-    Ok(Value::exact(1.0))
+    Ok(Value::exact(tensors.len() as f64))
+}
+
+fn load_weights(c: &mut Call) -> Result<Value, Diagnostic> {
+    let model = c.model(0)?.0.clone();
+    let rel = c.string(1)?.to_string();
+    let path = files::resolve(c.it.ws.data_dir.as_deref(), &rel).map_err(|e| path_error(c, e))?;
+    let bytes = std::fs::read(&path).map_err(|e| {
+        c.error_at(
+            1,
+            "E0405",
+            "file cannot be read or written",
+            format!("{}: {e}", path.display()),
+        )
+    })?;
+    let bad = |c: &Call, message: String| c.error_at(1, "E0406", "malformed data file", message);
+    let st = SafeTensors::deserialize(&bytes)
+        .map_err(|e| bad(c, format!("not a safetensors file: {e}")))?;
+    let keyed = crate::nn::checkpoint::keyed_params(&model);
+    let span = c.span;
+    let mut updates = Vec::with_capacity(keyed.len());
+    for (key, p) in &keyed {
+        let view = st.tensor(key).map_err(|_| {
+            c.error_at(
+                1,
+                "E0407",
+                "tensor missing from checkpoint",
+                format!("no tensor `{key}` in this file"),
+            )
+            .note(format!(
+                "parameter `{}` is stored under the key `{key}`",
+                p.name
+            ))
+            .help(
+                "checkpoints load into the same architecture they were saved from (LANGUAGE §11.9)",
+            )
+        })?;
+        let old = crate::nn::param(c.it, &p.name, span)?;
+        if view.shape() != old.shape() {
+            return Err(c
+                .error_at(
+                    1,
+                    "E0217",
+                    "checkpoint shape differs",
+                    format!(
+                        "`{key}` is {} in the file",
+                        crate::display::format_named_shape(view.shape(), None)
+                    ),
+                )
+                .note(format!(
+                    "parameter `{}` has shape {}",
+                    p.name,
+                    crate::value::named_shape(&old)
+                )));
+        }
+        let values = tensor_values(&view).ok_or_else(|| {
+            bad(
+                c,
+                format!("tensor `{key}` has unsupported type {:?}", view.dtype()),
+            )
+        })?;
+        if values.len() != old.numel() {
+            return Err(bad(
+                c,
+                format!("tensor `{key}` has the wrong number of values"),
+            ));
+        }
+        let new = Array::from_vec(old.shape().to_vec(), values)
+            .with_names(old.names().map(|n| n.to_vec()))
+            .with_placement(old.placement());
+        updates.push((p.name.clone(), new));
+    }
+    let used: std::collections::HashSet<&str> = keyed.iter().map(|(k, _)| k.as_str()).collect();
+    let mut unused: Vec<&String> = st
+        .names()
+        .into_iter()
+        .filter(|k| !used.contains(k.as_str()))
+        .collect();
+    unused.sort();
+    if let Some(first) = unused.first() {
+        let label = format!(
+            "{} tensor{} not used by the model, the first is `{first}`",
+            unused.len(),
+            if unused.len() == 1 { "" } else { "s" }
+        );
+        c.warn_at(1, "W0401", "checkpoint has unused tensors", label);
+    }
+    let n = updates.len();
+    for (name, value) in updates {
+        c.it.ws.bindings.insert(name, Value::Array(value));
+    }
+    Ok(Value::exact(n as f64))
 }

@@ -21,10 +21,12 @@ mod feasibility;
 mod files;
 mod linalg;
 mod ml;
+mod models;
 mod optim;
 mod random;
 mod reduce;
 mod sampling;
+mod surgery;
 mod tokenizers;
 
 pub use construct::MAX_ELEMENTS;
@@ -85,6 +87,9 @@ pub struct Param {
     pub kind: ParamKind,
     /// Whether it may be omitted (only trailing parameters are optional).
     pub optional: bool,
+    /// Whether it may repeat any number of times (only the last parameter, as in
+    /// `chain(m1, …, mn)`).
+    pub variadic: bool,
 }
 
 /// A required parameter.
@@ -93,6 +98,7 @@ pub const fn req(name: &'static str, kind: ParamKind) -> Param {
         name,
         kind,
         optional: false,
+        variadic: false,
     }
 }
 
@@ -102,6 +108,17 @@ pub const fn opt(name: &'static str, kind: ParamKind) -> Param {
         name,
         kind,
         optional: true,
+        variadic: false,
+    }
+}
+
+/// A last parameter that takes zero or more arguments.
+pub const fn rest(name: &'static str, kind: ParamKind) -> Param {
+    Param {
+        name,
+        kind,
+        optional: true,
+        variadic: true,
     }
 }
 
@@ -150,9 +167,24 @@ impl Builtin {
     pub fn min_args(&self) -> usize {
         self.params.iter().filter(|p| !p.optional).count()
     }
-    /// Most arguments accepted.
+    /// Most arguments accepted (`usize::MAX` with a variadic last parameter).
     pub fn max_args(&self) -> usize {
-        self.params.len()
+        if self.is_variadic() {
+            usize::MAX
+        } else {
+            self.params.len()
+        }
+    }
+    /// Whether the last parameter takes any number of arguments.
+    pub fn is_variadic(&self) -> bool {
+        self.params.last().is_some_and(|p| p.variadic)
+    }
+    /// The parameter that argument `i` binds to (the variadic one repeats).
+    pub fn param_at(&self, i: usize) -> Option<&'static Param> {
+        let params: &'static [Param] = self.params;
+        params
+            .get(i)
+            .or_else(|| params.last().filter(|p| p.variadic))
     }
     /// `name(a, b [, c])`.
     pub fn signature(&self) -> String {
@@ -168,6 +200,9 @@ impl Builtin {
                 s.push_str(", ");
             }
             s.push_str(p.name);
+            if p.variadic {
+                s.push_str(", …");
+            }
             first = false;
         }
         for _ in 0..opened {
@@ -180,6 +215,12 @@ impl Builtin {
     pub fn arity_text(&self) -> String {
         let (lo, hi) = (self.min_args(), self.max_args());
         let plural = |n: usize| if n == 1 { "argument" } else { "arguments" };
+        if self.is_variadic() {
+            return match lo {
+                0 => format!("`{}` takes any number of arguments", self.name),
+                _ => format!("`{}` takes at least {lo} {}", self.name, plural(lo)),
+            };
+        }
         match hi - lo {
             0 => format!("`{}` takes {lo} {}", self.name, plural(lo)),
             1 => format!("`{}` takes {lo} or {hi} {}", self.name, plural(hi)),
@@ -206,6 +247,8 @@ const GROUPS: &[&[Builtin]] = &[
     devices::BUILTINS,
     analysis::BUILTINS,
     optim::BUILTINS,
+    models::BUILTINS,
+    surgery::BUILTINS,
 ];
 
 /// Every builtin, in declaration order.
@@ -230,37 +273,8 @@ pub const ALLOWED_IN_LOSS: &[&str] = &[
 ];
 
 /// Builtins of the language reference that this build does not provide yet
-/// (they arrive with autograd, the model DSL and visualisation).
+/// (they arrive with visualisation and language model calls).
 pub const NOT_YET_AVAILABLE: &[&str] = &[
-    "linear",
-    "embed",
-    "attention",
-    "causal_attention",
-    "rms_norm",
-    "layer_norm",
-    "tanh_layer",
-    "relu_layer",
-    "gelu_layer",
-    "silu_layer",
-    "softmax_layer",
-    "dropout",
-    "swiglu",
-    "rope",
-    "moe",
-    "chain",
-    "residual",
-    "apply",
-    "attention_weights",
-    "aux_loss",
-    "clone_model",
-    "freeze",
-    "unfreeze",
-    "lora",
-    "perturb_params",
-    "reinit",
-    "embed_table",
-    "estimate_train",
-    "load_weights",
     "llm_call",
     "svg",
     "hist",

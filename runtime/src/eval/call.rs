@@ -98,7 +98,7 @@ impl<'i, 'e> Call<'i, 'e> {
 
     /// The declared name of parameter `i`.
     pub fn param_name(&self, i: usize) -> &'static str {
-        self.builtin.params.get(i).map_or("argument", |p| p.name)
+        self.builtin.param_at(i).map_or("argument", |p| p.name)
     }
 
     /// Emits a warning at argument `i`.
@@ -172,8 +172,7 @@ impl<'i, 'e> Call<'i, 'e> {
 
     fn expected_kind(&self, i: usize) -> &'static str {
         self.builtin
-            .params
-            .get(i)
+            .param_at(i)
             .map_or("value", |p| p.kind.describe())
     }
 

@@ -298,7 +298,7 @@ impl Interp {
                 .help("compute it before the optimizer call and use the result as a constant"));
         }
         let mut evaluated = Vec::with_capacity(n);
-        for (arg, param) in args.iter().zip(b.params) {
+        for (arg, param) in args.iter().zip((0..).map_while(|i| b.param_at(i))) {
             let value = match param.kind {
                 ParamKind::Names => call::eval_names(self, arg)?,
                 ParamKind::Lazy => ArgValue::Lazy,
@@ -313,7 +313,7 @@ impl Interp {
         self.check_cancel(span)?;
         let mut any_live = false;
         if in_loss {
-            for (arg, param) in evaluated.iter_mut().zip(b.params) {
+            for (arg, param) in evaluated.iter_mut().zip((0..).map_while(|i| b.param_at(i))) {
                 let ArgValue::Value(Value::Array(a)) = &arg.value else { continue };
                 if loss::live(self, a).is_none() {
                     continue;

@@ -1,0 +1,289 @@
+//! `apply(model, x)` (LANGUAGE §11.2): the forward pass of every layer, with the
+//! input checks of the catalog (E0211, E0212, E0402). Every computation goes
+//! through `eval::ops`, so it is recorded on the loss tape when one is live.
+
+use mlpl_devices::{BinaryOp, UnaryOp};
+
+use super::layers::*;
+use super::{attention, dropout, moe, rope};
+use crate::diag::{Diagnostic, Span};
+use crate::eval::{ops, Interp};
+use crate::value::{named_shape, Array, Names};
+
+/// One forward pass in progress.
+pub struct Forward<'a> {
+    /// The interpreter (workspace, tape, devices).
+    pub it: &'a mut Interp,
+    /// The whole call, for operation errors.
+    pub span: Span,
+    /// The input argument, for input-shape errors.
+    pub x_span: Span,
+    /// Whether the attention probabilities of the first attention layer are wanted.
+    pub capture: bool,
+    /// Those probabilities, once reached, shaped as `attention_weights` returns them.
+    pub weights: Option<Array>,
+}
+
+/// Applies `model` to `x`. `span` is the call, `x_span` the input argument.
+pub fn apply(
+    it: &mut Interp,
+    model: &Layer,
+    x: &Array,
+    span: Span,
+    x_span: Span,
+) -> Result<Array, Diagnostic> {
+    let mut f = Forward {
+        it,
+        span,
+        x_span,
+        capture: false,
+        weights: None,
+    };
+    f.layer(model, x)
+}
+
+impl Forward<'_> {
+    /// Applies one layer (and its children) to `x`.
+    pub fn layer(&mut self, layer: &Layer, x: &Array) -> Result<Array, Diagnostic> {
+        match layer {
+            Layer::Linear(l) => self.linear(layer, l, x),
+            Layer::Lora(l) => self.lora(layer, l, x),
+            Layer::Embed(e) => self.embed(layer, e, x),
+            Layer::Attention(a) => attention::forward(self, layer, a, x),
+            Layer::RmsNorm(r) => self.rms_norm(layer, r, x),
+            Layer::LayerNorm(l) => self.layer_norm(layer, l, x),
+            Layer::Activation(a) => self.activation(layer, *a, x),
+            Layer::Dropout(d) => dropout::forward(self, d, x),
+            Layer::SwiGlu(s) => self.swiglu(layer, s, x),
+            Layer::Rope(r) => {
+                if x.rank() < 2 || x.shape().last() != Some(&r.head_dim) {
+                    let pattern = format!("[…, T, {}]", r.head_dim);
+                    return Err(self.wrong_input(layer, &pattern, x));
+                }
+                rope::rotate(self, r, x)
+            }
+            Layer::Moe(m) => moe::forward(self, layer, m, x),
+            Layer::Chain(children) => {
+                let mut y = x.clone();
+                for c in children {
+                    y = self.layer(c, &y)?;
+                }
+                Ok(y)
+            }
+            Layer::Residual(inner) => {
+                let y = self.layer(inner, x)?;
+                if y.shape() != x.shape() {
+                    return Err(Diagnostic::error("E0212", "residual block changes the shape")
+                        .at(
+                            self.x_span,
+                            format!(
+                                "the block maps {} to {}",
+                                named_shape(x),
+                                named_shape(&y)
+                            ),
+                        )
+                        .note("`residual(m)` computes x + m(x), so m must keep the shape of its input")
+                        .help("make the block end with a layer that maps back to the input width"));
+                }
+                ops::arith(self.it, BinaryOp::Add, x, &y, self.span)
+            }
+        }
+    }
+
+    /// E0211 for `layer` given `x`, naming the expected `pattern`.
+    pub fn wrong_input(&self, layer: &Layer, pattern: &str, x: &Array) -> Diagnostic {
+        Diagnostic::error("E0211", "layer input has the wrong shape")
+            .at(
+                self.x_span,
+                format!(
+                    "`{}` expects {pattern}, got {}",
+                    layer.describe(),
+                    named_shape(x)
+                ),
+            )
+            .note(format!(
+                "the input of `{}` must have the shape {pattern}",
+                layer.describe()
+            ))
+    }
+
+    /// Reads parameter `name`, which must have `shape` (E0218 otherwise, when the
+    /// variable was re-bound to an array of another shape).
+    pub fn weight(&mut self, name: &str, shape: &[usize]) -> Result<Array, Diagnostic> {
+        let a = super::param(self.it, name, self.span)?;
+        if a.shape() != shape {
+            return Err(Diagnostic::error("E0218", "wrong argument size")
+                .at(
+                    self.span,
+                    format!("parameter `{name}` has shape {}", named_shape(&a)),
+                )
+                .note(format!(
+                    "this layer needs `{name}` with shape {}",
+                    crate::display::format_named_shape(shape, None)
+                ))
+                .help("the parameter variable was re-bound to an array of another shape"));
+        }
+        Ok(a)
+    }
+
+    /// The matrix product of two arrays whose shapes the caller has checked
+    /// (rank ≥ 2, batch axes broadcast).
+    pub fn mm(&mut self, a: &Array, b: &Array) -> Result<Array, Diagnostic> {
+        let (ta, tb) = (a.tensor(), b.tensor());
+        let mut shape: Vec<usize> = match (ta.rank(), tb.rank()) {
+            (ra, rb) if ra >= 2 && rb >= 2 => {
+                let (ba, bb) = (&ta.shape()[..ra - 2], &tb.shape()[..rb - 2]);
+                mlpl_devices::broadcast_shapes(ba, bb).unwrap_or_default()
+            }
+            _ => Vec::new(),
+        };
+        shape.extend([
+            ta.shape()[ta.rank().saturating_sub(2)],
+            tb.shape()[tb.rank() - 1],
+        ]);
+        ops::check_size("matmul", &shape, self.span)?;
+        ops::matmul_raw(self.it, &ta, a, &tb, b, self.span)
+    }
+
+    /// `x` `[…, w]` as rows `[R, w]`, with its leading shape and names.
+    pub fn rows(&mut self, x: &Array) -> Result<(Array, Vec<usize>, Names), Diagnostic> {
+        let s = x.shape();
+        let w = s[s.len() - 1];
+        let lead = s[..s.len() - 1].to_vec();
+        let names = x.names().map(|n| n[..n.len() - 1].to_vec());
+        let r: usize = lead.iter().product();
+        let x2 = ops::reshape(self.it, x, vec![r, w], self.span)?;
+        Ok((x2, lead, names))
+    }
+
+    /// Rows `[R, w]` back to `lead ++ [w]`, the leading axes named `names`, the last
+    /// unnamed.
+    pub fn unrows(&mut self, y: &Array, lead: &[usize], names: Names) -> Result<Array, Diagnostic> {
+        let w = y.shape()[y.rank() - 1];
+        let mut shape = lead.to_vec();
+        shape.push(w);
+        let out = ops::reshape(self.it, y, shape, self.span)?;
+        let names = names.map(|mut n| {
+            n.push(None);
+            n
+        });
+        Ok(out.with_names(names))
+    }
+
+    /// Checks rank ≥ 1 and a last axis of `width`.
+    fn last_axis(&self, layer: &Layer, x: &Array, width: usize) -> Result<(), Diagnostic> {
+        if x.rank() == 0 || x.shape()[x.rank() - 1] != width {
+            return Err(self.wrong_input(layer, &format!("[…, {width}]"), x));
+        }
+        Ok(())
+    }
+
+    fn linear(&mut self, layer: &Layer, l: &Linear, x: &Array) -> Result<Array, Diagnostic> {
+        self.last_axis(layer, x, l.inp)?;
+        let w = self.weight(&l.w(), &[l.inp, l.out])?;
+        let b = self.weight(&l.b(), &[1, l.out])?;
+        let (x2, lead, names) = self.rows(x)?;
+        let y = self.mm(&x2, &w)?;
+        let y = ops::arith(self.it, BinaryOp::Add, &y, &b, self.span)?;
+        self.unrows(&y, &lead, names)
+    }
+
+    fn lora(&mut self, layer: &Layer, l: &Lora, x: &Array) -> Result<Array, Diagnostic> {
+        let base = l.base;
+        self.last_axis(layer, x, base.inp)?;
+        let w = self.weight(&base.w(), &[base.inp, base.out])?;
+        let b = self.weight(&base.b(), &[1, base.out])?;
+        let a = self.weight(&l.a(), &[base.inp, l.rank])?;
+        let bb = self.weight(&l.b_adapter(), &[l.rank, base.out])?;
+        let (x2, lead, names) = self.rows(x)?;
+        let y = self.mm(&x2, &w)?;
+        let xa = self.mm(&x2, &a)?;
+        let xab = self.mm(&xa, &bb)?;
+        let scale = Array::exact(l.alpha / l.rank as f64);
+        let delta = ops::arith(self.it, BinaryOp::Mul, &xab, &scale, self.span)?;
+        let y = ops::arith(self.it, BinaryOp::Add, &y, &delta, self.span)?;
+        let y = ops::arith(self.it, BinaryOp::Add, &y, &b, self.span)?;
+        self.unrows(&y, &lead, names)
+    }
+
+    fn embed(&mut self, layer: &Layer, e: &Embed, x: &Array) -> Result<Array, Diagnostic> {
+        let table = self.weight(&format!("__embed_E_{}", e.id), &[e.vocab, e.d])?;
+        for (i, &id) in x.to_f64().iter().enumerate() {
+            if !(id.fract() == 0.0 && id >= 0.0 && id < e.vocab as f64) {
+                return Err(Diagnostic::error("E0402", "id or index out of range")
+                    .at(
+                        self.x_span,
+                        format!("id {} at position {i}", crate::display::format_f64(id)),
+                    )
+                    .note(format!(
+                        "`{}` takes integer ids in [0, {})",
+                        layer.describe(),
+                        e.vocab
+                    )));
+            }
+        }
+        let mut shape = x.shape().to_vec();
+        shape.push(e.d);
+        ops::check_size("embed", &shape, self.span)?;
+        let ids = x.clone().detached();
+        ops::gather_rows(self.it, &table, &ids, self.span)
+    }
+
+    fn rms_norm(&mut self, layer: &Layer, r: &RmsNorm, x: &Array) -> Result<Array, Diagnostic> {
+        match r.gain {
+            Some(k) => {
+                self.last_axis(layer, x, r.dim)?;
+                let g = self.weight(&format!("__rms_g_{k}"), &[r.dim])?;
+                let y = ops::norm(self.it, x, 1e-8, false, self.span)?;
+                ops::arith(self.it, BinaryOp::Mul, &y, &g, self.span)
+            }
+            None => {
+                if x.rank() == 0 {
+                    return Err(self.wrong_input(layer, "[…, w] (rank 1 or more)", x));
+                }
+                ops::norm(self.it, x, 1e-8, false, self.span)
+            }
+        }
+    }
+
+    fn layer_norm(&mut self, layer: &Layer, l: &LayerNorm, x: &Array) -> Result<Array, Diagnostic> {
+        self.last_axis(layer, x, l.d)?;
+        let g = self.weight(&format!("__ln_g_{}", l.id), &[l.d])?;
+        let b = self.weight(&format!("__ln_b_{}", l.id), &[l.d])?;
+        let y = ops::norm(self.it, x, 1e-5, true, self.span)?;
+        let y = ops::arith(self.it, BinaryOp::Mul, &y, &g, self.span)?;
+        ops::arith(self.it, BinaryOp::Add, &y, &b, self.span)
+    }
+
+    fn activation(&mut self, layer: &Layer, a: Activation, x: &Array) -> Result<Array, Diagnostic> {
+        let op = match a {
+            Activation::Tanh => UnaryOp::Tanh,
+            Activation::Relu => UnaryOp::Relu,
+            Activation::Gelu => UnaryOp::Gelu,
+            Activation::Silu => UnaryOp::Silu,
+            Activation::Softmax => {
+                if x.rank() == 0 {
+                    return Err(self.wrong_input(layer, "rank 1 or more", x));
+                }
+                let axis = x.rank() - 1;
+                return ops::softmax(self.it, x, axis, false, self.span);
+            }
+        };
+        ops::unary(self.it, op, x, self.span)
+    }
+
+    fn swiglu(&mut self, layer: &Layer, s: &SwiGlu, x: &Array) -> Result<Array, Diagnostic> {
+        self.last_axis(layer, x, s.d)?;
+        let k = s.id;
+        let wg = self.weight(&format!("__swiglu_Wg_{k}"), &[s.d, s.hidden])?;
+        let wu = self.weight(&format!("__swiglu_Wu_{k}"), &[s.d, s.hidden])?;
+        let wd = self.weight(&format!("__swiglu_Wd_{k}"), &[s.hidden, s.d])?;
+        let (x2, lead, names) = self.rows(x)?;
+        let g = self.mm(&x2, &wg)?;
+        let u = self.mm(&x2, &wu)?;
+        let g = ops::unary(self.it, UnaryOp::Silu, &g, self.span)?;
+        let h = ops::arith(self.it, BinaryOp::Mul, &g, &u, self.span)?;
+        let y = self.mm(&h, &wd)?;
+        self.unrows(&y, &lead, names)
+    }
+}
