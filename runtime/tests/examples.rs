@@ -64,3 +64,24 @@ fn every_example_checks_clean() {
         assert!(!stderr.contains("error["), "{}:\n{stderr}", path.display());
     }
 }
+
+/// The training examples print their first and last recorded losses; the loss
+/// must fall (the snapshot pins the exact numbers, this states the intent).
+#[test]
+fn training_examples_reduce_their_loss() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    // (example, index of the first loss, index of the last loss) in the printed vector
+    for (name, first, last) in [
+        ("tiny_lm", 1, 2),
+        ("tiny_mlp", 0, 1),
+        ("gpt2_block", 0, 1),
+        ("llama_block", 0, 1),
+        ("moe_block", 0, 1),
+        ("logistic_regression", 0, 1),
+    ] {
+        let out = mlpl(&["run", &format!("examples/{name}.mlpl")], &root);
+        assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
+        let values: Vec<f64> = String::from_utf8_lossy(&out.stdout).split_whitespace().map(|v| v.parse().unwrap()).collect();
+        assert!(values[last] < 0.7 * values[first], "{name}: loss {} → {}", values[first], values[last]);
+    }
+}
