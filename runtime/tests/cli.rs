@@ -185,3 +185,16 @@ fn warnings_go_to_stderr_and_do_not_fail_the_run() {
         text(&out.stderr)
     );
 }
+
+#[test]
+fn a_chart_value_is_written_to_a_file() {
+    let d = temp_dir("svg");
+    std::fs::write(d.join("c.mlpl"), "loss_curve([3, 2, 1])\n").unwrap();
+    let out = mlpl(&["run", "c.mlpl", "--svg-out", "charts"], &d);
+    assert_eq!(out.status.code(), Some(0));
+    let line = text(&out.stdout);
+    let path = line.trim().strip_prefix("viz: ").unwrap_or_else(|| panic!("{line}"));
+    let chart = std::fs::read_to_string(d.join(path)).or_else(|_| std::fs::read_to_string(path)).unwrap();
+    assert!(chart.starts_with("<svg"));
+    assert!(path.ends_with(".svg") && path.contains("charts"));
+}

@@ -28,6 +28,7 @@ mod reduce;
 mod sampling;
 mod surgery;
 mod tokenizers;
+mod viz;
 
 pub use construct::MAX_ELEMENTS;
 
@@ -249,6 +250,7 @@ const GROUPS: &[&[Builtin]] = &[
     optim::BUILTINS,
     models::BUILTINS,
     surgery::BUILTINS,
+    viz::BUILTINS,
 ];
 
 /// Every builtin, in declaration order.
@@ -276,10 +278,4 @@ pub const ALLOWED_IN_LOSS: &[&str] = &[
 /// (they arrive with visualisation and language model calls).
 pub const NOT_YET_AVAILABLE: &[&str] = &[
     "llm_call",
-    "svg",
-    "hist",
-    "scatter_labeled",
-    "loss_curve",
-    "confusion_matrix",
-    "boundary_2d",
 ];

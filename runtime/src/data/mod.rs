@@ -9,4 +9,5 @@ pub mod experiments;
 pub mod files;
 pub mod rng;
 pub mod sampling;
+pub mod svg;
 pub mod tokenizer;
