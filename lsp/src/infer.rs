@@ -37,8 +37,9 @@ pub struct LocalEngine;
 
 impl ShapeEngine for LocalEngine {
     fn infer(&self, program: &Program, src: &str) -> Facts {
+        let _ = src;
         let mut inf = Infer {
-            src,
+            index: HashMap::new(),
             env: HashMap::new(),
             facts: Facts::default(),
             next_id: 0,
@@ -155,8 +156,9 @@ impl Facts {
     }
 }
 
-struct Infer<'a> {
-    src: &'a str,
+struct Infer {
+    /// Index into `facts.values` of the latest value recorded for each span.
+    index: HashMap<Span, usize>,
     env: HashMap<String, Val>,
     facts: Facts,
     next_id: u64,
@@ -171,7 +173,7 @@ const BINARY: &[&str] = &["add", "sub", "mul", "div", "pow", "gt", "lt", "eq"];
 const REDUCTIONS: &[&str] = &["reduce_add", "sum", "reduce_mul", "mean", "argmax"];
 const OPTIMIZERS: &[&str] = &["adam", "adamw", "momentum_sgd"];
 
-impl<'a> Infer<'a> {
+impl Infer {
     fn id(&mut self) -> u64 {
         self.next_id += 1;
         self.next_id
@@ -179,7 +181,11 @@ impl<'a> Infer<'a> {
 
     fn frozen(&self) -> HashSet<String> {
         match self.env.get("\u{0}frozen") {
-            Some(Val::Str(Some(s))) => s.split('\n').filter(|x| !x.is_empty()).map(String::from).collect(),
+            Some(Val::Str(Some(s))) => s
+                .split('\n')
+                .filter(|x| !x.is_empty())
+                .map(String::from)
+                .collect(),
             _ => HashSet::new(),
         }
     }
@@ -188,7 +194,8 @@ impl<'a> Infer<'a> {
         let mut v: Vec<&String> = f.iter().collect();
         v.sort();
         let joined = v.iter().map(|s| s.as_str()).collect::<Vec<_>>().join("\n");
-        self.env.insert("\u{0}frozen".into(), Val::Str(Some(joined)));
+        self.env
+            .insert("\u{0}frozen".into(), Val::Str(Some(joined)));
     }
 
     fn stmts(&mut self, stmts: &[Stmt]) -> Val {
@@ -207,7 +214,7 @@ impl<'a> Infer<'a> {
             value: value.clone(),
             annotated,
         });
-        self.facts.values.push((name_span, value.clone()));
+        self.record(name_span, value.clone());
         self.env.insert(name.to_string(), value);
     }
 
@@ -221,13 +228,16 @@ impl<'a> Infer<'a> {
             }
             StmtKind::Annotated { name, axes, value } => {
                 let v = self.expr(value);
-                let names: Vec<Option<String>> = axes.iter().map(|a| Some(a.name.clone())).collect();
+                let names: Vec<Option<String>> =
+                    axes.iter().map(|a| Some(a.name.clone())).collect();
                 let annot_span = axes
                     .first()
                     .map(|a| name.span.to(a.span).to(axes.last().unwrap().span))
                     .unwrap_or(name.span);
                 let v = match v {
-                    Val::Array(a) => Val::Array(self.with_names(a, names, annot_span, value.span, None)),
+                    Val::Array(a) => {
+                        Val::Array(self.with_names(a, names, annot_span, value.span, None))
+                    }
                     Val::Unknown => Val::Array(Arr {
                         dims: Some(vec![Dim::Unknown; axes.len()]),
                         names: Some(names),
@@ -254,7 +264,8 @@ impl<'a> Infer<'a> {
                     steps,
                     optimizer: None,
                 });
-                self.env.insert("step".into(), Val::Array(Arr::any_scalar()));
+                self.env
+                    .insert("step".into(), Val::Array(Arr::any_scalar()));
                 self.trains.push((idx, steps));
                 self.stmts(&body.stmts);
                 self.trains.pop();
@@ -293,6 +304,7 @@ impl<'a> Infer<'a> {
     }
 
     fn record(&mut self, span: Span, v: Val) -> Val {
+        self.index.insert(span, self.facts.values.len());
         self.facts.values.push((span, v.clone()));
         v
     }
@@ -317,13 +329,24 @@ impl<'a> Infer<'a> {
                 }
                 _ => Val::Unknown,
             },
-            ExprKind::Binary { op, op_span, lhs, rhs } => {
+            ExprKind::Binary {
+                op,
+                op_span,
+                lhs,
+                rhs,
+            } => {
                 let l = self.expr(lhs);
                 let r = self.expr(rhs);
                 match (l, r) {
-                    (Val::Array(a), Val::Array(b)) => {
-                        Val::Array(self.broadcast(op.symbol(), Some(*op), &a, lhs, &b, rhs, *op_span))
-                    }
+                    (Val::Array(a), Val::Array(b)) => Val::Array(self.broadcast(
+                        op.symbol(),
+                        Some(*op),
+                        &a,
+                        lhs,
+                        &b,
+                        rhs,
+                        *op_span,
+                    )),
                     (Val::Unknown, _) | (_, Val::Unknown) => Val::Unknown,
                     _ => Val::Unknown,
                 }
@@ -346,9 +369,12 @@ impl<'a> Infer<'a> {
                 if let Some(name) = t.text() {
                     if DeviceTarget::parse(name).is_none() {
                         self.facts.diagnostics.push(
-                            Diagnostic::warning("W0502", format!("unknown device `{name}`; this block runs on the CPU"))
-                                .at(target.span, "not a device target")
-                                .help("device targets are \"cpu\", \"cuda\", \"cuda:N\" and \"mlx\""),
+                            Diagnostic::warning(
+                                "W0502",
+                                format!("unknown device `{name}`; this block runs on the CPU"),
+                            )
+                            .at(target.span, "not a device target")
+                            .help("device targets are \"cpu\", \"cuda\", \"cuda:N\" and \"mlx\""),
                         );
                     }
                 }
@@ -366,7 +392,9 @@ impl<'a> Infer<'a> {
         }
         let arrs: Vec<&Arr> = vals.iter().filter_map(Val::arr).collect();
         if arrs.len() != vals.len() {
-            return Val::Array(Arr::of_dims(vec![Dim::Known(items.len()), Dim::Unknown]).without_names_unknown());
+            return Val::Array(
+                Arr::of_dims(vec![Dim::Known(items.len()), Dim::Unknown]).without_names_unknown(),
+            );
         }
         let first = arrs.first().and_then(|a| a.dims.clone());
         let same = arrs.iter().all(|a| a.dims.is_some() && a.dims == first);
@@ -379,7 +407,11 @@ impl<'a> Infer<'a> {
         dims.extend(first.unwrap_or_default());
         let mut out = Arr::of_dims(dims);
         if arrs.iter().all(|a| a.constant.is_some()) && items.len() <= 4096 {
-            out.constant = Some(arrs.iter().flat_map(|a| a.constant.clone().unwrap()).collect());
+            out.constant = Some(
+                arrs.iter()
+                    .flat_map(|a| a.constant.clone().unwrap())
+                    .collect(),
+            );
         }
         Val::Array(out)
     }
@@ -397,8 +429,18 @@ impl<'a> Infer<'a> {
             if r != names.len() {
                 self.facts.diagnostics.push(
                     Diagnostic::error("E0209", "wrong number of axis names")
-                        .at(names_span, format!("{} name{} given", names.len(), if names.len() == 1 { "" } else { "s" }))
-                        .with_label(value_span, format!("this has rank {r}: {}", a.named_shape()))
+                        .at(
+                            names_span,
+                            format!(
+                                "{} name{} given",
+                                names.len(),
+                                if names.len() == 1 { "" } else { "s" }
+                            ),
+                        )
+                        .with_label(
+                            value_span,
+                            format!("this has rank {r}: {}", a.named_shape()),
+                        )
                         .note(format!(
                             "{} needs one name per axis",
                             op.map_or("an axis annotation".to_string(), |o| format!("`{o}`"))
@@ -478,11 +520,23 @@ impl<'a> Infer<'a> {
                 .at(eb.span, format!("right operand: {}", b.named_shape()))
                 .with_label(ea.span, format!("left operand: {}", a.named_shape()));
             if let Some(s) = a.names_from {
-                d = d.with_label(s, format!("the left operand got its axis names here: {}", a.named_shape()));
+                d = d.with_label(
+                    s,
+                    format!(
+                        "the left operand got its axis names here: {}",
+                        a.named_shape()
+                    ),
+                );
             }
             if let Some(s) = b.names_from {
                 if Some(s) != a.names_from {
-                    d = d.with_label(s, format!("the right operand got its axis names here: {}", b.named_shape()));
+                    d = d.with_label(
+                        s,
+                        format!(
+                            "the right operand got its axis names here: {}",
+                            b.named_shape()
+                        ),
+                    );
                 }
             }
             d
@@ -497,7 +551,9 @@ impl<'a> Infer<'a> {
             let fixed: Vec<String> = (0..db.len())
                 .map(|i| {
                     let from_end = db.len() - i;
-                    let left = (from_end <= da.len()).then(|| a.name(da.len() - from_end)).flatten();
+                    let left = (from_end <= da.len())
+                        .then(|| a.name(da.len() - from_end))
+                        .flatten();
                     format!("\"{}\"", left.or(b.name(i)).unwrap_or(""))
                 })
                 .collect();
@@ -506,13 +562,25 @@ impl<'a> Infer<'a> {
                 _ => "y".to_string(),
             };
             self.facts.diagnostics.push(
-                labels(Diagnostic::error("E0202", format!("axis names conflict in `{op_name}`")))
-                    .note(format!("axis -{k} is named `{x}` on the left and `{y}` on the right"))
-                    .help(format!("rename one side, for example `relabel({target}, [{}])`", fixed.join(", "))),
+                labels(Diagnostic::error(
+                    "E0202",
+                    format!("axis names conflict in `{op_name}`"),
+                ))
+                .note(format!(
+                    "axis -{k} is named `{x}` on the left and `{y}` on the right"
+                ))
+                .help(format!(
+                    "rename one side, for example `relabel({target}, [{}])`",
+                    fixed.join(", ")
+                )),
             );
         }
         let _ = op_span;
-        let names_from = if a.has_names() { a.names_from } else { b.names_from };
+        let names_from = if a.has_names() {
+            a.names_from
+        } else {
+            b.names_from
+        };
         Arr {
             dims: Some(dims),
             names: names_known.then_some(names),
@@ -526,7 +594,11 @@ impl<'a> Infer<'a> {
             return Arr::unknown();
         };
         if da.is_empty() || db.is_empty() {
-            let (x, s) = if da.is_empty() { (a, ea.span) } else { (b, eb.span) };
+            let (x, s) = if da.is_empty() {
+                (a, ea.span)
+            } else {
+                (b, eb.span)
+            };
             self.facts.diagnostics.push(
                 Diagnostic::error("E0205", "wrong rank")
                     .at(s, format!("has shape {}", x.named_shape()))
@@ -554,10 +626,22 @@ impl<'a> Infer<'a> {
                     d = d.help("the right operand looks transposed: try `transpose(...)` on it");
                 }
                 if let Some(s) = a.names_from {
-                    d = d.with_label(s, format!("the left operand got its axis names here: {}", a.named_shape()));
+                    d = d.with_label(
+                        s,
+                        format!(
+                            "the left operand got its axis names here: {}",
+                            a.named_shape()
+                        ),
+                    );
                 }
                 if let Some(s) = b.names_from {
-                    d = d.with_label(s, format!("the right operand got its axis names here: {}", b.named_shape()));
+                    d = d.with_label(
+                        s,
+                        format!(
+                            "the right operand got its axis names here: {}",
+                            b.named_shape()
+                        ),
+                    );
                 }
                 self.facts.diagnostics.push(d);
                 return Arr::unknown();
@@ -570,8 +654,12 @@ impl<'a> Infer<'a> {
                         Diagnostic::error("E0204", "contraction axes are named differently")
                             .at(eb.span, format!("right operand: {}", b.named_shape()))
                             .with_label(ea.span, format!("left operand: {}", a.named_shape()))
-                            .note(format!("`{op}` contracts `{na}` on the left with `{nb}` on the right"))
-                            .help(format!("relabel one side so both contracted axes are named `{na}`")),
+                            .note(format!(
+                                "`{op}` contracts `{na}` on the left with `{nb}` on the right"
+                            ))
+                            .help(format!(
+                                "relabel one side so both contracted axes are named `{na}`"
+                            )),
                     );
                 }
             }
@@ -579,13 +667,27 @@ impl<'a> Infer<'a> {
             return Arr::any_scalar();
         }
         // Batch axes: the longer prefix (broadcasting sizes of 1).
-        let a_batch = if da.len() >= 2 { &da[..da.len() - 2] } else { &[][..] };
-        let b_batch = if db.len() >= 2 { &db[..db.len() - 2] } else { &[][..] };
-        let batch = if a_batch.len() >= b_batch.len() { a_batch } else { b_batch };
+        let a_batch = if da.len() >= 2 {
+            &da[..da.len() - 2]
+        } else {
+            &[][..]
+        };
+        let b_batch = if db.len() >= 2 {
+            &db[..db.len() - 2]
+        } else {
+            &[][..]
+        };
+        let batch = if a_batch.len() >= b_batch.len() {
+            a_batch
+        } else {
+            b_batch
+        };
         let mut dims = batch.to_vec();
         let mut names: Vec<Option<String>> = (0..batch.len())
             .map(|i| {
-                let from_a = (a_batch.len() >= b_batch.len()).then(|| a.name(i)).flatten();
+                let from_a = (a_batch.len() >= b_batch.len())
+                    .then(|| a.name(i))
+                    .flatten();
                 let from_b = (b_batch.len() > a_batch.len()).then(|| b.name(i)).flatten();
                 from_a.or(from_b).map(String::from)
             })
@@ -604,7 +706,11 @@ impl<'a> Infer<'a> {
             dims: Some(dims),
             names: names_known.then_some(names),
             constant: None,
-            names_from: if has { a.names_from.or(b.names_from) } else { None },
+            names_from: if has {
+                a.names_from.or(b.names_from)
+            } else {
+                None
+            },
         }
     }
 
@@ -635,7 +741,11 @@ impl<'a> Infer<'a> {
         let vals: Vec<Val> = args.iter().map(|a| self.expr(a)).collect();
         let arr = |i: usize| vals.get(i).and_then(Val::arr);
         let num = |i: usize| arr(i).and_then(Arr::scalar_value);
-        let count = |i: usize| num(i).filter(|n| *n >= 0.0 && n.fract() == 0.0).map(|n| n as usize);
+        let count = |i: usize| {
+            num(i)
+                .filter(|n| *n >= 0.0 && n.fract() == 0.0)
+                .map(|n| n as usize)
+        };
         let shape_arg = |i: usize| -> Option<Vec<Dim>> {
             let a = arr(i)?;
             let c = a.constant.as_ref()?;
@@ -644,13 +754,29 @@ impl<'a> Infer<'a> {
             }
             Some(
                 c.iter()
-                    .map(|&n| if n >= 0.0 && n.fract() == 0.0 { Dim::Known(n as usize) } else { Dim::Unknown })
+                    .map(|&n| {
+                        if n >= 0.0 && n.fract() == 0.0 {
+                            Dim::Known(n as usize)
+                        } else {
+                            Dim::Unknown
+                        }
+                    })
                     .collect(),
             )
         };
-        let same = |i: usize| arr(i).cloned().map(|a| Val::Array(a.without_constant())).unwrap_or(Val::Unknown);
+        let same = |i: usize| {
+            arr(i)
+                .cloned()
+                .map(|a| Val::Array(a.without_constant()))
+                .unwrap_or(Val::Unknown)
+        };
         let model = |i: usize| vals.get(i).and_then(Val::model).cloned();
-        let new_model = |layer: Layer| Val::Model(Some(Arc::new(ModelInfo { layer: Arc::new(layer), defined_at: e.span })));
+        let new_model = |layer: Layer| {
+            Val::Model(Some(Arc::new(ModelInfo {
+                layer: Arc::new(layer),
+                defined_at: e.span,
+            })))
+        };
         if UNARY.contains(&name) {
             return same(0);
         }
@@ -681,7 +807,9 @@ impl<'a> Infer<'a> {
                 }
                 Val::Array(a)
             }),
-            "zeros" | "ones" | "fill" => Val::Array(shape_arg(0).map_or_else(Arr::unknown, Arr::of_dims)),
+            "zeros" | "ones" | "fill" => {
+                Val::Array(shape_arg(0).map_or_else(Arr::unknown, Arr::of_dims))
+            }
             "random" | "randn" => Val::Array(shape_arg(1).map_or_else(Arr::unknown, Arr::of_dims)),
             "reshape" | "reshape_labeled" => {
                 let Some(mut dims) = shape_arg(1) else {
@@ -691,8 +819,11 @@ impl<'a> Infer<'a> {
                 if let Some(c) = arr(1).and_then(|a| a.constant.clone()) {
                     let neg = c.iter().position(|&x| x == -1.0);
                     if let (Some(p), Some(t)) = (neg, total) {
-                        let rest: usize = c.iter().filter(|&&x| x != -1.0).map(|&x| x as usize).product();
-                        if rest > 0 && t % rest == 0 {
+                        let rest = c
+                            .iter()
+                            .filter(|&&x| x != -1.0)
+                            .try_fold(1usize, |acc, &x| acc.checked_mul(x as usize));
+                        if let Some(rest) = rest.filter(|&r| r > 0 && t % r == 0) {
                             dims[p] = Dim::Known(t / rest);
                         }
                     }
@@ -712,24 +843,43 @@ impl<'a> Infer<'a> {
                 if name == "reshape_labeled" {
                     if let (Some(v), Some(ea)) = (vals.get(2), args.get(2)) {
                         if let Some(n) = self.names_arg(v, ea) {
-                            return Val::Array(self.with_names(out, n, ea.span, args[0].span, Some(name)));
+                            return Val::Array(self.with_names(
+                                out,
+                                n,
+                                ea.span,
+                                args[0].span,
+                                Some(name),
+                            ));
                         }
                     }
                 }
                 Val::Array(out)
             }
             "label" | "relabel" => {
-                let Some(a) = arr(0).cloned() else { return Val::Unknown };
+                let Some(a) = arr(0).cloned() else {
+                    return Val::Unknown;
+                };
                 match (vals.get(1), args.get(1)) {
                     (Some(v), Some(ea)) => match self.names_arg(v, ea) {
-                        Some(n) => Val::Array(self.with_names(a.without_constant(), n, e.span, args[0].span, Some(name))),
+                        Some(n) => Val::Array(self.with_names(
+                            a.without_constant(),
+                            n,
+                            e.span,
+                            args[0].span,
+                            Some(name),
+                        )),
                         None => Val::Array(Arr { names: None, ..a }),
                     },
                     _ => Val::Unknown,
                 }
             }
             "labels" => match arr(0).and_then(|a| a.names.clone()) {
-                Some(n) => Val::Str(Some(n.iter().map(|x| x.clone().unwrap_or_default()).collect::<Vec<_>>().join(","))),
+                Some(n) => Val::Str(Some(
+                    n.iter()
+                        .map(|x| x.clone().unwrap_or_default())
+                        .collect::<Vec<_>>()
+                        .join(","),
+                )),
                 None => Val::Str(None),
             },
             "shape" => match arr(0).and_then(|a| a.rank().map(|r| (r, a.known_shape()))) {
@@ -758,13 +908,21 @@ impl<'a> Infer<'a> {
                 None => Val::Unknown,
             },
             "grid" => Val::Array(match count(1) {
-                Some(n) => Arr::of_shape(&[n * n, 2]),
+                Some(n) => Arr::of_dims(vec![
+                    n.checked_mul(n).map_or(Dim::Unknown, Dim::Known),
+                    Dim::Known(2),
+                ]),
                 None => Arr::of_dims(vec![Dim::Unknown, Dim::Known(2)]),
             }),
-            "concat" => Val::Array(match (arr(0).and_then(Arr::known_len), arr(1).and_then(Arr::known_len)) {
-                (Some(p), Some(q)) => Arr::of_shape(&[p + q]),
-                _ => Arr::of_dims(vec![Dim::Unknown]),
-            }),
+            "concat" => Val::Array(
+                match (
+                    arr(0).and_then(Arr::known_len),
+                    arr(1).and_then(Arr::known_len),
+                ) {
+                    (Some(p), Some(q)) => Arr::of_shape(&[p.saturating_add(q)]),
+                    _ => Arr::of_dims(vec![Dim::Unknown]),
+                },
+            ),
             "last_row" => match arr(0).and_then(|a| a.dims.clone()) {
                 Some(d) if d.len() == 2 => Val::Array(Arr::of_dims(vec![d[1].clone()])),
                 _ => Val::Array(Arr::unknown()),
@@ -781,8 +939,13 @@ impl<'a> Infer<'a> {
                     if name != "shuffle" {
                         if let (Some(d), Some(frac)) = (&mut a.dims, num(1)) {
                             if let Some(Dim::Known(n)) = d.first().cloned() {
-                                let tr = ((n as f64 * frac).floor() as usize).clamp(1, n.max(2) - 1);
-                                d[0] = Dim::Known(if name == "split" { tr } else { n - tr });
+                                let tr =
+                                    ((n as f64 * frac).floor() as usize).clamp(1, n.max(2) - 1);
+                                d[0] = Dim::Known(if name == "split" {
+                                    tr
+                                } else {
+                                    n.saturating_sub(tr)
+                                });
                             } else if !d.is_empty() {
                                 d[0] = Dim::Unknown;
                             }
@@ -812,13 +975,20 @@ impl<'a> Infer<'a> {
             },
             "shift_pairs_x" | "shift_pairs_y" => {
                 let block = count(1);
-                let n = arr(0).and_then(|a| a.dims.clone()).and_then(|d| d.first().cloned());
+                let n = arr(0)
+                    .and_then(|a| a.dims.clone())
+                    .and_then(|d| d.first().cloned());
                 let rows = match (&n, block) {
-                    (Some(Dim::Known(n)), Some(b)) => Dim::Known(n / (b + 1)),
-                    (Some(Dim::Symbol(s)), Some(b)) => Dim::Symbol(format!("⌊{s}/{}⌋", b + 1)),
+                    (Some(Dim::Known(n)), Some(b)) => Dim::Known(n / b.saturating_add(1)),
+                    (Some(Dim::Symbol(s)), Some(b)) => {
+                        Dim::Symbol(format!("⌊{s}/{}⌋", b.saturating_add(1)))
+                    }
                     _ => Dim::Unknown,
                 };
-                Val::Array(Arr::of_dims(vec![rows, block.map_or(Dim::Unknown, Dim::Known)]))
+                Val::Array(Arr::of_dims(vec![
+                    rows,
+                    block.map_or(Dim::Unknown, Dim::Known),
+                ]))
             }
             "estimate_train" | "estimate_hypothetical" => {
                 if name == "estimate_hypothetical" {
@@ -827,15 +997,18 @@ impl<'a> Infer<'a> {
                             self.facts.diagnostics.push(
                                 Diagnostic::error("E0105", format!("unknown architecture `{t}`"))
                                     .at(args[0].span, "not a built-in architecture")
-                                    .note(format!("known architectures: {}", hypothetical::names())),
+                                    .note(format!(
+                                        "known architectures: {}",
+                                        hypothetical::names()
+                                    )),
                             );
                         }
                     }
                 }
                 Val::Array(Arr::of_shape(&[5]))
             }
-            "feasible" | "calibrate_device" | "dot" | "cross_entropy" | "sample" | "aux_loss" | "cosine_schedule"
-            | "linear_warmup"
+            "feasible" | "calibrate_device" | "dot" | "cross_entropy" | "sample" | "aux_loss"
+            | "cosine_schedule" | "linear_warmup"
                 if name != "dot" && name != "cross_entropy" =>
             {
                 Val::Array(Arr::any_scalar())
@@ -848,15 +1021,37 @@ impl<'a> Infer<'a> {
                 _ => Val::Array(Arr::any_scalar()),
             },
             "cross_entropy" => {
-                if let (Some(l), Some(t)) = (arr(0).and_then(Arr::known_shape), arr(1).and_then(Arr::known_len)) {
-                    if l.len() >= 2 {
-                        let rows: usize = l[..l.len() - 1].iter().product();
+                if let (Some(l), Some(t)) = (
+                    arr(0).and_then(Arr::known_shape),
+                    arr(1).and_then(Arr::known_len),
+                ) {
+                    let rows = l[..l.len().saturating_sub(1)]
+                        .iter()
+                        .try_fold(1usize, |acc, &d| acc.checked_mul(d));
+                    if let (true, Some(rows)) = (l.len() >= 2, rows) {
                         if rows != t {
                             self.facts.diagnostics.push(
-                                Diagnostic::error("E0214", "target count differs from the rows of the logits")
-                                    .at(args[1].span, format!("targets: {} ({t} elements)", arr(1).unwrap().named_shape()))
-                                    .with_label(args[0].span, format!("logits: {} ({rows} rows)", arr(0).unwrap().named_shape()))
-                                    .note(format!("expected [{rows}] targets, one per row of the logits")),
+                                Diagnostic::error(
+                                    "E0214",
+                                    "target count differs from the rows of the logits",
+                                )
+                                .at(
+                                    args[1].span,
+                                    format!(
+                                        "targets: {} ({t} elements)",
+                                        arr(1).unwrap().named_shape()
+                                    ),
+                                )
+                                .with_label(
+                                    args[0].span,
+                                    format!(
+                                        "logits: {} ({rows} rows)",
+                                        arr(0).unwrap().named_shape()
+                                    ),
+                                )
+                                .note(format!(
+                                    "expected [{rows}] targets, one per row of the logits"
+                                )),
                             );
                         }
                     }
@@ -886,17 +1081,31 @@ impl<'a> Infer<'a> {
                 a.names_from = Some(e.span);
                 Val::Array(a)
             }
-            "moons" | "circles" | "blobs" => Val::Array(Arr::of_dims(vec![count(1).map_or(Dim::Unknown, Dim::Known), Dim::Known(3)])),
+            "moons" | "circles" | "blobs" => Val::Array(Arr::of_dims(vec![
+                count(1).map_or(Dim::Unknown, Dim::Known),
+                Dim::Known(3),
+            ])),
             "pairwise_sqdist" => match arr(0).and_then(|a| a.dims.clone()) {
-                Some(d) if d.len() == 2 => Val::Array(Arr::of_dims(vec![d[0].clone(), d[0].clone()])),
+                Some(d) if d.len() == 2 => {
+                    Val::Array(Arr::of_dims(vec![d[0].clone(), d[0].clone()]))
+                }
                 _ => Val::Array(Arr::unknown()),
             },
             "knn" | "pca" | "tsne" => {
-                let rows = arr(0).and_then(|a| a.dims.clone()).and_then(|d| d.first().cloned()).unwrap_or(Dim::Unknown);
-                let k = if name == "tsne" { Dim::Known(2) } else { count(1).map_or(Dim::Unknown, Dim::Known) };
+                let rows = arr(0)
+                    .and_then(|a| a.dims.clone())
+                    .and_then(|d| d.first().cloned())
+                    .unwrap_or(Dim::Unknown);
+                let k = if name == "tsne" {
+                    Dim::Known(2)
+                } else {
+                    count(1).map_or(Dim::Unknown, Dim::Known)
+                };
                 Val::Array(Arr::of_dims(vec![rows, k]))
             }
-            "argtop_k" => Val::Array(Arr::of_dims(vec![count(1).map_or(Dim::Unknown, Dim::Known)])),
+            "argtop_k" => Val::Array(Arr::of_dims(
+                vec![count(1).map_or(Dim::Unknown, Dim::Known)],
+            )),
             "top_k" => same(0),
             "to_device" => {
                 if let Some(t) = vals.get(1).and_then(Val::text) {
@@ -904,7 +1113,9 @@ impl<'a> Infer<'a> {
                         self.facts.diagnostics.push(
                             Diagnostic::error("E0502", "unknown device target")
                                 .at(args[1].span, format!("`{t}` is not a device target"))
-                                .help("device targets are \"cpu\", \"cuda\", \"cuda:N\" and \"mlx\""),
+                                .help(
+                                    "device targets are \"cpu\", \"cuda\", \"cuda:N\" and \"mlx\"",
+                                ),
                         );
                     }
                 }
@@ -926,27 +1137,41 @@ impl<'a> Infer<'a> {
             },
             "load" => Val::Unknown,
             "tokenizer" | "train_bpe" => Val::Tokenizer,
-            "tokenize_bytes" => Val::Array(Arr::of_dims(vec![match vals.first().and_then(Val::text) {
-                Some(t) => Dim::Known(t.len()),
-                None => Dim::Symbol("n_bytes".into()),
-            }])),
+            "tokenize_bytes" => {
+                Val::Array(Arr::of_dims(vec![match vals.first().and_then(Val::text) {
+                    Some(t) => Dim::Known(t.len()),
+                    None => Dim::Symbol("n_bytes".into()),
+                }]))
+            }
             "apply_tokenizer" => Val::Array(Arr::of_dims(vec![Dim::Symbol("n_tokens".into())])),
             "decode" | "decode_bytes" => Val::Str(None),
-            "grad" => vals.get(1).cloned().map(|v| match v {
-                Val::Array(a) => Val::Array(a.without_constant()),
-                _ => Val::Unknown,
-            }).unwrap_or(Val::Unknown),
+            "grad" => vals
+                .get(1)
+                .cloned()
+                .map(|v| match v {
+                    Val::Array(a) => Val::Array(a.without_constant()),
+                    _ => Val::Unknown,
+                })
+                .unwrap_or(Val::Unknown),
             n if OPTIMIZERS.contains(&n) => {
                 self.optimizer(e, n, name_span, args, &vals);
                 Val::Array(Arr::any_scalar())
             }
             // Models.
             "linear" => match (count(0), count(1)) {
-                (Some(inp), Some(out)) => new_model(Layer::Linear(Linear { id: self.id(), inp, out })),
+                (Some(inp), Some(out)) => new_model(Layer::Linear(Linear {
+                    id: self.id(),
+                    inp,
+                    out,
+                })),
                 _ => Val::Model(None),
             },
             "embed" => match (count(0), count(1)) {
-                (Some(vocab), Some(d)) => new_model(Layer::Embed(Embed { id: self.id(), vocab, d })),
+                (Some(vocab), Some(d)) => new_model(Layer::Embed(Embed {
+                    id: self.id(),
+                    vocab,
+                    d,
+                })),
                 _ => Val::Model(None),
             },
             "attention" | "causal_attention" => {
@@ -956,7 +1181,11 @@ impl<'a> Infer<'a> {
                 };
                 match (count(0), count(1)) {
                     (Some(d), Some(heads)) if heads > 0 => {
-                        let kv = if args.len() > 3 { count(3) } else { Some(heads) };
+                        let kv = if args.len() > 3 {
+                            count(3)
+                        } else {
+                            Some(heads)
+                        };
                         match kv {
                             Some(kv_heads) => new_model(Layer::Attention(Attention {
                                 id: self.id(),
@@ -974,7 +1203,11 @@ impl<'a> Infer<'a> {
             }
             "rms_norm" => match count(0) {
                 Some(dim) => {
-                    let gain = if num(1) == Some(1.0) { Some(self.id()) } else { None };
+                    let gain = if num(1) == Some(1.0) {
+                        Some(self.id())
+                    } else {
+                        None
+                    };
                     new_model(Layer::RmsNorm(RmsNorm { dim, gain }))
                 }
                 None => Val::Model(None),
@@ -988,13 +1221,23 @@ impl<'a> Infer<'a> {
             "gelu_layer" => new_model(Layer::Activation(Activation::Gelu)),
             "silu_layer" => new_model(Layer::Activation(Activation::Silu)),
             "softmax_layer" => new_model(Layer::Activation(Activation::Softmax)),
-            "dropout" => new_model(Layer::Dropout(Dropout { p: num(0).unwrap_or(0.0), seed: 0 })),
+            "dropout" => new_model(Layer::Dropout(Dropout {
+                p: num(0).unwrap_or(0.0),
+                seed: 0,
+            })),
             "swiglu" => match (count(0), count(1)) {
-                (Some(d), Some(hidden)) => new_model(Layer::SwiGlu(SwiGlu { id: self.id(), d, hidden })),
+                (Some(d), Some(hidden)) => new_model(Layer::SwiGlu(SwiGlu {
+                    id: self.id(),
+                    d,
+                    hidden,
+                })),
                 _ => Val::Model(None),
             },
             "rope" => match count(0) {
-                Some(head_dim) => new_model(Layer::Rope(Rope { head_dim, base: num(1).unwrap_or(10000.0) })),
+                Some(head_dim) => new_model(Layer::Rope(Rope {
+                    head_dim,
+                    base: num(1).unwrap_or(10000.0),
+                })),
                 None => Val::Model(None),
             },
             "moe" => match (count(0), count(1), count(2), count(3)) {
@@ -1009,7 +1252,9 @@ impl<'a> Infer<'a> {
                 _ => Val::Model(None),
             },
             "chain" => {
-                let children: Option<Vec<Arc<Layer>>> = (0..args.len()).map(|i| model(i).map(|m| m.layer.clone())).collect();
+                let children: Option<Vec<Arc<Layer>>> = (0..args.len())
+                    .map(|i| model(i).map(|m| m.layer.clone()))
+                    .collect();
                 match children {
                     Some(c) => new_model(Layer::Chain(c)),
                     None => Val::Model(None),
@@ -1099,7 +1344,11 @@ impl<'a> Infer<'a> {
         };
         let keep_shape = name == "softmax" || name == "log_softmax";
         let Some(axis_val) = vals.get(1) else {
-            return Val::Array(if keep_shape { a.unnamed().without_constant() } else { Arr::any_scalar() });
+            return Val::Array(if keep_shape {
+                a.unnamed().without_constant()
+            } else {
+                Arr::any_scalar()
+            });
         };
         let Some(dims) = a.dims.clone() else {
             return Val::Array(Arr::unknown());
@@ -1142,11 +1391,18 @@ impl<'a> Infer<'a> {
                     Diagnostic::error("E0206", "axis out of range")
                         .at(args[1].span, format!("axis {k}"))
                         .with_label(args[0].span, format!("rank {rank}: {}", a.named_shape()))
-                        .note(format!("axes of a rank-{rank} array are 0 to {} (or -{rank} to -1)", rank.saturating_sub(1))),
+                        .note(format!(
+                            "axes of a rank-{rank} array are 0 to {} (or -{rank} to -1)",
+                            rank.saturating_sub(1)
+                        )),
                 );
                 return Val::Array(Arr::unknown());
             }
-            (k.fract() == 0.0).then(|| if k < 0.0 { (k + r) as usize } else { k as usize })
+            (k.fract() == 0.0).then_some(if k < 0.0 {
+                (k + r) as usize
+            } else {
+                k as usize
+            })
         } else {
             None
         };
@@ -1161,7 +1417,9 @@ impl<'a> Infer<'a> {
                     n.remove(i);
                     n
                 });
-                let has = names.as_ref().is_some_and(|n| n.iter().any(Option::is_some));
+                let has = names
+                    .as_ref()
+                    .is_some_and(|n| n.iter().any(Option::is_some));
                 Val::Array(Arr {
                     dims: Some(d),
                     names,
@@ -1169,7 +1427,9 @@ impl<'a> Infer<'a> {
                     names_from: if has { a.names_from } else { None },
                 })
             }
-            None => Val::Array(Arr::of_dims(vec![Dim::Unknown; rank.saturating_sub(1)]).with_unknown_names()),
+            None => Val::Array(
+                Arr::of_dims(vec![Dim::Unknown; rank.saturating_sub(1)]).with_unknown_names(),
+            ),
         }
     }
 
@@ -1211,7 +1471,11 @@ impl<'a> Infer<'a> {
                 if name.name == "apply" && args.len() == 2 {
                     let m = self.value_of_recorded(&args[0]);
                     let input = self.value_of_recorded(&args[1]);
-                    let layer = m.as_ref().and_then(Val::model).map(|m| m.layer.clone()).or_else(|| model.map(|m| m.layer.clone()));
+                    let layer = m
+                        .as_ref()
+                        .and_then(Val::model)
+                        .map(|m| m.layer.clone())
+                        .or_else(|| model.map(|m| m.layer.clone()));
                     if let (Some(layer), Some(Val::Array(a))) = (layer, input) {
                         found = Some(batch_of(&layer, &a, args[1].span));
                     }
@@ -1222,7 +1486,9 @@ impl<'a> Infer<'a> {
     }
 
     fn value_of_recorded(&self, e: &Expr) -> Option<Val> {
-        self.facts.values.iter().rev().find(|(s, _)| *s == e.span).map(|(_, v)| v.clone())
+        self.index
+            .get(&e.span)
+            .map(|&i| self.facts.values[i].1.clone())
     }
 
     /// A copy of a layer tree with fresh ids (shared sub-layers stay shared); with
@@ -1239,27 +1505,50 @@ impl<'a> Infer<'a> {
         }
         let out = Arc::new(match &**l {
             Layer::Linear(x) => {
-                let base = Linear { id: self.id(), ..*x };
+                let base = Linear {
+                    id: self.id(),
+                    ..*x
+                };
                 match lora {
-                    Some((rank, alpha)) => Layer::Lora(Lora { base, adapter_id: self.id(), rank, alpha }),
+                    Some((rank, alpha)) => Layer::Lora(Lora {
+                        base,
+                        adapter_id: self.id(),
+                        rank,
+                        alpha,
+                    }),
                     None => Layer::Linear(base),
                 }
             }
             Layer::Lora(x) => Layer::Lora(Lora {
-                base: Linear { id: self.id(), ..x.base },
+                base: Linear {
+                    id: self.id(),
+                    ..x.base
+                },
                 adapter_id: self.id(),
                 ..*x
             }),
-            Layer::Embed(x) => Layer::Embed(Embed { id: self.id(), ..*x }),
-            Layer::Attention(x) => Layer::Attention(Attention { id: self.id(), ..*x }),
+            Layer::Embed(x) => Layer::Embed(Embed {
+                id: self.id(),
+                ..*x
+            }),
+            Layer::Attention(x) => Layer::Attention(Attention {
+                id: self.id(),
+                ..*x
+            }),
             Layer::RmsNorm(x) => Layer::RmsNorm(RmsNorm {
                 gain: x.gain.map(|_| self.id()),
                 ..*x
             }),
-            Layer::LayerNorm(x) => Layer::LayerNorm(LayerNorm { id: self.id(), ..*x }),
+            Layer::LayerNorm(x) => Layer::LayerNorm(LayerNorm {
+                id: self.id(),
+                ..*x
+            }),
             Layer::Activation(a) => Layer::Activation(*a),
             Layer::Dropout(d) => Layer::Dropout(*d),
-            Layer::SwiGlu(x) => Layer::SwiGlu(SwiGlu { id: self.id(), ..*x }),
+            Layer::SwiGlu(x) => Layer::SwiGlu(SwiGlu {
+                id: self.id(),
+                ..*x
+            }),
             Layer::Rope(r) => Layer::Rope(*r),
             Layer::Moe(m) => Layer::Moe(Moe {
                 id: self.id(),
@@ -1269,7 +1558,9 @@ impl<'a> Infer<'a> {
                 hidden: m.hidden,
                 aux: Mutex::new(None),
             }),
-            Layer::Chain(c) => Layer::Chain(c.iter().map(|x| self.clone_layer(x, done, lora)).collect()),
+            Layer::Chain(c) => {
+                Layer::Chain(c.iter().map(|x| self.clone_layer(x, done, lora)).collect())
+            }
             Layer::Residual(r) => Layer::Residual(self.clone_layer(r, done, lora)),
         });
         done.insert(key, out.clone());
@@ -1300,7 +1591,9 @@ pub fn visit(e: &Expr, f: &mut dyn FnMut(&Expr)) {
     f(e);
     match &e.kind {
         ExprKind::Call { args, .. } => args.iter().for_each(|a| visit(a, f)),
-        ExprKind::List(items) | ExprKind::Ctor { dims: items, .. } => items.iter().for_each(|a| visit(a, f)),
+        ExprKind::List(items) | ExprKind::Ctor { dims: items, .. } => {
+            items.iter().for_each(|a| visit(a, f))
+        }
         ExprKind::Neg(x) | ExprKind::Paren(x) => visit(x, f),
         ExprKind::Binary { lhs, rhs, .. } => {
             visit(lhs, f);
@@ -1319,7 +1612,9 @@ pub fn visit(e: &Expr, f: &mut dyn FnMut(&Expr)) {
 /// Calls `f` on every expression of a statement (nested blocks included).
 pub fn visit_stmt(s: &Stmt, f: &mut dyn FnMut(&Expr)) {
     match &s.kind {
-        StmtKind::Expr(e) | StmtKind::Assign { value: e, .. } | StmtKind::Annotated { value: e, .. } => visit(e, f),
+        StmtKind::Expr(e)
+        | StmtKind::Assign { value: e, .. }
+        | StmtKind::Annotated { value: e, .. } => visit(e, f),
         StmtKind::Repeat { count, body } | StmtKind::Train { count, body } => {
             visit(count, f);
             body.stmts.iter().for_each(|s| visit_stmt(s, f));
@@ -1367,7 +1662,10 @@ pub fn batch_of(layer: &Layer, x: &Arr, span: Span) -> BatchGuess {
                 1 if feature_axes == 1 => (known(&lead[0]), Some(1.0)),
                 1 => (Some(1.0), known(&lead[0])),
                 _ => {
-                    let b = lead[..lead.len() - 1].iter().map(known).product::<Option<f64>>();
+                    let b = lead[..lead.len() - 1]
+                        .iter()
+                        .map(known)
+                        .product::<Option<f64>>();
                     (b, known(&lead[lead.len() - 1]))
                 }
             }
@@ -1389,7 +1687,9 @@ pub fn apply_layer(l: &Layer, x: &Arr) -> Result<Arr, String> {
     };
     let last_is = |want: usize, what: String| -> Result<(), String> {
         match dims.last() {
-            None => Err(format!("`{what}` expects an input of shape `[…, {want}]`, got a scalar")),
+            None => Err(format!(
+                "`{what}` expects an input of shape `[…, {want}]`, got a scalar"
+            )),
             Some(Dim::Known(n)) if *n != want => Err(format!(
                 "`{what}` expects an input of shape `[…, {want}]`, got {}",
                 x.named_shape()
@@ -1436,7 +1736,13 @@ pub fn apply_layer(l: &Layer, x: &Arr) -> Result<Arr, String> {
         }
         Layer::Attention(a) => {
             if !(2..=3).contains(&dims.len()) {
-                return Err(format!("`{}` expects `[T, {}]` or `[B, T, {}]`, got {}", l.describe(), a.d, a.d, x.named_shape()));
+                return Err(format!(
+                    "`{}` expects `[T, {}]` or `[B, T, {}]`, got {}",
+                    l.describe(),
+                    a.d,
+                    a.d,
+                    x.named_shape()
+                ));
             }
             last_is(a.d, l.describe())?;
             Ok(keep())
@@ -1461,7 +1767,9 @@ pub fn apply_layer(l: &Layer, x: &Arr) -> Result<Arr, String> {
         }
         Layer::Activation(Activation::Softmax) => {
             if dims.is_empty() {
-                return Err("`softmax_layer()` needs an input of rank 1 or more, got a scalar".into());
+                return Err(
+                    "`softmax_layer()` needs an input of rank 1 or more, got a scalar".into(),
+                );
             }
             Ok(keep().unnamed())
         }
@@ -1499,7 +1807,13 @@ mod tests {
     }
 
     fn binding(f: &Facts, name: &str) -> String {
-        f.bindings.iter().rev().find(|b| b.name == name).unwrap().value.describe()
+        f.bindings
+            .iter()
+            .rev()
+            .find(|b| b.name == name)
+            .unwrap()
+            .value
+            .describe()
     }
 
     #[test]
@@ -1521,9 +1835,15 @@ mod tests {
         assert_eq!(codes, ["E0203", "E0201", "E0202"]);
         let d = &f.diagnostics[0];
         assert!(d.primary.as_ref().unwrap().message.contains("[64, 32]"));
-        assert!(d.secondary.iter().any(|l| l.message.contains("[batch=32, feat=10]")));
+        assert!(d
+            .secondary
+            .iter()
+            .any(|l| l.message.contains("[batch=32, feat=10]")));
         // The operand that got its names from an annotation points there.
-        assert!(d.secondary.iter().any(|l| l.message.contains("got its axis names")));
+        assert!(d
+            .secondary
+            .iter()
+            .any(|l| l.message.contains("got its axis names")));
     }
 
     #[test]
@@ -1551,7 +1871,11 @@ mod tests {
     fn layer_input_errors() {
         let f = facts("m = chain(linear(3, 4, 0), linear(5, 2, 1))\ny = apply(m, zeros([2, 3]))");
         assert_eq!(f.diagnostics[0].code, "E0211");
-        assert!(f.diagnostics[0].notes[0].contains("linear(5, 2)"), "{:?}", f.diagnostics[0].notes);
+        assert!(
+            f.diagnostics[0].notes[0].contains("linear(5, 2)"),
+            "{:?}",
+            f.diagnostics[0].notes
+        );
     }
 
     #[test]

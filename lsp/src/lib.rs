@@ -1,1 +1,27 @@
-//! stub
+//! `mlpl-lsp`, the MLPL language server (DESIGN §7): diagnostics, hovers with named
+//! shapes and feasibility estimates, completion, signature help, navigation,
+//! rename, symbols, folding, semantic tokens, inlay hints, code actions and code
+//! lenses, over LSP on standard input and output. It parses, checks and estimates;
+//! it never runs user code.
+//!
+//! Layout: [`document`] (ropes and versioned edits), [`lines`] (byte offsets ↔
+//! UTF-16 positions), [`analysis`] (one analysis of one text), [`infer`] (static
+//! shapes, behind [`infer::ShapeEngine`]), [`values`], [`feasibility`] (estimates
+//! per device), [`context`] (cursor context), [`features`] (hover, completion,
+//! signature help), [`navigation`] (definition, references, rename, symbols,
+//! folding, semantic tokens), [`actions`] (diagnostics, code actions, inlay hints,
+//! code lenses) and [`server`] (the protocol handlers).
+
+pub mod actions;
+pub mod analysis;
+pub mod context;
+pub mod document;
+pub mod feasibility;
+pub mod features;
+pub mod infer;
+pub mod lines;
+pub mod navigation;
+pub mod server;
+pub mod values;
+
+pub use server::{run_stdio, Config, Server};

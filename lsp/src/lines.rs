@@ -86,7 +86,10 @@ impl LineIndex {
 
     /// The LSP range of a byte span of `text`.
     pub fn range(&self, text: &str, span: Span) -> Range {
-        Range::new(self.position(text, span.start), self.position(text, span.end))
+        Range::new(
+            self.position(text, span.start),
+            self.position(text, span.end),
+        )
     }
 
     /// The byte offset of an LSP position in `text`, clamped to the line and text.

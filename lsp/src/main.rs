@@ -1,1 +1,24 @@
-fn main() {}
+//! `mlpl-lsp`: the MLPL language server, speaking LSP over standard input and output.
+
+#[tokio::main]
+async fn main() {
+    let mut args = std::env::args().skip(1);
+    if let Some(a) = args.next() {
+        match a.as_str() {
+            "--version" | "-V" => {
+                println!("mlpl-lsp {}", env!("CARGO_PKG_VERSION"));
+                return;
+            }
+            "--stdio" => {}
+            "--help" | "-h" => {
+                println!("mlpl-lsp: the MLPL language server (LSP over standard input and output)\n\nUsage: mlpl-lsp [--stdio]");
+                return;
+            }
+            other => {
+                eprintln!("mlpl-lsp: unknown argument `{other}` (try --help)");
+                std::process::exit(2);
+            }
+        }
+    }
+    mlpl_lsp::run_stdio().await;
+}

@@ -85,7 +85,9 @@ impl Arr {
 
     /// The number of elements, when every size is known.
     pub fn known_len(&self) -> Option<usize> {
-        self.known_shape().map(|s| s.iter().product())
+        self.known_shape()?
+            .iter()
+            .try_fold(1usize, |acc, &d| acc.checked_mul(d))
     }
 
     /// The value of a constant scalar.
@@ -214,7 +216,11 @@ impl Val {
     pub fn describe(&self) -> String {
         match self {
             Val::Unknown => "unknown".into(),
-            Val::Array(a) => a.named_shape(),
+            Val::Array(a) => match (a.rank(), a.scalar_value()) {
+                (Some(0), Some(v)) => format!("scalar {}", mlpl_runtime::display::format_f64(v)),
+                (Some(0), None) => "scalar".into(),
+                _ => a.named_shape(),
+            },
             Val::Str(Some(s)) if s.chars().count() <= 40 => format!("string {s:?}"),
             Val::Str(Some(s)) => format!("string of {} bytes", s.len()),
             Val::Str(None) => "string".into(),

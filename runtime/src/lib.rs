@@ -5,7 +5,9 @@
 //! [`display`] describe runtime values; [`data`] holds host-side algorithms (random
 //! numbers, data sets, tokenizers, files, experiments); [`builtins`] declares every
 //! builtin once; [`eval`] interprets an AST; [`nn`] is the model DSL that model
-//! builtins build and apply; [`check`] analyses one statically.
+//! builtins build and apply; [`check`] analyses one statically; [`session`] runs
+//! cells in a workspace and reports typed events, which [`serve`] streams over
+//! HTTP.
 
 // Errors are `Diagnostic`s (spans, notes, help): they are built only on the cold
 // path that ends a run, so their size is not worth boxing every `Result`.
@@ -20,5 +22,7 @@ pub mod display;
 pub mod estimate;
 pub mod eval;
 pub mod nn;
+pub mod serve;
+pub mod session;
 pub mod syntax;
 pub mod value;

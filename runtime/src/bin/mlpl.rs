@@ -1,17 +1,22 @@
-//! `mlpl`: run, check and explain MLPL programs (LANGUAGE §21.2).
+//! `mlpl`: run, check and explain MLPL programs and serve the runner (LANGUAGE §21.2).
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use mlpl_runtime::check::check_source;
 use mlpl_runtime::diag::render::{render_with, to_json, RenderOptions};
 use mlpl_runtime::diag::{codes, Diagnostic, SourceFile};
 use mlpl_runtime::eval::{Interp, Workspace};
+use mlpl_runtime::serve::{self, ServeConfig};
+use mlpl_runtime::session::progress::ProgressRenderer;
+use mlpl_runtime::session::{
+    CellRef, Emitter, RunRequest, RunStatus, Session, SessionOptions, StepObserver, STEP_INTERVAL,
+};
 use mlpl_runtime::syntax::lexer::decode_source;
 use mlpl_runtime::value::{DeviceTarget, Value};
-use sha2::{Digest, Sha256};
 
 /// MLPL: a typed array language for machine learning, with named axes.
 #[derive(Parser)]
@@ -37,6 +42,50 @@ enum Command {
         /// The code (E0201, W0001, ...).
         code: String,
     },
+    /// Measure each available device as `calibrate_device` does and store the
+    /// results for the editor's feasibility estimates (LANGUAGE §21.2).
+    ///
+    /// Writes `calibration.json` in $MLPL_CACHE_DIR, else $XDG_CACHE_HOME/mlpl, else
+    /// ~/.cache/mlpl: `{"version": 1, "devices": [{"device", "gflops", "size",
+    /// "measured_at", "source"}]}`. Entries of devices not measured now are kept.
+    Calibrate(CalibrateArgs),
+    /// Start the runner the editor uses: sessions, cells and live events over HTTP.
+    ///
+    /// Prints `mlpl serve listening on http://ADDR` (and the token when it generated
+    /// one) on standard output. Routes: docs/runner-protocol.md.
+    Serve(ServeArgs),
+}
+
+#[derive(clap::Args)]
+struct CalibrateArgs {
+    /// Matrix size of the measurement (`calibrate_device(size)`).
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..=16384))]
+    size: u32,
+    /// Write the cache here instead of the default location.
+    #[arg(long, value_name = "FILE")]
+    output: Option<PathBuf>,
+}
+
+#[derive(clap::Args)]
+struct ServeArgs {
+    /// Address to listen on; port 0 picks a free port. Non-loopback addresses need a token.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7878")]
+    bind: String,
+    /// Bearer token clients must send (default: a random token, printed).
+    #[arg(long, conflicts_with = "token_file")]
+    token: Option<String>,
+    /// Read the bearer token from a file (its first line).
+    #[arg(long, value_name = "PATH")]
+    token_file: Option<PathBuf>,
+    /// Save sessions here after every run and restore them on start.
+    #[arg(long, value_name = "DIR")]
+    state_dir: Option<PathBuf>,
+    /// Directory that `load` and `save` may access (default: none; file builtins fail).
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+    /// Largest accepted request body in bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = serve::MAX_BODY_BYTES)]
+    max_body_bytes: usize,
 }
 
 #[derive(clap::Args)]
@@ -55,6 +104,16 @@ struct RunArgs {
     /// Device for code outside `device` blocks: cpu, cuda, cuda:N or mlx.
     #[arg(long, default_value = "cpu")]
     device: String,
+    /// Print the run's telemetry events (docs/telemetry.md) on standard output
+    /// instead of its value and diagnostics.
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    events: Option<EventsFormat>,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum EventsFormat {
+    /// One JSON object per line.
+    Jsonl,
 }
 
 #[derive(clap::Args)]
@@ -88,6 +147,8 @@ fn main() -> ExitCode {
         Command::Run(args) => run(args),
         Command::Check(args) => check(args),
         Command::Explain { code } => explain(&code),
+        Command::Calibrate(args) => calibrate(args),
+        Command::Serve(args) => serve_cmd(args),
     }
 }
 
@@ -123,6 +184,9 @@ fn run(args: RunArgs) -> ExitCode {
         );
         return ExitCode::from(2);
     };
+    if args.events.is_some() {
+        return run_events(&args, src, device);
+    }
     let parsed = mlpl_runtime::syntax::parse(src.text());
     let opts = RenderOptions { color: color() };
     let mut failed = false;
@@ -147,11 +211,36 @@ fn run(args: RunArgs) -> ExitCode {
             why.reason()
         );
     }
+    // On a terminal, each `train` loop gets a progress bar drawn from `step` events.
+    let progress = std::io::stderr()
+        .is_terminal()
+        .then(|| Arc::new(ProgressRenderer::new()));
+    if let Some(p) = &progress {
+        let p2 = p.clone();
+        let emitter = Arc::new(Emitter::new("cli", 0, Box::new(move |e| p2.handle(e))));
+        let backend = it.devices.backend(device);
+        it.set_observer(Box::new(StepObserver::new(
+            emitter,
+            "run-1",
+            STEP_INTERVAL,
+            backend,
+            device.to_string(),
+        )));
+    }
     let warn_src = src.clone();
+    let warn_progress = progress.clone();
     it.set_warning_sink(Box::new(move |d: &Diagnostic| {
-        eprintln!("{}", render_with(d, &warn_src, &opts))
+        let text = render_with(d, &warn_src, &opts);
+        match &warn_progress {
+            Some(p) => p.suspend(|| eprintln!("{text}")),
+            None => eprintln!("{text}"),
+        }
     }));
-    match it.run(&parsed.program) {
+    let result = it.run(&parsed.program);
+    if let Some(p) = &progress {
+        p.finish_all();
+    }
+    match result {
         Ok(Some(v)) => {
             print_value(&v, args.svg_out.as_deref());
             ExitCode::SUCCESS
@@ -183,20 +272,162 @@ fn print_value(v: &Value, svg_out: Option<&Path>) {
     let _ = writeln!(out, "{text}");
 }
 
-/// Writes a chart to DIR/H.svg (LANGUAGE §21.2) and returns the path.
-fn write_svg(text: &str, svg_out: Option<&Path>) -> Option<PathBuf> {
-    let digest = Sha256::digest(text.as_bytes());
-    let name: String = digest.iter().take(6).map(|b| format!("{b:02x}")).collect();
-    let dir = svg_out
+/// The directory for SVG charts (LANGUAGE §21.2).
+fn svg_dir(svg_out: Option<&Path>) -> PathBuf {
+    svg_out
         .map(Path::to_path_buf)
         .or_else(|| std::env::var_os("MLPL_CACHE_DIR").map(PathBuf::from))
         .or_else(|| std::env::var_os("XDG_CACHE_HOME").map(|d| PathBuf::from(d).join("mlpl")))
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache").join("mlpl")))
-        .unwrap_or_else(std::env::temp_dir);
-    std::fs::create_dir_all(&dir).ok()?;
-    let path = dir.join(format!("{name}.svg"));
-    std::fs::write(&path, text).ok()?;
-    Some(path)
+        .unwrap_or_else(std::env::temp_dir)
+}
+
+/// Writes a chart to DIR/H.svg (LANGUAGE §21.2) and returns the path.
+fn write_svg(text: &str, svg_out: Option<&Path>) -> Option<PathBuf> {
+    mlpl_runtime::session::write_svg(text, &svg_dir(svg_out))
+}
+
+/// `mlpl run --events jsonl`: the file runs as one cell of a session whose
+/// events are printed one JSON object per line.
+fn run_events(
+    args: &RunArgs,
+    src: SourceFile,
+    device: mlpl_runtime::value::DeviceTarget,
+) -> ExitCode {
+    let sink = Box::new(|e: &mlpl_runtime::session::Event| {
+        let mut out = std::io::stdout().lock();
+        if let Ok(line) = serde_json::to_string(e) {
+            let _ = writeln!(out, "{line}");
+            let _ = out.flush();
+        }
+    });
+    let opts = SessionOptions {
+        data_dir: args
+            .data_dir
+            .clone()
+            .or_else(|| Some(script_dir(&args.file))),
+        exp_dir: args.exp_dir.clone(),
+        device,
+        artifact_dir: Some(svg_dir(args.svg_out.as_deref())),
+        ..SessionOptions::default()
+    };
+    let mut session = Session::new("cli", opts, sink);
+    let req = RunRequest {
+        code: src.text().to_string(),
+        cell: Some(CellRef {
+            uri: src.name().to_string(),
+            index: 0,
+            start_line: 0,
+        }),
+        device: None,
+    };
+    match session.run("run-1", &req).status {
+        RunStatus::Ok => ExitCode::SUCCESS,
+        RunStatus::Error | RunStatus::Cancelled => ExitCode::from(1),
+    }
+}
+
+fn serve_cmd(args: ServeArgs) -> ExitCode {
+    let addr: std::net::SocketAddr = match args.bind.parse() {
+        Ok(a) => a,
+        Err(_) => {
+            eprintln!(
+                "error: `{}` is not an address such as 127.0.0.1:7878",
+                args.bind
+            );
+            return ExitCode::from(2);
+        }
+    };
+    let given = match (&args.token, &args.token_file) {
+        (Some(t), _) => Some(t.trim().to_string()),
+        (None, Some(path)) => match std::fs::read_to_string(path) {
+            Ok(text) => Some(text.lines().next().unwrap_or("").trim().to_string()),
+            Err(e) => {
+                eprintln!("error: cannot read {}: {e}", path.display());
+                return ExitCode::from(2);
+            }
+        },
+        (None, None) => None,
+    };
+    if given.as_deref() == Some("") {
+        eprintln!("error: the token is empty");
+        return ExitCode::from(2);
+    }
+    if given.is_none() && serve::needs_token(&addr) {
+        eprintln!("error: refusing to listen on {addr} without a token: it is not a loopback address; pass --token or --token-file");
+        return ExitCode::from(2);
+    }
+    let generated = given.is_none();
+    let token = match given.map_or_else(serve::random_token, Ok) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let data_dir = match &args.data_dir {
+        Some(d) => match d.canonicalize() {
+            Ok(p) if p.is_dir() => Some(p),
+            _ => {
+                eprintln!("error: the data directory {} does not exist", d.display());
+                return ExitCode::from(2);
+            }
+        },
+        None => None,
+    };
+    if let Some(d) = &args.state_dir {
+        if let Err(e) = std::fs::create_dir_all(d) {
+            eprintln!(
+                "error: cannot create the state directory {}: {e}",
+                d.display()
+            );
+            return ExitCode::from(2);
+        }
+    }
+    let config = ServeConfig {
+        state_dir: args.state_dir.clone(),
+        data_dir,
+        max_body_bytes: args.max_body_bytes,
+        ..ServeConfig::new(token.clone())
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the server runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let result = runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
+            eprintln!("error: cannot listen on {addr}: {e}");
+        })?;
+        let bound = listener.local_addr().unwrap_or(addr);
+        let on_restore = move |lines: Vec<String>| {
+            for l in lines {
+                eprintln!("mlpl serve: {l}");
+            }
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "mlpl serve listening on http://{bound}");
+            if generated {
+                let _ = writeln!(out, "token: {token}");
+            }
+            let _ = out.flush();
+        };
+        let shutdown = async {
+            let _ = tokio::signal::ctrl_c().await;
+        };
+        serve::serve(listener, config, on_restore, shutdown)
+            .await
+            .map_err(|e| eprintln!("error: {e}"))
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(()) => ExitCode::from(1),
+    }
 }
 
 fn check(args: CheckArgs) -> ExitCode {
@@ -246,6 +477,97 @@ fn explain(code: &str) -> ExitCode {
         None => {
             eprintln!("error: `{code}` is not a diagnostic code; codes look like E0201 or W0001 (see docs/diagnostics.md)");
             ExitCode::from(2)
+        }
+    }
+}
+
+/// Where `mlpl calibrate` stores its results (the editor reads the same file).
+fn calibration_path() -> Option<PathBuf> {
+    let dir = std::env::var_os("MLPL_CACHE_DIR")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("XDG_CACHE_HOME").map(|d| PathBuf::from(d).join("mlpl")))
+        .or_else(|| {
+            std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache").join("mlpl"))
+        })?;
+    Some(dir.join("calibration.json"))
+}
+
+fn calibrate(args: CalibrateArgs) -> ExitCode {
+    let Some(path) = args.output.clone().or_else(calibration_path) else {
+        eprintln!("error: no cache directory (set MLPL_CACHE_DIR or pass --output FILE)");
+        return ExitCode::from(2);
+    };
+    let previous: Vec<serde_json::Value> = std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .and_then(|v| v.get("devices").and_then(|d| d.as_array()).cloned())
+        .unwrap_or_default();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let probe = Interp::new(Workspace::new());
+    let mut measured = Vec::new();
+    for name in ["cpu", "cuda", "mlx"] {
+        let target = DeviceTarget::parse(name).expect("a known device target");
+        if let Err(why) = probe.devices.availability(target) {
+            println!("{name}: not available ({})", why.reason());
+            continue;
+        }
+        // The measurement itself is the `calibrate_device` builtin on that device.
+        let src = format!("device(\"{name}\") {{ calibrate_device({}) }}", args.size);
+        let parsed = mlpl_runtime::syntax::parse(&src);
+        let mut it = Interp::new(Workspace::new());
+        let gflops = match it.run(&parsed.program) {
+            Ok(Some(Value::Array(a))) => a.exact_value().or_else(|| a.scalar_value()),
+            Ok(_) => None,
+            Err(d) => {
+                let src = SourceFile::new("<calibrate>", src.clone());
+                eprintln!(
+                    "{}",
+                    render_with(&d, &src, &RenderOptions { color: color() })
+                );
+                None
+            }
+        };
+        match gflops {
+            Some(g) => {
+                println!(
+                    "{name}: {} GFLOPS (calibrate_device({}))",
+                    mlpl_runtime::display::format_f64(g),
+                    args.size
+                );
+                measured.push(serde_json::json!({
+                    "device": name,
+                    "gflops": g,
+                    "size": args.size,
+                    "measured_at": now,
+                    "source": "`mlpl calibrate`",
+                }));
+            }
+            None => println!("{name}: measurement failed"),
+        }
+    }
+    let mut devices: Vec<serde_json::Value> = previous
+        .into_iter()
+        .filter(|e| {
+            let d = e.get("device").and_then(|d| d.as_str()).unwrap_or("");
+            !measured.iter().any(|m| m["device"] == d)
+        })
+        .collect();
+    devices.extend(measured);
+    let doc = serde_json::json!({"version": 1, "devices": devices});
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    let text = serde_json::to_string_pretty(&doc).expect("JSON values serialize");
+    match std::fs::write(&path, text + "\n") {
+        Ok(()) => {
+            println!("wrote {}", path.display());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: cannot write {}: {e}", path.display());
+            ExitCode::from(1)
         }
     }
 }

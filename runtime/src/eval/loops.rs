@@ -54,16 +54,32 @@ pub fn train(it: &mut Interp, count: &Expr, body: &Block) -> Result<Value, Diagn
     let mut losses = Vec::with_capacity(n);
     let mut last = Value::exact(0.0);
     it.train_depth += 1;
+    let depth = it.train_depth;
+    if let Some(o) = it.observer_mut() {
+        o.on_train_start(n, depth);
+    }
     let result = (|| {
         for step in 0..n {
             it.check_cancel(body.span)?;
+            let started = std::time::Instant::now();
             it.ws.assign("step", Value::exact(step as f64), false);
             last = it.block(&body.stmts)?;
-            losses.push(recorded_loss(&last, body)?);
+            let loss = recorded_loss(&last, body)?;
+            losses.push(loss);
+            if it.observer_mut().is_some() {
+                let lr = it.take_reported_lr();
+                let ms = started.elapsed().as_secs_f64() * 1e3;
+                if let Some(o) = it.observer_mut() {
+                    o.on_step(step + 1, n, f64::from(loss), lr, ms);
+                }
+            }
         }
         Ok(())
     })();
     it.train_depth -= 1;
+    if let Some(o) = it.observer_mut() {
+        o.on_train_end(losses.len(), n, depth);
+    }
     result?;
     let losses = Array::from_vec(vec![losses.len()], losses);
     it.ws.assign("last_losses", Value::Array(losses), false);

@@ -8,12 +8,14 @@ mod call;
 mod device;
 pub mod loss;
 mod loops;
+mod observer;
 pub mod ops;
 mod suggest;
 mod workspace;
 
 pub use call::{split_names, Arg, ArgValue, Call};
 pub use device::DeviceContext;
+pub use observer::RunObserver;
 pub use suggest::closest as closest_name;
 pub use workspace::{OptimState, Workspace};
 
@@ -46,6 +48,10 @@ pub struct Interp {
     /// The tape recorded while a loss is evaluated (LANGUAGE §12.2).
     pub(crate) tape: Option<loss::LossTape>,
     pub(crate) next_tape_id: u64,
+    /// Told about runs and `train` steps (sessions, progress bars).
+    observer: Option<Box<dyn RunObserver>>,
+    /// The learning rate last reported by an optimizer in this `train` iteration.
+    reported_lr: Option<f64>,
 }
 
 impl Default for Interp {
@@ -67,12 +73,47 @@ impl Interp {
             train_depth: 0,
             tape: None,
             next_tape_id: 0,
+            observer: None,
+            reported_lr: None,
         }
     }
 
     /// Routes warnings to `sink` as they are emitted (instead of collecting them).
     pub fn set_warning_sink(&mut self, sink: WarningSink) {
         self.on_warning = Some(sink);
+    }
+
+    /// Installs an observer told about runs and `train` loop steps (replacing any).
+    pub fn set_observer(&mut self, observer: Box<dyn RunObserver>) {
+        self.observer = Some(observer);
+    }
+
+    /// Removes and returns the observer.
+    pub fn take_observer(&mut self) -> Option<Box<dyn RunObserver>> {
+        self.observer.take()
+    }
+
+    /// The observer, if one is installed (used by `train` loops).
+    pub(crate) fn observer_mut(&mut self) -> Option<&mut (dyn RunObserver + 'static)> {
+        self.observer.as_deref_mut()
+    }
+
+    /// Records the learning rate an optimizer used, for the current `train`
+    /// iteration's `step` event (optimizers may call it; otherwise a scalar
+    /// variable `lr` is reported).
+    pub fn report_lr(&mut self, lr: f64) {
+        self.reported_lr = Some(lr);
+    }
+
+    /// The learning rate to report for the iteration that just ended (taken, so
+    /// each iteration reports its own).
+    pub(crate) fn take_reported_lr(&mut self) -> Option<f64> {
+        self.reported_lr.take().or_else(|| {
+            self.ws
+                .get("lr")
+                .and_then(Value::as_array)
+                .and_then(Array::scalar_value)
+        })
     }
 
     /// Warnings collected since the last call (when no sink is set).
@@ -87,6 +128,9 @@ impl Interp {
         self.warned.clear();
         self.devices.begin_run(self.ws.default_device);
         self.cancel.store(false, Ordering::SeqCst);
+        if let Some(o) = &mut self.observer {
+            o.on_run_start();
+        }
         let mut last = None;
         for stmt in &program.stmts {
             last = Some(self.stmt(stmt)?);

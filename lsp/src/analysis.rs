@@ -1,0 +1,475 @@
+//! One analysis of one version of a document: the parse, the checker's
+//! diagnostics, the inferred shapes, the cells and an index of every variable and
+//! axis-name occurrence. Every editor feature reads an [`Analysis`]; none runs code.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use mlpl_runtime::builtins::{self, ParamKind};
+use mlpl_runtime::check::check_source;
+use mlpl_runtime::diag::{Diagnostic, Span};
+use mlpl_runtime::syntax::cells::Cell;
+use mlpl_runtime::syntax::lexer::{lex_full, Lexed};
+use mlpl_runtime::syntax::token::{Token, TokenKind};
+use mlpl_runtime::syntax::{Expr, ExprKind, Program, Stmt, StmtKind};
+
+use crate::infer::{visit_stmt, Facts, ShapeEngine};
+use crate::lines::LineIndex;
+
+/// What an occurrence of a name is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OccKind {
+    /// A variable being assigned (or a `for` variable).
+    VarDef,
+    /// A variable being read.
+    VarUse,
+    /// An axis name in an annotation `X : [a, b] = …`.
+    AxisDef,
+    /// An axis name in a string argument (`sum(x, "a")`, `label(x, ["a"])`).
+    AxisUse,
+}
+
+/// One occurrence of a variable or axis name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Occurrence {
+    /// The name.
+    pub name: String,
+    /// Where the name itself is written (inside the quotes for strings).
+    pub span: Span,
+    /// What it is.
+    pub kind: OccKind,
+}
+
+/// The result of analysing one text.
+#[derive(Debug)]
+pub struct Analysis {
+    /// The analysed text.
+    pub text: String,
+    /// Its line table.
+    pub lines: LineIndex,
+    /// The parsed program.
+    pub program: Program,
+    /// The lexer's tokens (comments are the gaps; see [`Analysis::comments`]).
+    pub tokens: Vec<Token>,
+    /// Comment spans.
+    pub comments: Vec<Span>,
+    /// Checker and shape diagnostics in source order, without duplicates.
+    pub diagnostics: Vec<Diagnostic>,
+    /// The cells (LANGUAGE §21.1).
+    pub cells: Vec<Cell>,
+    /// Inferred values, models, `train` blocks.
+    pub facts: Facts,
+    /// Every variable and axis-name occurrence, in source order.
+    pub occurrences: Vec<Occurrence>,
+    /// Names assigned from `param[…]` (tracked parameters).
+    pub params: HashSet<String>,
+}
+
+impl Analysis {
+    /// Analyses `text` with the given shape engine.
+    pub fn new(text: &str, engine: &dyn ShapeEngine) -> Analysis {
+        let checked = check_source(text);
+        let facts = engine.infer(&checked.program, text);
+        let mut diagnostics = checked.diagnostics;
+        // The checker's own diagnostics win; the engine adds what it proves beyond them.
+        let seen: HashSet<(&str, Option<Span>)> = diagnostics
+            .iter()
+            .map(|d| (d.code, d.primary.as_ref().map(|l| l.span)))
+            .collect();
+        let extra: Vec<Diagnostic> = facts
+            .diagnostics
+            .iter()
+            .filter(|d| !seen.contains(&(d.code, d.primary.as_ref().map(|l| l.span))))
+            .cloned()
+            .collect();
+        diagnostics.extend(extra);
+        diagnostics.sort_by_key(|d| d.primary.as_ref().map_or(0, |l| l.span.start));
+        let lexed = lex_full(text);
+        let comments = comment_spans(text, &lexed.tokens);
+        let lines = LineIndex::new(text);
+        let mut occurrences = Vec::new();
+        let mut params = HashSet::new();
+        for s in &checked.program.stmts {
+            collect_stmt(text, s, &mut occurrences, &mut params);
+        }
+        occurrences.sort_by_key(|o| o.span.start);
+        Analysis {
+            cells: cells_of(text, &lexed, &lines),
+            lines,
+            text: text.to_string(),
+            program: checked.program,
+            tokens: lexed.tokens,
+            comments,
+            diagnostics,
+            facts,
+            occurrences,
+            params,
+        }
+    }
+
+    /// The occurrence at byte `offset` (its span touches the offset).
+    pub fn occurrence_at(&self, offset: usize) -> Option<&Occurrence> {
+        self.occurrences
+            .iter()
+            .find(|o| o.span.start <= offset && offset <= o.span.end)
+    }
+
+    /// All occurrences of the same variable or axis name as `occ`.
+    pub fn related(&self, occ: &Occurrence) -> Vec<&Occurrence> {
+        let axis = matches!(occ.kind, OccKind::AxisDef | OccKind::AxisUse);
+        self.occurrences
+            .iter()
+            .filter(|o| {
+                o.name == occ.name && matches!(o.kind, OccKind::AxisDef | OccKind::AxisUse) == axis
+            })
+            .collect()
+    }
+
+    /// The definition of `occ`: for a variable, the last assignment before it (or the
+    /// first one, for a read before any assignment, as in a loop); for an axis name,
+    /// the first annotation that introduces it.
+    pub fn definition(&self, occ: &Occurrence) -> Option<&Occurrence> {
+        let all = self.related(occ);
+        let defs: Vec<&&Occurrence> = all
+            .iter()
+            .filter(|o| matches!(o.kind, OccKind::VarDef | OccKind::AxisDef))
+            .collect();
+        if matches!(occ.kind, OccKind::AxisDef | OccKind::AxisUse) {
+            return defs.first().map(|o| **o).or_else(|| all.first().copied());
+        }
+        if occ.kind == OccKind::VarDef {
+            return self.occurrences.iter().find(|o| *o == occ);
+        }
+        defs.iter()
+            .rev()
+            .find(|o| o.span.end <= occ.span.start)
+            .or_else(|| defs.first())
+            .map(|o| **o)
+    }
+
+    /// The call whose builtin name is written at `offset`: (name, name span, call span).
+    pub fn call_name_at(&self, offset: usize) -> Option<(String, Span, Span)> {
+        let mut found = None;
+        for s in &self.program.stmts {
+            if !(s.span.start <= offset && offset <= s.span.end) {
+                continue;
+            }
+            visit_stmt(s, &mut |e| {
+                if let ExprKind::Call { name, .. } = &e.kind {
+                    if name.span.start <= offset && offset <= name.span.end {
+                        found = Some((name.name.clone(), name.span, e.span));
+                    }
+                }
+            });
+        }
+        found
+    }
+
+    /// Variables assigned before `offset` (most recent last), with the span of the
+    /// assignment that bound them last.
+    pub fn variables_before(&self, offset: usize) -> Vec<&crate::infer::Binding> {
+        let mut at: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+        let mut out: Vec<&crate::infer::Binding> = Vec::new();
+        for b in &self.facts.bindings {
+            if b.name_span.end <= offset {
+                match at.get(b.name.as_str()) {
+                    Some(&i) => out[i] = b,
+                    None => {
+                        at.insert(&b.name, out.len());
+                        out.push(b);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Every axis name used in the document, in order of first appearance.
+    pub fn axis_names(&self) -> Vec<String> {
+        let mut seen = HashSet::new();
+        let mut out = Vec::new();
+        for o in &self.occurrences {
+            if matches!(o.kind, OccKind::AxisDef | OccKind::AxisUse) && seen.insert(o.name.clone())
+            {
+                out.push(o.name.clone());
+            }
+        }
+        for b in &self.facts.bindings {
+            if let Some(n) = b.value.arr().and_then(|a| a.names.clone()) {
+                for x in n.into_iter().flatten() {
+                    if seen.insert(x.clone()) {
+                        out.push(x);
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+/// The cells of a text: the rules of `mlpl_runtime::syntax::cells::split_cells`
+/// (LANGUAGE §21.1), computed from an existing lexing and line table so the cost
+/// stays linear in the text (the runtime's function scans the text from the start
+/// for the line of each marker). A test checks that both agree.
+fn cells_of(text: &str, lexed: &Lexed, lines: &LineIndex) -> Vec<Cell> {
+    let markers = &lexed.cell_markers;
+    if markers.is_empty() {
+        return vec![Cell {
+            index: 0,
+            title: String::new(),
+            span: Span::new(0, text.len()),
+            start_line: 0,
+        }];
+    }
+    let first = markers[0].span.start;
+    let preamble_has_code = lexed
+        .tokens
+        .iter()
+        .any(|t| t.span.start < first && !matches!(t.kind, TokenKind::Newline | TokenKind::Eof));
+    let mut cells = Vec::with_capacity(markers.len() + 1);
+    if preamble_has_code {
+        cells.push(Cell {
+            index: 0,
+            title: String::new(),
+            span: Span::new(0, first),
+            start_line: 0,
+        });
+    }
+    for (k, m) in markers.iter().enumerate() {
+        let end = markers.get(k + 1).map_or(text.len(), |n| n.span.start);
+        cells.push(Cell {
+            index: cells.len(),
+            title: m.title.clone(),
+            span: Span::new(m.span.start, end),
+            start_line: lines.line_of(m.span.start),
+        });
+    }
+    cells
+}
+
+/// Comments: a `#` outside tokens, to the end of its line.
+fn comment_spans(text: &str, tokens: &[Token]) -> Vec<Span> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::new();
+    let mut pos = 0;
+    let mut gaps: Vec<(usize, usize)> = Vec::new();
+    for t in tokens {
+        if t.span.start > pos {
+            gaps.push((pos, t.span.start));
+        }
+        pos = pos.max(t.span.end);
+    }
+    if pos < text.len() {
+        gaps.push((pos, text.len()));
+    }
+    for (a, b) in gaps {
+        let mut i = a;
+        while i < b {
+            if bytes[i] == b'#' {
+                let mut j = i;
+                while j < bytes.len() && bytes[j] != b'\n' && bytes[j] != b'\r' {
+                    j += 1;
+                }
+                out.push(Span::new(i, j));
+                i = j;
+            } else {
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
+fn collect_stmt(src: &str, s: &Stmt, out: &mut Vec<Occurrence>, params: &mut HashSet<String>) {
+    let def = |name: &str, span: Span| Occurrence {
+        name: name.to_string(),
+        span,
+        kind: OccKind::VarDef,
+    };
+    match &s.kind {
+        StmtKind::Expr(e) => collect_expr(src, e, out),
+        StmtKind::Assign { name, value } => {
+            collect_expr(src, value, out);
+            out.push(def(&name.name, name.span));
+            if matches!(
+                value.unparen().kind,
+                ExprKind::Ctor {
+                    kind: mlpl_runtime::syntax::CtorKind::Param,
+                    ..
+                }
+            ) {
+                params.insert(name.name.clone());
+            }
+        }
+        StmtKind::Annotated { name, axes, value } => {
+            collect_expr(src, value, out);
+            out.push(def(&name.name, name.span));
+            for a in axes {
+                out.push(Occurrence {
+                    name: a.name.clone(),
+                    span: a.span,
+                    kind: OccKind::AxisDef,
+                });
+            }
+            if matches!(
+                value.unparen().kind,
+                ExprKind::Ctor {
+                    kind: mlpl_runtime::syntax::CtorKind::Param,
+                    ..
+                }
+            ) {
+                params.insert(name.name.clone());
+            }
+        }
+        StmtKind::Repeat { count, body } | StmtKind::Train { count, body } => {
+            collect_expr(src, count, out);
+            body.stmts
+                .iter()
+                .for_each(|s| collect_stmt(src, s, out, params));
+        }
+        StmtKind::For { var, iter, body } => {
+            collect_expr(src, iter, out);
+            out.push(def(&var.name, var.span));
+            body.stmts
+                .iter()
+                .for_each(|s| collect_stmt(src, s, out, params));
+        }
+        StmtKind::Experiment { name, body } => {
+            collect_expr(src, name, out);
+            body.stmts
+                .iter()
+                .for_each(|s| collect_stmt(src, s, out, params));
+        }
+        StmtKind::Error => {}
+    }
+}
+
+fn collect_expr(src: &str, e: &Expr, out: &mut Vec<Occurrence>) {
+    match &e.kind {
+        ExprKind::Var(name) => out.push(Occurrence {
+            name: name.clone(),
+            span: e.span,
+            kind: OccKind::VarUse,
+        }),
+        ExprKind::Call { name, args } => {
+            let b = builtins::lookup(&name.name);
+            for (i, a) in args.iter().enumerate() {
+                let kind = b.and_then(|b| b.param_at(i)).map(|p| p.kind);
+                if matches!(kind, Some(ParamKind::Axis | ParamKind::Names)) {
+                    axis_strings(src, a, out);
+                }
+                collect_expr(src, a, out);
+            }
+        }
+        ExprKind::List(items) | ExprKind::Ctor { dims: items, .. } => {
+            items.iter().for_each(|i| collect_expr(src, i, out))
+        }
+        ExprKind::Neg(x) | ExprKind::Paren(x) => collect_expr(src, x, out),
+        ExprKind::Binary { lhs, rhs, .. } => {
+            collect_expr(src, lhs, out);
+            collect_expr(src, rhs, out);
+        }
+        ExprKind::Device { target, body } => {
+            collect_expr(src, target, out);
+            let mut params = HashSet::new();
+            body.stmts
+                .iter()
+                .for_each(|s| collect_stmt(src, s, out, &mut params));
+        }
+        ExprKind::Number(_) | ExprKind::Str(_) | ExprKind::Error => {}
+    }
+}
+
+/// Axis names written in string literals of an axis or names argument: `"a"`,
+/// `"a,b"` or `["a", "b"]`.
+fn axis_strings(src: &str, e: &Expr, out: &mut Vec<Occurrence>) {
+    match &e.unparen().kind {
+        ExprKind::Str(_) => {
+            let raw = &src[e.unparen().span.start..e.unparen().span.end];
+            // Only plain literals (no escapes) map names to source positions.
+            if raw.len() >= 2 && !raw.contains('\\') {
+                let inner_start = e.unparen().span.start + 1;
+                let inner = &raw[1..raw.len() - 1];
+                let mut pos = 0;
+                for part in inner.split(',') {
+                    let trimmed = part.trim();
+                    if !trimmed.is_empty() {
+                        let lead = part.len() - part.trim_start().len();
+                        let start = inner_start + pos + lead;
+                        out.push(Occurrence {
+                            name: trimmed.to_string(),
+                            span: Span::new(start, start + trimmed.len()),
+                            kind: OccKind::AxisUse,
+                        });
+                    }
+                    pos += part.len() + 1;
+                }
+            }
+        }
+        ExprKind::List(items) => items.iter().for_each(|i| axis_strings(src, i, out)),
+        _ => {}
+    }
+}
+
+/// Shared, immutable analysis of one document version.
+pub type Shared = Arc<Analysis>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::infer::LocalEngine;
+
+    #[test]
+    fn occurrences_and_definitions() {
+        let src = "X : [batch, feat] = zeros([2, 3])\ns = sum(X, \"batch\")\nX = X + 1\ny = label(X, \"batch,feat\")";
+        let a = Analysis::new(src, &LocalEngine);
+        let names: Vec<(&str, OccKind)> = a
+            .occurrences
+            .iter()
+            .map(|o| (o.name.as_str(), o.kind))
+            .collect();
+        assert!(names.contains(&("batch", OccKind::AxisUse)));
+        let uses: Vec<&Occurrence> = a.occurrences.iter().filter(|o| o.name == "batch").collect();
+        assert_eq!(uses.len(), 3);
+        for u in &uses {
+            assert_eq!(&src[u.span.start..u.span.end], "batch");
+        }
+        // The read in line 4 resolves to the assignment in line 3.
+        let last_use = a
+            .occurrences
+            .iter()
+            .rev()
+            .find(|o| o.name == "X" && o.kind == OccKind::VarUse)
+            .unwrap();
+        let def = a.definition(last_use).unwrap();
+        assert_eq!(a.lines.position(src, def.span.start).line, 2);
+        assert_eq!(a.comments.len(), 0);
+    }
+
+    #[test]
+    fn cells_agree_with_the_runtime() {
+        for src in [
+            "",
+            "x = 1\ny = 2\n",
+            "# %% Setup\nx = 1\n# %%   Train  \ny = 2\n",
+            "x = 1\n# %% B\ny\n",
+            "# a header comment\n\n   \n# %% A\nx\r\n# %%B\r\ny",
+            "a\r# %% one\rb\r# %% two\rc",
+            "s = \"\n# %% inside a string\n\"\n# %% real\n",
+        ] {
+            let a = Analysis::new(src, &LocalEngine);
+            assert_eq!(
+                a.cells,
+                mlpl_runtime::syntax::cells::split_cells(src),
+                "{src:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn comments_are_found_between_tokens() {
+        let a = Analysis::new("# hi\nx = \"# not\" # yes\n", &LocalEngine);
+        assert_eq!(a.comments.len(), 2);
+        assert_eq!(&a.text[a.comments[1].start..a.comments[1].end], "# yes");
+    }
+}

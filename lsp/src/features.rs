@@ -1,0 +1,615 @@
+//! Hover, completion and signature help: pure functions of an [`Analysis`].
+
+use lsp_types::{
+    CompletionItem, CompletionItemKind, CompletionTextEdit, Documentation, Hover, HoverContents,
+    InsertTextFormat, MarkupContent, MarkupKind, ParameterInformation, ParameterLabel,
+    SignatureHelp, SignatureInformation, TextEdit,
+};
+use mlpl_runtime::builtins::{self, Builtin, ParamKind};
+use mlpl_runtime::data::corpora;
+use mlpl_runtime::diag::codes;
+use mlpl_runtime::diag::Span;
+use mlpl_runtime::estimate::hypothetical;
+use mlpl_runtime::nn::Layer;
+
+use crate::analysis::{Analysis, OccKind};
+use crate::context::context;
+use crate::feasibility::{self, DeviceProfile, TrainEstimate};
+use crate::infer::{OptimizerFacts, TrainFacts};
+use crate::values::{group_digits, ModelInfo, Val};
+
+/// Device targets offered inside `device("`.
+pub const DEVICE_NAMES: &[(&str, &str)] = &[
+    ("cpu", "the host CPU (always available)"),
+    ("cuda", "the first NVIDIA GPU (CUDA builds)"),
+    ("cuda:0", "NVIDIA GPU number 0"),
+    ("cuda:1", "NVIDIA GPU number 1"),
+    ("mlx", "the Apple GPU through MLX (macOS builds)"),
+];
+
+const KEYWORDS: &[(&str, &str, &str)] = &[
+    (
+        "train",
+        "train ${1:steps} {\n\t$0\n}",
+        "a training loop: `train N { … }` (LANGUAGE §12)",
+    ),
+    (
+        "repeat",
+        "repeat ${1:n} {\n\t$0\n}",
+        "repeat a block N times",
+    ),
+    (
+        "for",
+        "for ${1:x} in ${2:xs} {\n\t$0\n}",
+        "loop over the rows of an array",
+    ),
+    (
+        "experiment",
+        "experiment \"${1:name}\" {\n\t$0\n}",
+        "record an experiment",
+    ),
+    (
+        "device",
+        "device(\"${1:cpu}\") {\n\t$0\n}",
+        "run a block on a device (LANGUAGE §14)",
+    ),
+];
+
+/// Settings that features read.
+#[derive(Clone, Debug)]
+pub struct FeatureConfig {
+    /// Devices shown in estimates.
+    pub devices: Vec<DeviceProfile>,
+    /// Whether the client accepts snippets in completion items.
+    pub snippets: bool,
+}
+
+fn markdown(value: String) -> HoverContents {
+    HoverContents::Markup(MarkupContent {
+        kind: MarkupKind::Markdown,
+        value,
+    })
+}
+
+/// The Markdown documentation of a builtin: signature, summary, doc and example.
+pub fn builtin_doc(b: &Builtin) -> String {
+    format!(
+        "```mlpl\n{}\n```\n{}\n\n{}\n\nExample:\n```mlpl\n{}\n```\n\n(LANGUAGE §{})",
+        b.signature(),
+        b.summary,
+        b.doc,
+        b.example,
+        b.section
+    )
+}
+
+/// A model's summary: its layers, parameter count and weight memory.
+pub fn model_summary(name: &str, m: &ModelInfo) -> String {
+    let p = mlpl_runtime::nn::estimate::param_count(&m.layer);
+    let mut s = format!("**{name}**: model\n\n```\n");
+    describe_tree(&m.layer, 0, &mut s);
+    s.push_str("```\n");
+    s.push_str(&format!(
+        "- parameters: {} ({} tensors)\n- weights: {} (float32); training with Adam needs about {} before activations\n",
+        group_digits(p),
+        m.layer.param_specs().len(),
+        feasibility::bytes(p * 4.0),
+        feasibility::bytes(p * 16.0)
+    ));
+    s
+}
+
+fn describe_tree(l: &Layer, depth: usize, out: &mut String) {
+    let pad = "  ".repeat(depth);
+    match l {
+        Layer::Chain(c) => {
+            out.push_str(&format!("{pad}chain\n"));
+            c.iter().for_each(|x| describe_tree(x, depth + 1, out));
+        }
+        Layer::Residual(inner) => {
+            out.push_str(&format!("{pad}residual\n"));
+            describe_tree(inner, depth + 1, out);
+        }
+        _ => {
+            let n: f64 = l
+                .own_params()
+                .iter()
+                .map(|p| p.shape.iter().map(|&d| d as f64).product::<f64>())
+                .sum();
+            if n > 0.0 {
+                out.push_str(&format!(
+                    "{pad}{}  — {} params\n",
+                    l.describe(),
+                    group_digits(n)
+                ));
+            } else {
+                out.push_str(&format!("{pad}{}\n", l.describe()));
+            }
+        }
+    }
+}
+
+/// The estimate of an optimizer call (for its `train` block when `train` is given).
+pub fn optimizer_estimate(
+    o: &OptimizerFacts,
+    train: Option<&TrainFacts>,
+    devices: &[DeviceProfile],
+) -> Option<(TrainEstimate, String)> {
+    let m = o.model.as_ref()?;
+    let (b, s, note) = match &o.batch {
+        Some(g) => match (g.batch, g.seq) {
+            (Some(b), Some(s)) => (
+                b,
+                s,
+                format!("B = {b}, S = {s}, inferred from the loss's input {}", g.input_shape),
+            ),
+            _ => (
+                g.batch.unwrap_or(1.0),
+                g.seq.unwrap_or(1.0),
+                format!(
+                    "the loss's input is {}, whose size is only known at run time; shown for B = {}, S = {}",
+                    g.input_shape,
+                    g.batch.unwrap_or(1.0),
+                    g.seq.unwrap_or(1.0)
+                ),
+            ),
+        },
+        None => (1.0, 1.0, "no `apply(model, x)` found in the loss; shown for one row".into()),
+    };
+    let steps = match train {
+        Some(t) => t.steps,
+        None => o.steps,
+    };
+    let e = feasibility::estimate(&m.layer, &o.frozen, b, s, steps, o.state_slots, devices);
+    Some((e, note))
+}
+
+/// The estimate of a `train` block (from its first optimizer call).
+pub fn train_estimate(
+    a: &Analysis,
+    t: &TrainFacts,
+    devices: &[DeviceProfile],
+) -> Option<(TrainEstimate, String)> {
+    let o = &a.facts.optimizers[t.optimizer?];
+    optimizer_estimate(o, Some(t), devices)
+}
+
+/// Hover at byte `offset`.
+pub fn hover(a: &Analysis, offset: usize, cfg: &FeatureConfig) -> Option<Hover> {
+    let text = &a.text;
+    let mut parts: Vec<String> = Vec::new();
+    let mut range: Option<Span> = None;
+
+    // `train` blocks: on the keyword or the step count.
+    if let Some(t) = a.facts.trains.iter().find(|t| {
+        let header_end = text[t.span.start..t.span.end]
+            .find('{')
+            .map_or(t.span.end, |i| t.span.start + i);
+        t.span.start <= offset && offset <= header_end
+    }) {
+        match train_estimate(a, t, &cfg.devices) {
+            Some((e, note)) => parts.push(e.markdown(&format!("`train {}`", t.steps.map_or("N".to_string(), group_digits)), &note)),
+            None => parts.push("**train** block: no estimate (the optimizer's `params` is not a model whose layer sizes are known statically)".into()),
+        }
+        range = Some(t.keyword);
+    }
+    // Builtin names.
+    if parts.is_empty() {
+        if let Some((name, name_span, call_span)) = a.call_name_at(offset) {
+            if let Some(b) = builtins::lookup(&name) {
+                let mut s = builtin_doc(b);
+                if let Some(v) = a.facts.value_of(call_span) {
+                    if !matches!(v, Val::Unknown) {
+                        s = format!("result: `{}`\n\n---\n{s}", v.describe());
+                    }
+                }
+                if let Some(o) = a.facts.optimizers.iter().find(|o| o.call_span == call_span) {
+                    let train =
+                        a.facts.trains.iter().find(|t| {
+                            t.span.start <= call_span.start && call_span.end <= t.span.end
+                        });
+                    if let Some((e, note)) = optimizer_estimate(o, train, &cfg.devices) {
+                        s.push_str("\n\n---\n");
+                        s.push_str(&e.markdown(&format!("this `{}` step", o.name), &note));
+                    }
+                }
+                parts.push(s);
+            } else {
+                parts.push(format!(
+                    "`{name}` is not a builtin (MLPL has no user-defined functions)"
+                ));
+            }
+            range = Some(name_span);
+        }
+    }
+    // Variables and axis names.
+    if parts.is_empty() {
+        if let Some(occ) = a.occurrence_at(offset) {
+            match occ.kind {
+                OccKind::VarDef | OccKind::VarUse => {
+                    let v = a.facts.value_of(occ.span).cloned().or_else(|| {
+                        a.definition(occ)
+                            .and_then(|d| a.facts.value_of(d.span).cloned())
+                    });
+                    let mut s = match &v {
+                        Some(Val::Model(Some(m))) => model_summary(&occ.name, m),
+                        Some(v) if !matches!(v, Val::Unknown) => {
+                            let mut s = format!("```mlpl\n{}: {}\n```", occ.name, v.describe());
+                            if let Some(c) = v.arr().and_then(|x| x.constant.as_ref()) {
+                                if c.len() <= 16 && !c.is_empty() {
+                                    let vals: Vec<String> = c
+                                        .iter()
+                                        .map(|x| mlpl_runtime::display::format_f64(*x))
+                                        .collect();
+                                    s.push_str(&format!("\nvalue: `{}`", vals.join(" ")));
+                                }
+                            }
+                            if let Some(origin) = v.arr().and_then(|x| x.names_from) {
+                                let p = a.lines.position(text, origin.start);
+                                s.push_str(&format!("\n\naxis names from line {}", p.line + 1));
+                            }
+                            s
+                        }
+                        _ => format!(
+                            "```mlpl\n{}: unknown\n```\n(its shape is only known at run time)",
+                            occ.name
+                        ),
+                    };
+                    if a.params.contains(&occ.name) {
+                        s.push_str("\n\ntracked parameter (`param[…]`)");
+                    }
+                    parts.push(s);
+                }
+                OccKind::AxisDef | OccKind::AxisUse => {
+                    let sizes: Vec<String> = a
+                        .facts
+                        .bindings
+                        .iter()
+                        .filter_map(|b| {
+                            let arr = b.value.arr()?;
+                            let i = arr
+                                .names
+                                .as_ref()?
+                                .iter()
+                                .position(|n| n.as_deref() == Some(&occ.name))?;
+                            let d = arr.dims.as_ref()?.get(i)?;
+                            Some(format!(
+                                "`{}` axis {i} = {}",
+                                b.name,
+                                crate::values::dim_text(d)
+                            ))
+                        })
+                        .take(6)
+                        .collect();
+                    let mut s = format!("axis name `{}`", occ.name);
+                    if !sizes.is_empty() {
+                        s.push_str(&format!("\n\n{}", sizes.join("  \n")));
+                    }
+                    parts.push(s);
+                }
+            }
+            range = Some(occ.span);
+        }
+    }
+    // Any other expression with a known value.
+    if parts.is_empty() {
+        if let Some((span, v)) = a.facts.value_at(offset) {
+            if let Val::Model(Some(m)) = v {
+                parts.push(model_summary("model", m));
+            } else {
+                let src = &text[span.start..span.end];
+                let shown = if src.chars().count() > 40 {
+                    "expression".to_string()
+                } else {
+                    format!("`{src}`")
+                };
+                parts.push(format!("{shown}: `{}`", v.describe()));
+            }
+            range = Some(span);
+        }
+    }
+    // Diagnostics under the cursor: their explanation (`mlpl explain`).
+    for d in &a.diagnostics {
+        if let Some(p) = &d.primary {
+            if p.span.start <= offset && offset <= p.span.end.max(p.span.start + 1) {
+                if let Some(info) = codes::lookup(d.code) {
+                    parts.push(format!(
+                        "**{}**: {}\n\n{}\n\n(`mlpl explain {}`)",
+                        info.code, info.headline, info.explanation, info.code
+                    ));
+                }
+            }
+        }
+    }
+    if parts.is_empty() {
+        return None;
+    }
+    Some(Hover {
+        contents: markdown(parts.join("\n\n---\n\n")),
+        range: range.map(|r| a.lines.range(text, r)),
+    })
+}
+
+fn item(label: &str, kind: CompletionItemKind, detail: String, sort: &str) -> CompletionItem {
+    CompletionItem {
+        label: label.to_string(),
+        kind: Some(kind),
+        detail: Some(detail),
+        sort_text: Some(format!("{sort}{label}")),
+        ..Default::default()
+    }
+}
+
+/// Completion at byte `offset`.
+pub fn completion(a: &Analysis, offset: usize, cfg: &FeatureConfig) -> Vec<CompletionItem> {
+    let text = &a.text;
+    let ctx = context(text, offset);
+    if ctx.in_comment {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    if let Some(start) = ctx.string_start {
+        let Some(call) = &ctx.call else {
+            return out;
+        };
+        let range = a.lines.range(text, Span::new(start, offset));
+        let mut add = |label: &str, kind: CompletionItemKind, detail: String| {
+            let mut it = item(label, kind, detail, "0");
+            it.text_edit = Some(CompletionTextEdit::Edit(TextEdit::new(
+                range,
+                label.to_string(),
+            )));
+            it.filter_text = Some(label.to_string());
+            out.push(it);
+        };
+        let param = builtins::lookup(&call.name).and_then(|b| b.param_at(call.arg_index));
+        match (call.name.as_str(), call.arg_index) {
+            ("device", 0) | ("to_device", 1) => {
+                for (n, d) in DEVICE_NAMES {
+                    add(n, CompletionItemKind::ENUM_MEMBER, d.to_string());
+                }
+            }
+            ("load_preloaded", 0) => {
+                for n in corpora::NAMES {
+                    let len = corpora::preloaded(n).map_or(0, str::len);
+                    add(
+                        n,
+                        CompletionItemKind::VALUE,
+                        format!("preloaded corpus, {} bytes", group_digits(len as f64)),
+                    );
+                }
+            }
+            ("estimate_hypothetical", 0) => {
+                for arch in hypothetical::ARCHITECTURES {
+                    add(
+                        arch.name,
+                        CompletionItemKind::VALUE,
+                        format!(
+                            "{} parameters (V {}, D {}, L {})",
+                            group_digits(arch.params()),
+                            arch.vocab,
+                            arch.d,
+                            arch.layers
+                        ),
+                    );
+                }
+            }
+            _ if matches!(
+                param.map(|p| p.kind),
+                Some(ParamKind::Axis | ParamKind::Names)
+            ) =>
+            {
+                let first_arg_names = first_arg_names(a, call.open);
+                let mut names = first_arg_names.clone();
+                for n in a.axis_names() {
+                    if !names.contains(&n) {
+                        names.push(n);
+                    }
+                }
+                for n in names {
+                    let detail = if first_arg_names.contains(&n) {
+                        "axis of the first argument"
+                    } else {
+                        "axis name"
+                    };
+                    add(&n, CompletionItemKind::FIELD, detail.into());
+                }
+            }
+            _ => {}
+        }
+        return out;
+    }
+    let word = Span::new(ctx.word_start, offset);
+    let prefix = &text[word.start..word.end];
+    let range = a.lines.range(text, word);
+    if ctx.in_annotation {
+        for n in a.axis_names() {
+            let mut it = item(&n, CompletionItemKind::FIELD, "axis name".into(), "0");
+            it.text_edit = Some(CompletionTextEdit::Edit(TextEdit::new(range, n.clone())));
+            out.push(it);
+        }
+        return out;
+    }
+    // Variables in scope, with their shapes.
+    for b in a.variables_before(ctx.word_start) {
+        if !matches_prefix(&b.name, prefix) {
+            continue;
+        }
+        let kind = match b.value {
+            Val::Model(_) => CompletionItemKind::CLASS,
+            _ => CompletionItemKind::VARIABLE,
+        };
+        let mut it = item(&b.name, kind, b.value.describe(), "0");
+        it.text_edit = Some(CompletionTextEdit::Edit(TextEdit::new(
+            range,
+            b.name.clone(),
+        )));
+        out.push(it);
+    }
+    for implicit in ["step", "last_losses"] {
+        if !matches_prefix(implicit, prefix) {
+            continue;
+        }
+        let visible = implicit != "step"
+            || a.facts
+                .trains
+                .iter()
+                .any(|t| t.span.start < offset && offset < t.span.end);
+        let bound_after_train =
+            implicit == "last_losses" && a.facts.trains.iter().any(|t| t.span.end <= offset);
+        if (implicit == "step" && visible) || bound_after_train {
+            let mut it = item(
+                implicit,
+                CompletionItemKind::VARIABLE,
+                if implicit == "step" {
+                    "the current step (scalar)".into()
+                } else {
+                    "losses of the last train block".into()
+                },
+                "0",
+            );
+            it.text_edit = Some(CompletionTextEdit::Edit(TextEdit::new(
+                range,
+                implicit.to_string(),
+            )));
+            out.push(it);
+        }
+    }
+    // Builtins with snippets.
+    let followed_by_paren = text[offset..].trim_start().starts_with('(');
+    for b in builtins::all() {
+        if !matches_prefix(b.name, prefix) {
+            continue;
+        }
+        let mut it = item(b.name, CompletionItemKind::FUNCTION, b.signature(), "1");
+        // The documentation is sent by `completionItem/resolve` (see [`resolve`]).
+        it.data = Some(serde_json::json!({ "builtin": b.name }));
+        let insert = if followed_by_paren {
+            b.name.to_string()
+        } else if cfg.snippets {
+            it.insert_text_format = Some(InsertTextFormat::SNIPPET);
+            let args: Vec<String> = b
+                .params
+                .iter()
+                .filter(|p| !p.optional || p.variadic)
+                .enumerate()
+                .map(|(i, p)| format!("${{{}:{}}}", i + 1, p.name))
+                .collect();
+            format!("{}({})$0", b.name, args.join(", "))
+        } else {
+            b.name.to_string()
+        };
+        it.text_edit = Some(CompletionTextEdit::Edit(TextEdit::new(range, insert)));
+        it.filter_text = Some(b.name.to_string());
+        out.push(it);
+    }
+    for (kw, snippet, doc) in KEYWORDS {
+        if !matches_prefix(kw, prefix) {
+            continue;
+        }
+        let mut it = item(kw, CompletionItemKind::KEYWORD, doc.to_string(), "2");
+        let insert = if cfg.snippets {
+            it.insert_text_format = Some(InsertTextFormat::SNIPPET);
+            snippet.to_string()
+        } else {
+            kw.to_string()
+        };
+        it.text_edit = Some(CompletionTextEdit::Edit(TextEdit::new(range, insert)));
+        out.push(it);
+    }
+    out
+}
+
+/// Whether `label` matches what is typed: the typed characters appear in order
+/// (case-insensitive), the first one at the start of the label. The list sent is
+/// marked incomplete, so the client asks again as the user types.
+pub fn matches_prefix(label: &str, typed: &str) -> bool {
+    let mut chars = typed.chars().map(|c| c.to_ascii_lowercase());
+    let Some(first) = chars.next() else {
+        return true;
+    };
+    let mut rest = label.chars().map(|c| c.to_ascii_lowercase());
+    if rest.next() != Some(first) {
+        return false;
+    }
+    chars.all(|c| rest.by_ref().any(|l| l == c))
+}
+
+/// Fills in the documentation of a completion item (`completionItem/resolve`).
+pub fn resolve(mut item: CompletionItem) -> CompletionItem {
+    let name = item
+        .data
+        .as_ref()
+        .and_then(|d| d.get("builtin"))
+        .and_then(|n| n.as_str())
+        .map(String::from);
+    if let Some(b) = name.as_deref().and_then(builtins::lookup) {
+        item.documentation = Some(Documentation::MarkupContent(MarkupContent {
+            kind: MarkupKind::Markdown,
+            value: format!("{}\n\n{}\n\n```mlpl\n{}\n```", b.summary, b.doc, b.example),
+        }));
+    }
+    item
+}
+
+/// Axis names of the first argument of the call opened at `open`.
+fn first_arg_names(a: &Analysis, open: usize) -> Vec<String> {
+    let Some((span, _)) = a.facts.values.iter().find(|(s, v)| {
+        s.start > open
+            && s.start <= open + 64
+            && v.arr().is_some_and(|x| x.has_names())
+            && a.text[open + 1..s.start].trim().is_empty()
+    }) else {
+        return Vec::new();
+    };
+    a.facts
+        .value_of(*span)
+        .and_then(|v| v.arr())
+        .and_then(|x| x.names.clone())
+        .map(|n| n.into_iter().flatten().collect())
+        .unwrap_or_default()
+}
+
+/// Signature help at byte `offset`.
+pub fn signature_help(a: &Analysis, offset: usize) -> Option<SignatureHelp> {
+    let ctx = context(&a.text, offset);
+    let call = ctx.call?;
+    let b = builtins::lookup(&call.name)?;
+    let label = b.signature();
+    let mut params = Vec::new();
+    let mut search = b.name.len() + 1;
+    for p in b.params {
+        if let Some(i) = label[search..].find(p.name) {
+            let start = search + i;
+            let end = start + p.name.len();
+            let u16 = |byte: usize| label[..byte].encode_utf16().count() as u32;
+            params.push(ParameterInformation {
+                label: ParameterLabel::LabelOffsets([u16(start), u16(end)]),
+                documentation: Some(Documentation::String(format!(
+                    "{}{}",
+                    p.kind.describe(),
+                    if p.optional { " (optional)" } else { "" }
+                ))),
+            });
+            search = end;
+        }
+    }
+    let active = if b.is_variadic() {
+        call.arg_index.min(b.params.len().saturating_sub(1))
+    } else {
+        call.arg_index
+    } as u32;
+    Some(SignatureHelp {
+        signatures: vec![SignatureInformation {
+            label,
+            documentation: Some(Documentation::MarkupContent(MarkupContent {
+                kind: MarkupKind::Markdown,
+                value: format!("{}\n\n{}", b.summary, b.doc),
+            })),
+            parameters: Some(params),
+            active_parameter: Some(active),
+        }],
+        active_signature: Some(0),
+        active_parameter: Some(active),
+    })
+}

@@ -1,0 +1,363 @@
+//! Session tests: cells share state, events, throttling, cancel, persistence.
+
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use super::*;
+
+const TRAIN: &str = "W = param[2]\ntrain 50 { adam(sum((W - [1, 2]) * (W - [1, 2])), W, 0.1, 0.9, 0.999, 1e-8); sum((W - [1, 2]) * (W - [1, 2])) }\n";
+
+fn session() -> (Session, Arc<Mutex<Vec<Event>>>) {
+    let events: Arc<Mutex<Vec<Event>>> = Arc::default();
+    let e = events.clone();
+    let s = Session::new(
+        "s1",
+        SessionOptions::default(),
+        Box::new(move |ev| e.lock().unwrap().push(ev.clone())),
+    );
+    (s, events)
+}
+
+fn req(code: &str) -> RunRequest {
+    RunRequest {
+        code: code.to_string(),
+        ..RunRequest::default()
+    }
+}
+
+fn kinds(events: &[Event], run: &str) -> Vec<&'static str> {
+    events
+        .iter()
+        .filter(|e| e.run == run)
+        .map(Event::kind)
+        .collect()
+}
+
+#[test]
+fn cells_share_state_and_rerunning_replaces_bindings() {
+    let (mut s, events) = session();
+    assert_eq!(s.run("r1", &req("x = 2")).status, RunStatus::Ok);
+    let out = s.run("r2", &req("y = x * 3\ny"));
+    assert_eq!(out.status, RunStatus::Ok);
+    assert_eq!(out.value.unwrap().display(), "6");
+    s.run("r3", &req("x = 10"));
+    assert_eq!(s.run("r4", &req("x + 1")).value.unwrap().display(), "11");
+    let ev = events.lock().unwrap();
+    // Sequence numbers are consecutive across runs.
+    for (i, e) in ev.iter().enumerate() {
+        assert_eq!(e.seq, i as u64 + 1);
+        assert_eq!(e.session, "s1");
+    }
+    assert_eq!(
+        kinds(&ev, "r2"),
+        vec!["run_started", "device", "value", "output", "run_finished"]
+    );
+    let value = ev
+        .iter()
+        .find(|e| e.run == "r1" && e.kind() == "value")
+        .unwrap();
+    match &value.body {
+        EventBody::Value { name, text, .. } => {
+            assert_eq!(name.as_deref(), Some("x"));
+            assert_eq!(text, "2");
+        }
+        other => panic!("{other:?}"),
+    }
+    let vars = s.variables();
+    assert_eq!(
+        vars.iter().map(|v| v.name.as_str()).collect::<Vec<_>>(),
+        vec!["x", "y"]
+    );
+}
+
+#[test]
+fn training_streams_ordered_steps_with_the_last_one_exact() {
+    let (mut s, events) = session();
+    let out = s.run("r1", &req(TRAIN));
+    assert_eq!(out.status, RunStatus::Ok, "{:?}", out.diagnostic);
+    let ev = events.lock().unwrap();
+    let steps: Vec<(u64, u64, Option<f64>)> = ev
+        .iter()
+        .filter_map(|e| match e.body {
+            EventBody::Step {
+                step, total, loss, ..
+            } => Some((step, total, loss)),
+            _ => None,
+        })
+        .collect();
+    assert!(!steps.is_empty());
+    assert_eq!(steps[0].0, 1);
+    assert!(steps.windows(2).all(|w| w[0].0 < w[1].0));
+    let last = steps.last().unwrap();
+    assert_eq!((last.0, last.1), (50, 50));
+    // The last step's loss is exactly the last recorded loss.
+    let losses = s
+        .workspace()
+        .get("last_losses")
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .to_f32();
+    assert_eq!(last.2, Some(f64::from(losses[49])));
+    assert!(losses[49] < losses[0]);
+}
+
+#[test]
+fn fast_loops_are_throttled() {
+    let (mut s, events) = session();
+    let out = s.run("r1", &req("x = 0\ntrain 20000 { x = x + 1; x }"));
+    assert_eq!(out.status, RunStatus::Ok);
+    let ev = events.lock().unwrap();
+    let n = ev.iter().filter(|e| e.kind() == "step").count();
+    let secs = out.elapsed.as_secs_f64();
+    // At most ~20 per second, plus the first and the last.
+    assert!(
+        (n as f64) <= secs * 20.0 + 3.0,
+        "{n} step events in {secs} s"
+    );
+    let last = ev.iter().rev().find(|e| e.kind() == "step").unwrap();
+    assert!(matches!(last.body, EventBody::Step { step: 20000, .. }));
+}
+
+#[test]
+fn an_error_maps_to_document_lines_and_the_session_lives_on() {
+    let (mut s, events) = session();
+    let r = RunRequest {
+        code: "a = 1\nb = nope + 1\n".into(),
+        cell: Some(CellRef {
+            uri: "file:///t.mlpl".into(),
+            index: 2,
+            start_line: 10,
+        }),
+        device: None,
+    };
+    let out = s.run("bad", &r);
+    assert_eq!(out.status, RunStatus::Error);
+    let d = out.diagnostic_json.unwrap();
+    assert_eq!(d["code"], "E0101");
+    assert_eq!(d["line"], 12);
+    assert_eq!(d["file"], "file:///t.mlpl");
+    // Statements before the error ran.
+    assert!(s.workspace().get("a").is_some());
+    assert_eq!(s.run("good", &req("a + 1")).status, RunStatus::Ok);
+    let ev = events.lock().unwrap();
+    match &ev.iter().find(|e| e.run == "bad").unwrap().body {
+        EventBody::RunStarted {
+            start_line,
+            end_line,
+            ..
+        } => assert_eq!((*start_line, *end_line), (11, 12)),
+        other => panic!("{other:?}"),
+    }
+    let fin = ev
+        .iter()
+        .find(|e| e.run == "bad" && e.kind() == "run_finished");
+    assert!(matches!(
+        fin.unwrap().body,
+        EventBody::RunFinished {
+            status: RunStatus::Error,
+            ..
+        }
+    ));
+}
+
+#[test]
+fn parse_errors_and_warnings_become_events() {
+    let (mut s, events) = session();
+    let out = s.run("r1", &req("x = (1 +"));
+    assert_eq!(out.status, RunStatus::Error);
+    let out = s.run("r2", &req("repeat 2.5 { 1 }"));
+    assert_eq!(out.status, RunStatus::Ok);
+    let out = s.run("r3", &req("1"));
+    assert_eq!(out.status, RunStatus::Ok);
+    let ev = events.lock().unwrap();
+    let w = ev.iter().find(|e| e.kind() == "warning").unwrap();
+    match &w.body {
+        EventBody::Warning { diagnostic } => assert_eq!(diagnostic["code"], "W0202"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn cancel_stops_training_at_a_step_boundary() {
+    let (tx, rx) = mpsc::channel::<Event>();
+    let tx = Mutex::new(tx);
+    let mut s = Session::new(
+        "s1",
+        SessionOptions::default(),
+        Box::new(move |e| {
+            let _ = tx.lock().unwrap().send(e.clone());
+        }),
+    );
+    s.run("setup", &req("W = param[2]"));
+    let cancel = s.cancel_handle();
+    let worker = std::thread::spawn(move || {
+        let out = s.run(
+            "long",
+            &req("train 1000000 { adam(sum((W - [1, 2]) * (W - [1, 2])), W, 0.1, 0.9, 0.999, 1e-8); sum((W - [1, 2]) * (W - [1, 2])) }"),
+        );
+        (s, out)
+    });
+    // Wait for the first step, then cancel.
+    loop {
+        let e = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("a step event");
+        if e.kind() == "step" {
+            break;
+        }
+    }
+    let asked = std::time::Instant::now();
+    cancel.cancel();
+    let mut last_step = 0;
+    loop {
+        let e = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("run_finished");
+        match e.body {
+            EventBody::Step { step, .. } => last_step = step,
+            EventBody::RunFinished { status, .. } => {
+                assert_eq!(status, RunStatus::Cancelled);
+                break;
+            }
+            _ => {}
+        }
+    }
+    assert!(asked.elapsed() < Duration::from_secs(2));
+    let (mut s, out) = worker.join().unwrap();
+    assert_eq!(out.status, RunStatus::Cancelled);
+    // The last completed step is reported and matches the workspace.
+    let step = s.workspace().get("step").unwrap().as_array().unwrap();
+    assert_eq!(step.scalar_value(), Some(last_step as f64 - 1.0));
+    let st = &s.workspace().optim[&("adam".to_string(), "W".to_string())];
+    assert_eq!(st.steps, last_step);
+    // The session is usable again, and a new run is not cancelled.
+    assert_eq!(s.run("after", &req("sum(W)")).status, RunStatus::Ok);
+}
+
+#[test]
+fn a_cancel_requested_before_the_run_starts_takes_effect() {
+    let (mut s, _events) = session();
+    s.cancel_handle().cancel();
+    assert_eq!(s.run("r1", &req("1 + 1")).status, RunStatus::Cancelled);
+    assert_eq!(s.run("r2", &req("1 + 1")).status, RunStatus::Ok);
+}
+
+#[test]
+fn save_and_restore_keep_variables_and_continue_the_sequence() {
+    let dir = std::env::temp_dir().join(format!("mlpl-session-save-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let (mut s, events) = session();
+    s.run("r1", &req(TRAIN));
+    s.run("r2", &req("name = \"hello\"\nk = 3"));
+    s.save(&dir).unwrap();
+    let last = events.lock().unwrap().last().unwrap().seq;
+    let (mut r, skipped) =
+        Session::restore(&dir, SessionOptions::default(), Box::new(|_| {})).unwrap();
+    assert!(skipped.is_empty());
+    assert_eq!(r.id(), "s1");
+    assert_eq!(r.emitter().last_seq(), last);
+    assert_eq!(r.variables(), s.variables());
+    // Optimizer state came back: one more step continues from step 51.
+    let out = r.run("r3", &req("adam(sum(W * W), W, 0.1, 0.9, 0.999, 1e-8)\nk"));
+    assert_eq!(out.status, RunStatus::Ok);
+    let st = &r.workspace().optim[&("adam".to_string(), "W".to_string())];
+    assert_eq!(st.steps, 51);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn autosave_is_reported_in_run_finished() {
+    let dir = std::env::temp_dir().join(format!("mlpl-session-auto-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let events: Arc<Mutex<Vec<Event>>> = Arc::default();
+    let e = events.clone();
+    let opts = SessionOptions {
+        autosave_dir: Some(dir.clone()),
+        ..SessionOptions::default()
+    };
+    let mut s = Session::new(
+        "s2",
+        opts,
+        Box::new(move |ev| e.lock().unwrap().push(ev.clone())),
+    );
+    s.run("r1", &req("x = [1, 2, 3]"));
+    assert!(matches!(
+        events.lock().unwrap().last().unwrap().body,
+        EventBody::RunFinished {
+            saved: Some(true),
+            ..
+        }
+    ));
+    assert!(dir.join("session.json").is_file());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn svg_values_become_artifacts() {
+    let (mut s, events) = session();
+    let out = s.run(
+        "r1",
+        &req("\"<svg xmlns='http://www.w3.org/2000/svg'></svg>\""),
+    );
+    assert_eq!(out.status, RunStatus::Ok);
+    let ev = events.lock().unwrap();
+    let a = ev.iter().find(|e| e.kind() == "artifact").unwrap();
+    match &a.body {
+        EventBody::Artifact { kind, content, .. } => {
+            assert_eq!(kind, "svg");
+            assert!(content.as_deref().unwrap().starts_with("<svg"));
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn ids() {
+    let a = new_id("s");
+    assert_eq!(a.len(), 17);
+    assert!(valid_id(&a));
+    assert_ne!(a, new_id("s"));
+    assert!(!valid_id("../x"));
+    assert!(!valid_id(""));
+}
+
+#[test]
+fn panic_diagnostics_carry_the_message() {
+    let payload: Box<dyn std::any::Any + Send> = Box::new("boom");
+    let d = panic_diagnostic(payload.as_ref());
+    assert_eq!(d.code, "E0504");
+    assert!(d.notes[0].contains("boom"));
+}
+
+#[test]
+fn models_are_saved_as_parameters_and_reported_not_restorable() {
+    let dir = std::env::temp_dir().join(format!("mlpl-session-model-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let (mut s, _events) = session();
+    let out = s.run(
+        "r1",
+        &req("m = chain(linear(2, 3, 1), tanh_layer(), linear(3, 1, 2))\nX = [[1, 2], [3, 4]]\ny = apply(m, X)"),
+    );
+    assert_eq!(out.status, RunStatus::Ok, "{:?}", out.diagnostic);
+    let vars = s.variables();
+    let m = vars.iter().find(|v| v.name == "m").unwrap();
+    assert_eq!(m.kind, "model");
+    let params = m.parameters.clone().unwrap();
+    assert!(!params.is_empty());
+    let rep = s.save(&dir).unwrap();
+    assert_eq!(rep.not_restorable.len(), 1);
+    assert!(rep.not_restorable[0].contains("`m` is a model"));
+    let (r, skipped) = Session::restore(&dir, SessionOptions::default(), Box::new(|_| {})).unwrap();
+    assert_eq!(skipped, rep.not_restorable);
+    assert!(r.workspace().get("m").is_none());
+    // Its parameters are ordinary bindings and came back, still trainable.
+    for p in &params {
+        let a = r.workspace().get(p).and_then(Value::as_array).unwrap();
+        let b = s.workspace().get(p).and_then(Value::as_array).unwrap();
+        assert_eq!(a.to_f32(), b.to_f32());
+        assert!(r.workspace().tracked.contains(p));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
