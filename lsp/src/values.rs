@@ -145,11 +145,13 @@ impl Arr {
 
     /// Converts to the runtime checker's abstract array.
     pub fn to_abs(&self) -> AbsArray {
-        AbsArray {
-            dims: self.dims.clone(),
-            names: self.names.clone(),
-            constant: self.constant.clone(),
-        }
+        let mut a = AbsArray::from_parts(
+            self.dims.clone(),
+            self.names.clone(),
+            self.constant.clone(),
+        );
+        a.origin = self.names_from;
+        a
     }
 }
 
@@ -239,7 +241,7 @@ impl Val {
             Val::Unknown => AbsValue::Unknown,
             Val::Array(a) => AbsValue::Array(a.to_abs()),
             Val::Str(s) => AbsValue::Str(s.clone()),
-            Val::Model(_) => AbsValue::Model,
+            Val::Model(_) => AbsValue::Model(None),
             Val::Tokenizer => AbsValue::Tokenizer,
         }
     }
@@ -251,12 +253,12 @@ impl Val {
             AbsValue::Unknown => Val::Unknown,
             AbsValue::Array(a) => Val::Array(Arr {
                 dims: a.dims.clone(),
-                names: a.names.clone(),
+                names: a.known_names(),
                 constant: a.constant.clone(),
-                names_from: None,
+                names_from: a.origin,
             }),
             AbsValue::Str(s) => Val::Str(s.clone()),
-            AbsValue::Model => Val::Model(None),
+            AbsValue::Model(_) => Val::Model(None),
             AbsValue::Tokenizer => Val::Tokenizer,
         }
     }

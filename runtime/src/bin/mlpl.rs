@@ -20,7 +20,7 @@ use mlpl_runtime::value::{DeviceTarget, Value};
 
 /// MLPL: a typed array language for machine learning, with named axes.
 #[derive(Parser)]
-#[command(name = "mlpl", version, about, long_about = None, propagate_version = true)]
+#[command(name = "mlpl", version, long_about = None, propagate_version = true)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -11,6 +11,9 @@ use crate::value::Value;
 
 macro_rules! unary_builtin {
     ($fn_name:ident, $name:literal, $summary:literal, $doc:literal, $example:literal) => {
+        unary_builtin!($fn_name, $fn_name, $name, $summary, $doc, $example)
+    };
+    ($fn_name:ident, $rule:ident, $name:literal, $summary:literal, $doc:literal, $example:literal) => {
         Builtin {
             name: $name,
             params: &[req("x", Array)],
@@ -20,7 +23,7 @@ macro_rules! unary_builtin {
             diff: Diff::Yes,
             section: "10.3",
             run: $fn_name,
-            shape: None,
+            shape: Some(super::elementwise_shapes::$rule),
         }
     };
 }
@@ -36,7 +39,7 @@ macro_rules! binary_builtin {
             diff: $diff,
             section: "10.3",
             run: $fn_name,
-            shape: None,
+            shape: Some(super::elementwise_shapes::$fn_name),
         }
     };
 }

@@ -16,7 +16,7 @@ pub const BUILTINS: &[Builtin] = &[Builtin {
     example: "experiment \"a\" { loss_metric = 0.5 }\nexperiment \"b\" { loss_metric = 0.25 }\ncompare(\"a\", \"b\")",
     diff: Diff::Effect,
     section: "10.16",
-    run: compare, shape: None
+    run: compare, shape: Some(super::experiments_shapes::compare)
 }];
 
 /// Every run this workspace knows: its log merged with the records on disk.

@@ -9,8 +9,8 @@ use crate::value::{named_shape, Array, Value};
 
 /// The builtins of this group.
 pub const BUILTINS: &[Builtin] = &[
-    Builtin { name: "dot", params: &[req("a", Array), req("b", Array)], summary: "inner product of two vectors", doc: "`dot(a, b)` is Σ aᵢbᵢ for two `[n]` vectors. E0205 unless both have rank 1; E0203 when the lengths differ.", example: "dot([1, 2, 3], [4, 5, 6])", diff: Diff::Yes, section: "10.4", run: dot, shape: None },
-    Builtin { name: "matmul", params: &[req("a", Array), req("b", Array)], summary: "matrix product (batched, with vectors)", doc: "`matmul(a, b)` multiplies `[m, k]` by `[k, n]` into `[m, n]`; vectors on either side contract their only axis; leading batch axes broadcast (`[…, m, k]` × `[…, k, n]`). Result names: merged batch names, then a's row name and b's column name. E0203 inner sizes differ; E0204 contracted axes named differently; E0205 a scalar operand.", example: "matmul(reshape(iota(6), [2, 3]), reshape(iota(6), [3, 2]))", diff: Diff::Yes, section: "10.4", run: matmul, shape: None },
+    Builtin { name: "dot", params: &[req("a", Array), req("b", Array)], summary: "inner product of two vectors", doc: "`dot(a, b)` is Σ aᵢbᵢ for two `[n]` vectors. E0205 unless both have rank 1; E0203 when the lengths differ.", example: "dot([1, 2, 3], [4, 5, 6])", diff: Diff::Yes, section: "10.4", run: dot, shape: Some(super::linalg_shapes::dot) },
+    Builtin { name: "matmul", params: &[req("a", Array), req("b", Array)], summary: "matrix product (batched, with vectors)", doc: "`matmul(a, b)` multiplies `[m, k]` by `[k, n]` into `[m, n]`; vectors on either side contract their only axis; leading batch axes broadcast (`[…, m, k]` × `[…, k, n]`). Result names: merged batch names, then a's row name and b's column name. E0203 inner sizes differ; E0204 contracted axes named differently; E0205 a scalar operand.", example: "matmul(reshape(iota(6), [2, 3]), reshape(iota(6), [3, 2]))", diff: Diff::Yes, section: "10.4", run: matmul, shape: Some(super::linalg_shapes::matmul) },
 ];
 
 fn dot(c: &mut Call) -> Result<Value, Diagnostic> {
@@ -56,24 +56,87 @@ fn inner_error(
     ka: usize,
     kb: usize,
 ) -> Diagnostic {
-    let which = if b.rank() >= 2 {
+    let transposed = b.rank() == 2 && b.shape()[1] == ka;
+    inner_dims_error(
+        op,
+        (sa, &named_shape(a)),
+        (sb, &named_shape(b)),
+        b.rank(),
+        ka,
+        kb,
+        transposed,
+    )
+}
+
+/// E0203 (LANGUAGE §10.4): the contracted sizes `ka` (last axis of the left
+/// operand) and `kb` differ. `a` and `b` are each operand's span and named shape;
+/// `transposed` adds the `transpose` help (the right operand is `[n, ka]`). Shared
+/// by the interpreter and the checker.
+pub fn inner_dims_error(
+    op: &str,
+    a: (Span, &str),
+    b: (Span, &str),
+    b_rank: usize,
+    ka: usize,
+    kb: usize,
+    transposed: bool,
+) -> Diagnostic {
+    let which = if b_rank > 2 {
+        "the second-to-last axis"
+    } else if b_rank == 2 {
         "the first axis"
     } else {
         "the only axis"
     };
-    let which = if b.rank() > 2 {
-        "the second-to-last axis"
-    } else {
-        which
-    };
     let mut d = Diagnostic::error("E0203", format!("inner dimensions differ in `{op}`"))
-        .at(sb, format!("right operand: {}", named_shape(b)))
-        .with_label(sa, format!("left operand: {}", named_shape(a)))
+        .at(b.0, format!("right operand: {}", b.1))
+        .with_label(a.0, format!("left operand: {}", a.1))
         .note(format!("the last axis of the left operand ({ka}) must equal {which} of the right operand ({kb})"));
-    if b.rank() == 2 && b.shape()[1] == ka {
+    if transposed {
         d = d.help("the right operand looks transposed: try `transpose(...)` on it");
     }
     d
+}
+
+/// E0204: the contracted axes are named `na` (left) and `nb` (right).
+pub fn contraction_names_error(
+    op: &str,
+    a: (Span, &str),
+    b: (Span, &str),
+    na: &str,
+    nb: &str,
+) -> Diagnostic {
+    Diagnostic::error("E0204", "contraction axes are named differently")
+        .at(b.0, format!("right operand: {}", b.1))
+        .with_label(a.0, format!("left operand: {}", a.1))
+        .note(format!(
+            "`{op}` contracts `{na}` on the left with `{nb}` on the right"
+        ))
+        .help(format!(
+            "relabel one side so both contracted axes are named `{na}`"
+        ))
+}
+
+/// E0205: an operand of `op` (at `span`, of named shape `shape`) is a scalar.
+pub fn scalar_operand_error(op: &str, span: Span, shape: &str) -> Diagnostic {
+    Diagnostic::error("E0205", "wrong rank")
+        .at(span, format!("has shape {shape}"))
+        .note(format!("`{op}` needs operands of rank 1 or more"))
+}
+
+/// Rewrites a broadcasting error of the batch axes of `matmul` so that it shows
+/// both whole operands (`a`, `b`: span and named shape).
+pub fn batch_axes_error(d: Diagnostic, a: (Span, &str), b: (Span, &str)) -> Diagnostic {
+    let mut d = d;
+    d.primary = Some(crate::diag::Label {
+        span: b.0,
+        message: format!("right operand: {}", b.1),
+    });
+    d.secondary = vec![crate::diag::Label {
+        span: a.0,
+        message: format!("left operand: {}", a.1),
+    }];
+    d.note("the leading (batch) axes of `matmul` broadcast like element-wise operands")
 }
 
 /// `matmul` of two arrays with the forms and naming rules of LANGUAGE §10.4.
@@ -88,9 +151,7 @@ pub fn matmul_arrays(
     let (sa, sb) = (ea.span, eb.span);
     for (x, s) in [(a, sa), (b, sb)] {
         if x.rank() == 0 {
-            return Err(Diagnostic::error("E0205", "wrong rank")
-                .at(s, format!("has shape {}", named_shape(x)))
-                .note(format!("`{op}` needs operands of rank 1 or more")));
+            return Err(scalar_operand_error(op, s, &named_shape(x)));
         }
     }
     let ka = *a.shape().last().unwrap();
@@ -101,17 +162,13 @@ pub fn matmul_arrays(
     }
     if let (Some(na), Some(nb)) = (a.axis_name(a.rank() - 1), b.axis_name(kb_axis)) {
         if na != nb {
-            return Err(
-                Diagnostic::error("E0204", "contraction axes are named differently")
-                    .at(sb, format!("right operand: {}", named_shape(b)))
-                    .with_label(sa, format!("left operand: {}", named_shape(a)))
-                    .note(format!(
-                        "`{op}` contracts `{na}` on the left with `{nb}` on the right"
-                    ))
-                    .help(format!(
-                        "relabel one side so both contracted axes are named `{na}`"
-                    )),
-            );
+            return Err(contraction_names_error(
+                op,
+                (sa, &named_shape(a)),
+                (sb, &named_shape(b)),
+                na,
+                nb,
+            ));
         }
     }
     // Promote vectors to matrices, multiply, then drop the promoted axes.
@@ -148,18 +205,8 @@ pub fn matmul_arrays(
         right: &batch_b,
         right_expr: eb,
     };
-    let (batch_shape, batch_names) = ops::broadcast(op, &operands).map_err(|d| {
-        let mut d = d;
-        d.primary = Some(crate::diag::Label {
-            span: sb,
-            message: format!("right operand: {}", named_shape(b)),
-        });
-        d.secondary = vec![crate::diag::Label {
-            span: sa,
-            message: format!("left operand: {}", named_shape(a)),
-        }];
-        d.note("the leading (batch) axes of `matmul` broadcast like element-wise operands")
-    })?;
+    let (batch_shape, batch_names) = ops::broadcast(op, &operands)
+        .map_err(|d| batch_axes_error(d, (sa, &named_shape(a)), (sb, &named_shape(b))))?;
     let m = at.shape()[at.rank() - 2];
     let n = bt.shape()[bt.rank() - 1];
     ops::check_size(op, &[batch_shape.as_slice(), &[m, n]].concat(), sa.to(sb))?;

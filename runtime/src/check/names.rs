@@ -2,7 +2,7 @@
 //! bound it), E0102 (unknown function), E0103 (wrong number of arguments) and
 //! W0105 (a variable shadowing a builtin).
 
-use std::collections::HashSet;
+use super::env::FxHashSet as HashSet;
 
 use crate::builtins;
 use crate::diag::Diagnostic;
@@ -12,7 +12,7 @@ use crate::syntax::{Expr, ExprKind, Program, Stmt, StmtKind};
 /// Checks a program in source order with one flat scope (LANGUAGE §6.4).
 pub fn check(program: &Program) -> Vec<Diagnostic> {
     let mut c = NameChecker {
-        bound: HashSet::new(),
+        bound: HashSet::default(),
         out: Vec::new(),
     };
     for s in &program.stmts {
@@ -49,23 +49,28 @@ impl NameChecker {
     fn loop_body(&mut self, stmts: &[Stmt]) {
         let mut assigned = Vec::new();
         collect_assigned(stmts, &mut assigned);
-        let before = self.bound.clone();
+        // Only the names the body assigns matter below: remember which of them
+        // were bound before the loop (copying the whole set would be quadratic).
+        let was_bound: HashSet<String> = assigned
+            .iter()
+            .filter(|n| self.bound.contains(n.as_str()))
+            .cloned()
+            .collect();
         let out_len = self.out.len();
         self.stmts(stmts);
         // Keep only the E0101 reports that are errors in every iteration.
         let later: HashSet<&str> = assigned.iter().map(|s| s.as_str()).collect();
-        let mut kept = self.out[..out_len].to_vec();
-        for d in self.out.drain(out_len..) {
+        let new: Vec<Diagnostic> = self.out.drain(out_len..).collect();
+        for d in new {
             let spurious = d.code == "E0101"
                 && d.message
                     .split('`')
                     .nth(1)
-                    .is_some_and(|n| later.contains(n) && !before.contains(n));
+                    .is_some_and(|n| later.contains(n) && !was_bound.contains(n));
             if !spurious {
-                kept.push(d);
+                self.out.push(d);
             }
         }
-        self.out = kept;
     }
 
     fn stmt(&mut self, s: &Stmt) {

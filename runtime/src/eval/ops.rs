@@ -65,19 +65,8 @@ pub fn placement_for(
                         (2, _) => "right operand".to_string(),
                         (_, k) => format!("argument {}", k + 1),
                     };
-                    return Err(Diagnostic::error(
-                        "E0501",
-                        format!(
-                            "device mismatch in `{op}`: {} is on {t0}, {} is on {t}",
-                            role(i0),
-                            role(i)
-                        ),
-                    )
-                    .at(*span, format!("{} on {t}", role(i)))
-                    .with_label(s0, format!("{} on {t0}", role(i0)))
-                    .help(format!(
-                        "move one operand, for example `to_device(x, \"{t0}\")`"
-                    )));
+                    let (r0, r1) = (role(i0), role(i));
+                    return Err(device_mismatch_error(op, (&r0, t0, s0), (&r1, t, *span)));
                 }
                 Some(_) => {}
             }
@@ -231,49 +220,143 @@ pub fn broadcast(name: &str, o: &Operands<'_>) -> Result<(Vec<usize>, Names), Di
             (None, None) => None,
         };
     }
-    let labels = |d: Diagnostic| {
-        d.at(
-            o.right_expr.span,
-            format!("right operand: {}", named_shape(b)),
-        )
-        .with_label(
-            o.left_expr.span,
-            format!("left operand: {}", named_shape(a)),
-        )
-    };
+    let left = (o.left_expr.span, named_shape(a));
+    let right = (o.right_expr.span, named_shape(b));
     if let Some((k, x, y)) = size_conflict {
-        return Err(labels(Diagnostic::error("E0201", format!("shapes do not broadcast in `{name}`"))).note(format!(
-            "axis -{k} has size {x} on the left and {y} on the right; aligned sizes must be equal or one of them must be 1"
-        )));
+        return Err(broadcast_size_error(name, &left, &right, k, x, y));
     }
     if let Some((k, x, y)) = name_conflict {
-        let mut d = labels(Diagnostic::error(
-            "E0202",
-            format!("axis names conflict in `{name}`"),
-        ))
-        .note(format!(
-            "axis -{k} is named `{x}` on the left and `{y}` on the right"
-        ));
-        let fixed: Vec<String> = (0..b.rank())
-            .map(|i| {
-                let from_end = b.rank() - i;
-                let left = (from_end <= a.rank())
-                    .then(|| a.axis_name(a.rank() - from_end))
-                    .flatten();
-                format!("\"{}\"", left.or(b.axis_name(i)).unwrap_or(""))
-            })
-            .collect();
-        let target = match &o.right_expr.unparen().kind {
-            ExprKind::Var(v) => v.clone(),
-            _ => "y".to_string(),
-        };
-        d = d.help(format!(
-            "rename one side, for example `relabel({target}, [{}])`",
-            fixed.join(", ")
-        ));
-        return Err(d);
+        let left_names: Vec<Option<&str>> = (0..a.rank()).map(|i| a.axis_name(i)).collect();
+        let right_names: Vec<Option<&str>> = (0..b.rank()).map(|i| b.axis_name(i)).collect();
+        let help = relabel_help(o.right_expr, &left_names, &right_names);
+        return Err(broadcast_name_error(name, &left, &right, k, &x, &y, help));
     }
     Ok((shape, crate::value::normalize_names(Some(names), rank)))
+}
+
+/// E0201 (LANGUAGE §9.4): the operands of `op` do not broadcast; axis `-k` has
+/// size `x` on the left and `y` on the right. `left` and `right` are each
+/// operand's span and named shape. Shared by the interpreter and the checker.
+pub fn broadcast_size_error(
+    op: &str,
+    left: &(Span, String),
+    right: &(Span, String),
+    k: usize,
+    x: usize,
+    y: usize,
+) -> Diagnostic {
+    Diagnostic::error("E0201", format!("shapes do not broadcast in `{op}`"))
+        .at(right.0, format!("right operand: {}", right.1))
+        .with_label(left.0, format!("left operand: {}", left.1))
+        .note(format!(
+            "axis -{k} has size {x} on the left and {y} on the right; aligned sizes must be equal or one of them must be 1"
+        ))
+}
+
+/// E0202 (LANGUAGE §9.4): aligned axis `-k` is named `x` on the left and `y` on
+/// the right; `help` is the suggested fix ([`relabel_help`]). Shared by the
+/// interpreter and the checker.
+pub fn broadcast_name_error(
+    op: &str,
+    left: &(Span, String),
+    right: &(Span, String),
+    k: usize,
+    x: &str,
+    y: &str,
+    help: String,
+) -> Diagnostic {
+    Diagnostic::error("E0202", format!("axis names conflict in `{op}`"))
+        .at(right.0, format!("right operand: {}", right.1))
+        .with_label(left.0, format!("left operand: {}", left.1))
+        .note(format!(
+            "axis -{k} is named `{x}` on the left and `{y}` on the right"
+        ))
+        .help(help)
+}
+
+/// The help line of E0202: relabel the right operand (its variable name, or `y`)
+/// with the left operand's names on the aligned axes.
+pub fn relabel_help(right_expr: &Expr, left: &[Option<&str>], right: &[Option<&str>]) -> String {
+    let fixed: Vec<String> = (0..right.len())
+        .map(|i| {
+            let from_end = right.len() - i;
+            let l = (from_end <= left.len())
+                .then(|| left[left.len() - from_end])
+                .flatten();
+            format!("\"{}\"", l.or(right[i]).unwrap_or(""))
+        })
+        .collect();
+    let target = match &right_expr.unparen().kind {
+        ExprKind::Var(v) => v.clone(),
+        _ => "y".to_string(),
+    };
+    format!(
+        "rename one side, for example `relabel({target}, [{}])`",
+        fixed.join(", ")
+    )
+}
+
+/// E0501 (LANGUAGE §14.4): two operands placed on different devices. `first` is
+/// the role ("left operand", "argument 1") and target of the first placed
+/// operand, `second` those of the conflicting one. Shared by the interpreter and
+/// the checker.
+pub fn device_mismatch_error(
+    op: &str,
+    first: (&str, crate::value::DeviceTarget, Span),
+    second: (&str, crate::value::DeviceTarget, Span),
+) -> Diagnostic {
+    let (r0, t0, s0) = first;
+    let (r1, t1, s1) = second;
+    Diagnostic::error(
+        "E0501",
+        format!("device mismatch in `{op}`: {r0} is on {t0}, {r1} is on {t1}"),
+    )
+    .at(s1, format!("{r1} on {t1}"))
+    .with_label(s0, format!("{r0} on {t0}"))
+    .help(format!(
+        "move one operand, for example `to_device(x, \"{t0}\")`"
+    ))
+}
+
+/// E0209: `n` names given for an array of rank `rank` (named shape `shape`).
+pub fn label_count_error(span: Span, n: usize, shape: &str, rank: usize) -> Diagnostic {
+    Diagnostic::error("E0209", "wrong number of axis names")
+        .at(
+            span,
+            format!("{n} name{} for shape {shape}", if n == 1 { "" } else { "s" }),
+        )
+        .note(format!(
+            "the array has rank {rank}; give one name per axis (\"\" leaves an axis unnamed)"
+        ))
+}
+
+/// W0201 for a names list that repeats `name`.
+pub fn duplicate_name_warning(span: Span, name: &str) -> Diagnostic {
+    Diagnostic::warning("W0201", format!("duplicate axis name `{name}`"))
+        .at(span, "a lookup by name finds the first axis")
+}
+
+/// The first name that appears twice in `names`.
+pub fn first_duplicate(names: &[Option<String>]) -> Option<&str> {
+    let named: Vec<&String> = names.iter().flatten().collect();
+    (0..named.len())
+        .find(|&i| named[..i].contains(&named[i]))
+        .map(|i| named[i].as_str())
+}
+
+/// E0218: an element of an array literal differs in shape from the first one.
+pub fn stack_shape_error(item: (Span, &str), first: (Span, &str)) -> Diagnostic {
+    Diagnostic::error("E0218", "wrong argument size")
+        .at(item.0, format!("this element has shape {}", item.1))
+        .with_label(first.0, format!("the first element has shape {}", first.1))
+        .note("all elements of an array literal must have the same shape")
+}
+
+/// E0306: an array literal element that depends on a trainable parameter.
+pub fn literal_in_loss_error(span: Span) -> Diagnostic {
+    Diagnostic::error("E0306", "not allowed in a loss")
+        .at(span, "depends on a trainable parameter")
+        .note("an array literal is not differentiable; build the value with `concat`, `reshape` or arithmetic instead")
 }
 
 /// E0410 when a result of `shape` would exceed the largest array MLPL allocates
@@ -309,30 +392,10 @@ pub fn label(
     span: Span,
 ) -> Result<Array, Diagnostic> {
     if names.len() != a.rank() {
-        return Err(Diagnostic::error("E0209", "wrong number of axis names")
-            .at(
-                span,
-                format!(
-                    "{} name{} for shape {}",
-                    names.len(),
-                    if names.len() == 1 { "" } else { "s" },
-                    named_shape(&a)
-                ),
-            )
-            .note(format!(
-                "the array has rank {}; give one name per axis (\"\" leaves an axis unnamed)",
-                a.rank()
-            )));
+        return Err(label_count_error(span, names.len(), &named_shape(&a), a.rank()));
     }
-    let named: Vec<&String> = names.iter().flatten().collect();
-    for (i, n) in named.iter().enumerate() {
-        if named[..i].contains(n) {
-            it.warn(
-                Diagnostic::warning("W0201", format!("duplicate axis name `{n}`"))
-                    .at(span, "a lookup by name finds the first axis"),
-            );
-            break;
-        }
+    if let Some(n) = first_duplicate(&names) {
+        it.warn(duplicate_name_warning(span, n));
     }
     Ok(a.with_names(Some(names)))
 }
@@ -356,9 +419,7 @@ pub fn stack(it: &mut Interp, items: &[(Array, Span)], span: Span) -> Result<Arr
         return Ok(Array::from_vec(vec![0], vec![]));
     };
     if let Some((_, s)) = items.iter().find(|(a, _)| loss::live(it, a).is_some()) {
-        return Err(Diagnostic::error("E0306", "not allowed in a loss")
-            .at(*s, "depends on a trainable parameter")
-            .note("an array literal is not differentiable; build the value with `concat`, `reshape` or arithmetic instead"));
+        return Err(literal_in_loss_error(*s));
     }
     let inner = first.shape().to_vec();
     let n: usize = inner.iter().product();
@@ -366,14 +427,10 @@ pub fn stack(it: &mut Interp, items: &[(Array, Span)], span: Span) -> Result<Arr
     let mut data = Vec::with_capacity(n * items.len());
     for (a, s) in items {
         if a.shape() != inner.as_slice() {
-            return Err(Diagnostic::error("E0218", "wrong argument size")
-                .at(*s, format!("this element has shape {}", named_shape(a)))
-                .with_label(
-                    items[0].1,
-                    format!("the first element has shape {}", named_shape(first)),
-                )
-                .note("all elements of an array literal must have the same shape")
-                .or_at(span));
+            return Err(
+                stack_shape_error((*s, &named_shape(a)), (items[0].1, &named_shape(first)))
+                    .or_at(span),
+            );
         }
         data.extend_from_slice(&a.to_f32());
     }
