@@ -145,11 +145,8 @@ impl Arr {
 
     /// Converts to the runtime checker's abstract array.
     pub fn to_abs(&self) -> AbsArray {
-        let mut a = AbsArray::from_parts(
-            self.dims.clone(),
-            self.names.clone(),
-            self.constant.clone(),
-        );
+        let mut a =
+            AbsArray::from_parts(self.dims.clone(), self.names.clone(), self.constant.clone());
         a.origin = self.names_from;
         a
     }

@@ -4,7 +4,9 @@
 //! and the shape/named-axis abstract interpretation). Prints one JSON line per
 //! round and a summary with the median.
 //!
-//! Usage: `cargo bench -p mlpl-runtime --bench check [-- --rounds N]`.
+//! Usage: `cargo bench -p mlpl-runtime --bench check [-- --rounds N]`. With
+//! `MLPL_BENCH_PROFILE_ANALYSIS=1` it only runs the shape analysis N times (for a
+//! profiler) and prints nothing.
 
 use std::time::Instant;
 

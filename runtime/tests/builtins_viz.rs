@@ -6,7 +6,10 @@ mod common;
 use common::{error_code, eval};
 
 fn is_chart(s: &str) -> bool {
-    s.starts_with("<svg") && s.ends_with("</svg>") && s.contains("viewBox=\"0 0 400 300\"") && s.contains("#1e1e2e")
+    s.starts_with("<svg")
+        && s.ends_with("</svg>")
+        && s.contains("viewBox=\"0 0 400 300\"")
+        && s.contains("#1e1e2e")
 }
 
 #[test]
@@ -34,7 +37,10 @@ fn every_chart_type_draws() {
 #[test]
 fn points_land_in_the_padded_area() {
     let s = eval("svg([[0, 0], [1, 2]], \"scatter\")");
-    assert!(s.contains("cx=\"30.0\" cy=\"270.0\"") && s.contains("cx=\"370.0\" cy=\"30.0\""), "{s}");
+    assert!(
+        s.contains("cx=\"30.0\" cy=\"270.0\"") && s.contains("cx=\"370.0\" cy=\"30.0\""),
+        "{s}"
+    );
     // Three-D points with a cluster column get a legend with each id.
     let s = eval("svg([[0, 0, 0, 3], [1, 1, 1, 5]], \"scatter3d\")");
     assert!(s.contains(">3</text>") && s.contains(">5</text>"));
@@ -51,14 +57,23 @@ fn confusion_matrix_writes_the_counts() {
 #[test]
 fn chart_errors() {
     assert_eq!(error_code("svg([1, 2], \"pie\")"), "E0106");
-    assert_eq!(error_code("svg([[0, 1], [1, 0]], \"decision_boundary\")"), "E0103");
+    assert_eq!(
+        error_code("svg([[0, 1], [1, 0]], \"decision_boundary\")"),
+        "E0103"
+    );
     assert_eq!(error_code("svg([1, 2, 3], \"scatter\")"), "E0205");
     assert_eq!(error_code("svg([[1, 2, 3]], \"scatter\")"), "E0218");
     assert_eq!(error_code("svg([[1, 2]], \"bar\")"), "E0205");
     assert_eq!(error_code("hist([1, 2], 0)"), "E0401");
     assert_eq!(error_code("hist([1, 2], [2])"), "E0205");
-    assert_eq!(error_code("scatter_labeled([[0, 0], [1, 1]], [0])"), "E0218");
+    assert_eq!(
+        error_code("scatter_labeled([[0, 0], [1, 1]], [0])"),
+        "E0218"
+    );
     assert_eq!(error_code("loss_curve([[1]])"), "E0205");
-    assert_eq!(error_code("boundary_2d([0, 1, 1], [2, 2], [[0, 0]], [0])"), "E0218");
+    assert_eq!(
+        error_code("boundary_2d([0, 1, 1], [2, 2], [[0, 0]], [0])"),
+        "E0218"
+    );
     assert_eq!(error_code("svg(\"x\", \"line\")"), "E0301");
 }

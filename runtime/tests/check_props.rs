@@ -251,7 +251,7 @@ proptest! {
         const PIECES: &[&str] = &[
             "(", ")", "[", "]", "{", "}", ",", "-1", "0", "1e9", "\"x\"", "matmul(", "repeat 3 {",
             "for i in ", "device(\"cuda\") {", "param[", ":", "=", "label(", "train 2 {", "\n", "#",
-            "reshape(", "[-1, -1]", "step", "last_rows", "grad(", "adam(", "1e300", "2.5", "\"a,b\"",
+            "reshape(", "[-1, -1]", "step", "last_rows", "grad(", "adam(", "1e300", "apply(chain(linear(4, 2, 0), relu_layer()), ", "residual(", "attention(8, 2, 0", "svg(", "2.5", "\"a,b\"",
         ];
         for (pos, kind) in edits {
             let at = if src.is_empty() { 0 } else { pos as usize % (src.len() + 1) };

@@ -193,8 +193,13 @@ fn a_chart_value_is_written_to_a_file() {
     let out = mlpl(&["run", "c.mlpl", "--svg-out", "charts"], &d);
     assert_eq!(out.status.code(), Some(0));
     let line = text(&out.stdout);
-    let path = line.trim().strip_prefix("viz: ").unwrap_or_else(|| panic!("{line}"));
-    let chart = std::fs::read_to_string(d.join(path)).or_else(|_| std::fs::read_to_string(path)).unwrap();
+    let path = line
+        .trim()
+        .strip_prefix("viz: ")
+        .unwrap_or_else(|| panic!("{line}"));
+    let chart = std::fs::read_to_string(d.join(path))
+        .or_else(|_| std::fs::read_to_string(path))
+        .unwrap();
     assert!(chart.starts_with("<svg"));
     assert!(path.ends_with(".svg") && path.contains("charts"));
 }

@@ -80,8 +80,20 @@ fn training_examples_reduce_their_loss() {
         ("logistic_regression", 0, 1),
     ] {
         let out = mlpl(&["run", &format!("examples/{name}.mlpl")], &root);
-        assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
-        let values: Vec<f64> = String::from_utf8_lossy(&out.stdout).split_whitespace().map(|v| v.parse().unwrap()).collect();
-        assert!(values[last] < 0.7 * values[first], "{name}: loss {} → {}", values[first], values[last]);
+        assert!(
+            out.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let values: Vec<f64> = String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .map(|v| v.parse().unwrap())
+            .collect();
+        assert!(
+            values[last] < 0.7 * values[first],
+            "{name}: loss {} → {}",
+            values[first],
+            values[last]
+        );
     }
 }

@@ -13,7 +13,11 @@ use mlpl_runtime::value::{Array, Value};
 
 fn run(it: &mut Interp, src: &str) -> Value {
     let p = parse(src);
-    assert!(p.diagnostics.iter().all(|d| !d.is_error()), "{src}: {:?}", p.diagnostics);
+    assert!(
+        p.diagnostics.iter().all(|d| !d.is_error()),
+        "{src}: {:?}",
+        p.diagnostics
+    );
     match it.run(&p.program) {
         Ok(Some(v)) => v,
         Ok(None) => panic!("{src}: no value"),
@@ -22,37 +26,55 @@ fn run(it: &mut Interp, src: &str) -> Value {
 }
 
 fn scalar(v: &Value) -> f64 {
-    v.as_array().and_then(|a| a.scalar_value()).expect("a scalar")
+    v.as_array()
+        .and_then(|a| a.scalar_value())
+        .expect("a scalar")
 }
 
 /// Checks d/dW sum(e ⊙ e) where `e` is written in terms of W (shape `shape`).
 fn check(shape: &str, expr: &str) {
     let mut it = Interp::new(Workspace::new());
-    run(&mut it, &format!("W = param{shape}\nW = randn(11, {shape}) * 0.8 + 0.05\nK = 0"));
+    run(
+        &mut it,
+        &format!("W = param{shape}\nW = randn(11, {shape}) * 0.8 + 0.05\nK = 0"),
+    );
     let loss = format!("sum(({expr}) * ({expr}))");
     let g = run(&mut it, &format!("grad({loss}, W)"));
     let g = g.as_array().unwrap().to_f64();
-    let Some(Value::Array(w)) = it.ws.get("W").cloned() else { panic!() };
+    let Some(Value::Array(w)) = it.ws.get("W").cloned() else {
+        panic!()
+    };
     let base = w.to_f32();
     let h = 1e-2f32;
     for i in 0..base.len() {
         let mut at = |delta: f32| {
             let mut d = base.clone();
             d[i] += delta;
-            it.ws.bindings.insert("W".into(), Value::Array(Array::from_vec(w.shape().to_vec(), d).with_names(w.names().map(|n| n.to_vec()))));
+            it.ws.bindings.insert(
+                "W".into(),
+                Value::Array(
+                    Array::from_vec(w.shape().to_vec(), d)
+                        .with_names(w.names().map(|n| n.to_vec())),
+                ),
+            );
             scalar(&run(&mut it, &loss))
         };
         let numeric = (at(h) - at(-h)) / (2.0 * h as f64);
         let analytic = g[i];
         let tol = 2e-2 * analytic.abs().max(numeric.abs()) + 5e-3;
-        assert!((analytic - numeric).abs() <= tol, "{expr} with W{shape}: element {i}: analytic {analytic} vs numeric {numeric}");
+        assert!(
+            (analytic - numeric).abs() <= tol,
+            "{expr} with W{shape}: element {i}: analytic {analytic} vs numeric {numeric}"
+        );
     }
     it.ws.bindings.insert("W".into(), Value::Array(w));
 }
 
 #[test]
 fn unary_builtins() {
-    for f in ["neg", "exp", "sigmoid", "tanh", "tanh_fn", "relu", "gelu", "silu", "abs"] {
+    for f in [
+        "neg", "exp", "sigmoid", "tanh", "tanh_fn", "relu", "gelu", "silu", "abs",
+    ] {
         check("[2, 3]", &format!("{f}(W)"));
     }
     check("[4]", "log(W * W + 1)");

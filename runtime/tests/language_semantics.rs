@@ -603,7 +603,12 @@ fn every_registered_builtin_has_tests() {
     let mut text = String::new();
     for entry in std::fs::read_dir(&dir).unwrap().flatten() {
         let name = entry.file_name().into_string().unwrap();
-        if (name.starts_with("builtins_") || name.starts_with("models_") || name == "optimizers.rs" || name == "gradients.rs") && name.ends_with(".rs") {
+        if (name.starts_with("builtins_")
+            || name.starts_with("models_")
+            || name == "optimizers.rs"
+            || name == "gradients.rs")
+            && name.ends_with(".rs")
+        {
             text.push_str(&std::fs::read_to_string(entry.path()).unwrap());
         }
     }

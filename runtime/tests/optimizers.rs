@@ -7,7 +7,10 @@ mod common;
 use common::{error_code, eval, warning_codes};
 
 fn nums(src: &str) -> Vec<f64> {
-    eval(src).split_whitespace().map(|s| s.parse().unwrap()).collect()
+    eval(src)
+        .split_whitespace()
+        .map(|s| s.parse().unwrap())
+        .collect()
 }
 
 fn close(a: f64, b: f64) -> bool {
@@ -16,22 +19,42 @@ fn close(a: f64, b: f64) -> bool {
 
 #[test]
 fn grad_of_simple_losses() {
-    assert_eq!(eval("W = param[3]\nW = W + [1, 2, 3]\ngrad(sum(W * W), W)"), "2 4 6");
+    assert_eq!(
+        eval("W = param[3]\nW = W + [1, 2, 3]\ngrad(sum(W * W), W)"),
+        "2 4 6"
+    );
     assert_eq!(eval("x = [1, 2]\ngrad(sum(x * 3), x)"), "3 3");
     assert_eq!(eval("x = 3\ngrad(x * x, x)"), "6");
     // Not read by the loss: zeros with wrt's shape and names.
-    assert_eq!(eval("W : [a, b] = zeros([1, 2])\nlabels(grad(sum([1, 2]), W))"), "a,b");
+    assert_eq!(
+        eval("W : [a, b] = zeros([1, 2])\nlabels(grad(sum([1, 2]), W))"),
+        "a,b"
+    );
     assert_eq!(eval("W = zeros([2])\ngrad(sum([1, 2]), W)"), "0 0");
 }
 
 #[test]
 fn grad_rules() {
     assert_eq!(error_code("W = param[2]\ngrad(sum(W), W + 1)"), "E0109");
-    assert_eq!(error_code("W = param[2]\ngrad(sum(shuffle(W, 1)), W)"), "E0306");
-    assert_eq!(error_code("W = param[2]\ngrad(grad(sum(W), W), W)"), "E0306");
-    assert_eq!(error_code("W = param[2]\ngrad(sum(W) + rank(load_preloaded(\"tiny_corpus\")), W)"), "E0306");
+    assert_eq!(
+        error_code("W = param[2]\ngrad(sum(shuffle(W, 1)), W)"),
+        "E0306"
+    );
+    assert_eq!(
+        error_code("W = param[2]\ngrad(grad(sum(W), W), W)"),
+        "E0306"
+    );
+    assert_eq!(
+        error_code("W = param[2]\ngrad(sum(W) + rank(load_preloaded(\"tiny_corpus\")), W)"),
+        "E0306"
+    );
     // ✗ builtins are fine on constants inside a loss, 0 builtins anywhere.
-    assert_eq!(eval("W = param[2]\nW = W + 1\ngrad(sum(W * shuffle([1, 2], 3)) + sum(gt(W, 0)), W)").split(' ').count(), 2);
+    assert_eq!(
+        eval("W = param[2]\nW = W + 1\ngrad(sum(W * shuffle([1, 2], 3)) + sum(gt(W, 0)), W)")
+            .split(' ')
+            .count(),
+        2
+    );
     assert!(warning_codes("W = param[2]\ng = grad(W * 2, W)").contains(&"W0301"));
 }
 
@@ -46,7 +69,10 @@ fn one_adam_step_matches_the_formula() {
 fn updates_are_simultaneous() {
     // L = sum(W·V): dL/dW = V, dL/dV = W, both taken before either moves.
     let v = nums("W = param[1]\nW = W + 2\nV = param[1]\nV = V + 3\nmomentum_sgd(sum(W * V), [W, V], 0.1, 0)\n[sum(W), sum(V)]");
-    assert!(close(v[0], 2.0 - 0.1 * 3.0) && close(v[1], 3.0 - 0.1 * 2.0), "{v:?}");
+    assert!(
+        close(v[0], 2.0 - 0.1 * 3.0) && close(v[1], 3.0 - 0.1 * 2.0),
+        "{v:?}"
+    );
 }
 
 #[test]
@@ -68,20 +94,44 @@ fn adam_counts_steps_per_parameter() {
 
 #[test]
 fn a_parameter_listed_twice_is_updated_once() {
-    assert!(warning_codes("W = param[1]\nadam(sum(W), [W, W], 0.1, 0.9, 0.999, 1e-8)").contains(&"W0302"));
+    assert!(
+        warning_codes("W = param[1]\nadam(sum(W), [W, W], 0.1, 0.9, 0.999, 1e-8)")
+            .contains(&"W0302")
+    );
     let v = nums("W = param[1]\nrepeat 2 { adam(sum(W), [W, W], 0.1, 0.9, 0.999, 1e-8) }\nW");
     assert!(close(v[0], -0.2), "{v:?}");
 }
 
 #[test]
 fn parameter_reference_errors() {
-    assert_eq!(error_code("x = [1, 2]\nadam(sum(x), x, 0.1, 0.9, 0.999, 1e-8)"), "E0110");
-    assert_eq!(error_code("W = param[1]\nadam(sum(W), W + 1, 0.1, 0.9, 0.999, 1e-8)"), "E0109");
-    assert_eq!(error_code("W = param[1]\nadam(sum(W), \"W\", 0.1, 0.9, 0.999, 1e-8)"), "E0109");
-    assert_eq!(error_code("W = param[1]\nadam(sum(W), W, [0.1], 0.9, 0.999, 1e-8)"), "E0205");
-    assert_eq!(error_code("W = param[1]\nadam(sum(W), W, 0.1, 0.9, 0.999, 1e-8, 0)"), "E0401");
-    assert_eq!(error_code("W = param[1]\nadamw(sum(W), W, 0.1, 0.9, 0.999, 1e-8, -1)"), "E0401");
-    assert!(warning_codes("W = param[1]\nc = sum(W)\nadam(c, W, 0.1, 0.9, 0.999, 1e-8)").contains(&"W0103"));
+    assert_eq!(
+        error_code("x = [1, 2]\nadam(sum(x), x, 0.1, 0.9, 0.999, 1e-8)"),
+        "E0110"
+    );
+    assert_eq!(
+        error_code("W = param[1]\nadam(sum(W), W + 1, 0.1, 0.9, 0.999, 1e-8)"),
+        "E0109"
+    );
+    assert_eq!(
+        error_code("W = param[1]\nadam(sum(W), \"W\", 0.1, 0.9, 0.999, 1e-8)"),
+        "E0109"
+    );
+    assert_eq!(
+        error_code("W = param[1]\nadam(sum(W), W, [0.1], 0.9, 0.999, 1e-8)"),
+        "E0205"
+    );
+    assert_eq!(
+        error_code("W = param[1]\nadam(sum(W), W, 0.1, 0.9, 0.999, 1e-8, 0)"),
+        "E0401"
+    );
+    assert_eq!(
+        error_code("W = param[1]\nadamw(sum(W), W, 0.1, 0.9, 0.999, 1e-8, -1)"),
+        "E0401"
+    );
+    assert!(
+        warning_codes("W = param[1]\nc = sum(W)\nadam(c, W, 0.1, 0.9, 0.999, 1e-8)")
+            .contains(&"W0103")
+    );
 }
 
 #[test]
@@ -110,7 +160,10 @@ fn train_records_losses_and_steps() {
 #[test]
 fn schedules() {
     // Exact scalars compute in float64: 0.001 + 0.5·0.009·2.
-    assert_eq!(eval("cosine_schedule(0, 100, 0.001, 0.01)"), "0.010000000000000002");
+    assert_eq!(
+        eval("cosine_schedule(0, 100, 0.001, 0.01)"),
+        "0.010000000000000002"
+    );
     assert_eq!(eval("cosine_schedule(100, 100, 0.001, 0.01)"), "0.001");
     assert_eq!(eval("cosine_schedule(50, 100, 0, 1)"), "0.5");
     assert_eq!(eval("cosine_schedule(5, 0, 0, 1)"), "1");

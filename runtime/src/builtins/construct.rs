@@ -122,9 +122,17 @@ fn fill(c: &mut Call) -> Result<Value, Diagnostic> {
     if crate::eval::loss::live(c.it, &v_arr).is_none() {
         return filled(c, v);
     }
-    let Value::Array(ones) = ones else { unreachable!() };
+    let Value::Array(ones) = ones else {
+        unreachable!()
+    };
     let span = c.span;
-    Ok(Value::Array(ops::arith(c.it, BinaryOp::Mul, &ones, &v_arr, span)?))
+    Ok(Value::Array(ops::arith(
+        c.it,
+        BinaryOp::Mul,
+        &ones,
+        &v_arr,
+        span,
+    )?))
 }
 
 fn reshape(c: &mut Call) -> Result<Value, Diagnostic> {
@@ -284,9 +292,27 @@ fn scatter(c: &mut Call) -> Result<Value, Diagnostic> {
         let mut put = vec![0.0; n];
         put[i as usize] = 1.0;
         let span = c.span;
-        let kept = ops::arith(c.it, BinaryOp::Mul, &buf_arr, &Array::from_vec(vec![n], keep), span)?;
-        let placed = ops::arith(c.it, BinaryOp::Mul, &v_arr, &Array::from_vec(vec![n], put), span)?;
-        return Ok(Value::Array(ops::arith(c.it, BinaryOp::Add, &kept, &placed, span)?));
+        let kept = ops::arith(
+            c.it,
+            BinaryOp::Mul,
+            &buf_arr,
+            &Array::from_vec(vec![n], keep),
+            span,
+        )?;
+        let placed = ops::arith(
+            c.it,
+            BinaryOp::Mul,
+            &v_arr,
+            &Array::from_vec(vec![n], put),
+            span,
+        )?;
+        return Ok(Value::Array(ops::arith(
+            c.it,
+            BinaryOp::Add,
+            &kept,
+            &placed,
+            span,
+        )?));
     }
     let mut data = buf.to_f32();
     data[i as usize] = v as f32;

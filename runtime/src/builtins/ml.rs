@@ -108,9 +108,15 @@ fn cross_entropy(c: &mut Call) -> Result<Value, Diagnostic> {
     let logits = c.array(0)?.clone();
     let targets = c.array(1)?.clone();
     let (rows, v) = check_cross_entropy(c, &logits, &targets)?;
-    ops::placement_for(c.it, "cross_entropy", &[(&logits, c.args[0].span), (&targets, c.args[1].span)])?;
+    ops::placement_for(
+        c.it,
+        "cross_entropy",
+        &[(&logits, c.args[0].span), (&targets, c.args[1].span)],
+    )?;
     let span = c.span;
-    Ok(Value::Array(ops::cross_entropy(c.it, &logits, rows, v, &targets, span)?))
+    Ok(Value::Array(ops::cross_entropy(
+        c.it, &logits, rows, v, &targets, span,
+    )?))
 }
 
 fn sinusoidal_encoding(c: &mut Call) -> Result<Value, Diagnostic> {

@@ -33,13 +33,21 @@ fn scalar_result(c: &Call, v: f64) -> Value {
 
 fn cosine_schedule(c: &mut Call) -> Result<Value, Diagnostic> {
     let (step, total, lo, hi) = (c.scalar(0)?, c.scalar(1)?, c.scalar(2)?, c.scalar(3)?);
-    let v = if total <= 0.0 { hi } else { lo + 0.5 * (hi - lo) * (1.0 + (std::f64::consts::PI * step.clamp(0.0, total) / total).cos()) };
+    let v = if total <= 0.0 {
+        hi
+    } else {
+        lo + 0.5 * (hi - lo) * (1.0 + (std::f64::consts::PI * step.clamp(0.0, total) / total).cos())
+    };
     Ok(scalar_result(c, v))
 }
 
 fn linear_warmup(c: &mut Call) -> Result<Value, Diagnostic> {
     let (step, warmup, lr) = (c.scalar(0)?, c.scalar(1)?, c.scalar(2)?);
-    let v = if warmup <= 0.0 { lr } else { lr * (step / warmup).clamp(0.0, 1.0) };
+    let v = if warmup <= 0.0 {
+        lr
+    } else {
+        lr * (step / warmup).clamp(0.0, 1.0)
+    };
     Ok(scalar_result(c, v))
 }
 
@@ -60,21 +68,39 @@ fn grad(c: &mut Call) -> Result<Value, Diagnostic> {
     let name = name.clone();
     let target = match c.it.ws.get(&name) {
         Some(Value::Array(a)) => a.clone(),
-        Some(other) => return Err(Diagnostic::error("E0301", "expected an array").at(wrt.span, format!("`{name}` is a {}", other.kind_name()))),
-        None => return Err(Diagnostic::error("E0101", format!("undefined name `{name}`")).at(wrt.span, "not bound")),
+        Some(other) => {
+            return Err(Diagnostic::error("E0301", "expected an array")
+                .at(wrt.span, format!("`{name}` is a {}", other.kind_name())))
+        }
+        None => {
+            return Err(
+                Diagnostic::error("E0101", format!("undefined name `{name}`"))
+                    .at(wrt.span, "not bound"),
+            )
+        }
     };
     let mut trainable: HashSet<String> = c.it.ws.tracked.clone();
     trainable.insert(name.clone());
     let loss_expr = c.args[0].expr;
     let out = loss::evaluate(c.it, loss_expr, trainable, std::slice::from_ref(&name))?;
     if out.value.rank() > 0 {
-        c.it.warn(Diagnostic::warning("W0301", "loss is not a scalar").at(loss_expr.span, format!("has shape {}; the sum of its elements is differentiated", named_shape(&out.value))));
+        c.it.warn(Diagnostic::warning("W0301", "loss is not a scalar").at(
+            loss_expr.span,
+            format!(
+                "has shape {}; the sum of its elements is differentiated",
+                named_shape(&out.value)
+            ),
+        ));
     }
     let g = match out.grads.get(&name) {
         Some(g) => g.clone().reshape(target.shape().to_vec()),
         None => Tensor::zeros(target.shape().to_vec()),
     };
-    Ok(Value::Array(Array::from_tensor(g).with_names(target.names().map(|n| n.to_vec())).with_placement(target.placement())))
+    Ok(Value::Array(
+        Array::from_tensor(g)
+            .with_names(target.names().map(|n| n.to_vec()))
+            .with_placement(target.placement()),
+    ))
 }
 
 /// Resolves an optimizer's `params` (LANGUAGE §5.8) to distinct tracked names.
@@ -93,22 +119,45 @@ fn resolve_params(c: &mut Call, i: usize) -> Result<Vec<String>, Diagnostic> {
                     if !c.it.ws.tracked.contains(name) {
                         return Err(Diagnostic::error("E0110", "not a tracked parameter")
                             .at(item.span, format!("`{name}` is an ordinary variable"))
-                            .help(format!("create it with `{name} = param[...]` to make it trainable")));
+                            .help(format!(
+                                "create it with `{name} = param[...]` to make it trainable"
+                            )));
                     }
                     vec![name.clone()]
                 }
                 Some(Value::Model(m)) => m.0.parameters(),
-                Some(other) => return Err(not_a_reference(item.span, &format!("`{name}` is a {}", other.kind_name()))),
-                None => return Err(Diagnostic::error("E0101", format!("undefined name `{name}`")).at(item.span, "not bound")),
+                Some(other) => {
+                    return Err(not_a_reference(
+                        item.span,
+                        &format!("`{name}` is a {}", other.kind_name()),
+                    ))
+                }
+                None => {
+                    return Err(
+                        Diagnostic::error("E0101", format!("undefined name `{name}`"))
+                            .at(item.span, "not bound"),
+                    )
+                }
             },
             _ => match c.it.expr(item)? {
                 Value::Model(m) => m.0.parameters(),
-                other => return Err(not_a_reference(item.span, &format!("this is a {} value, not a parameter name or a model", other.kind_name()))),
+                other => {
+                    return Err(not_a_reference(
+                        item.span,
+                        &format!(
+                            "this is a {} value, not a parameter name or a model",
+                            other.kind_name()
+                        ),
+                    ))
+                }
             },
         };
         for n in found {
             if names.contains(&n) {
-                c.it.warn(Diagnostic::warning("W0302", "parameter listed twice").at(item.span, format!("`{n}` is updated once")));
+                c.it.warn(
+                    Diagnostic::warning("W0302", "parameter listed twice")
+                        .at(item.span, format!("`{n}` is updated once")),
+                );
             } else {
                 names.push(n);
             }
@@ -125,17 +174,36 @@ enum Rule {
 }
 
 /// Steps 1–7 of LANGUAGE §12.4: resolve, evaluate the loss once, clip, update.
-fn optimize(c: &mut Call, kind: &'static str, rule: Rule, lr: f64, max_norm: Option<f64>) -> Result<Value, Diagnostic> {
+fn optimize(
+    c: &mut Call,
+    kind: &'static str,
+    rule: Rule,
+    lr: f64,
+    max_norm: Option<f64>,
+) -> Result<Value, Diagnostic> {
     let params = resolve_params(c, 1)?;
-    let updated: Vec<String> = params.iter().filter(|p| !c.it.ws.frozen.contains(*p)).cloned().collect();
+    let updated: Vec<String> = params
+        .iter()
+        .filter(|p| !c.it.ws.frozen.contains(*p))
+        .cloned()
+        .collect();
     let trainable = c.it.ws.tracked.clone();
     let loss_expr = c.args[0].expr;
     let out = loss::evaluate(c.it, loss_expr, trainable, &updated)?;
     if !out.depends_on_params || updated.iter().all(|p| !out.grads.contains_key(p)) {
-        c.it.warn(Diagnostic::warning("W0103", "loss does not depend on the updated parameters").at(loss_expr.span, "every gradient is zero"));
+        c.it.warn(
+            Diagnostic::warning("W0103", "loss does not depend on the updated parameters")
+                .at(loss_expr.span, "every gradient is zero"),
+        );
     }
     if out.value.rank() > 0 {
-        c.it.warn(Diagnostic::warning("W0301", "loss is not a scalar").at(loss_expr.span, format!("has shape {}; the sum of its elements is differentiated", named_shape(&out.value))));
+        c.it.warn(Diagnostic::warning("W0301", "loss is not a scalar").at(
+            loss_expr.span,
+            format!(
+                "has shape {}; the sum of its elements is differentiated",
+                named_shape(&out.value)
+            ),
+        ));
     }
     let backend = c.it.devices.active_backend();
     let span = c.span;
@@ -146,13 +214,21 @@ fn optimize(c: &mut Call, kind: &'static str, rule: Rule, lr: f64, max_norm: Opt
             Some(Value::Array(a)) => a.shape().to_vec(),
             _ => continue,
         };
-        let g = out.grads.get(p).cloned().map(|g| g.reshape(shape.clone())).unwrap_or_else(|| Tensor::zeros(shape));
+        let g = out
+            .grads
+            .get(p)
+            .cloned()
+            .map(|g| g.reshape(shape.clone()))
+            .unwrap_or_else(|| Tensor::zeros(shape));
         grads.push((p.clone(), g));
     }
     if let Some(max) = max_norm {
         let mut sq = 0.0f64;
         for (_, g) in &grads {
-            let s = backend.binary(BinaryOp::Mul, g, g).and_then(|gg| backend.reduce(ReduceOp::Sum, &gg, None)).map_err(dev)?;
+            let s = backend
+                .binary(BinaryOp::Mul, g, g)
+                .and_then(|gg| backend.reduce(ReduceOp::Sum, &gg, None))
+                .map_err(dev)?;
             sq += s.to_vec()[0] as f64;
         }
         let factor = max / (sq.sqrt() + 1e-6);
@@ -164,7 +240,9 @@ fn optimize(c: &mut Call, kind: &'static str, rule: Rule, lr: f64, max_norm: Opt
         }
     }
     for (name, g) in grads {
-        let Some(Value::Array(param)) = c.it.ws.bindings.remove(&name) else { continue };
+        let Some(Value::Array(param)) = c.it.ws.bindings.remove(&name) else {
+            continue;
+        };
         let names = param.names().map(|n| n.to_vec());
         let placement = param.placement();
         let mut p = param.into_tensor();
@@ -181,7 +259,19 @@ fn optimize(c: &mut Call, kind: &'static str, rule: Rule, lr: f64, max_norm: Opt
                 let (bc1, bc2) = (1.0 - b1.powi(t), 1.0 - b2.powi(t));
                 let wd = if is_decay_exempt(&name) { 0.0 } else { wd };
                 let v = state.v.as_mut().expect("adam state has a second moment");
-                backend.adam_update(&mut p, &g, &mut state.m, v, lr as f32, b1 as f32, b2 as f32, eps as f32, bc1 as f32, bc2 as f32, wd as f32)
+                backend.adam_update(
+                    &mut p,
+                    &g,
+                    &mut state.m,
+                    v,
+                    lr as f32,
+                    b1 as f32,
+                    b2 as f32,
+                    eps as f32,
+                    bc1 as f32,
+                    bc2 as f32,
+                    wd as f32,
+                )
             }
             Rule::Momentum { beta } => backend
                 .binary(BinaryOp::Mul, &state.m, &Tensor::scalar(beta as f32))
@@ -193,7 +283,9 @@ fn optimize(c: &mut Call, kind: &'static str, rule: Rule, lr: f64, max_norm: Opt
                 .and_then(|step| backend.binary(BinaryOp::Sub, &p, &step))
                 .map(|np| p = np),
         };
-        let updated = Array::from_tensor(p).with_names(names).with_placement(placement);
+        let updated = Array::from_tensor(p)
+            .with_names(names)
+            .with_placement(placement);
         c.it.ws.bindings.insert(name, Value::Array(updated));
         result.map_err(dev)?;
     }
@@ -202,7 +294,9 @@ fn optimize(c: &mut Call, kind: &'static str, rule: Rule, lr: f64, max_norm: Opt
 
 /// Layer biases and normalisation gains are not decayed by AdamW (LANGUAGE §12.5).
 fn is_decay_exempt(name: &str) -> bool {
-    ["__linear_b_", "__ln_b_", "__ln_g_", "__rms_g_"].iter().any(|p| name.starts_with(p))
+    ["__linear_b_", "__ln_b_", "__ln_g_", "__rms_g_"]
+        .iter()
+        .any(|p| name.starts_with(p))
 }
 
 fn optional_max_norm(c: &Call, i: usize) -> Result<Option<f64>, Diagnostic> {
@@ -220,11 +314,28 @@ fn optional_max_norm(c: &Call, i: usize) -> Result<Option<f64>, Diagnostic> {
 fn adam(c: &mut Call) -> Result<Value, Diagnostic> {
     let (lr, b1, b2, eps) = (c.scalar(2)?, c.scalar(3)?, c.scalar(4)?, c.scalar(5)?);
     let max = optional_max_norm(c, 6)?;
-    optimize(c, "adam", Rule::Adam { b1, b2, eps, wd: 0.0 }, lr, max)
+    optimize(
+        c,
+        "adam",
+        Rule::Adam {
+            b1,
+            b2,
+            eps,
+            wd: 0.0,
+        },
+        lr,
+        max,
+    )
 }
 
 fn adamw(c: &mut Call) -> Result<Value, Diagnostic> {
-    let (lr, b1, b2, eps, wd) = (c.scalar(2)?, c.scalar(3)?, c.scalar(4)?, c.scalar(5)?, c.scalar(6)?);
+    let (lr, b1, b2, eps, wd) = (
+        c.scalar(2)?,
+        c.scalar(3)?,
+        c.scalar(4)?,
+        c.scalar(5)?,
+        c.scalar(6)?,
+    );
     if !(wd >= 0.0) {
         return Err(c.invalid(6, "weight_decay must be ≥ 0"));
     }

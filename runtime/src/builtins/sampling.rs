@@ -43,7 +43,10 @@ fn top_k(c: &mut Call) -> Result<Value, Diagnostic> {
     let kept = sampling::top_k(&a.to_f32(), k as usize).map_err(|e| c.invalid(1, e.to_string()))?;
     // Dropped entries become -inf through a mask, so gradients flow through the
     // kept ones (∂ ✓ in LANGUAGE §10.7).
-    let dropped: Vec<f32> = kept.iter().map(|&v| if v == f32::NEG_INFINITY { 1.0 } else { 0.0 }).collect();
+    let dropped: Vec<f32> = kept
+        .iter()
+        .map(|&v| if v == f32::NEG_INFINITY { 1.0 } else { 0.0 })
+        .collect();
     let mask = mlpl_devices::Tensor::from_vec(vec![n], dropped);
     let span = c.span;
     let out = crate::eval::ops::mask_fill(c.it, &a, &mask, f32::NEG_INFINITY, span)?;

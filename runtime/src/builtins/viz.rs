@@ -9,7 +9,14 @@ use crate::eval::Call;
 use crate::value::{named_shape, Array, Value};
 
 /// The chart types of `svg`.
-pub const SVG_TYPES: &[&str] = &["scatter", "scatter3d", "line", "bar", "heatmap", "decision_boundary"];
+pub const SVG_TYPES: &[&str] = &[
+    "scatter",
+    "scatter3d",
+    "line",
+    "bar",
+    "heatmap",
+    "decision_boundary",
+];
 
 /// The builtins of this group.
 pub const BUILTINS: &[Builtin] = &[
@@ -21,11 +28,23 @@ pub const BUILTINS: &[Builtin] = &[
     Builtin { name: "boundary_2d", params: &[req("grid_outputs", Array), req("dims", Array), req("points", Array), req("labels", Array)], summary: "a decision-boundary chart", doc: "`boundary_2d(grid_outputs, dims, points, labels)` draws model outputs over a `[rows, cols]` grid (`dims` = [rows, cols]) with the `[N, 2]` training points coloured by their `[N]` labels on top.", example: "g = grid([0, 1, 0, 1], 4)\nboundary_2d(matmul(g, [1, 1]), [4, 4], [[0.2, 0.3], [0.8, 0.9]], [0, 1])", diff: Diff::Effect, section: "10.20", run: boundary_2d, shape: None },
 ];
 
-fn matrix_of(c: &Call, i: usize, cols: &[usize], expected: &str) -> Result<(Vec<f64>, usize, usize), Diagnostic> {
+fn matrix_of(
+    c: &Call,
+    i: usize,
+    cols: &[usize],
+    expected: &str,
+) -> Result<(Vec<f64>, usize, usize), Diagnostic> {
     let a: &Array = c.array(i)?;
     match a.shape() {
         [n, k] if cols.contains(k) => Ok((a.to_f64(), *n, *k)),
-        [_, _] => Err(c.error_at(i, "E0218", "wrong argument size", format!("has shape {}", named_shape(a))).note(format!("expected {expected}"))),
+        [_, _] => Err(c
+            .error_at(
+                i,
+                "E0218",
+                "wrong argument size",
+                format!("has shape {}", named_shape(a)),
+            )
+            .note(format!("expected {expected}"))),
         _ => Err(c.rank_error(i, expected)),
     }
 }
@@ -42,7 +61,9 @@ fn same_count(c: &Call, i: usize, n: usize, m: usize) -> Result<(), Diagnostic> 
     if n == m {
         Ok(())
     } else {
-        Err(c.error_at(i, "E0218", "wrong argument size", format!("{m} entries")).note(format!("expected {n}, one per point")))
+        Err(c
+            .error_at(i, "E0218", "wrong argument size", format!("{m} entries"))
+            .note(format!("expected {n}, one per point")))
     }
 }
 
@@ -52,17 +73,28 @@ fn svg_chart(c: &mut Call) -> Result<Value, Diagnostic> {
     let chart = match kind.as_str() {
         "scatter" => {
             let (d, n, _) = matrix_of(c, 0, &[2], "`[N, 2]`")?;
-            svg::scatter(&(0..n).map(|r| (d[2 * r], d[2 * r + 1])).collect::<Vec<_>>(), None, "scatter")
+            svg::scatter(
+                &(0..n).map(|r| (d[2 * r], d[2 * r + 1])).collect::<Vec<_>>(),
+                None,
+                "scatter",
+            )
         }
         "scatter3d" => {
             let (d, n, k) = matrix_of(c, 0, &[3, 4], "`[N, 3]` or `[N, 4]`")?;
-            let pts: Vec<_> = (0..n).map(|r| (d[k * r], d[k * r + 1], d[k * r + 2])).collect();
+            let pts: Vec<_> = (0..n)
+                .map(|r| (d[k * r], d[k * r + 1], d[k * r + 2]))
+                .collect();
             let ids: Vec<f64> = (0..n).map(|r| d[k * r + 3.min(k - 1)]).collect();
             svg::scatter3d(&pts, (k == 4).then_some(ids.as_slice()), "scatter3d")
         }
         "line" => {
             let pts: Vec<(f64, f64)> = match a.shape() {
-                [] | [_] => a.to_f64().iter().enumerate().map(|(i, &v)| (i as f64, v)).collect(),
+                [] | [_] => a
+                    .to_f64()
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &v)| (i as f64, v))
+                    .collect(),
                 [n, 2] => {
                     let d = a.to_f64();
                     (0..*n).map(|r| (d[2 * r], d[2 * r + 1])).collect()
@@ -78,21 +110,34 @@ fn svg_chart(c: &mut Call) -> Result<Value, Diagnostic> {
             svg::bars(&a.to_f64(), "bar")
         }
         "heatmap" => {
-            let [r, k] = a.shape() else { return Err(c.rank_error(0, "a matrix")) };
+            let [r, k] = a.shape() else {
+                return Err(c.rank_error(0, "a matrix"));
+            };
             svg::grid(&a.to_f64(), *r, *k, svg::viridis, false, "heatmap")
         }
         "decision_boundary" => {
-            let [r, k] = a.shape() else { return Err(c.rank_error(0, "a matrix of grid outputs")) };
+            let [r, k] = a.shape() else {
+                return Err(c.rank_error(0, "a matrix of grid outputs"));
+            };
             let (r, k) = (*r, *k);
             if !c.has(2) {
                 return Err(c.error("E0103", "wrong number of arguments").note("\"decision_boundary\" needs the training points as a third argument `[N, 3]` of (x, y, label)"));
             }
             let (p, n, _) = matrix_of(c, 2, &[3], "`[N, 3]` of (x, y, label)")?;
-            let pts: Vec<_> = (0..n).map(|i| (p[3 * i], p[3 * i + 1], p[3 * i + 2])).collect();
+            let pts: Vec<_> = (0..n)
+                .map(|i| (p[3 * i], p[3 * i + 1], p[3 * i + 2]))
+                .collect();
             svg::decision_boundary(&a.to_f64(), r, k, &pts, "decision boundary")
         }
         other => {
-            return Err(c.error_at(1, "E0106", format!("unknown chart type `{other}`"), "not a chart type").note(format!("chart types: {}", SVG_TYPES.join(", "))));
+            return Err(c
+                .error_at(
+                    1,
+                    "E0106",
+                    format!("unknown chart type `{other}`"),
+                    "not a chart type",
+                )
+                .note(format!("chart types: {}", SVG_TYPES.join(", "))));
         }
     };
     Ok(Value::string(chart))
@@ -129,7 +174,14 @@ fn class_ids(c: &Call, i: usize) -> Result<Vec<usize>, Diagnostic> {
             if x.fract() == 0.0 && (0.0..1e5).contains(&x) {
                 Ok(x as usize)
             } else {
-                Err(c.error_at(i, "E0218", "wrong argument size", format!("{} is not a class id", crate::display::format_f64(x))).note("class ids are integers in 0..100000"))
+                Err(c
+                    .error_at(
+                        i,
+                        "E0218",
+                        "wrong argument size",
+                        format!("{} is not a class id", crate::display::format_f64(x)),
+                    )
+                    .note("class ids are integers in 0..100000"))
             }
         })
         .collect()
@@ -146,22 +198,51 @@ fn confusion_matrix(c: &mut Call) -> Result<Value, Diagnostic> {
     for (&p, &a) in pred.iter().zip(&actual) {
         counts[a * k + p] += 1.0;
     }
-    Ok(Value::string(svg::grid(&counts, k, k, svg::viridis, true, "confusion matrix")))
+    Ok(Value::string(svg::grid(
+        &counts,
+        k,
+        k,
+        svg::viridis,
+        true,
+        "confusion matrix",
+    )))
 }
 
 fn boundary_2d(c: &mut Call) -> Result<Value, Diagnostic> {
     let out = c.array(0)?.to_f64();
     let dims = c.array(1)?.to_f64();
     if dims.len() != 2 {
-        return Err(c.error_at(1, "E0218", "wrong argument size", format!("{} entries", dims.len())).note("dims is [rows, cols]"));
+        return Err(c
+            .error_at(
+                1,
+                "E0218",
+                "wrong argument size",
+                format!("{} entries", dims.len()),
+            )
+            .note("dims is [rows, cols]"));
     }
     let (r, k) = (dims[0].max(0.0) as usize, dims[1].max(0.0) as usize);
     if r.checked_mul(k) != Some(out.len()) {
-        return Err(c.error_at(0, "E0218", "wrong argument size", format!("{} outputs", out.len())).note(format!("dims ask for {r}·{k} grid outputs")));
+        return Err(c
+            .error_at(
+                0,
+                "E0218",
+                "wrong argument size",
+                format!("{} outputs", out.len()),
+            )
+            .note(format!("dims ask for {r}·{k} grid outputs")));
     }
     let (p, n, _) = matrix_of(c, 2, &[2], "`[N, 2]`")?;
     let labels = vector_of(c, 3)?;
     same_count(c, 3, n, labels.len())?;
-    let pts: Vec<_> = (0..n).map(|i| (p[2 * i], p[2 * i + 1], labels[i])).collect();
-    Ok(Value::string(svg::decision_boundary(&out, r, k, &pts, "decision boundary")))
+    let pts: Vec<_> = (0..n)
+        .map(|i| (p[2 * i], p[2 * i + 1], labels[i]))
+        .collect();
+    Ok(Value::string(svg::decision_boundary(
+        &out,
+        r,
+        k,
+        &pts,
+        "decision boundary",
+    )))
 }

@@ -186,7 +186,12 @@ impl Checker {
             match self.expr(item) {
                 AbsValue::Array(a) => {
                     if let Some(v) = a.scalar_value() {
-                        if v.fract() == 0.0 && v.abs() > F32_EXACT && v.is_finite() {
+                        // An integer above 2^24 that float32 cannot hold exactly.
+                        if v.fract() == 0.0
+                            && v.abs() > F32_EXACT
+                            && v.is_finite()
+                            && v as f32 as f64 != v
+                        {
                             self.report(
                                 Diagnostic::warning("W0204", "integer not exact in float32")
                                     .at(

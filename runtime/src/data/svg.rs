@@ -12,11 +12,17 @@ const TEXT: &str = "#cdd6f4";
 const LINE: &str = "#89b4fa";
 
 /// The 8-colour palette for anything coloured by class id (id mod 8).
-pub const PALETTE: [&str; 8] = ["#89b4fa", "#f38ba8", "#a6e3a1", "#fab387", "#cba6f7", "#f9e2af", "#94e2d5", "#eba0ac"];
+pub const PALETTE: [&str; 8] = [
+    "#89b4fa", "#f38ba8", "#a6e3a1", "#fab387", "#cba6f7", "#f9e2af", "#94e2d5", "#eba0ac",
+];
 
 /// The colour of class `id`.
 pub fn class_colour(id: f64) -> &'static str {
-    let i = if id.is_finite() && id >= 0.0 { id as usize } else { 0 };
+    let i = if id.is_finite() && id >= 0.0 {
+        id as usize
+    } else {
+        0
+    };
     PALETTE[i % PALETTE.len()]
 }
 
@@ -41,7 +47,10 @@ impl Range {
             return Range { lo: -1.0, hi: 1.0 };
         }
         if lo == hi {
-            return Range { lo: lo - 1.0, hi: hi + 1.0 };
+            return Range {
+                lo: lo - 1.0,
+                hi: hi + 1.0,
+            };
         }
         Range { lo, hi }
     }
@@ -92,16 +101,24 @@ fn close(mut s: String) -> String {
 }
 
 fn escape(t: &str) -> String {
-    t.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+    t.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
 }
 
 fn circle(s: &mut String, x: f64, y: f64, colour: &str) {
-    let _ = write!(s, "<circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"3\" fill=\"{colour}\"/>");
+    let _ = write!(
+        s,
+        "<circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"3\" fill=\"{colour}\"/>"
+    );
 }
 
 /// Points `(x, y)` each with a colour class (`None` = the first colour).
 pub fn scatter(points: &[(f64, f64)], classes: Option<&[f64]>, title: &str) -> String {
-    let f = Frame { x: Range::of(points.iter().map(|p| p.0)), y: Range::of(points.iter().map(|p| p.1)) };
+    let f = Frame {
+        x: Range::of(points.iter().map(|p| p.0)),
+        y: Range::of(points.iter().map(|p| p.1)),
+    };
     let mut s = open(title);
     axes(&mut s);
     for (i, &(x, y)) in points.iter().enumerate() {
@@ -113,42 +130,78 @@ pub fn scatter(points: &[(f64, f64)], classes: Option<&[f64]>, title: &str) -> S
 
 /// A polyline of `(x, y)` points in order.
 pub fn line(points: &[(f64, f64)], title: &str) -> String {
-    let f = Frame { x: Range::of(points.iter().map(|p| p.0)), y: Range::of(points.iter().map(|p| p.1)) };
+    let f = Frame {
+        x: Range::of(points.iter().map(|p| p.0)),
+        y: Range::of(points.iter().map(|p| p.1)),
+    };
     let mut s = open(title);
     axes(&mut s);
-    let pts: Vec<String> = points.iter().map(|&(x, y)| format!("{:.1},{:.1}", f.px(x), f.py(y))).collect();
-    let _ = write!(s, "<polyline fill=\"none\" stroke=\"{LINE}\" stroke-width=\"1.5\" points=\"{}\"/>", pts.join(" "));
+    let pts: Vec<String> = points
+        .iter()
+        .map(|&(x, y)| format!("{:.1},{:.1}", f.px(x), f.py(y)))
+        .collect();
+    let _ = write!(
+        s,
+        "<polyline fill=\"none\" stroke=\"{LINE}\" stroke-width=\"1.5\" points=\"{}\"/>",
+        pts.join(" ")
+    );
     close(s)
 }
 
 /// Vertical bars, one per value, from zero.
 pub fn bars(values: &[f64], title: &str) -> String {
     let y = Range::of(values.iter().copied().chain([0.0]));
-    let f = Frame { x: Range { lo: 0.0, hi: values.len().max(1) as f64 }, y };
+    let f = Frame {
+        x: Range {
+            lo: 0.0,
+            hi: values.len().max(1) as f64,
+        },
+        y,
+    };
     let mut s = open(title);
     axes(&mut s);
     let bw = (W - 2.0 * PAD) / values.len().max(1) as f64;
     for (i, &v) in values.iter().enumerate() {
         let (top, bottom) = (f.py(v.max(0.0)), f.py(v.min(0.0)));
-        let _ = write!(s, "<rect x=\"{:.1}\" y=\"{top:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"{LINE}\"/>", f.px(i as f64) + 1.0, (bw - 2.0).max(0.5), bottom - top);
+        let _ = write!(
+            s,
+            "<rect x=\"{:.1}\" y=\"{top:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"{LINE}\"/>",
+            f.px(i as f64) + 1.0,
+            (bw - 2.0).max(0.5),
+            bottom - top
+        );
     }
     close(s)
 }
 
 /// The viridis colour map at t ∈ [0, 1] (a few control points, linearly mixed).
 pub fn viridis(t: f64) -> String {
-    const STOPS: [(f64, f64, f64); 5] = [(68.0, 1.0, 84.0), (59.0, 82.0, 139.0), (33.0, 145.0, 140.0), (94.0, 201.0, 98.0), (253.0, 231.0, 37.0)];
+    const STOPS: [(f64, f64, f64); 5] = [
+        (68.0, 1.0, 84.0),
+        (59.0, 82.0, 139.0),
+        (33.0, 145.0, 140.0),
+        (94.0, 201.0, 98.0),
+        (253.0, 231.0, 37.0),
+    ];
     mix(&STOPS, t)
 }
 
 /// A diverging ramp (blue – light – red) at t ∈ [0, 1].
 pub fn diverging(t: f64) -> String {
-    const STOPS: [(f64, f64, f64); 3] = [(49.0, 54.0, 149.0), (240.0, 240.0, 240.0), (165.0, 0.0, 38.0)];
+    const STOPS: [(f64, f64, f64); 3] = [
+        (49.0, 54.0, 149.0),
+        (240.0, 240.0, 240.0),
+        (165.0, 0.0, 38.0),
+    ];
     mix(&STOPS, t)
 }
 
 fn mix(stops: &[(f64, f64, f64)], t: f64) -> String {
-    let t = if t.is_finite() { t.clamp(0.0, 1.0) } else { 0.0 };
+    let t = if t.is_finite() {
+        t.clamp(0.0, 1.0)
+    } else {
+        0.0
+    };
     let pos = t * (stops.len() - 1) as f64;
     let i = (pos.floor() as usize).min(stops.len() - 2);
     let u = pos - i as f64;
@@ -159,10 +212,20 @@ fn mix(stops: &[(f64, f64, f64)], t: f64) -> String {
 
 /// A `rows × cols` grid of cells coloured by `colour(t)` of the normalised value,
 /// optionally with each cell's value written in it.
-pub fn grid(values: &[f64], rows: usize, cols: usize, colour: fn(f64) -> String, labels: bool, title: &str) -> String {
+pub fn grid(
+    values: &[f64],
+    rows: usize,
+    cols: usize,
+    colour: fn(f64) -> String,
+    labels: bool,
+    title: &str,
+) -> String {
     let r = Range::of(values.iter().copied());
     let mut s = open(title);
-    let (cw, ch) = ((W - 2.0 * PAD) / cols.max(1) as f64, (H - 2.0 * PAD) / rows.max(1) as f64);
+    let (cw, ch) = (
+        (W - 2.0 * PAD) / cols.max(1) as f64,
+        (H - 2.0 * PAD) / rows.max(1) as f64,
+    );
     for i in 0..rows {
         for j in 0..cols {
             let v = values[i * cols + j];
@@ -179,10 +242,19 @@ pub fn grid(values: &[f64], rows: usize, cols: usize, colour: fn(f64) -> String,
 
 /// A decision boundary: the grid of model outputs in a diverging ramp, with the
 /// training points `(x, y, label)` on top.
-pub fn decision_boundary(values: &[f64], rows: usize, cols: usize, points: &[(f64, f64, f64)], title: &str) -> String {
+pub fn decision_boundary(
+    values: &[f64],
+    rows: usize,
+    cols: usize,
+    points: &[(f64, f64, f64)],
+    title: &str,
+) -> String {
     let base = grid(values, rows, cols, |t| diverging(t), false, title);
     let mut s = base.trim_end_matches("</svg>").to_string();
-    let f = Frame { x: Range::of(points.iter().map(|p| p.0)), y: Range::of(points.iter().map(|p| p.1)) };
+    let f = Frame {
+        x: Range::of(points.iter().map(|p| p.0)),
+        y: Range::of(points.iter().map(|p| p.1)),
+    };
     for &(x, y, c) in points {
         circle(&mut s, f.px(x), f.py(y), class_colour(c));
     }
@@ -193,13 +265,25 @@ pub fn decision_boundary(values: &[f64], rows: usize, cols: usize, points: &[(f6
 /// when clusters are given, a legend sorted by cluster id.
 pub fn scatter3d(points: &[(f64, f64, f64)], clusters: Option<&[f64]>, title: &str) -> String {
     let (az, el) = (30f64.to_radians(), 20f64.to_radians());
-    let project = |x: f64, y: f64, z: f64| (x * az.cos() - y * az.sin(), (x * az.sin() + y * az.cos()) * el.sin() + z * el.cos());
+    let project = |x: f64, y: f64, z: f64| {
+        (
+            x * az.cos() - y * az.sin(),
+            (x * az.sin() + y * az.cos()) * el.sin() + z * el.cos(),
+        )
+    };
     let flat: Vec<(f64, f64)> = points.iter().map(|&(x, y, z)| project(x, y, z)).collect();
-    let f = Frame { x: Range::of(flat.iter().map(|p| p.0)), y: Range::of(flat.iter().map(|p| p.1)) };
+    let f = Frame {
+        x: Range::of(flat.iter().map(|p| p.0)),
+        y: Range::of(flat.iter().map(|p| p.1)),
+    };
     let mut s = open(title);
     // Axis gizmo in the lower left.
     let (ox, oy) = (PAD + 10.0, H - PAD - 10.0);
-    for (name, v) in [("x", (1.0, 0.0, 0.0)), ("y", (0.0, 1.0, 0.0)), ("z", (0.0, 0.0, 1.0))] {
+    for (name, v) in [
+        ("x", (1.0, 0.0, 0.0)),
+        ("y", (0.0, 1.0, 0.0)),
+        ("z", (0.0, 0.0, 1.0)),
+    ] {
         let (dx, dy) = project(v.0, v.1, v.2);
         let (ex, ey) = (ox + dx * 20.0, oy - dy * 20.0);
         let _ = write!(s, "<line x1=\"{ox:.1}\" y1=\"{oy:.1}\" x2=\"{ex:.1}\" y2=\"{ey:.1}\" stroke=\"{AXIS}\"/><text x=\"{ex:.1}\" y=\"{ey:.1}\" fill=\"{TEXT}\" font-size=\"9\">{name}</text>");

@@ -72,7 +72,9 @@ pub fn record(
 /// What reading variable `name` gives inside a loss: a trainable leaf for the
 /// names being differentiated, the plain value otherwise.
 pub fn read_variable(it: &mut Interp, name: &str, value: Value) -> Value {
-    let Some(t) = it.tape.as_mut() else { return value };
+    let Some(t) = it.tape.as_mut() else {
+        return value;
+    };
     let Value::Array(a) = value else { return value };
     if !t.trainable.contains(name) {
         return Value::Array(a);
@@ -88,14 +90,23 @@ pub fn read_variable(it: &mut Interp, name: &str, value: Value) -> Value {
     let id = t.id;
     // A leaf is a float32 array even when the variable held an exact scalar, so
     // that operations on it are recorded instead of folded in float64.
-    let leaf = if a.is_exact() { Array::from_tensor(a.tensor()) } else { a.detached() };
+    let leaf = if a.is_exact() {
+        Array::from_tensor(a.tensor())
+    } else {
+        a.detached()
+    };
     Value::Array(leaf.with_node(TapeNode { tape: id, var }))
 }
 
 /// Evaluates `loss` on a fresh tape where the `trainable` names are leaves, then
 /// differentiates it (summing its elements when it is not a scalar) with respect
 /// to each of `wanted`.
-pub fn evaluate(it: &mut Interp, loss: &Expr, trainable: HashSet<String>, wanted: &[String]) -> Result<EvaluatedLoss, Diagnostic> {
+pub fn evaluate(
+    it: &mut Interp,
+    loss: &Expr,
+    trainable: HashSet<String>,
+    wanted: &[String],
+) -> Result<EvaluatedLoss, Diagnostic> {
     if it.tape.is_some() {
         return Err(Diagnostic::error("E0306", "not allowed in a loss")
             .at(loss.span, "a loss inside another loss")
@@ -103,7 +114,12 @@ pub fn evaluate(it: &mut Interp, loss: &Expr, trainable: HashSet<String>, wanted
     }
     it.next_tape_id += 1;
     let backend = it.devices.active_backend();
-    it.tape = Some(LossTape { id: it.next_tape_id, tape: Tape::new(backend), trainable, leaves: HashMap::new() });
+    it.tape = Some(LossTape {
+        id: it.next_tape_id,
+        tape: Tape::new(backend),
+        trainable,
+        leaves: HashMap::new(),
+    });
     let result = it.expr(loss);
     let t = it.tape.take().expect("the loss tape is still there");
     let value = result?;
@@ -115,7 +131,10 @@ pub fn evaluate(it: &mut Interp, loss: &Expr, trainable: HashSet<String>, wanted
     let loss_var = a.node().filter(|n| n.tape == t.id).map(|n| n.var);
     let mut grads = HashMap::new();
     if let Some(lv) = loss_var {
-        let mut all = t.tape.backward(lv).map_err(|e| super::ops::device_error(e, "backward", loss.span))?;
+        let mut all = t
+            .tape
+            .backward(lv)
+            .map_err(|e| super::ops::device_error(e, "backward", loss.span))?;
         for name in wanted {
             if let Some(&leaf) = t.leaves.get(name) {
                 if let Some(g) = all.remove(leaf) {
@@ -124,5 +143,9 @@ pub fn evaluate(it: &mut Interp, loss: &Expr, trainable: HashSet<String>, wanted
             }
         }
     }
-    Ok(EvaluatedLoss { value: a.detached(), depends_on_params: loss_var.is_some(), grads })
+    Ok(EvaluatedLoss {
+        value: a.detached(),
+        depends_on_params: loss_var.is_some(),
+        grads,
+    })
 }

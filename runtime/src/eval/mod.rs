@@ -6,8 +6,8 @@
 
 mod call;
 mod device;
-pub mod loss;
 mod loops;
+pub mod loss;
 mod observer;
 pub mod ops;
 mod suggest;
@@ -358,14 +358,18 @@ impl Interp {
         let mut any_live = false;
         if in_loss {
             for (arg, param) in evaluated.iter_mut().zip((0..).map_while(|i| b.param_at(i))) {
-                let ArgValue::Value(Value::Array(a)) = &arg.value else { continue };
+                let ArgValue::Value(Value::Array(a)) = &arg.value else {
+                    continue;
+                };
                 if loss::live(self, a).is_none() {
                     continue;
                 }
                 match b.diff {
                     Diff::Yes => any_live = true,
                     // Piecewise-constant builtins see constants: no gradient flows.
-                    Diff::Zero | Diff::Effect => arg.value = ArgValue::Value(Value::Array(a.clone().detached())),
+                    Diff::Zero | Diff::Effect => {
+                        arg.value = ArgValue::Value(Value::Array(a.clone().detached()))
+                    }
                     Diff::No => {
                         return Err(Diagnostic::error("E0306", "not allowed in a loss")
                             .at(arg.span, format!("argument `{}` depends on a trainable parameter", param.name))
@@ -384,10 +388,11 @@ impl Interp {
         };
         // A failing builtin ends the run with a diagnostic; it never takes the
         // workspace (or a server holding it) down with it.
-        let result = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (b.run)(&mut c))) {
-            Ok(result) => result,
-            Err(payload) => Err(internal_error(name, span, payload)),
-        }?;
+        let result =
+            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (b.run)(&mut c))) {
+                Ok(result) => result,
+                Err(payload) => Err(internal_error(name, span, payload)),
+            }?;
         // Safety net: a differentiable builtin must keep its result on the tape.
         if any_live {
             if let Value::Array(a) = &result {

@@ -170,7 +170,10 @@ pub fn binary(
     check_size(name, &shape, op_span)?;
     let (backend, placement) =
         placement_for(it, name, &[(a, o.left_expr.span), (b, o.right_expr.span)])?;
-    let differentiable = matches!(op, BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div | BinaryOp::Pow);
+    let differentiable = matches!(
+        op,
+        BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div | BinaryOp::Pow
+    );
     if differentiable && loss::any_live(it, &[a, b]) {
         let (va, vb) = (loss::var_of(it, a), loss::var_of(it, b));
         return Ok(loss::record(it, name, op_span, |t| t.binary(op, va, vb))?
@@ -323,7 +326,10 @@ pub fn label_count_error(span: Span, n: usize, shape: &str, rank: usize) -> Diag
     Diagnostic::error("E0209", "wrong number of axis names")
         .at(
             span,
-            format!("{n} name{} for shape {shape}", if n == 1 { "" } else { "s" }),
+            format!(
+                "{n} name{} for shape {shape}",
+                if n == 1 { "" } else { "s" }
+            ),
         )
         .note(format!(
             "the array has rank {rank}; give one name per axis (\"\" leaves an axis unnamed)"
@@ -392,7 +398,12 @@ pub fn label(
     span: Span,
 ) -> Result<Array, Diagnostic> {
     if names.len() != a.rank() {
-        return Err(label_count_error(span, names.len(), &named_shape(&a), a.rank()));
+        return Err(label_count_error(
+            span,
+            names.len(),
+            &named_shape(&a),
+            a.rank(),
+        ));
     }
     if let Some(n) = first_duplicate(&names) {
         it.warn(duplicate_name_warning(span, n));
@@ -427,10 +438,11 @@ pub fn stack(it: &mut Interp, items: &[(Array, Span)], span: Span) -> Result<Arr
     let mut data = Vec::with_capacity(n * items.len());
     for (a, s) in items {
         if a.shape() != inner.as_slice() {
-            return Err(
-                stack_shape_error((*s, &named_shape(a)), (items[0].1, &named_shape(first)))
-                    .or_at(span),
-            );
+            return Err(stack_shape_error(
+                (*s, &named_shape(a)),
+                (items[0].1, &named_shape(first)),
+            )
+            .or_at(span));
         }
         data.extend_from_slice(&a.to_f32());
     }
@@ -459,9 +471,13 @@ pub fn reduce(
                 ReduceOp::Prod => t.prod(v, axis),
                 ReduceOp::Max => unreachable!(),
             })?;
-            return Ok(arr.with_names(reduced_names(a, axis)).with_placement(placement));
+            return Ok(arr
+                .with_names(reduced_names(a, axis))
+                .with_placement(placement));
         }
-        _ => backend.reduce(op, &a.tensor(), axis).map_err(|e| device_error(e, "reduce", span))?,
+        _ => backend
+            .reduce(op, &a.tensor(), axis)
+            .map_err(|e| device_error(e, "reduce", span))?,
     };
     let names = axis.and_then(|ax| {
         a.names().map(|n| {
@@ -479,8 +495,17 @@ pub fn reduce(
 
 /// A binary arithmetic op between arrays computed by the runtime itself (no
 /// source operands to point at; errors point at `span`).
-pub fn arith(it: &mut Interp, op: BinaryOp, a: &Array, b: &Array, span: Span) -> Result<Array, Diagnostic> {
-    let e = Expr { kind: ExprKind::Error, span };
+pub fn arith(
+    it: &mut Interp,
+    op: BinaryOp,
+    a: &Array,
+    b: &Array,
+    span: Span,
+) -> Result<Array, Diagnostic> {
+    let e = Expr {
+        kind: ExprKind::Error,
+        span,
+    };
     let name = match op {
         BinaryOp::Add => "+",
         BinaryOp::Sub => "-",
@@ -493,67 +518,142 @@ pub fn arith(it: &mut Interp, op: BinaryOp, a: &Array, b: &Array, span: Span) ->
         BinaryOp::Max => "max",
         BinaryOp::Min => "min",
     };
-    binary(it, op, name, &Operands { left: a, left_expr: &e, right: b, right_expr: &e }, span)
+    binary(
+        it,
+        op,
+        name,
+        &Operands {
+            left: a,
+            left_expr: &e,
+            right: b,
+            right_expr: &e,
+        },
+        span,
+    )
 }
 
 /// The names of `a` without the reduced axis (none for a full reduction).
 fn reduced_names(a: &Array, axis: Option<usize>) -> Names {
     let ax = axis?;
-    a.names().map(|n| n.iter().enumerate().filter(|(i, _)| *i != ax).map(|(_, x)| x.clone()).collect())
+    a.names().map(|n| {
+        n.iter()
+            .enumerate()
+            .filter(|(i, _)| *i != ax)
+            .map(|(_, x)| x.clone())
+            .collect()
+    })
 }
 
 /// The backend and placement for a one-operand operation.
-fn place1(it: &Interp, op: &str, a: &Array, span: Span) -> Result<(Arc<dyn Backend>, Placement), Diagnostic> {
+fn place1(
+    it: &Interp,
+    op: &str,
+    a: &Array,
+    span: Span,
+) -> Result<(Arc<dyn Backend>, Placement), Diagnostic> {
     placement_for(it, op, &[(a, span)])
 }
 
 /// The same elements with a new shape (names cleared); differentiable.
-pub fn reshape(it: &mut Interp, a: &Array, shape: Vec<usize>, span: Span) -> Result<Array, Diagnostic> {
+pub fn reshape(
+    it: &mut Interp,
+    a: &Array,
+    shape: Vec<usize>,
+    span: Span,
+) -> Result<Array, Diagnostic> {
     let placement = a.placement();
     if let Some(v) = loss::live(it, a) {
-        return Ok(loss::record(it, "reshape", span, |t| t.reshape(v, shape))?.with_placement(placement));
+        return Ok(
+            loss::record(it, "reshape", span, |t| t.reshape(v, shape))?.with_placement(placement)
+        );
     }
     Ok(Array::from_tensor(a.tensor().reshape(shape)).with_placement(placement))
 }
 
 /// Axis permutation: result axis i is axis `perm[i]` of `a`; names follow.
-pub fn permute(it: &mut Interp, a: &Array, perm: &[usize], span: Span) -> Result<Array, Diagnostic> {
-    let names = a.names().map(|n| perm.iter().map(|&p| n[p].clone()).collect());
+pub fn permute(
+    it: &mut Interp,
+    a: &Array,
+    perm: &[usize],
+    span: Span,
+) -> Result<Array, Diagnostic> {
+    let names = a
+        .names()
+        .map(|n| perm.iter().map(|&p| n[p].clone()).collect());
     let (backend, placement) = place1(it, "transpose", a, span)?;
     let out = match loss::live(it, a) {
         Some(v) => loss::record(it, "transpose", span, |t| t.permute(v, perm))?,
-        None => Array::from_tensor(backend.permute(&a.tensor(), perm).map_err(|e| device_error(e, "transpose", span))?),
+        None => Array::from_tensor(
+            backend
+                .permute(&a.tensor(), perm)
+                .map_err(|e| device_error(e, "transpose", span))?,
+        ),
     };
     Ok(out.with_names(names).with_placement(placement))
 }
 
 /// Batched matrix product of two arrays of rank ≥ 2 (batch axes broadcast); the
 /// caller has checked shapes and names.
-pub fn matmul_raw(it: &mut Interp, a: &Tensor, a_arr: &Array, b: &Tensor, b_arr: &Array, span: Span) -> Result<Array, Diagnostic> {
+pub fn matmul_raw(
+    it: &mut Interp,
+    a: &Tensor,
+    a_arr: &Array,
+    b: &Tensor,
+    b_arr: &Array,
+    span: Span,
+) -> Result<Array, Diagnostic> {
     let (backend, placement) = placement_for(it, "matmul", &[(a_arr, span), (b_arr, span)])?;
     let out = if loss::any_live(it, &[a_arr, b_arr]) {
         let va = loss::var_of(it, a_arr);
         let vb = loss::var_of(it, b_arr);
         let (sa, sb) = (a.shape().to_vec(), b.shape().to_vec());
         loss::record(it, "matmul", span, |t| {
-            let va = if t.shape(va) != sa.as_slice() { t.reshape(va, sa)? } else { va };
-            let vb = if t.shape(vb) != sb.as_slice() { t.reshape(vb, sb)? } else { vb };
+            let va = if t.shape(va) != sa.as_slice() {
+                t.reshape(va, sa)?
+            } else {
+                va
+            };
+            let vb = if t.shape(vb) != sb.as_slice() {
+                t.reshape(vb, sb)?
+            } else {
+                vb
+            };
             t.matmul(va, vb)
         })?
     } else {
-        Array::from_tensor(backend.matmul(a, b).map_err(|e| device_error(e, "matmul", span))?)
+        Array::from_tensor(
+            backend
+                .matmul(a, b)
+                .map_err(|e| device_error(e, "matmul", span))?,
+        )
     };
     Ok(out.with_placement(placement))
 }
 
 /// Softmax or log-softmax along `axis` (names dropped, as in the original).
-pub fn softmax(it: &mut Interp, a: &Array, axis: usize, log: bool, span: Span) -> Result<Array, Diagnostic> {
+pub fn softmax(
+    it: &mut Interp,
+    a: &Array,
+    axis: usize,
+    log: bool,
+    span: Span,
+) -> Result<Array, Diagnostic> {
     let op = if log { "log_softmax" } else { "softmax" };
     let (backend, placement) = place1(it, op, a, span)?;
     let out = match loss::live(it, a) {
-        Some(v) => loss::record(it, op, span, |t| if log { t.log_softmax(v, axis) } else { t.softmax(v, axis) })?,
+        Some(v) => loss::record(it, op, span, |t| {
+            if log {
+                t.log_softmax(v, axis)
+            } else {
+                t.softmax(v, axis)
+            }
+        })?,
         None => {
-            let t = if log { backend.log_softmax(&a.tensor(), axis) } else { backend.softmax(&a.tensor(), axis) };
+            let t = if log {
+                backend.log_softmax(&a.tensor(), axis)
+            } else {
+                backend.softmax(&a.tensor(), axis)
+            };
             Array::from_tensor(t.map_err(|e| device_error(e, op, span))?)
         }
     };
@@ -561,39 +661,77 @@ pub fn softmax(it: &mut Interp, a: &Array, axis: usize, log: bool, span: Span) -
 }
 
 /// Mean cross-entropy of `[rows, V]` logits against validated integer targets.
-pub fn cross_entropy(it: &mut Interp, logits: &Array, rows: usize, vocab: usize, targets: &Array, span: Span) -> Result<Array, Diagnostic> {
+pub fn cross_entropy(
+    it: &mut Interp,
+    logits: &Array,
+    rows: usize,
+    vocab: usize,
+    targets: &Array,
+    span: Span,
+) -> Result<Array, Diagnostic> {
     let (backend, _) = place1(it, "cross_entropy", logits, span)?;
     let tt = targets.tensor().reshape(vec![rows]);
     if let Some(v) = loss::live(it, logits) {
         return loss::record(it, "cross_entropy", span, |t| {
-            let v = if t.shape(v) != [rows, vocab] { t.reshape(v, vec![rows, vocab])? } else { v };
+            let v = if t.shape(v) != [rows, vocab] {
+                t.reshape(v, vec![rows, vocab])?
+            } else {
+                v
+            };
             t.cross_entropy(v, &tt)
         });
     }
     let lt = logits.tensor().reshape(vec![rows, vocab]);
-    let (loss, _) = backend.cross_entropy(&lt, &tt, false).map_err(|e| device_error(e, "cross_entropy", span))?;
+    let (loss, _) = backend
+        .cross_entropy(&lt, &tt, false)
+        .map_err(|e| device_error(e, "cross_entropy", span))?;
     Ok(Array::from_tensor(loss))
 }
 
 /// Rows of `table` `[V, d]` selected by validated integer `ids` of any shape.
-pub fn gather_rows(it: &mut Interp, table: &Array, ids: &Array, span: Span) -> Result<Array, Diagnostic> {
+pub fn gather_rows(
+    it: &mut Interp,
+    table: &Array,
+    ids: &Array,
+    span: Span,
+) -> Result<Array, Diagnostic> {
     let (backend, placement) = place1(it, "embed", table, span)?;
     let ids_t = ids.tensor();
     let out = match loss::live(it, table) {
         Some(v) => loss::record(it, "embed", span, |t| t.gather_rows(v, &ids_t))?,
-        None => Array::from_tensor(backend.gather_rows(&table.tensor(), &ids_t).map_err(|e| device_error(e, "embed", span))?),
+        None => Array::from_tensor(
+            backend
+                .gather_rows(&table.tensor(), &ids_t)
+                .map_err(|e| device_error(e, "embed", span))?,
+        ),
     };
     Ok(out.with_placement(placement))
 }
 
 /// RMS norm (`layer = false`) or layer norm without affine over the last axis.
-pub fn norm(it: &mut Interp, x: &Array, eps: f32, layer: bool, span: Span) -> Result<Array, Diagnostic> {
+pub fn norm(
+    it: &mut Interp,
+    x: &Array,
+    eps: f32,
+    layer: bool,
+    span: Span,
+) -> Result<Array, Diagnostic> {
     let op = if layer { "layer_norm" } else { "rms_norm" };
     let (backend, placement) = place1(it, op, x, span)?;
     let out = match loss::live(it, x) {
-        Some(v) => loss::record(it, op, span, |t| if layer { t.layer_norm(v, eps) } else { t.rms_norm(v, eps) })?,
+        Some(v) => loss::record(it, op, span, |t| {
+            if layer {
+                t.layer_norm(v, eps)
+            } else {
+                t.rms_norm(v, eps)
+            }
+        })?,
         None => {
-            let y = if layer { backend.layer_norm(&x.tensor(), eps).map(|r| r.0) } else { backend.rms_norm(&x.tensor(), eps).map(|r| r.0) };
+            let y = if layer {
+                backend.layer_norm(&x.tensor(), eps).map(|r| r.0)
+            } else {
+                backend.rms_norm(&x.tensor(), eps).map(|r| r.0)
+            };
             Array::from_tensor(y.map_err(|e| device_error(e, op, span))?)
         }
     };
@@ -601,13 +739,22 @@ pub fn norm(it: &mut Interp, x: &Array, eps: f32, layer: bool, span: Span) -> Re
 }
 
 /// Sets the entries of `x` where `mask` is 1 to `value` (no gradient flows there).
-pub fn mask_fill(it: &mut Interp, x: &Array, mask: &Tensor, value: f32, span: Span) -> Result<Array, Diagnostic> {
+pub fn mask_fill(
+    it: &mut Interp,
+    x: &Array,
+    mask: &Tensor,
+    value: f32,
+    span: Span,
+) -> Result<Array, Diagnostic> {
     let placement = x.placement();
     if let Some(v) = loss::live(it, x) {
         // On the tape the fill value must be finite; the most negative float32
         // behaves as -inf for the softmax and cross-entropy that follow `top_k`.
         let value = value.clamp(f32::MIN, f32::MAX);
-        return Ok(loss::record(it, "mask", span, |t| t.mask_fill(v, mask, value))?.with_placement(placement));
+        return Ok(
+            loss::record(it, "mask", span, |t| t.mask_fill(v, mask, value))?
+                .with_placement(placement),
+        );
     }
     let mut data = x.to_f32();
     let m = mask.host();
@@ -626,8 +773,16 @@ pub fn concat(it: &mut Interp, a: &Array, b: &Array, span: Span) -> Result<Array
     if loss::any_live(it, &[a, b]) {
         let (va, vb) = (loss::var_of(it, a), loss::var_of(it, b));
         return loss::record(it, "concat", span, |t| {
-            let va = if t.shape(va).len() != 1 { t.reshape(va, vec![a1])? } else { va };
-            let vb = if t.shape(vb).len() != 1 { t.reshape(vb, vec![b1])? } else { vb };
+            let va = if t.shape(va).len() != 1 {
+                t.reshape(va, vec![a1])?
+            } else {
+                va
+            };
+            let vb = if t.shape(vb).len() != 1 {
+                t.reshape(vb, vec![b1])?
+            } else {
+                vb
+            };
             t.concat(va, vb)
         });
     }
