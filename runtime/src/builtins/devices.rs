@@ -16,7 +16,7 @@ pub const BUILTINS: &[Builtin] = &[Builtin {
     example: "x = to_device([1, 2, 3], \"cpu\")\nx * 2",
     diff: Diff::Effect,
     section: "10.18",
-    run: to_device, shape: None
+    run: to_device, shape: Some(super::devices_shapes::to_device)
 }];
 
 fn to_device(c: &mut Call) -> Result<Value, Diagnostic> {

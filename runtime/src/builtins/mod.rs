@@ -279,57 +279,9 @@ pub fn all() -> impl Iterator<Item = &'static Builtin> {
     GROUPS.iter().flat_map(|g| g.iter())
 }
 
-/// The static shape rule of `b`: its `shape` field, or, for the entries of
-/// `files.rs`, `devices.rs`, `models.rs`, `surgery.rs` and `viz.rs`, whose rules
-/// live in the sibling `*_shapes.rs` files until those entries name them, that
-/// rule. `None` means the checker treats the result as unknown.
+/// The static shape rule of a builtin, as declared in its registry entry.
 pub fn shape_rule(b: &Builtin) -> Option<crate::check::abstract_value::ShapeRule> {
-    use crate::check::abstract_value::ShapeRule;
-    if b.shape.is_some() {
-        return b.shape;
-    }
-    let rule: ShapeRule = match b.name {
-        "load" => files_shapes::load,
-        "load_preloaded" => files_shapes::load_preloaded,
-        "save" => files_shapes::save,
-        "load_weights" => files_shapes::load_weights,
-        "to_device" => devices_shapes::to_device,
-        "linear" => models_shapes::linear,
-        "embed" => models_shapes::embed,
-        "attention" => models_shapes::attention,
-        "causal_attention" => models_shapes::causal_attention,
-        "rms_norm" => models_shapes::rms_norm,
-        "layer_norm" => models_shapes::layer_norm,
-        "tanh_layer" => models_shapes::tanh_layer,
-        "relu_layer" => models_shapes::relu_layer,
-        "gelu_layer" => models_shapes::gelu_layer,
-        "silu_layer" => models_shapes::silu_layer,
-        "softmax_layer" => models_shapes::softmax_layer,
-        "dropout" => models_shapes::dropout,
-        "swiglu" => models_shapes::swiglu,
-        "rope" => models_shapes::rope,
-        "moe" => models_shapes::moe,
-        "chain" => models_shapes::chain,
-        "residual" => models_shapes::residual,
-        "apply" => models_shapes::apply,
-        "attention_weights" => models_shapes::attention_weights,
-        "aux_loss" => models_shapes::aux_loss,
-        "clone_model" => surgery_shapes::clone_model,
-        "freeze" => surgery_shapes::freeze,
-        "unfreeze" => surgery_shapes::unfreeze,
-        "lora" => surgery_shapes::lora,
-        "perturb_params" => surgery_shapes::perturb_params,
-        "reinit" => surgery_shapes::reinit,
-        "embed_table" => surgery_shapes::embed_table,
-        "svg" => viz_shapes::svg,
-        "hist" => viz_shapes::hist,
-        "scatter_labeled" => viz_shapes::scatter_labeled,
-        "loss_curve" => viz_shapes::loss_curve,
-        "confusion_matrix" => viz_shapes::confusion_matrix,
-        "boundary_2d" => viz_shapes::boundary_2d,
-        _ => return None,
-    };
-    Some(rule)
+    b.shape
 }
 
 /// The builtin called `name`.
