@@ -571,6 +571,8 @@ pub fn reshape(
 }
 
 /// Axis permutation: result axis i is axis `perm[i]` of `a`; names follow.
+
+/// Axis permutation: result axis i is axis `perm[i]` of `a`; names follow.
 pub fn permute(
     it: &mut Interp,
     a: &Array,
@@ -580,16 +582,15 @@ pub fn permute(
     let names = a
         .names()
         .map(|n| perm.iter().map(|&p| n[p].clone()).collect());
-    let (backend, placement) = place1(it, "transpose", a, span)?;
-    let out = match loss::live(it, a) {
-        Some(v) => loss::record(it, "transpose", span, |t| t.permute(v, perm))?,
-        None => Array::from_tensor(
-            backend
-                .permute(&a.tensor(), perm)
-                .map_err(|e| device_error(e, "transpose", span))?,
-        ),
-    };
-    Ok(out.with_names(names).with_placement(placement))
+    let out = one_operand(
+        it,
+        "transpose",
+        a,
+        span,
+        |t, v| t.permute(v, perm),
+        |b, x| b.permute(x, perm),
+    )?;
+    Ok(out.with_names(names))
 }
 
 /// Batched matrix product of two arrays of rank ≥ 2 (batch axes broadcast); the
@@ -631,6 +632,8 @@ pub fn matmul_raw(
 }
 
 /// Softmax or log-softmax along `axis` (names dropped, as in the original).
+
+/// Softmax or log-softmax along `axis` (names dropped, as in the original).
 pub fn softmax(
     it: &mut Interp,
     a: &Array,
@@ -638,26 +641,25 @@ pub fn softmax(
     log: bool,
     span: Span,
 ) -> Result<Array, Diagnostic> {
-    let op = if log { "log_softmax" } else { "softmax" };
-    let (backend, placement) = place1(it, op, a, span)?;
-    let out = match loss::live(it, a) {
-        Some(v) => loss::record(it, op, span, |t| {
-            if log {
-                t.log_softmax(v, axis)
-            } else {
-                t.softmax(v, axis)
-            }
-        })?,
-        None => {
-            let t = if log {
-                backend.log_softmax(&a.tensor(), axis)
-            } else {
-                backend.softmax(&a.tensor(), axis)
-            };
-            Array::from_tensor(t.map_err(|e| device_error(e, op, span))?)
-        }
-    };
-    Ok(out.with_placement(placement))
+    if log {
+        one_operand(
+            it,
+            "log_softmax",
+            a,
+            span,
+            |t, v| t.log_softmax(v, axis),
+            |b, x| b.log_softmax(x, axis),
+        )
+    } else {
+        one_operand(
+            it,
+            "softmax",
+            a,
+            span,
+            |t, v| t.softmax(v, axis),
+            |b, x| b.softmax(x, axis),
+        )
+    }
 }
 
 /// Mean cross-entropy of `[rows, V]` logits against validated integer targets.
@@ -689,24 +691,26 @@ pub fn cross_entropy(
 }
 
 /// Rows of `table` `[V, d]` selected by validated integer `ids` of any shape.
+
+/// Rows of `table` `[V, d]` selected by validated integer `ids` of any shape.
 pub fn gather_rows(
     it: &mut Interp,
     table: &Array,
     ids: &Array,
     span: Span,
 ) -> Result<Array, Diagnostic> {
-    let (backend, placement) = place1(it, "embed", table, span)?;
-    let ids_t = ids.tensor();
-    let out = match loss::live(it, table) {
-        Some(v) => loss::record(it, "embed", span, |t| t.gather_rows(v, &ids_t))?,
-        None => Array::from_tensor(
-            backend
-                .gather_rows(&table.tensor(), &ids_t)
-                .map_err(|e| device_error(e, "embed", span))?,
-        ),
-    };
-    Ok(out.with_placement(placement))
+    let ids = ids.tensor();
+    one_operand(
+        it,
+        "embed",
+        table,
+        span,
+        |t, v| t.gather_rows(v, &ids),
+        |b, x| b.gather_rows(x, &ids),
+    )
 }
+
+/// RMS norm (`layer = false`) or layer norm without affine over the last axis.
 
 /// RMS norm (`layer = false`) or layer norm without affine over the last axis.
 pub fn norm(
@@ -716,24 +720,46 @@ pub fn norm(
     layer: bool,
     span: Span,
 ) -> Result<Array, Diagnostic> {
-    let op = if layer { "layer_norm" } else { "rms_norm" };
+    if layer {
+        one_operand(
+            it,
+            "layer_norm",
+            x,
+            span,
+            |t, v| t.layer_norm(v, eps),
+            |b, x| b.layer_norm(x, eps).map(|r| r.0),
+        )
+    } else {
+        one_operand(
+            it,
+            "rms_norm",
+            x,
+            span,
+            |t, v| t.rms_norm(v, eps),
+            |b, x| b.rms_norm(x, eps).map(|r| r.0),
+        )
+    }
+}
+
+/// Runs a one-operand operation: recorded on the loss tape when `x` is on it,
+/// otherwise directly on the backend; the result keeps the operation's placement.
+fn one_operand(
+    it: &mut Interp,
+    op: &str,
+    x: &Array,
+    span: Span,
+    on_tape: impl FnOnce(
+        &mut crate::autograd::Tape,
+        crate::autograd::Var,
+    ) -> mlpl_devices::Result<crate::autograd::Var>,
+    on_device: impl FnOnce(&dyn Backend, &Tensor) -> mlpl_devices::Result<Tensor>,
+) -> Result<Array, Diagnostic> {
     let (backend, placement) = place1(it, op, x, span)?;
     let out = match loss::live(it, x) {
-        Some(v) => loss::record(it, op, span, |t| {
-            if layer {
-                t.layer_norm(v, eps)
-            } else {
-                t.rms_norm(v, eps)
-            }
-        })?,
-        None => {
-            let y = if layer {
-                backend.layer_norm(&x.tensor(), eps).map(|r| r.0)
-            } else {
-                backend.rms_norm(&x.tensor(), eps).map(|r| r.0)
-            };
-            Array::from_tensor(y.map_err(|e| device_error(e, op, span))?)
-        }
+        Some(v) => loss::record(it, op, span, |t| on_tape(t, v))?,
+        None => Array::from_tensor(
+            on_device(backend.as_ref(), &x.tensor()).map_err(|e| device_error(e, op, span))?,
+        ),
     };
     Ok(out.with_placement(placement))
 }
