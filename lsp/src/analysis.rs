@@ -9,8 +9,8 @@ use mlpl_runtime::builtins::{self, ParamKind};
 use mlpl_runtime::check::check_source;
 use mlpl_runtime::diag::{Diagnostic, Span};
 use mlpl_runtime::syntax::cells::Cell;
-use mlpl_runtime::syntax::lexer::{lex_full, Lexed};
-use mlpl_runtime::syntax::token::{Token, TokenKind};
+use mlpl_runtime::syntax::lexer::lex_full;
+use mlpl_runtime::syntax::token::Token;
 use mlpl_runtime::syntax::{Expr, ExprKind, Program, Stmt, StmtKind};
 
 use crate::infer::{visit_stmt, Facts, ShapeEngine};
@@ -94,7 +94,7 @@ impl Analysis {
         }
         occurrences.sort_by_key(|o| o.span.start);
         Analysis {
-            cells: cells_of(text, &lexed, &lines),
+            cells: mlpl_runtime::syntax::cells::split_lexed(text, &lexed),
             lines,
             text: text.to_string(),
             program: checked.program,
@@ -205,46 +205,6 @@ impl Analysis {
         }
         out
     }
-}
-
-/// The cells of a text: the rules of `mlpl_runtime::syntax::cells::split_cells`
-/// (LANGUAGE §21.1), computed from an existing lexing and line table so the cost
-/// stays linear in the text (the runtime's function scans the text from the start
-/// for the line of each marker). A test checks that both agree.
-fn cells_of(text: &str, lexed: &Lexed, lines: &LineIndex) -> Vec<Cell> {
-    let markers = &lexed.cell_markers;
-    if markers.is_empty() {
-        return vec![Cell {
-            index: 0,
-            title: String::new(),
-            span: Span::new(0, text.len()),
-            start_line: 0,
-        }];
-    }
-    let first = markers[0].span.start;
-    let preamble_has_code = lexed
-        .tokens
-        .iter()
-        .any(|t| t.span.start < first && !matches!(t.kind, TokenKind::Newline | TokenKind::Eof));
-    let mut cells = Vec::with_capacity(markers.len() + 1);
-    if preamble_has_code {
-        cells.push(Cell {
-            index: 0,
-            title: String::new(),
-            span: Span::new(0, first),
-            start_line: 0,
-        });
-    }
-    for (k, m) in markers.iter().enumerate() {
-        let end = markers.get(k + 1).map_or(text.len(), |n| n.span.start);
-        cells.push(Cell {
-            index: cells.len(),
-            title: m.title.clone(),
-            span: Span::new(m.span.start, end),
-            start_line: lines.line_of(m.span.start),
-        });
-    }
-    cells
 }
 
 /// Comments: a `#` outside tokens, to the end of its line.

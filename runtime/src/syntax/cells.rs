@@ -15,7 +15,7 @@
 //! the file without gaps.
 
 use crate::diag::Span;
-use crate::syntax::lexer::lex_full;
+use crate::syntax::lexer::{lex_full, Lexed};
 use crate::syntax::token::TokenKind;
 
 /// One cell of a file.
@@ -34,8 +34,13 @@ pub struct Cell {
 
 /// Splits a source text into cells (see the module documentation for the rules).
 pub fn split_cells(src: &str) -> Vec<Cell> {
-    let lexed = lex_full(src);
-    let markers = lexed.cell_markers;
+    split_lexed(src, &lex_full(src))
+}
+
+/// [`split_cells`] for a text that is already lexed (the language server keeps
+/// one lexing per document version). Linear in the text.
+pub fn split_lexed(src: &str, lexed: &Lexed) -> Vec<Cell> {
+    let markers = &lexed.cell_markers;
     if markers.is_empty() {
         return vec![Cell {
             index: 0,
@@ -58,37 +63,34 @@ pub fn split_cells(src: &str) -> Vec<Cell> {
             start_line: 0,
         });
     }
+    // Markers come in text order: count line breaks incrementally between them.
+    let (mut line, mut counted_to) = (0, 0);
     for (k, m) in markers.iter().enumerate() {
         let end = markers.get(k + 1).map_or(src.len(), |n| n.span.start);
+        line += line_breaks(src, counted_to, m.span.start);
+        counted_to = m.span.start;
         cells.push(Cell {
             index: cells.len(),
             title: m.title.clone(),
             span: Span::new(m.span.start, end),
-            start_line: line_of(src, m.span.start),
+            start_line: line,
         });
     }
     cells
 }
 
-/// The 0-based line containing byte `offset`.
-fn line_of(src: &str, offset: usize) -> usize {
-    let bytes = &src.as_bytes()[..offset.min(src.len())];
-    let mut line = 0;
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'\n' => line += 1,
-            b'\r' => {
-                line += 1;
-                if bytes.get(i + 1) == Some(&b'\n') {
-                    i += 1;
-                }
-            }
+/// The number of line breaks (LF, CR LF or CR) in `src[from..to]`.
+fn line_breaks(src: &str, from: usize, to: usize) -> usize {
+    let bytes = &src.as_bytes()[from.min(src.len())..to.min(src.len())];
+    let mut n = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        match b {
+            b'\n' => n += 1,
+            b'\r' if bytes.get(i + 1) != Some(&b'\n') => n += 1,
             _ => {}
         }
-        i += 1;
     }
-    line
+    n
 }
 
 #[cfg(test)]
