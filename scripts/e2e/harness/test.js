@@ -1,0 +1,167 @@
+// The end-to-end test, run inside VS Code's extension host (code-server) against
+// the installed MLPL Studio .vsix. Driven by scripts/e2e/driver.mjs, which also
+// takes the screenshots this test asks for (MLPL_E2E_SCREENSHOT lines).
+"use strict";
+const assert = require("node:assert/strict");
+const fs = require("node:fs");
+const path = require("node:path");
+const vscode = require("vscode");
+
+const shotsDir = process.env.MLPL_E2E_SHOTS;
+
+function log(msg) {
+  console.log(`[e2e] ${msg}`);
+}
+
+async function waitFor(what, fn, timeoutMs = 30000, everyMs = 100) {
+  const end = Date.now() + timeoutMs;
+  let last;
+  while (Date.now() < end) {
+    try {
+      last = await fn();
+      if (last) {
+        return last;
+      }
+    } catch (e) {
+      last = e;
+    }
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what} (last: ${last instanceof Error ? last.message : JSON.stringify(last)})`);
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/** Asks the driver for a screenshot and waits until it is written. */
+async function screenshot(name) {
+  if (!shotsDir) {
+    return;
+  }
+  const done = path.join(shotsDir, `${name}.done`);
+  console.log(`MLPL_E2E_SCREENSHOT ${name}`);
+  await waitFor(`screenshot ${name}`, () => fs.existsSync(done), 20000);
+}
+
+function codeOf(d) {
+  return typeof d.code === "object" && d.code !== null ? String(d.code.value) : String(d.code);
+}
+
+function hoverText(hovers) {
+  return hovers
+    .flatMap((h) => h.contents)
+    .map((c) => (typeof c === "string" ? c : c.value))
+    .join("\n---\n");
+}
+
+function positionOf(doc, line, needle) {
+  const col = doc.lineAt(line).text.indexOf(needle);
+  assert.ok(col >= 0, `\`${needle}\` not on line ${line + 1}`);
+  return new vscode.Position(line, col);
+}
+
+async function run() {
+  const ext = vscode.extensions.getExtension("mlpl.mlpl-studio");
+  assert.ok(ext, "the MLPL Studio extension is not installed");
+  const api = await ext.activate();
+  await api.languageServerReady;
+  log(`extension ${ext.packageJSON.version} active from ${ext.extensionPath}`);
+  const folder = vscode.workspace.workspaceFolders[0].uri;
+  await vscode.commands.executeCommand("workbench.action.closeAllEditors");
+
+  // 1. A shape error: the diagnostic's code and line.
+  const errDoc = await vscode.workspace.openTextDocument(vscode.Uri.joinPath(folder, "shape_error.mlpl"));
+  const errEditor = await vscode.window.showTextDocument(errDoc);
+  const diags = await waitFor("diagnostics of shape_error.mlpl", () => {
+    const d = vscode.languages.getDiagnostics(errDoc.uri).filter((x) => x.source === "mlpl");
+    return d.some((x) => codeOf(x) === "E0203") ? d : undefined;
+  });
+  const e0203 = diags.find((x) => codeOf(x) === "E0203");
+  assert.equal(e0203.range.start.line, 3, "E0203 is on line 4 (matmul(X, W))");
+  assert.equal(e0203.severity, vscode.DiagnosticSeverity.Error);
+  assert.match(e0203.message, /inner dimensions differ/);
+  log(`diagnostic ${codeOf(e0203)} on line ${e0203.range.start.line + 1}: ${e0203.message.split("\n")[0]}`);
+  errEditor.selection = new vscode.Selection(8, 0, 8, 0);
+  await vscode.commands.executeCommand("workbench.actions.view.problems");
+  await sleep(1500);
+  await screenshot("squiggle");
+  await vscode.commands.executeCommand("workbench.action.closePanel");
+
+  // 2. Hovers: a named shape, and an estimate on the `train` block.
+  const xPos = positionOf(errDoc, 3, "X");
+  const xHover = hoverText(await vscode.commands.executeCommand("vscode.executeHoverProvider", errDoc.uri, xPos));
+  assert.match(xHover, /X: \[batch=4, feat=3\]/, `hover on X: ${xHover}`);
+  const trainLine = errDoc.getText().split("\n").findIndex((l) => l.startsWith("train "));
+  const trainPos = positionOf(errDoc, trainLine, "train");
+  const trainHover = hoverText(await vscode.commands.executeCommand("vscode.executeHoverProvider", errDoc.uri, trainPos));
+  log(`hover on train: ${trainHover.replace(/\n/g, " | ").slice(0, 400)}`);
+  assert.match(trainHover, /estimate|parameters|memory/i, `hover on train shows no estimate: ${trainHover}`);
+  assert.match(trainHover, /\d+(\.\d+)?\s*(ns|µs|us|ms|s|min|h)\b/, `the estimate has no time: ${trainHover}`);
+  const modelHover = hoverText(await vscode.commands.executeCommand("vscode.executeHoverProvider", errDoc.uri, positionOf(errDoc, trainLine + 1, "model")));
+  log(`hover on model: ${modelHover.replace(/\n/g, " | ").slice(0, 300)}`);
+  errEditor.selection = new vscode.Selection(trainPos, trainPos);
+  await vscode.commands.executeCommand("editor.action.showHover");
+  await sleep(1500);
+  await screenshot("hover_estimate");
+  errEditor.selection = new vscode.Selection(xPos, xPos);
+  await vscode.commands.executeCommand("editor.action.showHover");
+  await sleep(1500);
+  await screenshot("hover");
+
+  // 3. Run Cell lenses on a small training file: the model cell, then the train cell.
+  const doc = await vscode.workspace.openTextDocument(vscode.Uri.joinPath(folder, "train.mlpl"));
+  await vscode.window.showTextDocument(doc, vscode.ViewColumn.One);
+  const lenses = await waitFor("Run Cell lenses", async () => {
+    const l = await vscode.commands.executeCommand("vscode.executeCodeLensProvider", doc.uri);
+    return l && l.filter((x) => x.command && x.command.command === "mlpl.runCell").length >= 2 ? l : undefined;
+  });
+  const runCell = (index) => lenses.find((x) => x.command && x.command.command === "mlpl.runCell" && x.command.arguments[0].cellIndex === index);
+  assert.ok(runCell(0) && runCell(1), "a Run Cell lens on each cell");
+  assert.equal(runCell(1).command.title.includes("Run Cell"), true);
+  const estimateLens = lenses.find((x) => x.command && x.command.command === "" && /ms|s\b/.test(x.command.title));
+  log(`train lens: ${estimateLens ? estimateLens.command.title : "(none)"}`);
+
+  for (const index of [0, 1]) {
+    const lens = runCell(index);
+    const before = api.model().runs.length;
+    await vscode.commands.executeCommand(lens.command.command, ...lens.command.arguments);
+    const run = await waitFor(`run of cell ${index}`, () => {
+      const r = api.model().runs[api.model().runs.length - 1];
+      return api.model().runs.length > before && r.status !== "running" ? r : undefined;
+    }, 120000);
+    assert.equal(run.status, "ok", `cell ${index} ended ${run.status}: ${JSON.stringify(run.diagnostic)}`);
+    log(`cell ${index}: run ${run.id} ${run.status} in ${run.elapsedMs} ms, ${run.loops.reduce((n, l) => n + l.steps.length, 0)} step events`);
+  }
+  const trainRun = api.model().runs[api.model().runs.length - 1];
+  assert.equal(trainRun.cell.index, 1);
+  assert.equal(trainRun.loops.length, 1);
+  assert.equal(trainRun.loops[0].steps[trainRun.loops[0].steps.length - 1], 600, "the last step event reports step 600");
+
+  // The panel drew the run's step events, and the loss went down.
+  const summary = await waitFor("the panel to draw the training run", () => {
+    const s = api.panelSummary();
+    return s && s.run === trainRun.id && s.status === "ok" && s.loops.length === 1 ? s : undefined;
+  }, 30000);
+  const loop = summary.loops[0];
+  const losses = loop.losses.filter((x) => x !== null);
+  assert.ok(loop.points >= 3, `the panel got ${loop.points} step events`);
+  assert.ok(losses[losses.length - 1] < losses[0] * 0.5, `loss did not decrease: ${losses[0]} -> ${losses[losses.length - 1]}`);
+  log(`panel: ${loop.points} step events, loss ${losses[0].toFixed(4)} -> ${losses[losses.length - 1].toFixed(4)}`);
+
+  // The Variables view lists the trained model.
+  const items = await waitFor("the model in the Variables view", () => {
+    const v = api.variablesViewItems();
+    return v.some((x) => x.label === "model") ? v : undefined;
+  });
+  const model = items.find((x) => x.label === "model");
+  assert.match(model.description, /^model/, `model item: ${model.description}`);
+  assert.ok(items.some((x) => x.label === "X" && x.description.includes("[sample=512, feat=2]")), `X item: ${JSON.stringify(items)}`);
+  log(`variables: ${items.map((x) => `${x.label} (${x.description})`).join(", ")}`);
+
+  await vscode.commands.executeCommand("mlpl.variables.focus");
+  await vscode.window.showTextDocument(doc, vscode.ViewColumn.One);
+  await sleep(1500);
+  await screenshot("panel");
+  log("all checks passed");
+}
+
+module.exports = { run };

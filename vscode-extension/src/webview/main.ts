@@ -1,0 +1,317 @@
+/**
+ * The telemetry panel's page: keeps the session model from the extension's
+ * messages (the same `applyEvent` as the extension host), and draws the selected
+ * run: loss curves (raw faded, bias-corrected EMA smoothed on the full series,
+ * then downsampled), optional log scale, comparison with other runs, steps/s and
+ * ETA, device counters and memory, warnings, printed values, SVG artifacts, run
+ * history and a Cancel button.
+ */
+
+import uPlot from "uplot";
+import "uplot/dist/uPlot.min.css";
+import "./panel.css";
+import type { TelemetryEvent } from "../core/events";
+import { lossChart } from "../core/downsample";
+import { formatBytes, formatDuration, formatLoss, formatRate } from "../core/format";
+import { applyEvent, emptySession, loopProgress, type RunRecord, type SessionModel } from "../core/runModel";
+
+declare function acquireVsCodeApi(): { postMessage(m: unknown): void; getState(): unknown; setState(s: unknown): void };
+const vscode = acquireVsCodeApi();
+
+interface Options {
+  smoothing: number;
+  maxPoints: number;
+  logScale: boolean;
+}
+
+let model: SessionModel = emptySession();
+let options: Options = { smoothing: 0.6, maxPoints: 1000, logScale: false };
+let selected: string | null = null; // run id shown; null = follow the newest
+const compare = new Set<string>();
+let stepEvents = 0;
+let chart: uPlot | undefined;
+let scheduled = false;
+
+const app = document.getElementById("app") as HTMLElement;
+
+function el<K extends keyof HTMLElementTagNameMap>(tag: K, attrs: Record<string, string> = {}, ...children: (Node | string)[]): HTMLElementTagNameMap[K] {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    e.setAttribute(k, v);
+  }
+  for (const c of children) {
+    e.append(c);
+  }
+  return e;
+}
+
+function cssVar(name: string, fallback: string): string {
+  return getComputedStyle(document.body).getPropertyValue(name).trim() || fallback;
+}
+
+function withAlpha(color: string, alpha: number): string {
+  const m = /^#([0-9a-f]{6})/i.exec(color);
+  if (m) {
+    const n = parseInt(m[1], 16);
+    return `rgba(${(n >> 16) & 255}, ${(n >> 8) & 255}, ${n & 255}, ${alpha})`;
+  }
+  return color;
+}
+
+function shownRun(): RunRecord | undefined {
+  if (selected) {
+    const r = model.runs.find((x) => x.id === selected);
+    if (r) {
+      return r;
+    }
+  }
+  return model.runs[model.runs.length - 1];
+}
+
+function runTitle(r: RunRecord): string {
+  const where = r.cell ? `cell ${r.cell.index} (lines ${r.startLine}–${r.endLine})` : `lines ${r.startLine}–${r.endLine}`;
+  return `${where} · ${r.device}`;
+}
+
+function stat(k: string, v: string): HTMLElement {
+  return el("div", { class: "stat" }, el("span", { class: "k" }, k), el("span", { class: "v" }, v));
+}
+
+function lastLoss(r: RunRecord): number | null {
+  const l = r.loops[r.loops.length - 1];
+  return l ? l.losses[l.losses.length - 1] ?? null : null;
+}
+
+function drawChart(host: HTMLElement, run: RunRecord): void {
+  chart?.destroy();
+  chart = undefined;
+  const loop = run.loops[run.loops.length - 1];
+  if (!loop) {
+    host.append(el("p", { class: "muted" }, "No train loop in this run."));
+    return;
+  }
+  const main = lossChart(loop.steps, loop.losses, options.smoothing, options.maxPoints);
+  const fg = cssVar("--vscode-foreground", "#ccc");
+  const grid = cssVar("--vscode-editorWidget-border", "#444");
+  const rawColor = cssVar("--vscode-charts-blue", "#3794ff");
+  const others = [cssVar("--vscode-charts-orange", "#d18616"), cssVar("--vscode-charts-green", "#89d185"), cssVar("--vscode-charts-purple", "#b180d7"), cssVar("--vscode-charts-red", "#f14c4c")];
+  const positive = loop.losses.every((x) => x === null || x > 0);
+  const log = options.logScale && positive;
+  // Compared runs: their smoothed curves on the union of x positions.
+  const extra = model.runs.filter((r) => r.id !== run.id && compare.has(r.id) && r.loops.length);
+  const xs = new Set<number>(main.x);
+  const curves = extra.map((r) => {
+    const l = r.loops[r.loops.length - 1];
+    const c = lossChart(l.steps, l.losses, options.smoothing, options.maxPoints);
+    c.x.forEach((x) => xs.add(x));
+    return { run: r, map: new Map(c.x.map((x, i) => [x, c.smooth[i]])) };
+  });
+  const x = [...xs].sort((a, b) => a - b);
+  const at = (m: Map<number, number | null>) => x.map((v) => m.get(v) ?? null);
+  const rawMap = new Map(main.x.map((v, i) => [v, main.raw[i]]));
+  const smoothMap = new Map(main.x.map((v, i) => [v, main.smooth[i]]));
+  const data: uPlot.AlignedData = [x, at(rawMap), at(smoothMap), ...curves.map((c) => at(c.map))];
+  const axis = { stroke: fg, grid: { stroke: withAlpha(grid, 0.5), width: 1 }, ticks: { stroke: grid } };
+  const opts: uPlot.Options = {
+    width: Math.max(300, host.clientWidth || 600),
+    height: 260,
+    scales: { x: { time: false }, y: log ? { distr: 3 } : {} },
+    axes: [
+      { ...axis, label: "step" },
+      { ...axis, label: log ? "loss (log)" : "loss", size: 60 },
+    ],
+    series: [
+      { label: "step" },
+      { label: "loss", stroke: withAlpha(rawColor, 0.3), width: 1, spanGaps: true },
+      { label: `smoothed (${options.smoothing})`, stroke: rawColor, width: 2, spanGaps: true },
+      ...curves.map((c, i) => ({ label: `${c.run.id.slice(0, 8)} smoothed`, stroke: others[i % others.length], width: 1.5, spanGaps: true })),
+    ],
+    legend: { show: true },
+    cursor: { drag: { x: true, y: false } },
+  };
+  chart = new uPlot(opts, data, host);
+}
+
+function render(): void {
+  scheduled = false;
+  const run = shownRun();
+  app.replaceChildren();
+  if (!run) {
+    app.append(el("p", { class: "muted" }, "No run yet. Use ▶ Run Cell on a train block."));
+    report(undefined);
+    return;
+  }
+  // Header: status, where, Cancel.
+  const cancel = el("button", {}, "Cancel");
+  cancel.disabled = run.status !== "running";
+  cancel.addEventListener("click", () => vscode.postMessage({ type: "cancel" }));
+  app.append(
+    el("h2", {}, el("span", { class: `badge ${run.status}` }, run.status), " ", runTitle(run), " ", cancel),
+  );
+  // Progress.
+  const loop = run.loops[run.loops.length - 1];
+  const stats = el("div", { class: "row" });
+  if (loop) {
+    const p = loopProgress(loop);
+    stats.append(
+      stat("step", `${p.step} / ${p.total}`),
+      stat("loss", formatLoss(loop.losses[loop.losses.length - 1] ?? null)),
+      stat("speed", formatRate(p.stepsPerS)),
+      stat("ETA", run.status === "running" ? (p.etaS === null ? "—" : formatDuration(p.etaS * 1000)) : "done"),
+      stat("lr", loop.lastLr === null ? "—" : formatLoss(loop.lastLr)),
+    );
+  }
+  stats.append(stat("elapsed", run.elapsedMs !== null ? formatDuration(run.elapsedMs) : formatDuration(Date.now() - run.startTime)));
+  app.append(stats);
+  // Chart controls and chart.
+  const logBox = el("input", { type: "checkbox", id: "log" });
+  logBox.checked = options.logScale;
+  logBox.addEventListener("change", () => {
+    options.logScale = logBox.checked;
+    vscode.postMessage({ type: "setLogScale", value: logBox.checked });
+    schedule();
+  });
+  const loopsNote = run.loops.length > 1 ? ` (loop ${loop!.loop} of ${run.loops.length})` : "";
+  app.append(el("div", { class: "row" }, el("h3", {}, `Loss${loopsNote}`), el("label", {}, logBox, " log scale")));
+  const chartHost = el("div", { id: "chart" });
+  app.append(chartHost);
+  drawChart(chartHost, run);
+  // Device.
+  if (run.counters) {
+    const c = run.counters;
+    app.append(
+      el("h3", {}, `Device · ${run.device}`),
+      el(
+        "table",
+        {},
+        el("tr", {}, el("th", {}, "uploads"), el("td", {}, `${c.uploads} (${formatBytes(c.bytes_up)})`), el("th", {}, "downloads"), el("td", {}, `${c.downloads} (${formatBytes(c.bytes_down)})`)),
+        el("tr", {}, el("th", {}, "kernel launches"), el("td", {}, String(c.kernel_launches)), el("th", {}, "CPU fallbacks"), el("td", {}, String(c.cpu_fallbacks))),
+        el("tr", {}, el("th", {}, "memory"), el("td", {}, formatBytes(run.memoryBytes)), el("th", {}, "peak"), el("td", {}, formatBytes(run.peakMemoryBytes))),
+      ),
+    );
+  }
+  // Diagnostics.
+  if (run.diagnostic) {
+    const d = run.diagnostic;
+    app.append(el("h3", {}, run.status === "cancelled" ? "Cancelled" : "Error"), el("p", { class: "error" }, `${d.code} ${d.message}${d.line !== null ? ` (line ${d.line})` : ""}`));
+  }
+  if (run.warnings.length) {
+    app.append(el("h3", {}, `Warnings (${run.warnings.length})`));
+    for (const w of run.warnings) {
+      app.append(el("div", { class: "warning" }, `${w.code} ${w.message}${w.line !== null ? ` (line ${w.line})` : ""}`));
+    }
+  }
+  // Printed values and artifacts.
+  if (run.outputs.length) {
+    app.append(el("h3", {}, "Output"), el("pre", {}, run.outputs.join("")));
+  }
+  for (const a of run.artifacts) {
+    if (a.kind === "svg" && a.content) {
+      app.append(el("h3", {}, `Chart (${formatBytes(a.bytes)})`), el("img", { class: "artifact", alt: "SVG chart", src: `data:image/svg+xml;base64,${b64(a.content)}` }));
+    } else if (a.path) {
+      app.append(el("p", { class: "muted" }, `artifact: ${a.path}`));
+    }
+  }
+  // History.
+  if (model.runs.length > 1) {
+    app.append(el("h3", {}, "Runs in this session (click to show, tick to compare)"));
+    const table = el("table", { class: "history" }, el("tr", {}, el("th", {}, ""), el("th", {}, "run"), el("th", {}, "status"), el("th", {}, "where"), el("th", {}, "steps"), el("th", {}, "last loss"), el("th", {}, "time")));
+    for (const r of [...model.runs].reverse()) {
+      const box = el("input", { type: "checkbox" });
+      box.checked = compare.has(r.id);
+      box.disabled = r.id === run.id || r.loops.length === 0;
+      box.addEventListener("click", (ev) => {
+        ev.stopPropagation();
+        if (box.checked) {
+          compare.add(r.id);
+        } else {
+          compare.delete(r.id);
+        }
+        schedule();
+      });
+      const l = r.loops[r.loops.length - 1];
+      const tr = el(
+        "tr",
+        r.id === run.id ? { class: "selected" } : {},
+        el("td", {}, box),
+        el("td", {}, r.id.slice(0, 9)),
+        el("td", {}, r.status),
+        el("td", {}, runTitle(r)),
+        el("td", {}, l ? String(l.steps[l.steps.length - 1] ?? 0) : "—"),
+        el("td", {}, formatLoss(lastLoss(r))),
+        el("td", {}, r.elapsedMs !== null ? formatDuration(r.elapsedMs) : "…"),
+      );
+      tr.addEventListener("click", () => {
+        selected = r.id === model.runs[model.runs.length - 1].id ? null : r.id;
+        schedule();
+      });
+      table.append(tr);
+    }
+    app.append(table);
+  }
+  report(run);
+}
+
+function b64(text: string): string {
+  const bytes = new TextEncoder().encode(text);
+  let s = "";
+  for (let i = 0; i < bytes.length; i += 0x8000) {
+    s += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+  }
+  return btoa(s);
+}
+
+/** Tells the extension what was drawn (tests read it). */
+function report(run: RunRecord | undefined): void {
+  vscode.postMessage({
+    type: "rendered",
+    summary: {
+      runs: model.runs.length,
+      run: run?.id ?? null,
+      status: run?.status ?? null,
+      loops: (run?.loops ?? []).map((l) => ({ loop: l.loop, points: l.steps.length, steps: l.steps, losses: l.losses })),
+      stepEvents,
+    },
+  });
+}
+
+function schedule(): void {
+  if (!scheduled) {
+    scheduled = true;
+    requestAnimationFrame(render);
+  }
+}
+
+window.addEventListener("message", (ev: MessageEvent) => {
+  const m = ev.data as { type: string; model?: SessionModel; options?: Options; event?: TelemetryEvent };
+  if (m.type === "reset" && m.model) {
+    model = m.model;
+    if (m.options) {
+      options = m.options;
+    }
+    stepEvents = model.runs.reduce((n, r) => n + r.loops.reduce((k, l) => k + l.steps.length, 0), 0);
+    schedule();
+  } else if (m.type === "event" && m.event) {
+    if (applyEvent(model, m.event)) {
+      if (m.event.type === "step") {
+        stepEvents++;
+      }
+      if (m.event.type === "run_started") {
+        selected = null;
+      }
+      schedule();
+    }
+  }
+});
+
+// Redraw on theme changes (VS Code swaps the body's classes) and resizes.
+new MutationObserver(schedule).observe(document.body, { attributes: true, attributeFilter: ["class"] });
+let lastWidth = 0;
+new ResizeObserver(() => {
+  if (Math.abs(app.clientWidth - lastWidth) > 20) {
+    lastWidth = app.clientWidth;
+    schedule();
+  }
+}).observe(app);
+
+vscode.postMessage({ type: "ready" });
