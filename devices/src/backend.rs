@@ -184,6 +184,12 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     fn counters(&self) -> Counters;
     /// Resets every counter to zero.
     fn reset_counters(&self);
+    /// The names of the operations that ran on the CPU because this device has no
+    /// kernel for them (one entry per fallback) since the last call; the runtime
+    /// reports them as W0503. The CPU itself never falls back.
+    fn take_fallbacks(&self) -> Vec<&'static str> {
+        Vec::new()
+    }
     /// Copy host data to this device (identity on the CPU, still counted as 0 uploads there).
     fn upload(&self, t: &Tensor) -> Result<Tensor>;
     /// Copy a tensor to host memory (identity on the CPU, counted as 0 downloads there).

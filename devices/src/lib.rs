@@ -13,6 +13,7 @@
 
 mod backend;
 pub mod cpu;
+pub mod cuda;
 mod shape;
 mod tensor;
 
@@ -20,5 +21,6 @@ pub use backend::{
     Backend, BinaryOp, Counters, DeviceError, DeviceKind, ReduceOp, Result, UnaryOp,
 };
 pub use cpu::{cpu, CpuBackend};
+pub use cuda::CudaUnavailable;
 pub use shape::broadcast_shapes;
-pub use tensor::{Storage, Tensor};
+pub use tensor::{DeviceBuffer, DeviceData, Storage, Tensor};

@@ -1,16 +1,62 @@
 //! [`Tensor`]: a dense row-major f32 array and where its data lives.
 
-use std::sync::Arc;
+use std::any::Any;
+use std::fmt;
+use std::sync::{Arc, OnceLock};
 
 /// Where a tensor's elements live.
-///
-/// Only host memory exists today; CUDA and MLX variants come later behind cargo
-/// features, and code that needs host data should go through
-/// [`Backend::download`](crate::Backend::download) first.
 #[derive(Clone, Debug)]
 pub enum Storage {
     /// Row-major elements in host memory, shared between clones (copy-on-write).
     Host(Arc<Vec<f32>>),
+    /// Row-major elements in a device's memory (a GPU backend's buffer), shared
+    /// between clones.
+    Device(Arc<DeviceData>),
+}
+
+/// Device memory holding a tensor's elements, implemented by GPU backends.
+pub trait DeviceBuffer: Send + Sync + fmt::Debug {
+    /// The device's name, e.g. `"cuda:0"`.
+    fn device(&self) -> String;
+    /// The number of f32 elements.
+    fn len(&self) -> usize;
+    /// Whether the buffer holds no elements.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Copies the elements to host memory; the owning backend counts the download.
+    fn to_host(&self) -> crate::Result<Vec<f32>>;
+    /// The concrete buffer, for the backend that made it.
+    fn as_any(&self) -> &dyn Any;
+}
+
+/// A device buffer and, once some host code has read it, a host copy of it.
+///
+/// Host code may read a device tensor through [`Tensor::host`]: the elements are
+/// downloaded once (counted by the owning backend) and kept beside the buffer.
+#[derive(Debug)]
+pub struct DeviceData {
+    buffer: Box<dyn DeviceBuffer>,
+    host: OnceLock<Vec<f32>>,
+}
+
+impl DeviceData {
+    /// The device buffer.
+    pub fn buffer(&self) -> &dyn DeviceBuffer {
+        self.buffer.as_ref()
+    }
+
+    /// The host copy, downloading it on first use.
+    ///
+    /// Panics when the download fails (a driver failure, not an input error; a
+    /// session catches it and survives).
+    fn host(&self) -> &[f32] {
+        self.host.get_or_init(|| {
+            self.buffer
+                .to_host()
+                .unwrap_or_else(|e| panic!("reading a device tensor on the host failed: {e}"))
+        })
+    }
 }
 
 /// Dense row-major f32 tensor. Cloning is cheap (storage is shared, copy-on-write).
@@ -60,6 +106,34 @@ impl Tensor {
         }
     }
 
+    /// A tensor of shape `shape` whose elements live in device memory.
+    ///
+    /// Panics if `buffer.len()` is not the product of `shape`.
+    pub fn from_device(shape: Vec<usize>, buffer: Box<dyn DeviceBuffer>) -> Tensor {
+        assert_eq!(
+            buffer.len(),
+            numel_of(&shape),
+            "Tensor::from_device: {} elements for shape {:?}",
+            buffer.len(),
+            shape
+        );
+        Tensor {
+            shape,
+            storage: Storage::Device(Arc::new(DeviceData {
+                buffer,
+                host: OnceLock::new(),
+            })),
+        }
+    }
+
+    /// The device buffer, when the elements live in device memory.
+    pub fn device_buffer(&self) -> Option<&dyn DeviceBuffer> {
+        match &self.storage {
+            Storage::Host(_) => None,
+            Storage::Device(d) => Some(d.buffer()),
+        }
+    }
+
     /// A rank-0 tensor (shape `[]`) holding `v`.
     pub fn scalar(v: f32) -> Tensor {
         Tensor::from_vec(vec![], vec![v])
@@ -96,28 +170,29 @@ impl Tensor {
         &self.storage
     }
 
-    /// Whether the data is in host memory (always true until device storages exist).
+    /// Whether the data is in host memory.
     pub fn is_host(&self) -> bool {
         matches!(self.storage, Storage::Host(_))
     }
 
-    /// The elements in row-major order.
-    ///
-    /// Panics when the storage is not host memory (only possible once device
-    /// storages exist; download first).
+    /// The elements in row-major order. A device tensor is downloaded on first
+    /// use (counted by its backend) and the host copy is kept.
     pub fn host(&self) -> &[f32] {
         match &self.storage {
             Storage::Host(v) => v.as_slice(),
+            Storage::Device(d) => d.host(),
         }
     }
 
     /// Mutable access to the elements; copies them first when the storage is shared
-    /// with another tensor (`Arc::make_mut`).
-    ///
-    /// Panics when the storage is not host memory.
+    /// with another tensor (`Arc::make_mut`). A device tensor becomes a host tensor.
     pub fn host_mut(&mut self) -> &mut [f32] {
+        if let Storage::Device(d) = &self.storage {
+            self.storage = Storage::Host(Arc::new(d.host().to_vec()));
+        }
         match &mut self.storage {
             Storage::Host(v) => Arc::make_mut(v).as_mut_slice(),
+            Storage::Device(_) => unreachable!("converted to host storage above"),
         }
     }
 
@@ -131,6 +206,7 @@ impl Tensor {
     pub fn into_vec(self) -> Vec<f32> {
         match self.storage {
             Storage::Host(v) => Arc::try_unwrap(v).unwrap_or_else(|shared| (*shared).clone()),
+            Storage::Device(d) => d.host().to_vec(),
         }
     }
 
@@ -155,6 +231,8 @@ impl Tensor {
     pub fn shares_storage(&self, other: &Tensor) -> bool {
         match (&self.storage, &other.storage) {
             (Storage::Host(a), Storage::Host(b)) => Arc::ptr_eq(a, b),
+            (Storage::Device(a), Storage::Device(b)) => Arc::ptr_eq(a, b),
+            _ => false,
         }
     }
 }

@@ -1,0 +1,128 @@
+//! Element-wise ops on the GPU: unary functions, broadcasting binary ops, and
+//! strided copies (permutations and broadcasts).
+
+use cudarc::driver::PushKernelArg;
+
+use super::backend::{grid, CudaBackend};
+use super::buffer::CudaBuffer;
+use super::layout::{broadcast_strides, layout, strides};
+use crate::backend::{BinaryOp, Result, UnaryOp};
+use crate::shape::broadcast_shapes;
+use crate::tensor::Tensor;
+
+fn unary_kernel(op: UnaryOp) -> &'static str {
+    match op {
+        UnaryOp::Neg => "unary_neg",
+        UnaryOp::Exp => "unary_exp",
+        UnaryOp::Log => "unary_log",
+        UnaryOp::Sqrt => "unary_sqrt",
+        UnaryOp::Abs => "unary_abs",
+        UnaryOp::Sigmoid => "unary_sigmoid",
+        UnaryOp::Tanh => "unary_tanh",
+        UnaryOp::Relu => "unary_relu",
+        UnaryOp::Gelu => "unary_gelu",
+        UnaryOp::Silu => "unary_silu",
+    }
+}
+
+fn binary_kernel(op: BinaryOp) -> &'static str {
+    match op {
+        BinaryOp::Add => "binary_add",
+        BinaryOp::Sub => "binary_sub",
+        BinaryOp::Mul => "binary_mul",
+        BinaryOp::Div => "binary_div",
+        BinaryOp::Pow => "binary_pow",
+        BinaryOp::Gt => "binary_gt",
+        BinaryOp::Lt => "binary_lt",
+        BinaryOp::Eq => "binary_eq",
+        BinaryOp::Max => "binary_max",
+        BinaryOp::Min => "binary_min",
+    }
+}
+
+impl CudaBackend {
+    pub(super) fn unary_op(&self, op: UnaryOp, x: &Tensor) -> Result<Tensor> {
+        let name = unary_kernel(op);
+        let n = x.numel();
+        if n == 0 {
+            return Ok(Tensor::zeros(x.shape().to_vec()));
+        }
+        let xin = self.operand(x, name)?;
+        let mut out = self.alloc(n, name)?;
+        let n64 = n as u64;
+        let mut args = self.stream().launch_builder(self.function(name)?);
+        args.arg(xin.slice()).arg(out.slice_mut()).arg(&n64);
+        self.launch(args, grid(n), name)?;
+        Ok(self.tensor(x.shape().to_vec(), out))
+    }
+
+    pub(super) fn binary_op(&self, op: BinaryOp, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+        let name = binary_kernel(op);
+        let shape = broadcast_shapes(a.shape(), b.shape())
+            .ok_or_else(|| self.failure(name, "operand shapes do not broadcast"))?;
+        let n: usize = shape.iter().product();
+        if n == 0 {
+            return Ok(Tensor::zeros(shape));
+        }
+        let (sa, sb) = (
+            broadcast_strides(a.shape(), &shape),
+            broadcast_strides(b.shape(), &shape),
+        );
+        let Some(l) = layout(&shape, &sa, &sb) else {
+            return self.on_cpu(name, |cpu| crate::Backend::binary(cpu, op, a, b));
+        };
+        let (ain, bin) = (self.operand(a, name)?, self.operand(b, name)?);
+        let mut out = self.alloc(n, name)?;
+        let n64 = n as u64;
+        let mut args = self.stream().launch_builder(self.function(name)?);
+        args.arg(ain.slice())
+            .arg(bin.slice())
+            .arg(out.slice_mut())
+            .arg(&n64)
+            .arg(&l);
+        self.launch(args, grid(n), name)?;
+        Ok(self.tensor(shape, out))
+    }
+
+    pub(super) fn permute_op(&self, x: &Tensor, perm: &[usize]) -> Result<Tensor> {
+        let own = strides(x.shape());
+        let shape: Vec<usize> = perm.iter().map(|&p| x.shape()[p]).collect();
+        let sa: Vec<i64> = perm.iter().map(|&p| own[p]).collect();
+        if x.numel() == 0 {
+            return Ok(Tensor::zeros(shape));
+        }
+        match self.copy_strided(x, &shape, &sa, "permute")? {
+            Some(buf) => Ok(self.tensor(shape, buf)),
+            None => self.on_cpu("permute", |cpu| crate::Backend::permute(cpu, x, perm)),
+        }
+    }
+
+    /// `x` broadcast to `shape` as a new contiguous buffer (for batched GEMM
+    /// operands whose batch axes broadcast partially). `None` when the layout has
+    /// too many axes for the kernels.
+    pub(super) fn broadcast_to(&self, x: &Tensor, shape: &[usize]) -> Result<Option<CudaBuffer>> {
+        let sa = broadcast_strides(x.shape(), shape);
+        self.copy_strided(x, shape, &sa, "broadcast")
+    }
+
+    /// out[i] = x[offset(i)] over `shape` with input strides `sa`.
+    fn copy_strided(
+        &self,
+        x: &Tensor,
+        shape: &[usize],
+        sa: &[i64],
+        op: &str,
+    ) -> Result<Option<CudaBuffer>> {
+        let Some(l) = layout(shape, sa, &vec![0; shape.len()]) else {
+            return Ok(None);
+        };
+        let n: usize = shape.iter().product();
+        let xin = self.operand(x, op)?;
+        let mut out = self.alloc(n, op)?;
+        let n64 = n as u64;
+        let mut args = self.stream().launch_builder(self.function("copy_strided")?);
+        args.arg(xin.slice()).arg(out.slice_mut()).arg(&n64).arg(&l);
+        self.launch(args, grid(n), op)?;
+        Ok(Some(out))
+    }
+}

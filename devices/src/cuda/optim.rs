@@ -1,0 +1,68 @@
+//! Optimizer updates on the GPU.
+
+use cudarc::driver::PushKernelArg;
+
+use super::backend::{grid, CudaBackend};
+use crate::backend::Result;
+use crate::tensor::Tensor;
+
+/// The scalars of one Adam/AdamW step (`ib1`, `ib2`: reciprocal bias corrections).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct AdamStep {
+    pub(super) lr: f32,
+    pub(super) b1: f32,
+    pub(super) b2: f32,
+    pub(super) eps: f32,
+    pub(super) ib1: f32,
+    pub(super) ib2: f32,
+    pub(super) wd: f32,
+}
+
+impl CudaBackend {
+    /// One fused Adam/AdamW step. The new `p`, `m`, `v` are fresh device buffers,
+    /// so clones taken before the step keep their values (copy-on-write).
+    pub(super) fn adam_update_op(
+        &self,
+        p: &mut Tensor,
+        g: &Tensor,
+        m: &mut Tensor,
+        v: &mut Tensor,
+        h: AdamStep,
+    ) -> Result<()> {
+        let op = "adam_update";
+        let n = p.numel();
+        if n == 0 {
+            return Ok(());
+        }
+        let (pin, gin, min, vin) = (
+            self.operand(p, op)?,
+            self.operand(g, op)?,
+            self.operand(m, op)?,
+            self.operand(v, op)?,
+        );
+        let (mut po, mut mo, mut vo) = (self.alloc(n, op)?, self.alloc(n, op)?, self.alloc(n, op)?);
+        let n64 = n as u64;
+        let mut args = self.stream().launch_builder(self.function("adam_update")?);
+        args.arg(pin.slice())
+            .arg(gin.slice())
+            .arg(min.slice())
+            .arg(vin.slice())
+            .arg(po.slice_mut())
+            .arg(mo.slice_mut())
+            .arg(vo.slice_mut())
+            .arg(&n64)
+            .arg(&h.lr)
+            .arg(&h.b1)
+            .arg(&h.b2)
+            .arg(&h.eps)
+            .arg(&h.ib1)
+            .arg(&h.ib2)
+            .arg(&h.wd);
+        self.launch(args, grid(n), op)?;
+        drop((pin, gin, min, vin));
+        *p = self.tensor(p.shape().to_vec(), po);
+        *m = self.tensor(m.shape().to_vec(), mo);
+        *v = self.tensor(v.shape().to_vec(), vo);
+        Ok(())
+    }
+}
