@@ -24,6 +24,7 @@ pub mod expr;
 pub mod loss;
 pub mod models;
 mod names;
+pub mod query;
 pub mod stmt;
 
 pub use abstract_value::{AbsArray, AbsValue, AxisName, Dim};
