@@ -1,6 +1,30 @@
 #!/usr/bin/env bash
 # Runs every test of the project: the Rust workspace (unit, integration, example
-# snapshots, property tests). Used by the README's quick start and by CI.
+# snapshots, property tests), then the VS Code extension's tests. Used by the
+# README's quick start and by CI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo test --workspace --locked
+
+# The VS Code extension (vscode-extension/, npm workspace at the root): bundle,
+# type check + unit tests, then the end-to-end test in a real VS Code build
+# (code-server + headless Chromium; scripts/e2e/run.sh, exit 77 = skipped).
+if command -v npm >/dev/null 2>&1; then
+  if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+    npm ci --no-audit --no-fund
+  fi
+  npm run build
+  npm test
+  e2e_rc=0
+  bash scripts/e2e/run.sh || e2e_rc=$?
+  if [ "$e2e_rc" -eq 77 ]; then
+    echo "e2e: skipped (see the message above)"
+  elif [ "$e2e_rc" -ne 0 ]; then
+    exit "$e2e_rc"
+  fi
+elif [ -n "${CI:-}" ]; then
+  echo "error: npm is needed for the VS Code extension's tests (install Node.js 20+)" >&2
+  exit 1
+else
+  echo "npm not found: skipping the VS Code extension's tests (install Node.js 20+)" >&2
+fi
