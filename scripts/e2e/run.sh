@@ -27,7 +27,8 @@ mkdir -p "$work" "$shots"
 
 # The workspace's npm packages (vsce, esbuild) and the debug binaries.
 [ -d "$root/node_modules/@vscode/vsce" ] || npm ci --no-audit --no-fund
-if [ ! -x target/debug/mlpl ] || [ ! -x target/debug/mlpl-lsp ]; then
+target_dir="${CARGO_TARGET_DIR:-$root/target}"
+if [ ! -x "$target_dir/debug/mlpl" ] || [ ! -x "$target_dir/debug/mlpl-lsp" ]; then
   cargo build --locked -p mlpl-runtime --bin mlpl -p mlpl-lsp --bin mlpl-lsp
 fi
 node vscode-extension/scripts/package.mjs --debug --out "$work/mlpl-studio.vsix" >"$work/package.log" 2>&1 ||
@@ -43,7 +44,8 @@ cat >"$work/user/User/settings.json" <<'JSON'
 {"telemetry.telemetryLevel":"off","extensions.autoCheckUpdates":false,"extensions.autoUpdate":false,
  "update.mode":"none","workbench.startupEditor":"none","workbench.tips.enabled":false,
  "window.zoomLevel":0,"editor.minimap.enabled":false,"chat.disableAIFeatures":true,
- "workbench.colorTheme":"Default Dark Modern","security.workspace.trust.enabled":false}
+ "workbench.colorTheme":"Default Dark Modern","security.workspace.trust.enabled":false,
+ "workbench.secondarySideBar.defaultVisibility":"hidden","workbench.layoutControl.enabled":false}
 JSON
 "$code_server" --config /dev/null --user-data-dir "$work/user" --extensions-dir "$work/ext" \
   --install-extension "$work/mlpl-studio.vsix" >"$work/install.log" 2>&1 ||

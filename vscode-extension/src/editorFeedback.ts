@@ -24,6 +24,8 @@ export class EditorFeedback implements vscode.Disposable {
     after: { margin: "0 0 0 2em", fontStyle: "italic" },
     isWholeLine: true,
   });
+  /** Gutter marks per status (the text after the line can be scrolled out of view). */
+  private readonly gutter: Record<RunRecord["status"], vscode.TextEditorDecorationType>;
   private readonly value = vscode.window.createTextEditorDecorationType({
     after: { margin: "0 0 0 2em", color: new vscode.ThemeColor("editorCodeLens.foreground") },
   });
@@ -32,7 +34,13 @@ export class EditorFeedback implements vscode.Disposable {
   private timer: ReturnType<typeof setInterval> | undefined;
   private frame = 0;
 
-  constructor(private readonly runner: RunnerController) {
+  constructor(
+    private readonly runner: RunnerController,
+    extensionUri: vscode.Uri,
+  ) {
+    const icon = (name: string) =>
+      vscode.window.createTextEditorDecorationType({ gutterIconPath: vscode.Uri.joinPath(extensionUri, "images", `cell-${name}.svg`), gutterIconSize: "70%" });
+    this.gutter = { running: icon("running"), ok: icon("ok"), error: icon("error"), cancelled: icon("cancelled") };
     this.subs = [
       runner.onEvent(({ event, run }) => {
         if (event.type === "run_started" || event.type === "run_finished" || event.type === "warning") {
@@ -73,12 +81,14 @@ export class EditorFeedback implements vscode.Disposable {
         continue;
       }
       const statusOpts: vscode.DecorationOptions[] = [];
+      const gutterOpts: Record<RunRecord["status"], vscode.Range[]> = { running: [], ok: [], error: [], cancelled: [] };
       const valueOpts: vscode.DecorationOptions[] = [];
       const lines = editor.document.lineCount;
       for (const r of this.latestRuns(editor.document.uri.toString())) {
         const first = Math.min(lines - 1, Math.max(0, r.startLine - 1));
         const { text, color, hover } = this.statusText(r);
         running ||= r.status === "running";
+        gutterOpts[r.status].push(new vscode.Range(first, 0, first, 0));
         statusOpts.push({
           range: new vscode.Range(first, 0, first, 0),
           renderOptions: { after: { contentText: text, color } },
@@ -86,7 +96,7 @@ export class EditorFeedback implements vscode.Disposable {
         });
         if (r.value && r.status === "ok" && settings().inlineValues) {
           const last = lastCodeLine(editor.document, first, Math.min(lines - 1, r.endLine - 1));
-          const shape = r.value.namedShape ? `${r.value.namedShape} ` : "";
+          const shape = r.value.namedShape && r.value.namedShape !== "[]" ? `${r.value.namedShape} ` : "";
           const name = r.value.name ? `${r.value.name} = ` : "";
           valueOpts.push({
             range: new vscode.Range(last, Number.MAX_SAFE_INTEGER, last, Number.MAX_SAFE_INTEGER),
@@ -97,6 +107,9 @@ export class EditorFeedback implements vscode.Disposable {
       }
       editor.setDecorations(this.status, statusOpts);
       editor.setDecorations(this.value, valueOpts);
+      for (const status of Object.keys(this.gutter) as RunRecord["status"][]) {
+        editor.setDecorations(this.gutter[status], gutterOpts[status]);
+      }
     }
     if (running && !this.timer) {
       this.timer = setInterval(() => {
@@ -156,6 +169,9 @@ export class EditorFeedback implements vscode.Disposable {
     }
     this.status.dispose();
     this.value.dispose();
+    for (const g of Object.values(this.gutter)) {
+      g.dispose();
+    }
     this.diagnostics.dispose();
   }
 }

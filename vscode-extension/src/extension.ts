@@ -47,7 +47,7 @@ export function activate(ctx: vscode.ExtensionContext): MlplApi {
   const lsp = new LanguageClientHost(ctx);
   const runner = new RunnerController(ctx, log);
   const panel = new TelemetryPanel(ctx, runner);
-  const feedback = new EditorFeedback(runner);
+  const feedback = new EditorFeedback(runner, ctx.extensionUri);
   const status = new RunnerStatusBar(runner);
   const variables = new VariablesProvider(runner);
   ctx.subscriptions.push(log, lsp, runner, panel, feedback, status, variables);

@@ -25,7 +25,7 @@ export class VariablesProvider implements vscode.TreeDataProvider<Node>, vscode.
 
   getChildren(node?: Node): Node[] {
     if (!node) {
-      return this.runner.variables.map((variable) => ({ variable }));
+      return shown(this.runner.variables).map((variable) => ({ variable }));
     }
     if ("variable" in node && node.variable.parameters) {
       return node.variable.parameters.map((parameter) => ({ parameter }));
@@ -53,13 +53,19 @@ export class VariablesProvider implements vscode.TreeDataProvider<Node>, vscode.
 
   /** Labels and descriptions of the top-level items (what the view shows). */
   items(): { label: string; description: string }[] {
-    return this.runner.variables.map((v) => ({ label: v.name, description: describe(v) }));
+    return shown(this.runner.variables).map((v) => ({ label: v.name, description: describe(v) }));
   }
 
   dispose(): void {
     this.sub.dispose();
     this.changed.dispose();
   }
+}
+
+/** The variables listed at the top level: not the runtime's own bindings (`__…`,
+ * such as a model's parameter tensors, which its item lists as children). */
+function shown(vars: readonly Variable[]): Variable[] {
+  return vars.filter((v) => !v.name.startsWith("__"));
 }
 
 /** `kind · [batch=4, feat=3] · cpu`. */

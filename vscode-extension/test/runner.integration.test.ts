@@ -121,4 +121,30 @@ describe.skipIf(!have)("runner client against mlpl serve", () => {
     expect((await client.listSessions()).some((s) => s.id === session)).toBe(false);
     await expect(client.variables(session)).rejects.toMatchObject({ status: 404, code: "not_found" });
   });
+
+  it("keeps a session across a runner restart with the same state directory (what reattach uses)", async () => {
+    const session = await client.createSession();
+    const done = collect(session, 0, (evs) => evs.some((e) => e.type === "run_finished"));
+    await client.startRun(session, "kept : [feat] = [1, 2, 3]");
+    const lastSeq = (await done).slice(-1)[0].seq;
+    runner.dispose();
+    await new Promise((r) => runner.process.once("exit", r));
+    runner = await startLocalRunner({ binary: bin, stateDir, log: (l) => logs.push(l), onExit: () => undefined });
+    client = new RunnerClient(runner.url, runner.token);
+    const listed = (await client.listSessions()).find((s) => s.id === session);
+    expect(listed).toBeDefined();
+    // The save happens before `run_finished` is emitted, so the restored sequence
+    // may stop one short of the last event seen; the extension therefore rebuilds
+    // its model from the stream after reattaching instead of resuming by seq.
+    expect(listed!.last_seq).toBeGreaterThanOrEqual(lastSeq - 1);
+    expect(listed!.last_seq).toBeLessThanOrEqual(lastSeq);
+    const vars = await client.variables(session);
+    expect(vars.variables.find((v) => v.name === "kept")).toMatchObject({ named_shape: "[feat=3]" });
+    // New events continue the restored sequence.
+    const next = collect(session, listed!.last_seq, (evs) => evs.some((e) => e.type === "run_finished"));
+    await client.startRun(session, "kept * 2");
+    const evs = await next;
+    expect(evs[0].seq).toBe(listed!.last_seq + 1);
+    expect(evs.find((e) => e.type === "run_finished")).toMatchObject({ status: "ok" });
+  }, 30000);
 });

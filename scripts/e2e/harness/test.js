@@ -98,14 +98,19 @@ async function run() {
   assert.match(trainHover, /\d+(\.\d+)?\s*(ns|µs|us|ms|s|min|h)\b/, `the estimate has no time: ${trainHover}`);
   const modelHover = hoverText(await vscode.commands.executeCommand("vscode.executeHoverProvider", errDoc.uri, positionOf(errDoc, trainLine + 1, "model")));
   log(`hover on model: ${modelHover.replace(/\n/g, " | ").slice(0, 300)}`);
-  errEditor.selection = new vscode.Selection(trainPos, trainPos);
-  await vscode.commands.executeCommand("editor.action.showHover");
-  await sleep(1500);
-  await screenshot("hover_estimate");
+  // Screenshots of both hovers; the editor is reopened in between to dismiss the first.
   errEditor.selection = new vscode.Selection(xPos, xPos);
   await vscode.commands.executeCommand("editor.action.showHover");
   await sleep(1500);
   await screenshot("hover");
+  await vscode.commands.executeCommand("workbench.action.closeActiveEditor");
+  const errEditor2 = await vscode.window.showTextDocument(errDoc);
+  errEditor2.selection = new vscode.Selection(trainPos, trainPos);
+  await sleep(500);
+  await vscode.commands.executeCommand("editor.action.showHover");
+  await sleep(1500);
+  await screenshot("hover_estimate");
+  await vscode.commands.executeCommand("workbench.action.closeActiveEditor");
 
   // 3. Run Cell lenses on a small training file: the model cell, then the train cell.
   const doc = await vscode.workspace.openTextDocument(vscode.Uri.joinPath(folder, "train.mlpl"));
@@ -161,6 +166,23 @@ async function run() {
   await vscode.window.showTextDocument(doc, vscode.ViewColumn.One);
   await sleep(1500);
   await screenshot("panel");
+
+  // 4. A failing run: its error is a diagnostic of its own source on the right line,
+  // and the session lives on.
+  const errLenses = await vscode.commands.executeCommand("vscode.executeCodeLensProvider", errDoc.uri);
+  const errLens = errLenses.find((x) => x.command && x.command.command === "mlpl.runCell" && x.command.arguments[0].cellIndex === 0);
+  assert.ok(errLens, "a Run Cell lens on the first cell of shape_error.mlpl");
+  const before = api.model().runs.length;
+  await vscode.commands.executeCommand(errLens.command.command, ...errLens.command.arguments);
+  const failed = await waitFor("the failing run", () => {
+    const r = api.model().runs[api.model().runs.length - 1];
+    return api.model().runs.length > before && r.status !== "running" ? r : undefined;
+  }, 60000);
+  assert.equal(failed.status, "error");
+  const runDiag = await waitFor("a run diagnostic", () => vscode.languages.getDiagnostics(errDoc.uri).find((d) => d.source === "mlpl run"));
+  assert.equal(runDiag.range.start.line, 3, `run error on line ${runDiag.range.start.line + 1}`);
+  log(`run error: ${codeOf(runDiag)} on line ${runDiag.range.start.line + 1}: ${runDiag.message.split("\n")[0]}`);
+  assert.ok(api.variablesViewItems().some((x) => x.label === "model"), "the session kept its variables after the failed run");
   log("all checks passed");
 }
 

@@ -122,9 +122,9 @@ function drawChart(host: HTMLElement, run: RunRecord): void {
     ],
     series: [
       { label: "step" },
-      { label: "loss", stroke: withAlpha(rawColor, 0.3), width: 1, spanGaps: true },
-      { label: `smoothed (${options.smoothing})`, stroke: rawColor, width: 2, spanGaps: true },
-      ...curves.map((c, i) => ({ label: `${c.run.id.slice(0, 8)} smoothed`, stroke: others[i % others.length], width: 1.5, spanGaps: true })),
+      { label: "loss", stroke: withAlpha(rawColor, 0.35), width: 1, spanGaps: true, points: { show: false } },
+      { label: `smoothed (${options.smoothing})`, stroke: rawColor, width: 2, spanGaps: true, points: { show: false } },
+      ...curves.map((c, i) => ({ label: `${c.run.id.slice(0, 8)} smoothed`, stroke: others[i % others.length], width: 1.5, spanGaps: true, points: { show: false } })),
     ],
     legend: { show: true },
     cursor: { drag: { x: true, y: false } },
