@@ -76,3 +76,49 @@ fn save_without_a_state_dir_is_a_clear_error() {
     assert_eq!(status, 409);
     assert_eq!(body["error"]["code"], "no_state_dir");
 }
+
+/// Builds and trains a small model with Adam (cell one).
+const MODEL_CELL: &str = "data = moons(0, 40, 0.1)\nX : [sample, feat] = matmul(data, [[1, 0], [0, 1], [0, 0]])\ny = matmul(data, [0, 0, 1])\nmodel = chain(linear(2, 8, 1), tanh_layer(), linear(8, 2, 2))\ntrain 20 { adam(cross_entropy(apply(model, X), y), model, 0.05, 0.9, 0.999, 1e-8); cross_entropy(apply(model, X), y) }";
+
+/// Continues training and reports outputs and losses (cell two).
+const CONTINUE_CELL: &str = "before = apply(model, X)\ntrain 5 { adam(cross_entropy(apply(model, X), y), model, 0.05, 0.9, 0.999, 1e-8); cross_entropy(apply(model, X), y) }\nlast_losses + sum(before * before)";
+
+fn run_value(srv: &Server, events: &Events, id: &str, code: &str) -> String {
+    let run = srv.run(id, code);
+    let got = events.until_finished(&run);
+    let last = got.last().unwrap();
+    assert_eq!(last.data["status"], "ok", "{}", last.data);
+    let value = got.iter().find(|e| e.event == "value").unwrap();
+    value.data["text"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn a_trained_model_and_its_optimizer_state_survive_a_server_restart() {
+    // Without a restart: both cells in one session.
+    let srv = Server::start(&[]);
+    let id = srv.session();
+    let events = srv.events(&id, None);
+    run_value(&srv, &events, &id, MODEL_CELL);
+    let want = run_value(&srv, &events, &id, CONTINUE_CELL);
+    srv.stop();
+
+    // With one: the first cell, restart, restore, the second cell.
+    let state = temp_dir("model-state");
+    let srv = Server::start(&["--state-dir", s(&state)]);
+    let id = srv.session();
+    let events = srv.events(&id, None);
+    run_value(&srv, &events, &id, MODEL_CELL);
+    srv.stop();
+    let srv = Server::start(&["--state-dir", s(&state)]);
+    let model = vars(&srv, &id)
+        .into_iter()
+        .find(|v| v["name"] == "model")
+        .expect("the model was restored");
+    assert_eq!(model["kind"], "model");
+    assert_eq!(model["parameters"].as_array().unwrap().len(), 4);
+    let events = srv.events(&id, None);
+    // Same outputs before training, same losses while training: the parameters,
+    // Adam's moments and step counts all came back.
+    assert_eq!(run_value(&srv, &events, &id, CONTINUE_CELL), want);
+    srv.stop();
+}

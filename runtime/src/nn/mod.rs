@@ -5,7 +5,8 @@
 //! Layout: [`layers`] (the tree), [`init`] (ids, names, initial values),
 //! [`apply`] (the forward pass and its input checks), [`attention`], [`rope`],
 //! [`moe`], [`dropout`], [`clone`] (`clone_model`), [`lora`], [`families`]
-//! (`perturb_params`, `reinit`), [`checkpoint`] (structural keys) and
+//! (`perturb_params`, `reinit`), [`checkpoint`] (structural keys), [`persist`] (the structure as data, for
+//! saved sessions) and
 //! [`estimate`] (FLOPs and activations of `estimate_train`).
 
 pub mod apply;
@@ -19,6 +20,7 @@ pub mod init;
 pub mod layers;
 pub mod lora;
 pub mod moe;
+pub mod persist;
 pub mod rope;
 
 pub use layers::{Activation, Layer, ParamSpec};

@@ -10,9 +10,12 @@
 //!   `session.json` is replaced atomically (written aside, then renamed), so a
 //!   crash during a save leaves the previous save readable.
 //!
-//! Models: the model DSL has no serialisable form yet, so a model binding is
-//! recorded with its parameter names and restored as absent, with a message;
-//! its parameters are ordinary bindings and are restored.
+//! Models: the layer structure of every model binding is one node table in
+//! `session.json` (`models`, see [`crate::nn::persist`]; a layer shared between
+//! models stays shared); their parameters are ordinary bindings in the tensor
+//! file, and their optimizer moments are in `optim`. Files written before models
+//! were saved (`Model` bindings without a `node`) restore without the model, with
+//! a message.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -25,6 +28,7 @@ use serde::{Deserialize, Serialize};
 use crate::data::experiments::RunRecord;
 use crate::data::tokenizer::Tokenizer;
 use crate::eval::{OptimState, Workspace};
+use crate::nn::persist::{LayerRecord, ModelWriter};
 use crate::value::{Array, DeviceTarget, Placement, Value};
 
 /// Version of the `session.json` format.
@@ -53,6 +57,9 @@ pub struct StateFile {
     pub frozen: Vec<String>,
     /// Every binding.
     pub bindings: Vec<Binding>,
+    /// The layer nodes of every model binding (children before parents).
+    #[serde(default)]
+    pub models: Vec<LayerRecord>,
     /// Optimizer state.
     pub optim: Vec<OptimRecord>,
     /// Experiment runs recorded in the session.
@@ -90,14 +97,17 @@ pub enum Binding {
         /// The tokenizer.
         tokenizer: Tokenizer,
     },
-    /// A model: recorded, not restorable yet.
+    /// A model: its root node in `models`; its parameters are ordinary bindings.
     Model {
         /// Variable name.
         name: String,
         /// The model's parameter names (saved as ordinary bindings).
         parameters: Vec<String>,
-        /// Always false until the model DSL can be serialised.
+        /// Whether `node` is set (false in files of older builds).
         restorable: bool,
+        /// Index of the model's root in the state file's `models` table.
+        #[serde(default)]
+        node: Option<usize>,
     },
 }
 
@@ -146,7 +156,7 @@ pub struct Restored {
 
 /// The message for a model binding that a restore skips.
 pub fn model_not_restorable(name: &str) -> String {
-    format!("`{name}` is a model: models cannot be saved yet (the model DSL has no stored form); its parameters were saved as arrays, rebuild the model from them")
+    format!("`{name}` is a model saved without its layer structure (by an older build); its parameters were restored as arrays, rebuild the model from them")
 }
 
 fn io_err(what: &str, path: &Path, e: impl std::fmt::Display) -> String {
@@ -189,7 +199,7 @@ pub fn save(
     std::fs::create_dir_all(dir).map_err(|e| io_err("create", dir, e))?;
     let mut tensors: Vec<(String, Vec<usize>, Vec<u8>)> = Vec::new();
     let mut bindings = Vec::new();
-    let mut not_restorable = Vec::new();
+    let mut models = ModelWriter::new();
     for name in ws.names() {
         let Some(v) = ws.get(name) else { continue };
         let name = name.to_string();
@@ -228,14 +238,12 @@ pub fn save(
                 name,
                 tokenizer: (**t).clone(),
             }),
-            Value::Model(m) => {
-                not_restorable.push(model_not_restorable(&name));
-                bindings.push(Binding::Model {
-                    name,
-                    parameters: m.0.parameters(),
-                    restorable: false,
-                });
-            }
+            Value::Model(m) => bindings.push(Binding::Model {
+                name,
+                parameters: m.0.parameters(),
+                restorable: true,
+                node: Some(models.add(&m.0)),
+            }),
         }
     }
     let mut optim_keys: Vec<&(String, String)> = ws.optim.keys().collect();
@@ -295,6 +303,7 @@ pub fn save(
         tracked,
         frozen,
         bindings,
+        models: models.finish(),
         optim,
         experiments: ws.experiments.clone(),
     };
@@ -318,7 +327,7 @@ pub fn save(
         bindings: state.bindings.len(),
         tensors: tensors.len(),
         bytes,
-        not_restorable,
+        not_restorable: Vec::new(),
     })
 }
 
@@ -391,6 +400,7 @@ pub fn restore(dir: &Path) -> Result<(StateFile, Restored), String> {
             .cloned()
             .ok_or_else(|| format!("tensor `{key}` is missing from the tensor file"))
     };
+    let models = crate::nn::persist::rebuild(&state.models)?;
     let mut ws = Workspace::new();
     let mut skipped = Vec::new();
     for b in &state.bindings {
@@ -425,7 +435,16 @@ pub fn restore(dir: &Path) -> Result<(StateFile, Restored), String> {
                     Value::Tokenizer(std::sync::Arc::new(tokenizer.clone())),
                 );
             }
-            Binding::Model { name, .. } => skipped.push(model_not_restorable(name)),
+            Binding::Model { name, node, .. } => match node {
+                Some(i) => {
+                    let layer = models.get(*i).cloned().ok_or_else(|| {
+                        format!("`{name}`: model node {i} is missing from `models`")
+                    })?;
+                    ws.bindings
+                        .insert(name.clone(), Value::Model(crate::value::Model(layer)));
+                }
+                None => skipped.push(model_not_restorable(name)),
+            },
         }
     }
     ws.tracked = state
