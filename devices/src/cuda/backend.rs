@@ -9,7 +9,6 @@ use cudarc::driver::{
     sys::CUresult, CudaContext, CudaFunction, CudaSlice, CudaStream, DriverError, LaunchArgs,
     LaunchConfig,
 };
-use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions};
 
 use super::buffer::{CudaBuffer, Stats};
 use super::kernels::MODULES;
@@ -170,12 +169,8 @@ impl CudaBackend {
         let arch: &'static str = Box::leak(format!("compute_{major}{minor}").into_boxed_str());
         let mut functions = HashMap::new();
         for m in MODULES {
-            let opts = CompileOptions {
-                arch: Some(arch),
-                name: Some(format!("{}.cu", m.name)),
-                ..Default::default()
-            };
-            let ptx = compile_ptx_with_opts(m.full_source(), opts)
+            let ptx = m
+                .compile(arch)
                 .map_err(|e| failed(&format!("compiling kernels/{}.cu", m.name), &e))?;
             let module = ctx
                 .load_module(ptx)

@@ -25,6 +25,24 @@ impl KernelModule {
     }
 }
 
+#[cfg(feature = "cuda")]
+impl KernelModule {
+    /// Compiles this module to PTX for the virtual architecture `arch` (e.g.
+    /// `"compute_90"`) with NVRTC; the error is NVRTC's log.
+    pub fn compile(&self, arch: &'static str) -> Result<cudarc::nvrtc::Ptx, String> {
+        use cudarc::nvrtc::{compile_ptx_with_opts, CompileError, CompileOptions};
+        let opts = CompileOptions {
+            arch: Some(arch),
+            name: Some(format!("{}.cu", self.name)),
+            ..Default::default()
+        };
+        compile_ptx_with_opts(self.full_source(), opts).map_err(|e| match e {
+            CompileError::CompileError { log, .. } => log.to_string_lossy().trim().to_string(),
+            other => other.to_string(),
+        })
+    }
+}
+
 /// Every kernel module of the backend.
 pub const MODULES: &[KernelModule] = &[
     KernelModule {

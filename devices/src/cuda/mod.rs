@@ -37,7 +37,7 @@ mod optim;
 mod reduce;
 
 #[cfg(feature = "cuda")]
-pub use backend::CudaBackend;
+pub use backend::{preload_nvrtc, CudaBackend, NVRTC_LIB_VAR};
 
 use std::fmt;
 use std::sync::Arc;
