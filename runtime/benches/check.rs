@@ -10,6 +10,10 @@
 
 use std::time::Instant;
 
+/// The allocator of the `mlpl` and `mlpl-lsp` binaries, so this measures what they do.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use mlpl_runtime::check::check_source;
 
 /// One block of 20 lines; `i` makes its names unique.

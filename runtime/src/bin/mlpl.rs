@@ -18,6 +18,12 @@ use mlpl_runtime::session::{
 use mlpl_runtime::syntax::lexer::decode_source;
 use mlpl_runtime::value::{DeviceTarget, Value};
 
+/// mimalloc: the checker and the interpreter allocate many small, short-lived
+/// values, which it serves markedly faster than the system allocator
+/// (docs/benchmarks.md, static checker).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// MLPL: a typed array language for machine learning, with named axes.
 #[derive(Parser)]
 #[command(name = "mlpl", version, long_about = None, propagate_version = true)]

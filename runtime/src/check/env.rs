@@ -1,45 +1,9 @@
 //! The checker's environment: what is known about each variable at a point of the
 //! program (one flat scope, LANGUAGE §6.4), and the joins that loops need.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
+pub use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::abstract_value::AbsValue;
-
-/// A fast, non-cryptographic hasher (the Fx hash of rustc) for the checker's
-/// maps, whose keys are short names from the program being checked.
-#[derive(Clone, Copy, Default)]
-pub struct FxHasher(u64);
-
-impl Hasher for FxHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for chunk in bytes.chunks(8) {
-            let mut b = [0u8; 8];
-            b[..chunk.len()].copy_from_slice(chunk);
-            self.add(u64::from_le_bytes(b));
-        }
-    }
-    fn write_u8(&mut self, i: u8) {
-        self.add(u64::from(i));
-    }
-    fn write_usize(&mut self, i: usize) {
-        self.add(i as u64);
-    }
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-impl FxHasher {
-    fn add(&mut self, word: u64) {
-        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-}
-
-/// A `HashMap` with [`FxHasher`].
-pub type FxHashMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
-/// A `HashSet` with [`FxHasher`].
-pub type FxHashSet<K> = std::collections::HashSet<K, BuildHasherDefault<FxHasher>>;
 
 /// A three-valued truth: proven, disproven, or not known.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

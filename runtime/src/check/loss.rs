@@ -5,7 +5,7 @@
 //! on a trainable parameter); it resolves parameter references (E0109, E0110,
 //! W0302) and warns when a loss provably ignores the updated parameters (W0103).
 
-use std::collections::HashSet;
+use super::env::FxHashSet as HashSet;
 
 use super::abstract_value::AbsValue;
 use super::env::Tri;
@@ -97,7 +97,7 @@ impl Checker {
                 }
             }
             if let Some(p) = params {
-                let mut read = HashSet::new();
+                let mut read = HashSet::default();
                 vars_read(loss, &mut read);
                 let independent =
                     !read.contains(UNPARSED) && p.vars.iter().all(|v| !read.contains(v));

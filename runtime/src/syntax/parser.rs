@@ -40,10 +40,11 @@ impl Parsed {
 
 /// Parses a whole file or cell. Never panics; terminates on any input.
 pub fn parse(src: &str) -> Parsed {
-    let lexed = lex_full(src);
-    let mut diagnostics = lexed.diagnostics.clone();
-    let (toks, close, bracket_diags) = pair_brackets(&lexed);
-    diagnostics.extend(bracket_diags);
+    let mut lexed = lex_full(src);
+    let mut diagnostics = std::mem::take(&mut lexed.diagnostics);
+    let mut pairs = pair_brackets(&lexed);
+    diagnostics.append(&mut pairs.diagnostics);
+    let (toks, close) = keep_matched(lexed.tokens, &pairs);
     let mut p = Parser {
         src,
         toks,
@@ -97,7 +98,7 @@ pub fn parse(src: &str) -> Parsed {
 ///   and a `)`/`]` without an opener may be a typo for the innermost open bracket's
 ///   closer: the pass picks the reading with fewer bracket errors in the tokens that
 ///   follow (a bounded look-ahead), preferring the plain reading on ties.
-fn pair_brackets(lexed: &Lexed) -> (Vec<Token>, Vec<Option<usize>>, Vec<Diagnostic>) {
+fn pair_brackets(lexed: &Lexed) -> BracketPairs {
     let toks = &lexed.tokens;
     let markers: &[CellMarker] = &lexed.cell_markers;
     let mut partner: Vec<Option<usize>> = vec![None; toks.len()];
@@ -268,22 +269,39 @@ fn pair_brackets(lexed: &Lexed) -> (Vec<Token>, Vec<Option<usize>>, Vec<Diagnost
     for (d, &j) in stack.iter().enumerate() {
         unclosed(&mut diags, &toks[j], d, None);
     }
-    // Drop unmatched closers and renumber partners.
-    let mut new_index = vec![0usize; toks.len()];
-    let mut kept = Vec::with_capacity(toks.len());
-    for (i, t) in toks.iter().enumerate() {
+    BracketPairs {
+        partner,
+        unmatched,
+        diagnostics: diags,
+    }
+}
+
+/// The result of [`pair_brackets`]: per token, its partner bracket and whether it
+/// is an unmatched closer (dropped before parsing).
+struct BracketPairs {
+    partner: Vec<Option<usize>>,
+    unmatched: Vec<bool>,
+    diagnostics: Vec<Diagnostic>,
+}
+
+/// Drops the unmatched closers from `tokens` and renumbers the partners: the
+/// tokens the parser reads and, per token, the index of its closing partner.
+fn keep_matched(tokens: Vec<Token>, pairs: &BracketPairs) -> (Vec<Token>, Vec<Option<usize>>) {
+    let mut new_index = vec![0usize; tokens.len()];
+    let mut kept = Vec::with_capacity(tokens.len());
+    for (i, t) in tokens.into_iter().enumerate() {
         new_index[i] = kept.len();
-        if !unmatched[i] {
-            kept.push(t.clone());
+        if !pairs.unmatched[i] {
+            kept.push(t);
         }
     }
     let mut close = vec![None; kept.len()];
-    for (i, p) in partner.iter().enumerate() {
+    for (i, p) in pairs.partner.iter().enumerate() {
         if let Some(p) = p {
             close[new_index[i]] = Some(new_index[*p]);
         }
     }
-    (kept, close, diags)
+    (kept, close)
 }
 
 /// Whether `closer` may be a typo for the closer of `open`: `)` for `]` or `]` for `)`.
@@ -438,14 +456,21 @@ impl<'a> Parser<'a> {
         self.idx() > self.pos
     }
 
+    /// Consumes the next token and returns a copy of it.
     fn bump(&mut self) -> Token {
         let i = self.idx();
         let t = self.toks[i].clone();
-        if t.kind != K::Eof {
+        self.advance();
+        t
+    }
+
+    /// Consumes the next token (without copying it).
+    fn advance(&mut self) {
+        let i = self.idx();
+        if self.toks[i].kind != K::Eof {
             self.pos = i + 1;
             self.last = Some(i);
         }
-        t
     }
 
     fn text(&self, span: Span) -> &'a str {
@@ -564,7 +589,7 @@ impl<'a> Parser<'a> {
                 k if k.is_closer() => return,
                 k if k.is_opener() => self.skip_group(i),
                 _ => {
-                    self.bump();
+                    self.advance();
                 }
             }
         }
@@ -579,7 +604,7 @@ impl<'a> Parser<'a> {
                 k if k.is_closer() => return,
                 k if k.is_opener() => self.skip_group(i),
                 _ => {
-                    self.bump();
+                    self.advance();
                 }
             }
         }
@@ -603,7 +628,7 @@ impl<'a> Parser<'a> {
             if k.is_opener() {
                 self.skip_group(i);
             } else {
-                self.bump();
+                self.advance();
             }
             if let Some(l) = self.last {
                 end = self.toks[l].span;
@@ -620,11 +645,11 @@ impl<'a> Parser<'a> {
         loop {
             let mut sep = false;
             while matches!(self.peek(), K::Newline | K::Semi) {
-                self.bump();
+                self.advance();
                 sep = true;
             }
-            let k = self.peek().clone();
-            if k == K::Eof {
+            let k = self.peek();
+            if k == &K::Eof {
                 break;
             }
             if k.is_closer() {
@@ -660,7 +685,7 @@ impl<'a> Parser<'a> {
             }
             if self.idx() == first {
                 // No progress: never loop forever.
-                self.bump();
+                self.advance();
                 self.errs += 1;
             }
             prev_clean = !had_error;
@@ -748,7 +773,7 @@ impl<'a> Parser<'a> {
             K::Ident(_) if *self.peek2() == K::Eq => {
                 let name_tok = self.bump();
                 let name = self.ident_of(&name_tok);
-                self.bump();
+                self.advance();
                 let value = self.parse_expr();
                 StmtKind::Assign { name, value }
             }
@@ -760,8 +785,8 @@ impl<'a> Parser<'a> {
                         .at(tok.span, format!("`{kw}` is a reserved keyword"))
                         .help(format!("choose another name, e.g. `{kw}_`")),
                 );
-                self.bump();
-                self.bump();
+                self.advance();
+                self.advance();
                 let _ = self.parse_expr();
                 StmtKind::Error
             }
@@ -777,7 +802,7 @@ impl<'a> Parser<'a> {
             }
             K::For => self.parse_for(),
             K::Experiment => {
-                self.bump();
+                self.advance();
                 let name = self.parse_header_expr();
                 match self.parse_body(&format!("experiment {}", self.text(name.span))) {
                     Some(body) => StmtKind::Experiment { name, body },
@@ -827,7 +852,7 @@ impl<'a> Parser<'a> {
     }
 
     fn parse_for(&mut self) -> StmtKind {
-        self.bump(); // `for`
+        self.advance(); // `for`
         let mut var_ok = true;
         let var = match self.peek().clone() {
             K::Ident(_) => {
@@ -860,7 +885,7 @@ impl<'a> Parser<'a> {
             );
             return StmtKind::Error;
         }
-        self.bump();
+        self.advance();
         let iter = self.parse_header_expr();
         let what = format!("for {} in {}", var.name, self.text(iter.span));
         match self.parse_body(&what) {
@@ -947,7 +972,7 @@ impl<'a> Parser<'a> {
         let stmts = self.parse_stmts(true);
         let i = self.idx();
         if self.toks[i].kind == K::RBrace && self.close[open_i] == Some(i) {
-            self.bump();
+            self.advance();
         }
         self.quiet_block = quiet;
         self.ctx.pop();
@@ -979,7 +1004,7 @@ impl<'a> Parser<'a> {
         }
         let open_i = self.idx();
         let close = self.close[open_i];
-        self.bump();
+        self.advance();
         self.ctx.push(true);
         let mut axes = Vec::new();
         let mut ok = true;
@@ -988,7 +1013,7 @@ impl<'a> Parser<'a> {
             let t = self.toks[i].clone();
             if t.kind.is_closer() {
                 if close == Some(i) {
-                    self.bump();
+                    self.advance();
                 }
                 break;
             }
@@ -1008,7 +1033,7 @@ impl<'a> Parser<'a> {
                         );
                     }
                     ok = false;
-                    self.bump();
+                    self.advance();
                     continue;
                 }
                 K::Ident(_) => {
@@ -1025,7 +1050,7 @@ impl<'a> Parser<'a> {
                         );
                     }
                     ok = false;
-                    self.bump();
+                    self.advance();
                 }
                 K::Str(s) => {
                     let help = if s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
@@ -1046,7 +1071,7 @@ impl<'a> Parser<'a> {
                         );
                     }
                     ok = false;
-                    self.bump();
+                    self.advance();
                 }
                 _ => {
                     let found = t.kind.describe();
@@ -1064,7 +1089,7 @@ impl<'a> Parser<'a> {
             let j = self.idx();
             match &self.toks[j].kind {
                 K::Comma => {
-                    self.bump();
+                    self.advance();
                 }
                 k if k.is_closer() || *k == K::Eof => {}
                 _ => {
@@ -1124,7 +1149,7 @@ impl<'a> Parser<'a> {
             }
             return StmtKind::Error;
         }
-        self.bump();
+        self.advance();
         let value = self.parse_expr();
         if ok {
             StmtKind::Annotated { name, axes, value }
@@ -1170,7 +1195,7 @@ impl<'a> Parser<'a> {
             if *self.peek() != K::Eq {
                 break;
             }
-            self.bump();
+            self.advance();
         }
         let lhs_text = self.text(e.span);
         let rhs_text = self.text(rhs.span);
@@ -1360,61 +1385,64 @@ impl<'a> Parser<'a> {
 
     fn primary(&mut self) -> Expr {
         let i = self.idx();
+        let span = self.toks[i].span;
+        // Identifiers are the common case: handle them without copying the token.
+        if let K::Ident(name) = &self.toks[i].kind {
+            let is_ctor = name == "param" || name == "tensor";
+            return match self.peek2() {
+                K::LParen => {
+                    let ident = Ident {
+                        name: name.clone(),
+                        span,
+                    };
+                    self.advance();
+                    let (args, args_span) = self.parse_args();
+                    Expr {
+                        kind: ExprKind::Call { name: ident, args },
+                        span: span.to(args_span),
+                    }
+                }
+                K::LBracket if is_ctor => {
+                    let kind = if name == "param" {
+                        CtorKind::Param
+                    } else {
+                        CtorKind::Tensor
+                    };
+                    self.advance();
+                    let (dims, dims_span) = self.parse_args();
+                    Expr {
+                        kind: ExprKind::Ctor { kind, dims },
+                        span: span.to(dims_span),
+                    }
+                }
+                _ => {
+                    let kind = ExprKind::Var(name.clone());
+                    self.advance();
+                    Expr { kind, span }
+                }
+            };
+        }
         let tok = self.toks[i].clone();
         match &tok.kind {
             K::Number(v) => {
-                self.bump();
+                self.advance();
                 Expr {
                     kind: ExprKind::Number(*v),
                     span: tok.span,
                 }
             }
             K::BadNumber => {
-                self.bump();
+                self.advance();
                 self.errs += 1;
                 error_expr(tok.span)
             }
             K::Str(s) => {
-                self.bump();
+                self.advance();
                 Expr {
                     kind: ExprKind::Str(s.clone()),
                     span: tok.span,
                 }
             }
-            K::Ident(name) => match self.peek2() {
-                K::LParen => {
-                    self.bump();
-                    let ident = Ident {
-                        name: name.clone(),
-                        span: tok.span,
-                    };
-                    let (args, span) = self.parse_args();
-                    Expr {
-                        kind: ExprKind::Call { name: ident, args },
-                        span: tok.span.to(span),
-                    }
-                }
-                K::LBracket if name == "param" || name == "tensor" => {
-                    self.bump();
-                    let kind = if name == "param" {
-                        CtorKind::Param
-                    } else {
-                        CtorKind::Tensor
-                    };
-                    let (dims, span) = self.parse_args();
-                    Expr {
-                        kind: ExprKind::Ctor { kind, dims },
-                        span: tok.span.to(span),
-                    }
-                }
-                _ => {
-                    self.bump();
-                    Expr {
-                        kind: ExprKind::Var(name.clone()),
-                        span: tok.span,
-                    }
-                }
-            },
             K::LBracket => {
                 let (items, span) = self.parse_args();
                 Expr {
@@ -1427,7 +1455,7 @@ impl<'a> Parser<'a> {
             K::Repeat | K::Train | K::For | K::Experiment => {
                 let kw = tok.kind.keyword_str().unwrap_or("");
                 if !can_start_expr(self.peek2()) {
-                    self.bump();
+                    self.advance();
                     self.error(
                         Diagnostic::error("E0009", format!("keyword used as a name: `{kw}`"))
                             .at(tok.span, format!("`{kw}` is a reserved keyword"))
@@ -1448,7 +1476,7 @@ impl<'a> Parser<'a> {
                 error_expr(tok.span.to(stmt.span))
             }
             K::In => {
-                self.bump();
+                self.advance();
                 self.error(
                     Diagnostic::error("E0009", "keyword used as a name: `in`")
                         .at(tok.span, "`in` is a reserved keyword")
@@ -1488,7 +1516,7 @@ impl<'a> Parser<'a> {
                 let help =
                     (tok.kind == K::Plus).then(|| "there is no unary `+`; remove it".to_string());
                 self.unexpected("an expression", help);
-                self.bump();
+                self.advance();
                 error_expr(tok.span)
             }
             _ => {
@@ -1533,7 +1561,7 @@ impl<'a> Parser<'a> {
             let t = self.toks[i].clone();
             if t.kind.is_closer() {
                 if close == Some(i) {
-                    self.bump();
+                    self.advance();
                 }
                 break;
             }
@@ -1549,7 +1577,7 @@ impl<'a> Parser<'a> {
                         .at(t.span, "an element is missing before this `,`")
                         .help("remove the extra `,`"),
                 );
-                self.bump();
+                self.advance();
                 continue;
             }
             let before = self.errs;
@@ -1560,7 +1588,7 @@ impl<'a> Parser<'a> {
             let k = self.toks[j].kind.clone();
             match k {
                 K::Comma => {
-                    self.bump();
+                    self.advance();
                 }
                 k if k.is_closer() || k == K::Eof => {}
                 k => {
@@ -1584,7 +1612,7 @@ impl<'a> Parser<'a> {
                     }
                     self.sync_in_group();
                     if *self.peek() == K::Comma {
-                        self.bump();
+                        self.advance();
                     }
                 }
             }
@@ -1597,7 +1625,7 @@ impl<'a> Parser<'a> {
     /// Consumes the group's own closer if it is next.
     fn take_closer(&mut self, close: Option<usize>) {
         if close.is_some() && close == Some(self.idx()) {
-            self.bump();
+            self.advance();
         }
     }
 
@@ -1610,7 +1638,7 @@ impl<'a> Parser<'a> {
 
     fn parse_paren_inner(&mut self) -> Expr {
         let open_i = self.idx();
-        self.bump();
+        self.advance();
         let close = self.close[open_i];
         self.ctx.push(true);
         if close.is_some() && close == Some(self.idx()) {
@@ -1622,7 +1650,7 @@ impl<'a> Parser<'a> {
                     )
                     .help("put an expression between the parentheses"),
             );
-            self.bump();
+            self.advance();
             self.ctx.pop();
             return error_expr(self.span_from(open_i));
         }
@@ -1652,7 +1680,7 @@ impl<'a> Parser<'a> {
                 self.unexpected("`)`", help);
             }
             if k == K::Comma {
-                self.bump();
+                self.advance();
             }
             self.sync_in_group();
         }
@@ -1673,7 +1701,7 @@ impl<'a> Parser<'a> {
         let start = self.idx();
         let kw = self.toks[start].clone();
         if *self.peek2() == K::LParen {
-            self.bump();
+            self.advance();
             let before = self.errs;
             let (args, args_span) = self.parse_args();
             let mut target_ok = self.errs == before;
@@ -1713,7 +1741,7 @@ impl<'a> Parser<'a> {
             };
         }
         if matches!(self.peek2(), K::Str(_) | K::Ident(_)) {
-            self.bump();
+            self.advance();
             self.unexpected(
                 "`(` after `device`",
                 Some("write `device(\"cuda\") { ... }`".into()),
@@ -1724,7 +1752,7 @@ impl<'a> Parser<'a> {
             }
             return error_expr(self.span_from(start));
         }
-        self.bump();
+        self.advance();
         self.error(
             Diagnostic::error("E0009", "keyword used as a name: `device`")
                 .at(kw.span, "`device` is a reserved keyword")
