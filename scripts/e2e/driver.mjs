@@ -1,12 +1,14 @@
 // Drives the end-to-end test: opens code-server's workbench in headless Chromium
 // (playwright-core) with the test payload, prints the extension host's console,
 // takes the screenshots the test asks for, and exits with the test's exit code.
-// Usage: node driver.mjs URL SHOTS_DIR TIMEOUT_S   (PLAYWRIGHT_CORE: module path)
+// Each URL is one phase, loaded in the same page one after the other (a reload:
+// the browser's storage, and so the workspace state, is kept).
+// Usage: node driver.mjs SHOTS_DIR TIMEOUT_S URL...   (PLAYWRIGHT_CORE: module path)
 import { createRequire } from "node:module";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 
-const [url, shots, timeoutS = "300"] = process.argv.slice(2);
+const [shots, timeoutS, ...urls] = process.argv.slice(2);
 const require = createRequire(import.meta.url);
 const { chromium } = require(process.env.PLAYWRIGHT_CORE);
 
@@ -19,8 +21,7 @@ let code = 1;
 try {
   const context = await browser.newContext({ viewport: { width: 1600, height: 900 }, deviceScaleFactor: 1 });
   const page = await context.newPage();
-  let finish;
-  const exited = new Promise((r) => (finish = r));
+  let finish = () => undefined;
   await page.exposeFunction("codeAutomationLog", async (type, args) => {
     const text = (Array.isArray(args) ? args : [args]).map((a) => (typeof a === "string" ? a : JSON.stringify(a))).join(" ");
     const m = /MLPL_E2E_SCREENSHOT (\w+)/.exec(text);
@@ -35,16 +36,24 @@ try {
     }
   });
   await page.exposeFunction("codeAutomationExit", (c) => finish(c));
-  await page.goto(url);
-  const timer = new Promise((r) => setTimeout(() => r("timeout"), Number(timeoutS) * 1000));
-  const result = await Promise.race([exited, timer]);
-  if (result === "timeout") {
-    console.log(`FAIL: the test did not finish within ${timeoutS} s`);
-    await page.screenshot({ path: join(shots, "timeout.png") }).catch(() => undefined);
-  } else {
+  for (const [i, url] of urls.entries()) {
+    const exited = new Promise((r) => (finish = r));
+    await page.goto(url);
+    let timer;
+    const timeout = new Promise((r) => (timer = setTimeout(() => r("timeout"), Number(timeoutS) * 1000)));
+    const result = await Promise.race([exited, timeout]);
+    clearTimeout(timer);
+    if (result === "timeout") {
+      console.log(`FAIL: phase ${i + 1} did not finish within ${timeoutS} s`);
+      await page.screenshot({ path: join(shots, "timeout.png") }).catch(() => undefined);
+      code = 1;
+      break;
+    }
     code = Number(result);
     if (code !== 0) {
+      console.log(`FAIL: phase ${i + 1} exited with ${code}`);
       await page.screenshot({ path: join(shots, "failure.png") }).catch(() => undefined);
+      break;
     }
   }
 } finally {

@@ -7,7 +7,8 @@
 # build the .vsix with the debug `mlpl` and `mlpl-lsp` from target/debug (what
 # `cargo test` built), install it into an isolated code-server, open the workbench
 # with the test harness (harness/test.js) as the extension test entry, and wait
-# for its exit code. Screenshots go to target/e2e/screenshots/.
+# for its exit code; then reload the page with harness/reattach.js, which checks
+# that the extension reattached to the session. Screenshots go to target/e2e/screenshots/.
 #
 # Usage: scripts/e2e/run.sh        Exit: 0 pass, 1 fail, 77 skipped (see install.sh).
 set -euo pipefail
@@ -69,14 +70,17 @@ done
 curl -sf "http://127.0.0.1:$port/healthz" >/dev/null || { cat "$work/cs.log" >&2; echo "FAIL: code-server is not healthy" >&2; exit 1; }
 
 remote="vscode-remote://127.0.0.1:$port"
-url="$(HARNESS="$remote$here/harness" TESTS="$remote$here/harness/test.js" FOLDER="$work/workspace" PORT="$port" node -e '
+# One URL per phase: the test, then (same page, reloaded) the reattach check.
+phase_url() {
+  HARNESS="$remote$here/harness" TESTS="$remote$here/harness/$1" FOLDER="$work/workspace" PORT="$port" node -e '
 const p = JSON.stringify([["extensionDevelopmentPath", process.env.HARNESS], ["extensionTestsPath", process.env.TESTS]]);
-console.log(`http://127.0.0.1:${process.env.PORT}/?folder=${encodeURIComponent(process.env.FOLDER)}&payload=${encodeURIComponent(p)}`);')"
+console.log(`http://127.0.0.1:${process.env.PORT}/?folder=${encodeURIComponent(process.env.FOLDER)}&payload=${encodeURIComponent(p)}`);'
+}
 
 echo "e2e: code-server on port $port, workspace $work/workspace"
 start=$(date +%s)
 set +e
-node "$here/driver.mjs" "$url" "$shots" "${MLPL_E2E_TIMEOUT:-300}"
+node "$here/driver.mjs" "$shots" "${MLPL_E2E_TIMEOUT:-300}" "$(phase_url test.js)" "$(phase_url reattach.js)"
 rc=$?
 set -e
 echo "e2e: finished in $(( $(date +%s) - start )) s; screenshots in $shots"

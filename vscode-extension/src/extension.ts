@@ -31,6 +31,10 @@ export interface MlplApi {
   variablesViewItems(): { label: string; description: string }[];
   /** The runner's state. */
   runnerState(): string;
+  /** The id of the session this workspace uses, once connected. */
+  session(): string | undefined;
+  /** Fetches the variables again (the view refreshes itself after each run). */
+  refreshVariables(): Promise<void>;
 }
 
 const DEVICES: { label: string; description: string }[] = [
@@ -117,6 +121,8 @@ export function activate(ctx: vscode.ExtensionContext): MlplApi {
     panelSummary: () => panel.summary,
     variablesViewItems: () => variables.items(),
     runnerState: () => runner.state,
+    session: () => runner.session,
+    refreshVariables: () => runner.refreshVariables(),
   };
 }
 

@@ -18,6 +18,8 @@ export interface PanelSummary {
   status: string | null;
   loops: { loop: number; points: number; steps: number[]; losses: (number | null)[] }[];
   stepEvents: number;
+  /** SVG artifacts shown as images. */
+  images: number;
 }
 
 /** Messages from the webview. */

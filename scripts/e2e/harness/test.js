@@ -98,6 +98,33 @@ async function run() {
   assert.match(trainHover, /\d+(\.\d+)?\s*(ns|µs|us|ms|s|min|h)\b/, `the estimate has no time: ${trainHover}`);
   const modelHover = hoverText(await vscode.commands.executeCommand("vscode.executeHoverProvider", errDoc.uri, positionOf(errDoc, trainLine + 1, "model")));
   log(`hover on model: ${modelHover.replace(/\n/g, " | ").slice(0, 300)}`);
+  // Every other server feature reaches VS Code's providers.
+  const completions = await vscode.commands.executeCommand("vscode.executeCompletionItemProvider", errDoc.uri, new vscode.Position(3, 4));
+  const labels = completions.items.map((i) => (typeof i.label === "string" ? i.label : i.label.label));
+  assert.ok(labels.includes("matmul") && labels.includes("X"), `completion: ${labels.slice(0, 20).join(", ")}`);
+  const sig = await vscode.commands.executeCommand("vscode.executeSignatureHelpProvider", errDoc.uri, positionOf(errDoc, 3, "X, W"));
+  assert.ok(sig && sig.signatures.length && /matmul/.test(sig.signatures[0].label), `signature help: ${sig && sig.signatures.map((x) => x.label)}`);
+  const fullRange = new vscode.Range(0, 0, errDoc.lineCount, 0);
+  const hints = await vscode.commands.executeCommand("vscode.executeInlayHintProvider", errDoc.uri, fullRange);
+  const hintText = (h) => (typeof h.label === "string" ? h.label : h.label.map((p) => p.value).join(""));
+  assert.ok(hints.some((h) => hintText(h).includes("[batch=4, feat=3]")), `inlay hints: ${hints.map(hintText).join(" | ")}`);
+  const tokens = await vscode.commands.executeCommand("vscode.provideDocumentSemanticTokens", errDoc.uri);
+  assert.ok(tokens && tokens.data.length > 0, "semantic tokens");
+  const actions = await vscode.commands.executeCommand("vscode.executeCodeActionProvider", errDoc.uri, e0203.range);
+  log(`completion ${labels.length} items; signature \`${sig.signatures[0].label}\`; ${hints.length} inlay hints; ${tokens.data.length / 5} semantic tokens; ${actions.length} code actions (${actions.map((a) => a.title).join("; ")})`);
+  // The setting mlpl.inlayHints.shapes reaches the server.
+  const cfg = vscode.workspace.getConfiguration("mlpl");
+  await cfg.update("inlayHints.shapes", false, vscode.ConfigurationTarget.Workspace);
+  await waitFor("no inlay hints with mlpl.inlayHints.shapes off", async () => {
+    const h = await vscode.commands.executeCommand("vscode.executeInlayHintProvider", errDoc.uri, fullRange);
+    return h.length === 0;
+  }, 10000);
+  await cfg.update("inlayHints.shapes", undefined, vscode.ConfigurationTarget.Workspace);
+  await waitFor("inlay hints back", async () => {
+    const h = await vscode.commands.executeCommand("vscode.executeInlayHintProvider", errDoc.uri, fullRange);
+    return h.length > 0;
+  }, 10000);
+
   // Screenshots of both hovers; the editor is reopened in between to dismiss the first.
   errEditor.selection = new vscode.Selection(xPos, xPos);
   await vscode.commands.executeCommand("editor.action.showHover");
@@ -117,13 +144,12 @@ async function run() {
   await vscode.window.showTextDocument(doc, vscode.ViewColumn.One);
   const lenses = await waitFor("Run Cell lenses", async () => {
     const l = await vscode.commands.executeCommand("vscode.executeCodeLensProvider", doc.uri);
-    return l && l.filter((x) => x.command && x.command.command === "mlpl.runCell").length >= 2 ? l : undefined;
+    return l && l.filter((x) => x.command && x.command.command === "mlpl.runCell").length >= 3 ? l : undefined;
   });
   const runCell = (index) => lenses.find((x) => x.command && x.command.command === "mlpl.runCell" && x.command.arguments[0].cellIndex === index);
   assert.ok(runCell(0) && runCell(1), "a Run Cell lens on each cell");
   assert.equal(runCell(1).command.title.includes("Run Cell"), true);
-  const estimateLens = lenses.find((x) => x.command && x.command.command === "" && /ms|s\b/.test(x.command.title));
-  log(`train lens: ${estimateLens ? estimateLens.command.title : "(none)"}`);
+  log(`lenses: ${lenses.map((x) => x.command && x.command.title).join(" | ")}`);
 
   for (const index of [0, 1]) {
     const lens = runCell(index);
@@ -167,6 +193,42 @@ async function run() {
   await sleep(1500);
   await screenshot("panel");
 
+  // An SVG chart from a cell is shown in the panel.
+  const chartLens = runCell(2);
+  assert.ok(chartLens, "a Run Cell lens on the chart cell");
+  const beforeChart = api.model().runs.length;
+  await vscode.commands.executeCommand(chartLens.command.command, ...chartLens.command.arguments);
+  const chartRun = await waitFor("the chart run", () => {
+    const r = api.model().runs[api.model().runs.length - 1];
+    return api.model().runs.length > beforeChart && r.status !== "running" ? r : undefined;
+  }, 60000);
+  assert.equal(chartRun.status, "ok", JSON.stringify(chartRun.diagnostic));
+  assert.ok(chartRun.artifacts.length === 1 && chartRun.artifacts[0].content.startsWith("<svg"), "an SVG artifact with content");
+  await waitFor("the chart in the panel", () => {
+    const s = api.panelSummary();
+    return s && s.run === chartRun.id && s.images === 1;
+  }, 20000);
+  log(`chart: ${chartRun.artifacts[0].bytes} bytes of SVG shown in the panel`);
+  await screenshot("chart");
+
+  // Cancel: a long run stops at the end of a step and the session lives on.
+  const longDoc = await vscode.workspace.openTextDocument(vscode.Uri.joinPath(folder, "long.mlpl"));
+  await vscode.window.showTextDocument(longDoc, vscode.ViewColumn.One);
+  const beforeLong = api.model().runs.length;
+  const longDone = vscode.commands.executeCommand("mlpl.runCell");
+  const longRun = await waitFor("the long run's step events", () => {
+    const r = api.model().runs[api.model().runs.length - 1];
+    return api.model().runs.length > beforeLong && r.status === "running" && r.loops.length && r.loops[0].steps.length >= 2 ? r : undefined;
+  }, 60000);
+  await vscode.commands.executeCommand("mlpl.cancelRun");
+  await longDone;
+  const cancelled = await api.waitForRun(longRun.id);
+  assert.equal(cancelled.status, "cancelled");
+  assert.equal(cancelled.diagnostic.code, "E0409");
+  const lastStep = cancelled.loops[0].steps[cancelled.loops[0].steps.length - 1];
+  assert.ok(lastStep < 1000000, `cancelled at step ${lastStep}`);
+  log(`cancelled run ${cancelled.id} at step ${lastStep}`);
+
   // 4. A failing run: its error is a diagnostic of its own source on the right line,
   // and the session lives on.
   const errLenses = await vscode.commands.executeCommand("vscode.executeCodeLensProvider", errDoc.uri);
@@ -183,6 +245,11 @@ async function run() {
   assert.equal(runDiag.range.start.line, 3, `run error on line ${runDiag.range.start.line + 1}`);
   log(`run error: ${codeOf(runDiag)} on line ${runDiag.range.start.line + 1}: ${runDiag.message.split("\n")[0]}`);
   assert.ok(api.variablesViewItems().some((x) => x.label === "model"), "the session kept its variables after the failed run");
+  // For the second phase (reattach.js, after a window reload).
+  if (shotsDir) {
+    await api.refreshVariables();
+    fs.writeFileSync(path.join(shotsDir, "session.json"), JSON.stringify({ session: api.session(), variables: api.variablesViewItems() }));
+  }
   log("all checks passed");
 }
 

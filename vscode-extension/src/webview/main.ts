@@ -142,12 +142,17 @@ function render(): void {
     return;
   }
   // Header: status, where, Cancel.
-  const cancel = el("button", {}, "Cancel");
-  cancel.disabled = run.status !== "running";
-  cancel.addEventListener("click", () => vscode.postMessage({ type: "cancel" }));
-  app.append(
-    el("h2", {}, el("span", { class: `badge ${run.status}` }, run.status), " ", runTitle(run), " ", cancel),
-  );
+  const header = el("h2", {}, el("span", { class: `badge ${run.status}` }, run.status), " ", runTitle(run));
+  if (run.status === "running") {
+    const cancel = el("button", { id: "cancel" }, "Cancel");
+    cancel.addEventListener("click", () => {
+      cancel.disabled = true;
+      cancel.textContent = "Cancelling…";
+      vscode.postMessage({ type: "cancel" });
+    });
+    header.append(" ", cancel);
+  }
+  app.append(header);
   // Progress.
   const loop = run.loops[run.loops.length - 1];
   const stats = el("div", { class: "row" });
@@ -171,11 +176,16 @@ function render(): void {
     vscode.postMessage({ type: "setLogScale", value: logBox.checked });
     schedule();
   });
-  const loopsNote = run.loops.length > 1 ? ` (loop ${loop!.loop} of ${run.loops.length})` : "";
-  app.append(el("div", { class: "row" }, el("h3", {}, `Loss${loopsNote}`), el("label", {}, logBox, " log scale")));
-  const chartHost = el("div", { id: "chart" });
-  app.append(chartHost);
-  drawChart(chartHost, run);
+  if (loop) {
+    const loopsNote = run.loops.length > 1 ? ` (loop ${loop.loop} of ${run.loops.length})` : "";
+    app.append(el("div", { class: "row" }, el("h3", {}, `Loss${loopsNote}`), el("label", {}, logBox, " log scale")));
+    const chartHost = el("div", { id: "chart" });
+    app.append(chartHost);
+    drawChart(chartHost, run);
+  } else {
+    chart?.destroy();
+    chart = undefined;
+  }
   // Device.
   if (run.counters) {
     const c = run.counters;
@@ -202,8 +212,11 @@ function render(): void {
     }
   }
   // Printed values and artifacts.
-  if (run.outputs.length) {
-    app.append(el("h3", {}, "Output"), el("pre", {}, run.outputs.join("")));
+  // A chart's printed form is its SVG text: it is shown as the image below instead.
+  const svgs = new Set(run.artifacts.map((a) => a.content?.trim()).filter(Boolean));
+  const printed = run.outputs.filter((o) => !svgs.has(o.trim()));
+  if (printed.length) {
+    app.append(el("h3", {}, "Output"), el("pre", {}, printed.join("")));
   }
   for (const a of run.artifacts) {
     if (a.kind === "svg" && a.content) {
@@ -271,6 +284,7 @@ function report(run: RunRecord | undefined): void {
       status: run?.status ?? null,
       loops: (run?.loops ?? []).map((l) => ({ loop: l.loop, points: l.steps.length, steps: l.steps, losses: l.losses })),
       stepEvents,
+      images: app.querySelectorAll("img.artifact").length,
     },
   });
 }
