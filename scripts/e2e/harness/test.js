@@ -193,6 +193,20 @@ async function run() {
   await sleep(1500);
   await screenshot("panel");
 
+  // Run Cell and Advance (Shift+Enter): runs the cell at the cursor, moves to the next.
+  const trainEditor = await vscode.window.showTextDocument(doc, vscode.ViewColumn.One);
+  trainEditor.selection = new vscode.Selection(2, 0, 2, 0);
+  const beforeAdvance = api.model().runs.length;
+  await vscode.commands.executeCommand("mlpl.runCellAndAdvance");
+  const advanced = await waitFor("the run of cell 0", () => {
+    const r = api.model().runs[api.model().runs.length - 1];
+    return api.model().runs.length > beforeAdvance && r.status !== "running" ? r : undefined;
+  });
+  assert.equal(advanced.cell.index, 0);
+  assert.equal(advanced.status, "ok");
+  const markerLine = doc.getText().split("\n").findIndex((l) => l.startsWith("# %% Train"));
+  assert.equal(vscode.window.activeTextEditor.selection.active.line, markerLine + 1, "the cursor moved into the next cell");
+
   // An SVG chart from a cell is shown in the panel.
   const chartLens = runCell(2);
   assert.ok(chartLens, "a Run Cell lens on the chart cell");
