@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use mlpl_devices::{Backend, DeviceKind};
+use mlpl_devices::{Backend, CudaUnavailable, DeviceKind};
 
 use super::Interp;
 use crate::diag::{Diagnostic, Span};
@@ -32,11 +32,22 @@ impl Unavailable {
     }
 }
 
+impl From<CudaUnavailable> for Unavailable {
+    fn from(why: CudaUnavailable) -> Unavailable {
+        match why {
+            CudaUnavailable::NotBuilt => Unavailable::NotBuilt("CUDA"),
+            other => Unavailable::NoDevice(other.to_string()),
+        }
+    }
+}
+
 /// The device stack of a run and the backends it can use.
 #[derive(Debug)]
 pub struct DeviceContext {
     stack: Vec<DeviceTarget>,
     warned_blocks: HashSet<usize>,
+    /// (block start, operation) pairs already reported as W0503 this run.
+    warned_fallbacks: HashSet<(usize, &'static str)>,
     cpu: Arc<dyn Backend>,
 }
 
@@ -52,6 +63,7 @@ impl DeviceContext {
         DeviceContext {
             stack: Vec::new(),
             warned_blocks: HashSet::new(),
+            warned_fallbacks: HashSet::new(),
             cpu: mlpl_devices::cpu(),
         }
     }
@@ -60,6 +72,7 @@ impl DeviceContext {
     pub fn begin_run(&mut self, default: Option<DeviceTarget>) {
         self.stack.clear();
         self.warned_blocks.clear();
+        self.warned_fallbacks.clear();
         if let Some(d) = default {
             self.stack.push(d);
         }
@@ -70,21 +83,54 @@ impl DeviceContext {
         self.stack.last().copied().unwrap_or(DeviceTarget::CPU)
     }
 
-    /// Whether `target` can run code in this build on this machine.
+    /// Whether `target` can run code in this build on this machine. A CUDA device
+    /// is opened on first use (driver, libraries, kernels) and kept for the process.
     pub fn availability(&self, target: DeviceTarget) -> Result<(), Unavailable> {
+        self.device_backend(target).map(|_| ())
+    }
+
+    /// The backend of `target` itself, or why it cannot be used.
+    fn device_backend(&self, target: DeviceTarget) -> Result<Arc<dyn Backend>, Unavailable> {
         match target.kind {
-            DeviceKind::Cpu => Ok(()),
-            DeviceKind::Cuda => Err(Unavailable::NotBuilt("CUDA")),
+            DeviceKind::Cpu => Ok(self.cpu.clone()),
+            DeviceKind::Cuda => Ok(mlpl_devices::cuda::open(target.index)?),
             DeviceKind::Mlx => Err(Unavailable::NotBuilt("MLX")),
         }
     }
 
     /// The backend that runs operations for `target` (the CPU when unavailable).
     pub fn backend(&self, target: DeviceTarget) -> Arc<dyn Backend> {
-        match self.availability(target) {
-            Ok(()) => self.cpu.clone(),
-            Err(_) => self.cpu.clone(),
+        self.device_backend(target)
+            .unwrap_or_else(|_| self.cpu.clone())
+    }
+
+    /// W0503 for each operation that `target`'s backend ran on the CPU since the
+    /// last call, once per operation name per block (`block` = the block's start)
+    /// per run; `span` is where to point.
+    pub fn fallback_warnings(
+        &mut self,
+        target: DeviceTarget,
+        block: usize,
+        span: Span,
+    ) -> Vec<Diagnostic> {
+        let Ok(backend) = self.device_backend(target) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for op in backend.take_fallbacks() {
+            if self.warned_fallbacks.insert((block, op)) {
+                out.push(
+                    Diagnostic::warning(
+                        "W0503",
+                        format!("`{op}` ran on the CPU: device `{target}` has no kernel for it here"),
+                    )
+                    .at(span, format!("inside this `{target}` block"))
+                    .note("the result is correct; the cpu_fallbacks counter shows how often this happened")
+                    .help("tensors of more than 8 axes that cannot be merged have no GPU kernel; reshape them first"),
+                );
+            }
         }
+        out
     }
 
     /// The backend for the active device.
@@ -141,5 +187,11 @@ pub fn device_block(
     it.devices.stack.push(chosen);
     let result = it.block(&body.stmts);
     it.devices.stack.pop();
+    for w in it
+        .devices
+        .fallback_warnings(chosen, span.start, target.span)
+    {
+        it.warn(w);
+    }
     result
 }
