@@ -14,10 +14,20 @@ use serde_json::json;
 use crate::analysis::Analysis;
 use crate::feasibility::DeviceProfile;
 use crate::features::train_estimate;
-use crate::values::Val;
+use mlpl_runtime::check::AbsValue;
 
-/// Codes whose diagnostics mark code that has no effect (shown faded).
-const UNNECESSARY: &[&str] = &["W0103", "W0302"];
+use crate::values::describe;
+
+/// The command of a `train` block's lens: the client shows the block's full
+/// estimate (the hover on its `train` keyword). Arguments: one object
+/// `{uri, range}`, the block's document and range.
+pub const SHOW_ESTIMATE: &str = "mlpl.showEstimate";
+
+/// Codes whose diagnostics mark code that has no effect (shown faded): an
+/// optimizer step whose gradients are all zero (W0103), a parameter listed twice
+/// (W0302), a loop count that makes the body never run (W0203). No diagnostic
+/// code marks a deprecated form, so none carries the `deprecated` tag.
+const UNNECESSARY: &[&str] = &["W0103", "W0302", "W0203"];
 
 /// The protocol form of one diagnostic: code, message with its label, notes and
 /// help, related information for the secondary spans (where operands got their
@@ -210,13 +220,13 @@ pub fn code_actions(
 /// Inlay hints with the inferred shape after each assignment in `range`.
 pub fn inlay_hints(a: &Analysis, range: Span) -> Vec<InlayHint> {
     let mut out = Vec::new();
-    for b in &a.facts.bindings {
+    for b in &a.facts.assignments {
         if b.name_span.start < range.start || b.name_span.start > range.end {
             continue;
         }
         let label = match &b.value {
-            Val::Array(x) if x.rank().is_some_and(|r| r > 0) => x.named_shape(),
-            Val::Model(Some(_)) => b.value.describe(),
+            AbsValue::Array(x) if x.rank().is_some_and(|r| r > 0) => x.shape_text(),
+            AbsValue::Model(Some(_)) => describe(&b.value),
             _ => continue,
         };
         let at = if b.annotated {
@@ -293,9 +303,10 @@ pub fn code_lenses(a: &Analysis, uri: &Url, devices: &[DeviceProfile]) -> Vec<Co
             None => "estimate unavailable (params is not a model known statically)".into(),
         };
         let r = a.lines.range(&a.text, t.keyword);
+        let args = json!({ "uri": uri.as_str(), "range": a.lines.range(&a.text, t.span) });
         out.push(CodeLens {
             range: r,
-            command: Some(Command::new(title, String::new(), None)),
+            command: Some(Command::new(title, SHOW_ESTIMATE.into(), Some(vec![args]))),
             data: None,
         });
     }
@@ -305,7 +316,6 @@ pub fn code_lenses(a: &Analysis, uri: &Url, devices: &[DeviceProfile]) -> Vec<Co
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::infer::LocalEngine;
 
     fn apply(a: &Analysis, edits: &[(Span, String)]) -> String {
         let mut t = a.text.clone();
@@ -319,15 +329,12 @@ mod tests {
 
     #[test]
     fn suggested_fixes_apply() {
-        let a = Analysis::new("x = matmull([[1]], [[2]])", &LocalEngine);
+        let a = Analysis::new("x = matmull([[1]], [[2]])");
         let d = a.diagnostics.iter().find(|d| d.code == "E0102").unwrap();
         let f = fixes(&a, d);
         assert_eq!(apply(&a, &f[0].1), "x = matmul([[1]], [[2]])");
 
-        let a = Analysis::new(
-            "a = zeros([2, 3])\nb = zeros([2, 3])\nc = matmul(a, b)",
-            &LocalEngine,
-        );
+        let a = Analysis::new("a = zeros([2, 3])\nb = zeros([2, 3])\nc = matmul(a, b)");
         let d = a.diagnostics.iter().find(|d| d.code == "E0203").unwrap();
         assert_eq!(
             apply(&a, &fixes(&a, d)[0].1),
@@ -336,12 +343,11 @@ mod tests {
 
         let a = Analysis::new(
             "x : [batch, feat] = zeros([2, 3])\nh : [hidden] = zeros([3])\ny = x + h",
-            &LocalEngine,
         );
         let d = a.diagnostics.iter().find(|d| d.code == "E0202").unwrap();
         assert!(apply(&a, &fixes(&a, d)[0].1).ends_with("y = x + relabel(h, [\"feat\"])"));
 
-        let a = Analysis::new("x = 1 y = 2", &LocalEngine);
+        let a = Analysis::new("x = 1 y = 2");
         let d = a.diagnostics.iter().find(|d| d.code == "W0001").unwrap();
         assert_eq!(apply(&a, &fixes(&a, d)[0].1), "x = 1; y = 2");
     }
@@ -349,7 +355,7 @@ mod tests {
     #[test]
     fn lenses_for_cells_and_train() {
         let src = "# %% A\nm = linear(2, 2, 0)\nX = zeros([8, 2])\n# %% B\ntrain 10 {\n  adam(sum(apply(m, X)), m, 0.1, 0.9, 0.999, 1e-8)\n}\n";
-        let a = Analysis::new(src, &LocalEngine);
+        let a = Analysis::new(src);
         let uri = Url::parse("file:///t.mlpl").unwrap();
         let devices = crate::feasibility::profiles(None, "", "", Some(1e10));
         let l = code_lenses(&a, &uri, &devices);
@@ -375,6 +381,12 @@ mod tests {
         let args = &l[3].command.as_ref().unwrap().arguments.as_ref().unwrap()[0];
         assert_eq!(args["cellIndex"], 1);
         assert_eq!(args["range"]["start"]["line"], 3);
+        let estimate = l[5].command.as_ref().unwrap();
+        assert_eq!(estimate.command, SHOW_ESTIMATE);
+        let args = &estimate.arguments.as_ref().unwrap()[0];
+        assert_eq!(args["uri"], "file:///t.mlpl");
+        assert_eq!(args["range"]["start"]["line"], 4);
+        assert_eq!(args["range"]["end"]["line"], 6);
         let hints = inlay_hints(&a, Span::new(0, src.len()));
         assert_eq!(hints.len(), 2);
     }

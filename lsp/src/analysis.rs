@@ -1,19 +1,21 @@
 //! One analysis of one version of a document: the parse, the checker's
-//! diagnostics, the inferred shapes, the cells and an index of every variable and
-//! axis-name occurrence. Every editor feature reads an [`Analysis`]; none runs code.
+//! diagnostics, the checker's facts (values of assignments, `train` blocks,
+//! optimizer calls), the cells and an index of every variable and axis-name
+//! occurrence. Every editor feature reads an [`Analysis`]; none runs code. Shapes
+//! come only from the runtime's checker (`mlpl_runtime::check`).
 
 use std::collections::HashSet;
 use std::sync::Arc;
 
 use mlpl_runtime::builtins::{self, ParamKind};
-use mlpl_runtime::check::check_source;
+use mlpl_runtime::check::query::{self, Assignment, Facts};
+use mlpl_runtime::check::{check_source, AbsValue};
 use mlpl_runtime::diag::{Diagnostic, Span};
 use mlpl_runtime::syntax::cells::Cell;
 use mlpl_runtime::syntax::lexer::lex_full;
 use mlpl_runtime::syntax::token::Token;
 use mlpl_runtime::syntax::{Expr, ExprKind, Program, Stmt, StmtKind};
 
-use crate::infer::{visit_stmt, Facts, ShapeEngine};
 use crate::lines::LineIndex;
 
 /// What an occurrence of a name is.
@@ -53,11 +55,12 @@ pub struct Analysis {
     pub tokens: Vec<Token>,
     /// Comment spans.
     pub comments: Vec<Span>,
-    /// Checker and shape diagnostics in source order, without duplicates.
+    /// The checker's diagnostics in source order (exactly `mlpl check`'s).
     pub diagnostics: Vec<Diagnostic>,
     /// The cells (LANGUAGE §21.1).
     pub cells: Vec<Cell>,
-    /// Inferred values, models, `train` blocks.
+    /// The checker's facts: assignments with their values, `train` blocks,
+    /// optimizer calls.
     pub facts: Facts,
     /// Every variable and axis-name occurrence, in source order.
     pub occurrences: Vec<Occurrence>,
@@ -66,24 +69,11 @@ pub struct Analysis {
 }
 
 impl Analysis {
-    /// Analyses `text` with the given shape engine.
-    pub fn new(text: &str, engine: &dyn ShapeEngine) -> Analysis {
+    /// Analyses `text`.
+    pub fn new(text: &str) -> Analysis {
         let checked = check_source(text);
-        let facts = engine.infer(&checked.program, text);
-        let mut diagnostics = checked.diagnostics;
-        // The checker's own diagnostics win; the engine adds what it proves beyond them.
-        let seen: HashSet<(&str, Option<Span>)> = diagnostics
-            .iter()
-            .map(|d| (d.code, d.primary.as_ref().map(|l| l.span)))
-            .collect();
-        let extra: Vec<Diagnostic> = facts
-            .diagnostics
-            .iter()
-            .filter(|d| !seen.contains(&(d.code, d.primary.as_ref().map(|l| l.span))))
-            .cloned()
-            .collect();
-        diagnostics.extend(extra);
-        diagnostics.sort_by_key(|d| d.primary.as_ref().map_or(0, |l| l.span.start));
+        let facts = query::facts(&checked.program);
+        let diagnostics = checked.diagnostics;
         let lexed = lex_full(text);
         let comments = comment_spans(text, &lexed.tokens);
         let lines = LineIndex::new(text);
@@ -147,6 +137,24 @@ impl Analysis {
             .map(|o| **o)
     }
 
+    /// The innermost expression containing byte `offset` whose value the checker
+    /// knows, with that value (the checker replays the program up to it).
+    pub fn value_at(&self, offset: usize) -> Option<(Span, AbsValue)> {
+        query::value_at(&self.program, offset)
+    }
+
+    /// The assignment whose variable name is written at `span`.
+    pub fn assignment_at(&self, span: Span) -> Option<&Assignment> {
+        let i = self
+            .facts
+            .assignments
+            .partition_point(|a| a.name_span.start < span.start);
+        self.facts.assignments[i..]
+            .iter()
+            .take_while(|a| a.name_span.start == span.start)
+            .find(|a| a.name_span == span)
+    }
+
     /// The call whose builtin name is written at `offset`: (name, name span, call span).
     pub fn call_name_at(&self, offset: usize) -> Option<(String, Span, Span)> {
         let mut found = None;
@@ -167,10 +175,10 @@ impl Analysis {
 
     /// Variables assigned before `offset` (most recent last), with the span of the
     /// assignment that bound them last.
-    pub fn variables_before(&self, offset: usize) -> Vec<&crate::infer::Binding> {
+    pub fn variables_before(&self, offset: usize) -> Vec<&Assignment> {
         let mut at: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
-        let mut out: Vec<&crate::infer::Binding> = Vec::new();
-        for b in &self.facts.bindings {
+        let mut out: Vec<&Assignment> = Vec::new();
+        for b in &self.facts.assignments {
             if b.name_span.end <= offset {
                 match at.get(b.name.as_str()) {
                     Some(&i) => out[i] = b,
@@ -194,16 +202,56 @@ impl Analysis {
                 out.push(o.name.clone());
             }
         }
-        for b in &self.facts.bindings {
-            if let Some(n) = b.value.arr().and_then(|a| a.names.clone()) {
-                for x in n.into_iter().flatten() {
-                    if seen.insert(x.clone()) {
-                        out.push(x);
+        for b in &self.facts.assignments {
+            if let AbsValue::Array(a) = &b.value {
+                for x in a.names.iter().filter_map(|n| n.named()) {
+                    if seen.insert(x.to_string()) {
+                        out.push(x.to_string());
                     }
                 }
             }
         }
         out
+    }
+}
+
+/// Calls `f` on `e` and every sub-expression (`device` blocks included).
+pub fn visit(e: &Expr, f: &mut dyn FnMut(&Expr)) {
+    f(e);
+    match &e.kind {
+        ExprKind::Call { args, .. } => args.iter().for_each(|a| visit(a, f)),
+        ExprKind::List(items) | ExprKind::Ctor { dims: items, .. } => {
+            items.iter().for_each(|a| visit(a, f))
+        }
+        ExprKind::Neg(x) | ExprKind::Paren(x) => visit(x, f),
+        ExprKind::Binary { lhs, rhs, .. } => {
+            visit(lhs, f);
+            visit(rhs, f);
+        }
+        ExprKind::Device { target, body } => {
+            visit(target, f);
+            for s in &body.stmts {
+                visit_stmt(s, f);
+            }
+        }
+        ExprKind::Number(_) | ExprKind::Str(_) | ExprKind::Var(_) | ExprKind::Error => {}
+    }
+}
+
+/// Calls `f` on every expression of a statement (nested blocks included).
+pub fn visit_stmt(s: &Stmt, f: &mut dyn FnMut(&Expr)) {
+    match &s.kind {
+        StmtKind::Expr(e)
+        | StmtKind::Assign { value: e, .. }
+        | StmtKind::Annotated { value: e, .. } => visit(e, f),
+        StmtKind::Repeat { count: e, body }
+        | StmtKind::Train { count: e, body }
+        | StmtKind::For { iter: e, body, .. }
+        | StmtKind::Experiment { name: e, body } => {
+            visit(e, f);
+            body.stmts.iter().for_each(|s| visit_stmt(s, f));
+        }
+        StmtKind::Error => {}
     }
 }
 
@@ -377,12 +425,11 @@ pub type Shared = Arc<Analysis>;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::infer::LocalEngine;
 
     #[test]
     fn occurrences_and_definitions() {
         let src = "X : [batch, feat] = zeros([2, 3])\ns = sum(X, \"batch\")\nX = X + 1\ny = label(X, \"batch,feat\")";
-        let a = Analysis::new(src, &LocalEngine);
+        let a = Analysis::new(src);
         let names: Vec<(&str, OccKind)> = a
             .occurrences
             .iter()
@@ -417,7 +464,7 @@ mod tests {
             "a\r# %% one\rb\r# %% two\rc",
             "s = \"\n# %% inside a string\n\"\n# %% real\n",
         ] {
-            let a = Analysis::new(src, &LocalEngine);
+            let a = Analysis::new(src);
             assert_eq!(
                 a.cells,
                 mlpl_runtime::syntax::cells::split_cells(src),
@@ -428,7 +475,7 @@ mod tests {
 
     #[test]
     fn comments_are_found_between_tokens() {
-        let a = Analysis::new("# hi\nx = \"# not\" # yes\n", &LocalEngine);
+        let a = Analysis::new("# hi\nx = \"# not\" # yes\n");
         assert_eq!(a.comments.len(), 2);
         assert_eq!(&a.text[a.comments[1].start..a.comments[1].end], "# yes");
     }

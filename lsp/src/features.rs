@@ -6,6 +6,8 @@ use lsp_types::{
     SignatureHelp, SignatureInformation, TextEdit,
 };
 use mlpl_runtime::builtins::{self, Builtin, ParamKind};
+use mlpl_runtime::check::query::{OptimizerCall, TrainBlock};
+use mlpl_runtime::check::AbsValue;
 use mlpl_runtime::data::corpora;
 use mlpl_runtime::diag::codes;
 use mlpl_runtime::diag::Span;
@@ -15,8 +17,7 @@ use mlpl_runtime::nn::Layer;
 use crate::analysis::{Analysis, OccKind};
 use crate::context::context;
 use crate::feasibility::{self, DeviceProfile, TrainEstimate};
-use crate::infer::{OptimizerFacts, TrainFacts};
-use crate::values::{group_digits, ModelInfo, Val};
+use crate::values::{describe, group_digits};
 
 /// Device targets offered inside `device("`.
 pub const DEVICE_NAMES: &[(&str, &str)] = &[
@@ -84,15 +85,15 @@ pub fn builtin_doc(b: &Builtin) -> String {
 }
 
 /// A model's summary: its layers, parameter count and weight memory.
-pub fn model_summary(name: &str, m: &ModelInfo) -> String {
-    let p = mlpl_runtime::nn::estimate::param_count(&m.layer);
+pub fn model_summary(name: &str, layer: &Layer) -> String {
+    let p = mlpl_runtime::nn::estimate::param_count(layer);
     let mut s = format!("**{name}**: model\n\n```\n");
-    describe_tree(&m.layer, 0, &mut s);
+    describe_tree(layer, 0, &mut s);
     s.push_str("```\n");
     s.push_str(&format!(
         "- parameters: {} ({} tensors)\n- weights: {} (float32); training with Adam needs about {} before activations\n",
         group_digits(p),
-        m.layer.param_specs().len(),
+        layer.param_specs().len(),
         feasibility::bytes(p * 4.0),
         feasibility::bytes(p * 16.0)
     ));
@@ -129,45 +130,74 @@ fn describe_tree(l: &Layer, depth: usize, out: &mut String) {
     }
 }
 
+/// Optimizer state slots per parameter: Adam and AdamW keep two moments,
+/// momentum SGD one velocity (LANGUAGE §12).
+pub fn state_slots(optimizer: &str) -> f64 {
+    if optimizer == "momentum_sgd" {
+        1.0
+    } else {
+        2.0
+    }
+}
+
 /// The estimate of an optimizer call (for its `train` block when `train` is given).
+/// The model, the batch its loss implies and the frozen parameters are the
+/// checker's (`check::query`).
 pub fn optimizer_estimate(
-    o: &OptimizerFacts,
-    train: Option<&TrainFacts>,
+    o: &OptimizerCall,
+    train: Option<&TrainBlock>,
     devices: &[DeviceProfile],
 ) -> Option<(TrainEstimate, String)> {
     let m = o.model.as_ref()?;
     let (b, s, note) = match &o.batch {
-        Some(g) => match (g.batch, g.seq) {
-            (Some(b), Some(s)) => (
-                b,
-                s,
-                format!("B = {b}, S = {s}, inferred from the loss's input {}", g.input_shape),
-            ),
-            _ => (
-                g.batch.unwrap_or(1.0),
-                g.seq.unwrap_or(1.0),
-                format!(
-                    "the loss's input is {}, whose size is only known at run time; shown for B = {}, S = {}",
-                    g.input_shape,
-                    g.batch.unwrap_or(1.0),
-                    g.seq.unwrap_or(1.0)
+        Some(g) => {
+            let shape = g.input.shape_text();
+            match (g.batch, g.seq) {
+                (Some(b), Some(s)) => (
+                    b as f64,
+                    s as f64,
+                    format!(
+                        "B = {b}, S = {s}, inferred by the checker from the loss's input `{shape}`"
+                    ),
                 ),
-            ),
-        },
-        None => (1.0, 1.0, "no `apply(model, x)` found in the loss; shown for one row".into()),
+                (b, s) => {
+                    let (b, s) = (b.unwrap_or(1), s.unwrap_or(1));
+                    (
+                        b as f64,
+                        s as f64,
+                        format!(
+                            "the loss's input is `{shape}`, whose size is only known at run time; shown for B = {b}, S = {s}"
+                        ),
+                    )
+                }
+            }
+        }
+        None => (
+            1.0,
+            1.0,
+            "no `apply(model, x)` found in the loss; shown for one row".into(),
+        ),
     };
     let steps = match train {
         Some(t) => t.steps,
         None => o.steps,
     };
-    let e = feasibility::estimate(&m.layer, &o.frozen, b, s, steps, o.state_slots, devices);
+    let e = feasibility::estimate(
+        &m.0,
+        &o.frozen,
+        b,
+        s,
+        steps.map(|n| n as f64),
+        state_slots(&o.name),
+        devices,
+    );
     Some((e, note))
 }
 
 /// The estimate of a `train` block (from its first optimizer call).
 pub fn train_estimate(
     a: &Analysis,
-    t: &TrainFacts,
+    t: &TrainBlock,
     devices: &[DeviceProfile],
 ) -> Option<(TrainEstimate, String)> {
     let o = &a.facts.optimizers[t.optimizer?];
@@ -188,7 +218,7 @@ pub fn hover(a: &Analysis, offset: usize, cfg: &FeatureConfig) -> Option<Hover> 
         t.span.start <= offset && offset <= header_end
     }) {
         match train_estimate(a, t, &cfg.devices) {
-            Some((e, note)) => parts.push(e.markdown(&format!("`train {}`", t.steps.map_or("N".to_string(), group_digits)), &note)),
+            Some((e, note)) => parts.push(e.markdown(&format!("`train {}`", t.steps.map_or("N".to_string(), |n| group_digits(n as f64))), &note)),
             None => parts.push("**train** block: no estimate (the optimizer's `params` is not a model whose layer sizes are known statically)".into()),
         }
         range = Some(t.keyword);
@@ -198,9 +228,9 @@ pub fn hover(a: &Analysis, offset: usize, cfg: &FeatureConfig) -> Option<Hover> 
         if let Some((name, name_span, call_span)) = a.call_name_at(offset) {
             if let Some(b) = builtins::lookup(&name) {
                 let mut s = builtin_doc(b);
-                if let Some(v) = a.facts.value_of(call_span) {
-                    if !matches!(v, Val::Unknown) {
-                        s = format!("result: `{}`\n\n---\n{s}", v.describe());
+                if let Some((span, v)) = a.value_at(name_span.start) {
+                    if span == call_span {
+                        s = format!("result: `{}`\n\n---\n{s}", describe(&v));
                     }
                 }
                 if let Some(o) = a.facts.optimizers.iter().find(|o| o.call_span == call_span) {
@@ -227,15 +257,12 @@ pub fn hover(a: &Analysis, offset: usize, cfg: &FeatureConfig) -> Option<Hover> 
         if let Some(occ) = a.occurrence_at(offset) {
             match occ.kind {
                 OccKind::VarDef | OccKind::VarUse => {
-                    let v = a.facts.value_of(occ.span).cloned().or_else(|| {
-                        a.definition(occ)
-                            .and_then(|d| a.facts.value_of(d.span).cloned())
-                    });
+                    let v = variable_value(a, occ);
                     let mut s = match &v {
-                        Some(Val::Model(Some(m))) => model_summary(&occ.name, m),
-                        Some(v) if !matches!(v, Val::Unknown) => {
-                            let mut s = format!("```mlpl\n{}: {}\n```", occ.name, v.describe());
-                            if let Some(c) = v.arr().and_then(|x| x.constant.as_ref()) {
+                        Some(AbsValue::Model(Some(m))) => model_summary(&occ.name, &m.0),
+                        Some(v) if !matches!(v, AbsValue::Unknown) => {
+                            let mut s = format!("```mlpl\n{}: {}\n```", occ.name, describe(v));
+                            if let Some(c) = v.as_array().and_then(|x| x.constant.as_ref()) {
                                 if c.len() <= 16 && !c.is_empty() {
                                     let vals: Vec<String> = c
                                         .iter()
@@ -244,7 +271,11 @@ pub fn hover(a: &Analysis, offset: usize, cfg: &FeatureConfig) -> Option<Hover> 
                                     s.push_str(&format!("\nvalue: `{}`", vals.join(" ")));
                                 }
                             }
-                            if let Some(origin) = v.arr().and_then(|x| x.names_from) {
+                            if let Some(origin) = v
+                                .as_array()
+                                .filter(|x| x.has_named_axis())
+                                .and_then(|x| x.origin)
+                            {
                                 let p = a.lines.position(text, origin.start);
                                 s.push_str(&format!("\n\naxis names from line {}", p.line + 1));
                             }
@@ -263,21 +294,16 @@ pub fn hover(a: &Analysis, offset: usize, cfg: &FeatureConfig) -> Option<Hover> 
                 OccKind::AxisDef | OccKind::AxisUse => {
                     let sizes: Vec<String> = a
                         .facts
-                        .bindings
+                        .assignments
                         .iter()
                         .filter_map(|b| {
-                            let arr = b.value.arr()?;
+                            let arr = b.value.as_array()?;
                             let i = arr
                                 .names
-                                .as_ref()?
                                 .iter()
-                                .position(|n| n.as_deref() == Some(&occ.name))?;
+                                .position(|n| n.named() == Some(occ.name.as_str()))?;
                             let d = arr.dims.as_ref()?.get(i)?;
-                            Some(format!(
-                                "`{}` axis {i} = {}",
-                                b.name,
-                                crate::values::dim_text(d)
-                            ))
+                            Some(format!("`{}` axis {i} = {}", b.name, d.text()))
                         })
                         .take(6)
                         .collect();
@@ -293,9 +319,9 @@ pub fn hover(a: &Analysis, offset: usize, cfg: &FeatureConfig) -> Option<Hover> 
     }
     // Any other expression with a known value.
     if parts.is_empty() {
-        if let Some((span, v)) = a.facts.value_at(offset) {
-            if let Val::Model(Some(m)) = v {
-                parts.push(model_summary("model", m));
+        if let Some((span, v)) = a.value_at(offset) {
+            if let AbsValue::Model(Some(m)) = &v {
+                parts.push(model_summary("model", &m.0));
             } else {
                 let src = &text[span.start..span.end];
                 let shown = if src.chars().count() > 40 {
@@ -303,7 +329,7 @@ pub fn hover(a: &Analysis, offset: usize, cfg: &FeatureConfig) -> Option<Hover> 
                 } else {
                     format!("`{src}`")
                 };
-                parts.push(format!("{shown}: `{}`", v.describe()));
+                parts.push(format!("{shown}: `{}`", describe(&v)));
             }
             range = Some(span);
         }
@@ -436,10 +462,10 @@ pub fn completion(a: &Analysis, offset: usize, cfg: &FeatureConfig) -> Vec<Compl
             continue;
         }
         let kind = match b.value {
-            Val::Model(_) => CompletionItemKind::CLASS,
+            AbsValue::Model(_) => CompletionItemKind::CLASS,
             _ => CompletionItemKind::VARIABLE,
         };
-        let mut it = item(&b.name, kind, b.value.describe(), "0");
+        let mut it = item(&b.name, kind, describe(&b.value), "0");
         it.text_edit = Some(CompletionTextEdit::Edit(TextEdit::new(
             range,
             b.name.clone(),
@@ -552,22 +578,35 @@ pub fn resolve(mut item: CompletionItem) -> CompletionItem {
     item
 }
 
-/// Axis names of the first argument of the call opened at `open`.
+/// Axis names of the first argument of the call opened at `open`, as the checker
+/// knows them.
 fn first_arg_names(a: &Analysis, open: usize) -> Vec<String> {
-    let Some((span, _)) = a.facts.values.iter().find(|(s, v)| {
-        s.start > open
-            && s.start <= open + 64
-            && v.arr().is_some_and(|x| x.has_names())
-            && a.text[open + 1..s.start].trim().is_empty()
-    }) else {
-        return Vec::new();
-    };
-    a.facts
-        .value_of(*span)
-        .and_then(|v| v.arr())
-        .and_then(|x| x.names.clone())
-        .map(|n| n.into_iter().flatten().collect())
-        .unwrap_or_default()
+    let rest = &a.text[(open + 1).min(a.text.len())..];
+    let start = open + 1 + (rest.len() - rest.trim_start().len());
+    match a.value_at(start) {
+        Some((span, AbsValue::Array(x))) if span.start == start => x
+            .names
+            .iter()
+            .filter_map(|n| n.named().map(String::from))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// What the checker knows about a variable where it is written: the value bound
+/// by its assignment, or the value read at a use (on any iteration inside a loop).
+pub fn variable_value(a: &Analysis, occ: &crate::analysis::Occurrence) -> Option<AbsValue> {
+    match occ.kind {
+        OccKind::VarDef => a.assignment_at(occ.span).map(|b| b.value.clone()),
+        _ => match a.value_at(occ.span.start) {
+            Some((span, v)) if span == occ.span => Some(v),
+            _ => None,
+        },
+    }
+    .or_else(|| {
+        let d = a.definition(occ)?;
+        a.assignment_at(d.span).map(|b| b.value.clone())
+    })
 }
 
 /// Signature help at byte `offset`.

@@ -5,8 +5,9 @@
 //! it never runs user code.
 //!
 //! Layout: [`document`] (ropes and versioned edits), [`lines`] (byte offsets ↔
-//! UTF-16 positions), [`analysis`] (one analysis of one text), [`infer`] (static
-//! shapes, behind [`infer::ShapeEngine`]), [`values`], [`feasibility`] (estimates
+//! UTF-16 positions), [`analysis`] (one analysis of one text: the runtime
+//! checker's diagnostics and facts, `mlpl_runtime::check`), [`values`] (how the
+//! checker's values are shown), [`feasibility`] (estimates
 //! per device), [`context`] (cursor context), [`features`] (hover, completion,
 //! signature help), [`navigation`] (definition, references, rename, symbols,
 //! folding, semantic tokens), [`actions`] (diagnostics, code actions, inlay hints,
@@ -18,7 +19,6 @@ pub mod context;
 pub mod document;
 pub mod feasibility;
 pub mod features;
-pub mod infer;
 pub mod lines;
 pub mod navigation;
 pub mod server;

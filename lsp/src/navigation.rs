@@ -13,9 +13,10 @@ use mlpl_runtime::diag::Span;
 use mlpl_runtime::syntax::token::TokenKind;
 use mlpl_runtime::syntax::{ExprKind, Stmt, StmtKind};
 
-use crate::analysis::{Analysis, OccKind};
-use crate::infer::visit_stmt;
-use crate::values::Val;
+use mlpl_runtime::check::AbsValue;
+
+use crate::analysis::{visit_stmt, Analysis, OccKind};
+use crate::values::describe;
 
 /// The location of the definition of the name at `offset`.
 pub fn definition(a: &Analysis, uri: &Url, offset: usize) -> Option<Location> {
@@ -122,16 +123,16 @@ fn symbol(
 fn stmt_symbols(a: &Analysis, s: &Stmt, out: &mut Vec<DocumentSymbol>) {
     match &s.kind {
         StmtKind::Assign { name, .. } | StmtKind::Annotated { name, .. } => {
-            let v = a.facts.value_of(name.span);
+            let v = a.assignment_at(name.span).map(|b| &b.value);
             let kind = match v {
-                Some(Val::Model(_)) => SymbolKind::CLASS,
-                Some(Val::Str(_)) => SymbolKind::STRING,
+                Some(AbsValue::Model(_)) => SymbolKind::CLASS,
+                Some(AbsValue::Str(_)) => SymbolKind::STRING,
                 _ => SymbolKind::VARIABLE,
             };
             out.push(symbol(
                 a,
                 name.name.clone(),
-                v.map(Val::describe),
+                v.map(describe),
                 kind,
                 s.span,
                 name.span,
@@ -459,14 +460,10 @@ fn encode(a: &Analysis, raw: &[(Span, u32, u32)]) -> Vec<SemanticToken> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::infer::LocalEngine;
 
     #[test]
     fn semantic_tokens_are_relative_and_classified() {
-        let a = Analysis::new(
-            "# c\nX : [batch] = iota(3)\ns = sum(X, \"batch\")\n",
-            &LocalEngine,
-        );
+        let a = Analysis::new("# c\nX : [batch] = iota(3)\ns = sum(X, \"batch\")\n");
         let toks = semantic_tokens(&a);
         assert_eq!(toks[0].token_type, COMMENT);
         let types: Vec<u32> = toks.iter().map(|t| t.token_type).collect();
@@ -479,10 +476,7 @@ mod tests {
 
     #[test]
     fn symbols_group_by_cell() {
-        let a = Analysis::new(
-            "# %% A\nx = 1\nm = linear(2, 3, 0)\n# %% B\ntrain 3 { y = 2 }\n",
-            &LocalEngine,
-        );
+        let a = Analysis::new("# %% A\nx = 1\nm = linear(2, 3, 0)\n# %% B\ntrain 3 { y = 2 }\n");
         let s = document_symbols(&a);
         assert_eq!(s.len(), 2);
         assert_eq!(s[0].name, "A");

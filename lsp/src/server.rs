@@ -27,7 +27,6 @@ use crate::analysis::Analysis;
 use crate::document::{Document, Offer};
 use crate::feasibility::{self, Calibration, DeviceProfile};
 use crate::features::{self, FeatureConfig};
-use crate::infer::{LocalEngine, ShapeEngine};
 use crate::{actions, navigation};
 
 /// Client settings (initialization options or `workspace/didChangeConfiguration`,
@@ -132,7 +131,6 @@ pub struct Inner {
     client: Client,
     docs: Mutex<HashMap<Url, Arc<Mutex<DocEntry>>>>,
     config: RwLock<Config>,
-    engine: Arc<dyn ShapeEngine>,
     devices: Mutex<Devices>,
     snippets: AtomicBool,
     /// Whether the client accepts `workspace/inlayHint/refresh` and `…/codeLens/refresh`.
@@ -155,19 +153,13 @@ fn panic_text(p: Box<dyn std::any::Any + Send>) -> String {
 }
 
 impl Server {
-    /// A server talking to `client`, with the crate's own shape engine.
+    /// A server talking to `client`.
     pub fn new(client: Client) -> Server {
-        Server::with_engine(client, Arc::new(LocalEngine))
-    }
-
-    /// A server with another shape engine (see [`ShapeEngine`]).
-    pub fn with_engine(client: Client, engine: Arc<dyn ShapeEngine>) -> Server {
         Server {
             inner: Arc::new(Inner {
                 client,
                 docs: Mutex::new(HashMap::new()),
                 config: RwLock::new(Config::default()),
-                engine,
                 devices: Mutex::new(Devices {
                     profiles: Vec::new(),
                     stamp: None,
@@ -214,14 +206,13 @@ impl Inner {
     /// Analyses a text under `catch_unwind`.
     fn analyze(&self, text: &str) -> Option<Arc<Analysis>> {
         let marker = self.config().panic_marker;
-        let engine = self.engine.clone();
         self.guard("analysis", move || {
             if let Some(m) = marker {
                 if text.contains(&m) {
                     panic!("the test panic marker `{m}` is in the document");
                 }
             }
-            Arc::new(Analysis::new(text, &*engine))
+            Arc::new(Analysis::new(text))
         })
     }
 

@@ -1,9 +1,8 @@
-//! Every example checks clean in the editor too: the server's shape inference
-//! reports no error on `examples/*.mlpl` (DESIGN §8), and knows the shapes of
-//! their main variables.
+//! Every example checks clean in the editor too: the server (which reports the
+//! runtime checker's diagnostics) shows no error on `examples/*.mlpl` (DESIGN §8),
+//! and knows the shapes of their main variables.
 
 use mlpl_lsp::analysis::Analysis;
-use mlpl_lsp::infer::LocalEngine;
 
 fn examples() -> Vec<(String, String)> {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples");
@@ -28,7 +27,7 @@ fn examples_have_no_static_errors() {
     let all = examples();
     assert!(all.len() >= 5);
     for (path, text) in all {
-        let a = Analysis::new(&text, &LocalEngine);
+        let a = Analysis::new(&text);
         let errors: Vec<String> = a
             .diagnostics
             .iter()
@@ -38,8 +37,8 @@ fn examples_have_no_static_errors() {
         assert!(errors.is_empty(), "{path}: {errors:?}");
         if std::env::var_os("MLPL_LSP_DUMP").is_some() {
             eprintln!("== {path}");
-            for b in &a.facts.bindings {
-                eprintln!("  {} = {}", b.name, b.value.describe());
+            for b in &a.facts.assignments {
+                eprintln!("  {} = {}", b.name, mlpl_lsp::values::describe(&b.value));
             }
             for d in &a.diagnostics {
                 eprintln!("  {} {}", d.code, d.message);
@@ -55,16 +54,10 @@ fn example_shapes_are_known() {
         "/../examples/named_axes.mlpl"
     ))
     .unwrap();
-    let a = Analysis::new(&text, &LocalEngine);
+    let a = Analysis::new(&text);
     let shape = |n: &str| {
-        a.facts
-            .bindings
-            .iter()
-            .rev()
-            .find(|b| b.name == n)
-            .unwrap()
-            .value
-            .describe()
+        let b = a.facts.assignments.iter().rev().find(|b| b.name == n);
+        mlpl_lsp::values::describe(&b.unwrap().value)
     };
     assert_eq!(shape("X"), "[batch=4, feat=3]");
     assert_eq!(shape("H"), "[batch=4, hidden=2]");
@@ -79,7 +72,7 @@ fn train_hover_of_the_language_model_example() {
         "/../examples/tiny_lm.mlpl"
     ))
     .unwrap();
-    let a = Analysis::new(&text, &LocalEngine);
+    let a = Analysis::new(&text);
     let cfg = mlpl_lsp::features::FeatureConfig {
         devices: mlpl_lsp::feasibility::profiles(None, "a100-80gb", "m2", Some(16e9)),
         snippets: true,

@@ -4,7 +4,6 @@
 
 use lsp_types::{Position, Url};
 use mlpl_lsp::analysis::Analysis;
-use mlpl_lsp::infer::LocalEngine;
 use mlpl_lsp::{actions, feasibility, features, navigation};
 use mlpl_runtime::diag::Span;
 use proptest::prelude::*;
@@ -74,7 +73,7 @@ fn document() -> impl Strategy<Value = String> {
 }
 
 fn exercise(text: &str) {
-    let a = Analysis::new(text, &LocalEngine);
+    let a = Analysis::new(text);
     let uri = Url::parse("file:///fuzz.mlpl").unwrap();
     let devices = feasibility::profiles(None, "", "", Some(8e9));
     let cfg = features::FeatureConfig {
