@@ -40,7 +40,10 @@ pub struct Config {
     /// How long a gap in document versions is waited for (`versionGapMs`, default 200).
     pub version_gap_ms: u64,
     /// Base URL of the diagnostic codes' documentation (`docsUrl`); each diagnostic
-    /// links to `docsUrl#e0201`.
+    /// links to `docsUrl#e0201`. Default (and for an empty `docsUrl`): the
+    /// `docs/diagnostics.md` of the MLPL tree the server was built in or installed
+    /// with, found by [`default_docs_url`]; without one, diagnostics carry no link
+    /// and their explanation is in the hover and in `data.explain`.
     pub docs_url: Option<String>,
     /// The CUDA device estimates assume when none was calibrated
     /// (`estimates.cudaDevice`, an id or name from the known-device table).
@@ -61,13 +64,28 @@ impl Default for Config {
             inlay_hints: true,
             debounce_ms: 30,
             version_gap_ms: 200,
-            docs_url: None,
+            docs_url: default_docs_url(),
             cuda_device: "a100-80gb".into(),
             mlx_device: "m2".into(),
             calibration_file: feasibility::default_cache_path(),
             panic_marker: None,
         }
     }
+}
+
+/// The `file:` URL of `docs/diagnostics.md` in the nearest directory above the
+/// server's executable that has one (a checkout's `target/release/mlpl-lsp`, or
+/// an install prefix with `share/mlpl/docs/diagnostics.md`).
+pub fn default_docs_url() -> Option<String> {
+    let exe = std::env::current_exe().ok()?;
+    exe.ancestors().skip(1).take(6).find_map(|dir| {
+        ["docs/diagnostics.md", "share/mlpl/docs/diagnostics.md"]
+            .iter()
+            .map(|rel| dir.join(rel))
+            .find(|p| p.is_file())
+            .and_then(|p| Url::from_file_path(p).ok())
+            .map(String::from)
+    })
 }
 
 impl Config {
@@ -90,7 +108,11 @@ impl Config {
             self.version_gap_ms = n.min(10_000);
         }
         if let Some(s) = v.get("docsUrl").and_then(Json::as_str) {
-            self.docs_url = (!s.is_empty()).then(|| s.to_string());
+            self.docs_url = if s.is_empty() {
+                default_docs_url()
+            } else {
+                Some(s.to_string())
+            };
         }
         if let Some(e) = v.get("estimates") {
             if let Some(s) = e.get("cudaDevice").and_then(Json::as_str) {

@@ -24,6 +24,12 @@ train 300 {
 }
 ";
 
+/// The file path of a `file://` URL with a fragment.
+fn url_path(href: &str) -> String {
+    let path = href.trim_start_matches("file://");
+    path.split('#').next().unwrap().to_string()
+}
+
 fn fast() -> Value {
     json!({"debounceMs": 0, "versionGapMs": 100, "estimates": {"calibrationFile": "/nonexistent/calibration.json"}})
 }
@@ -83,6 +89,21 @@ async fn diagnostics_have_codes_related_information_and_versions() {
         d["codeDescription"]["href"],
         "https://example.invalid/diagnostics.md#e0203"
     );
+    // Without a setting, the link goes to the tree's own docs/diagnostics.md.
+    let (c2, _) = TestClient::start(fast()).await;
+    c2.open(uri, SHAPES, 1).await;
+    let p2 = c2.diagnostics(uri, 1).await;
+    let href = p2["diagnostics"][0]["codeDescription"]["href"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        href.starts_with("file://") && href.ends_with("docs/diagnostics.md#e0203"),
+        "{href}"
+    );
+    let file = url_path(&href);
+    let page = std::fs::read_to_string(&file).unwrap();
+    assert!(page.contains("<a id=\"e0203\"></a>"), "{file}");
     assert!(d["data"]["explain"].as_str().unwrap().contains("E0203"));
     // The primary span is the right operand `W` on line 3.
     assert_eq!(d["range"]["start"], json!({"line": 3, "character": 14}));
@@ -254,12 +275,102 @@ async fn hovers_show_shapes_docs_models_and_estimates() {
         h.contains("one Adam step") && h.contains("Feasibility of this `adam` step"),
         "{h}"
     );
-    // A sub-expression: its shape.
+    // A call: its result's shape, from the checker.
     let h = hover_text(&c, uri, TRAIN, "apply(model, X)", 2).await;
-    assert!(
-        h.contains("apply(model, X)") || h.contains("[sample=200, 2]"),
-        "{h}"
-    );
+    assert!(h.contains("result: `[sample=200, 2]`"), "{h}");
+}
+
+const SUBEXPR: &str = "# %% Data
+X : [batch, feat] = reshape(iota(12), [4, 3])
+W2 = ones([3, 2])
+Z = relu(matmul(X, W2) + 1)
+d = load(\"points.csv\")
+col = sum(d, 0)
+";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hover_on_sub_expressions_and_symbolic_sizes() {
+    let (c, _) = TestClient::start(fast()).await;
+    let uri = "file:///subexpr.mlpl";
+    c.open(uri, SUBEXPR, 1).await;
+    let p = c.diagnostics(uri, 1).await;
+    assert_eq!(p["diagnostics"], json!([]), "{p}");
+    // On the `+`: the innermost expression there is the sum.
+    let h = hover_text(&c, uri, SUBEXPR, "+ 1", 0).await;
+    assert!(h.contains("`matmul(X, W2) + 1`: `[batch=4, 2]`"), "{h}");
+    // A variable read inside an expression.
+    let h = hover_text(&c, uri, SUBEXPR, "W2) +", 0).await;
+    assert!(h.contains("W2: [3, 2]"), "{h}");
+    // Symbolic sizes (the rows and columns of a CSV file) are shown as symbols.
+    let h = hover_text(&c, uri, SUBEXPR, "d = load", 0).await;
+    assert!(h.contains("d: [N, C]"), "{h}");
+    let h = hover_text(&c, uri, SUBEXPR, "d, 0", 0).await;
+    assert!(h.contains("d: [N, C]"), "{h}");
+    let h = hover_text(&c, uri, SUBEXPR, "sum(d", 1).await;
+    assert!(h.contains("result: `[C]`"), "{h}");
+    let hints = c
+        .request(
+            "textDocument/inlayHint",
+            json!({"textDocument": {"uri": uri}, "range": {"start": {"line": 0, "character": 0}, "end": {"line": 6, "character": 0}}}),
+        )
+        .await;
+    let labels: Vec<&str> = hints
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["label"].as_str().unwrap())
+        .collect();
+    assert!(labels.contains(&": [N, C]"), "{labels:?}");
+    assert!(labels.contains(&": [C]"), "{labels:?}");
+}
+
+/// The position of byte `offset` of `text` in UTF-16 code units.
+fn utf16_position(text: &str, offset: usize) -> Value {
+    let before = &text[..offset];
+    let line = before.matches('\n').count();
+    let start = before.rfind('\n').map_or(0, |i| i + 1);
+    json!({"line": line, "character": text[start..offset].encode_utf16().count()})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shape_error_diagnostic_and_hover_agree_with_mlpl_check() {
+    // What `mlpl check` reports (the CLI prints `check_source`'s diagnostics).
+    let checked = mlpl_runtime::check::check_source(SHAPES);
+    let (c, _) = TestClient::start(fast()).await;
+    let uri = "file:///agree.mlpl";
+    c.open(uri, SHAPES, 1).await;
+    let p = c.diagnostics(uri, 1).await;
+    let diags = p["diagnostics"].as_array().unwrap();
+    assert_eq!(diags.len(), checked.diagnostics.len(), "{diags:?}");
+    for (d, want) in diags.iter().zip(&checked.diagnostics) {
+        assert_eq!(d["code"], want.code);
+        let primary = want.primary.as_ref().unwrap();
+        assert_eq!(
+            d["range"]["start"],
+            utf16_position(SHAPES, primary.span.start)
+        );
+        assert_eq!(d["range"]["end"], utf16_position(SHAPES, primary.span.end));
+        let msg = d["message"].as_str().unwrap();
+        assert!(msg.starts_with(&want.message), "{msg}");
+        assert!(msg.contains(&primary.message), "{msg}");
+    }
+    // The operands' shapes in the error are the shapes the hovers show.
+    let e = &checked.diagnostics[0];
+    let labels: Vec<&str> = std::iter::once(e.primary.as_ref().unwrap())
+        .chain(&e.secondary)
+        .map(|l| l.message.as_str())
+        .collect();
+    for (needle, name) in [("X, W)", "X"), ("W)", "W")] {
+        let h = hover_text(&c, uri, SHAPES, needle, 0).await;
+        let shown = h
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}: ")))
+            .unwrap_or_else(|| panic!("no shape for {name} in {h}"));
+        assert!(
+            labels.iter().any(|l| l.contains(shown)),
+            "{name}: {shown} not in {labels:?}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -655,6 +766,12 @@ async fn code_lenses_run_cells_and_estimate_train_blocks() {
     let title = train["command"]["title"].as_str().unwrap();
     assert!(title.ends_with("on CPU · fits"), "{title}");
     assert_eq!(train["range"]["start"]["line"], 6);
+    // Its command asks the client to show the block's estimate.
+    assert_eq!(train["command"]["command"], "mlpl.showEstimate");
+    let args = &train["command"]["arguments"][0];
+    assert_eq!(args["uri"], uri);
+    assert_eq!(args["range"]["start"], json!({"line": 6, "character": 0}));
+    assert_eq!(args["range"]["end"], json!({"line": 8, "character": 1}));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
