@@ -12,6 +12,7 @@
 #![warn(missing_docs)]
 
 mod backend;
+mod counter_scope;
 pub mod cpu;
 pub mod cuda;
 mod shape;
@@ -20,6 +21,7 @@ mod tensor;
 pub use backend::{
     Backend, BinaryOp, Counters, DeviceError, DeviceKind, ReduceOp, Result, UnaryOp,
 };
+pub use counter_scope::{count_in_scopes, Count, CounterScope, ScopeCounts};
 pub use cpu::{cpu, CpuBackend};
 pub use cuda::CudaUnavailable;
 pub use shape::broadcast_shapes;

@@ -254,3 +254,43 @@ fn sessions_are_independent_and_deleting_one_ends_its_stream() {
     let (status, _) = srv.call("POST", &format!("/v1/runs/{long}/cancel"), None);
     assert_eq!(status, 404);
 }
+
+/// Runs `code` in a fresh session; returns its `run_finished` event.
+fn finished_alone(srv: &Server, code: &str) -> Sse {
+    let id = srv.session();
+    let events = srv.events(&id, None);
+    let run = srv.run(&id, code);
+    events.until_finished(&run).pop().unwrap()
+}
+
+#[test]
+fn device_counters_count_only_their_own_run_while_sessions_run_at_once() {
+    let srv = Server::start(&[]);
+    let a = format!("W = param[2]\n{}", train(30_000));
+    let b = "V = param[3]\ntrain 20000 { adam(sum(V * V * V * V), V, 0.01, 0.9, 0.999, 1e-8); sum(V * V) }";
+    let launches = |e: &Sse| e.data["counters"]["kernel_launches"].as_u64().unwrap();
+    let (alone_a, alone_b) = (finished_alone(&srv, &a), finished_alone(&srv, b));
+    assert!(launches(&alone_a) > 30_000 && launches(&alone_b) > 20_000);
+    assert_ne!(launches(&alone_a), launches(&alone_b));
+    // Both at once, in two sessions.
+    let (sa, sb) = (srv.session(), srv.session());
+    let (ea, eb) = (srv.events(&sa, None), srv.events(&sb, None));
+    let (ra, rb) = (srv.run(&sa, &a), srv.run(&sb, b));
+    let (got_a, got_b) = (ea.until_finished(&ra), eb.until_finished(&rb));
+    let time = |e: &Sse| e.data["time"].as_u64().unwrap();
+    let (fa, fb) = (got_a.last().unwrap(), got_b.last().unwrap());
+    assert!(
+        time(&got_a[0]) < time(fb) && time(&got_b[0]) < time(fa),
+        "the two runs overlapped"
+    );
+    assert_eq!(launches(fa), launches(&alone_a));
+    assert_eq!(launches(fb), launches(&alone_b));
+    // The last `device` event of each run reports the same counts.
+    for got in [&got_a, &got_b] {
+        let device = got.iter().rev().find(|e| e.event == "device").unwrap();
+        assert_eq!(
+            device.data["counters"],
+            got.last().unwrap().data["counters"]
+        );
+    }
+}

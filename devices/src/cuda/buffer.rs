@@ -1,4 +1,5 @@
-//! Device memory of the CUDA backend and its exact counters.
+//! Device memory of the CUDA backend and its exact counters (also recorded in
+//! the calling thread's counter scopes, see `counter_scope`).
 
 use std::any::Any;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -7,6 +8,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaContext, CudaSlice};
 
 use crate::backend::{Counters, DeviceError};
+use crate::counter_scope::{count_in_scopes, Count};
 use crate::tensor::DeviceBuffer;
 
 /// The backend's counters, shared with every buffer it allocated (a buffer counts
@@ -27,19 +29,23 @@ impl Stats {
     pub(super) fn upload(&self, bytes: u64) {
         self.uploads.fetch_add(1, Ordering::Relaxed);
         self.bytes_up.fetch_add(bytes, Ordering::Relaxed);
+        count_in_scopes(Count::Upload(bytes));
     }
 
     pub(super) fn download(&self, bytes: u64) {
         self.downloads.fetch_add(1, Ordering::Relaxed);
         self.bytes_down.fetch_add(bytes, Ordering::Relaxed);
+        count_in_scopes(Count::Download(bytes));
     }
 
     pub(super) fn kernel(&self) {
         self.kernel_launches.fetch_add(1, Ordering::Relaxed);
+        count_in_scopes(Count::Kernel);
     }
 
     pub(super) fn fallback(&self) {
         self.cpu_fallbacks.fetch_add(1, Ordering::Relaxed);
+        count_in_scopes(Count::Fallback);
     }
 
     fn allocated(&self, bytes: u64) {

@@ -140,6 +140,7 @@ mod tests {
                 elapsed_ms: 1.0,
                 diagnostic: None,
                 saved: None,
+                counters: None,
             },
         }
     }

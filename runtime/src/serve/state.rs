@@ -417,6 +417,7 @@ fn panicked(payload: &(dyn std::any::Any + Send), req: &RunRequest) -> RunOutcom
         diagnostic_json: session::diag_json(&d, &src),
         diagnostic: Some(d),
         elapsed: std::time::Duration::ZERO,
+        counters: None,
     }
 }
 

@@ -125,7 +125,8 @@ pub enum EventBody {
     Device {
         /// The run's default device.
         device: String,
-        /// Counter increments since the run started (process-wide counters).
+        /// What this run did since it started (only this run's work, even
+        /// while other sessions run at the same time).
         counters: DeviceCounters,
         /// Device memory held by tensors now (0 on the CPU, which does not track it).
         memory_bytes: u64,
@@ -179,6 +180,9 @@ pub enum EventBody {
         diagnostic: Option<serde_json::Value>,
         /// Whether the session was saved after the run (`null`: no state directory).
         saved: Option<bool>,
+        /// The run's device counters, as in its last `device` event (`null`
+        /// when the run evaluated nothing, e.g. after a syntax error).
+        counters: Option<DeviceCounters>,
     },
 }
 

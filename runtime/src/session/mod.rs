@@ -24,7 +24,7 @@ use crate::eval::{Interp, Workspace};
 use crate::syntax::{Program, StmtKind};
 use crate::value::{DeviceTarget, Value};
 
-pub use events::{CellRef, Emitter, Event, EventBody, EventSink, RunStatus};
+pub use events::{CellRef, DeviceCounters, Emitter, Event, EventBody, EventSink, RunStatus};
 pub use observer::{CancelHandle, StepObserver, STEP_INTERVAL};
 pub use persist::SaveReport;
 pub use vars::VariableInfo;
@@ -84,6 +84,9 @@ pub struct RunOutcome {
     pub diagnostic_json: Option<serde_json::Value>,
     /// Wall time.
     pub elapsed: Duration,
+    /// What the backends did for this run alone (`None` when nothing was
+    /// evaluated, e.g. after a syntax error).
+    pub counters: Option<DeviceCounters>,
 }
 
 /// A session: a workspace, its interpreter and its event stream.
@@ -258,6 +261,7 @@ impl Session {
                 elapsed_ms: outcome.elapsed.as_secs_f64() * 1e3,
                 diagnostic: outcome.diagnostic_json.clone(),
                 saved,
+                counters: outcome.counters.clone(),
             },
         );
     }
@@ -299,9 +303,12 @@ impl Session {
                 self.emit_warning(run, &d, &src);
             }
         }
-        let result = match parse_error {
-            Some(d) => Err(d),
-            None => self.evaluate(run, &parsed.program, device, &src),
+        let (result, counters) = match parse_error {
+            Some(d) => (Err(d), None),
+            None => {
+                let (r, c) = self.evaluate(run, &parsed.program, device, &src);
+                (r, Some(c))
+            }
         };
         let (status, value, diagnostic) = match result {
             Ok(v) => (RunStatus::Ok, v, None),
@@ -318,6 +325,7 @@ impl Session {
             diagnostic,
             diagnostic_json,
             elapsed: started.elapsed(),
+            counters,
         }
     }
 
@@ -368,22 +376,21 @@ impl Session {
         program: &Program,
         device: DeviceTarget,
         src: &SourceFile,
-    ) -> Result<Option<Value>, Diagnostic> {
+    ) -> (Result<Option<Value>, Diagnostic>, DeviceCounters) {
+        // The run executes on this thread: its counter scope sees only its own
+        // kernels and copies, whatever other sessions do meanwhile.
+        let scope = mlpl_devices::CounterScope::enter();
+        let counts = scope.counts();
         let backend = self.interp.devices.backend(device);
         let observer = StepObserver::new(
             self.emitter.clone(),
             run,
             self.opts.step_interval,
-            backend,
+            backend.clone(),
             device.to_string(),
         )
-        .with_cancel(self.cancel.clone());
-        let end_device = {
-            // Counters since the run started, reported after it.
-            let backend = self.interp.devices.backend(device);
-            let base = backend.counters();
-            move || observer::device_body(&device.to_string(), &base, &backend.counters())
-        };
+        .with_cancel(self.cancel.clone())
+        .with_counters(counts.clone());
         self.interp.set_observer(Box::new(observer));
         let emitter = self.emitter.clone();
         let run_id = run.to_string();
@@ -411,8 +418,13 @@ impl Session {
                 Err(panic_diagnostic(payload.as_ref()))
             }
         };
-        self.emitter.emit(run, end_device());
-        result
+        drop(scope);
+        let ran = counts.snapshot();
+        self.emitter.emit(
+            run,
+            observer::device_body(&device.to_string(), &ran, &backend.counters()),
+        );
+        (result, observer::run_counters(&ran))
     }
 
     fn emit_value(&self, run: &str, name: Option<String>, v: &Value) {

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mlpl_devices::{Backend, Counters};
+use mlpl_devices::{Backend, Counters, ScopeCounts};
 
 use super::events::{DeviceCounters, Emitter, EventBody};
 use crate::eval::RunObserver;
@@ -102,6 +102,7 @@ pub struct StepObserver {
     backend: Arc<dyn Backend>,
     device: String,
     base: Counters,
+    scope: Option<ScopeCounts>,
     last_device: Instant,
 }
 
@@ -126,6 +127,7 @@ impl StepObserver {
             backend,
             device: device.into(),
             base,
+            scope: None,
             last_device: Instant::now(),
         }
     }
@@ -136,9 +138,23 @@ impl StepObserver {
         self
     }
 
-    /// The `device` event body for the counters since this observer was made.
+    /// Reports the counts of the run's own counter scope (opened on the thread
+    /// that runs it) instead of the backend's process-wide counters, so that
+    /// runs of other sessions at the same time are not included.
+    pub fn with_counters(mut self, scope: ScopeCounts) -> StepObserver {
+        self.scope = Some(scope);
+        self
+    }
+
+    /// The `device` event body for the counters since this observer was made
+    /// (or of its counter scope).
     pub fn device_event(&self) -> EventBody {
-        device_body(&self.device, &self.base, &self.backend.counters())
+        let now = self.backend.counters();
+        let run = match &self.scope {
+            Some(scope) => scope.snapshot(),
+            None => since(&self.base, &now),
+        };
+        device_body(&self.device, &run, &now)
     }
 
     fn flush(&mut self, at: usize, now: Instant) {
@@ -169,18 +185,36 @@ impl StepObserver {
     }
 }
 
-/// A `device` event body from counters at the start and now.
-pub(crate) fn device_body(device: &str, base: &Counters, now: &Counters) -> EventBody {
+/// The increments from `base` to `now` (memory fields: `now`'s).
+fn since(base: &Counters, now: &Counters) -> Counters {
+    Counters {
+        uploads: now.uploads.saturating_sub(base.uploads),
+        downloads: now.downloads.saturating_sub(base.downloads),
+        bytes_up: now.bytes_up.saturating_sub(base.bytes_up),
+        bytes_down: now.bytes_down.saturating_sub(base.bytes_down),
+        kernel_launches: now.kernel_launches.saturating_sub(base.kernel_launches),
+        cpu_fallbacks: now.cpu_fallbacks.saturating_sub(base.cpu_fallbacks),
+        ..now.clone()
+    }
+}
+
+/// A run's counts as reported in events.
+pub(crate) fn run_counters(run: &Counters) -> DeviceCounters {
+    DeviceCounters {
+        uploads: run.uploads,
+        downloads: run.downloads,
+        bytes_up: run.bytes_up,
+        bytes_down: run.bytes_down,
+        kernel_launches: run.kernel_launches,
+        cpu_fallbacks: run.cpu_fallbacks,
+    }
+}
+
+/// A `device` event body from a run's counts and the device's memory `now`.
+pub(crate) fn device_body(device: &str, run: &Counters, now: &Counters) -> EventBody {
     EventBody::Device {
         device: device.to_string(),
-        counters: DeviceCounters {
-            uploads: now.uploads.saturating_sub(base.uploads),
-            downloads: now.downloads.saturating_sub(base.downloads),
-            bytes_up: now.bytes_up.saturating_sub(base.bytes_up),
-            bytes_down: now.bytes_down.saturating_sub(base.bytes_down),
-            kernel_launches: now.kernel_launches.saturating_sub(base.kernel_launches),
-            cpu_fallbacks: now.cpu_fallbacks.saturating_sub(base.cpu_fallbacks),
-        },
+        counters: run_counters(run),
         memory_bytes: now.memory_bytes,
         peak_memory_bytes: now.peak_memory_bytes,
     }
