@@ -4,7 +4,13 @@
 # README's quick start and by CI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo test --workspace --locked
+# One build with the CUDA backend compiled in (it loads CUDA at run time, so no
+# toolkit is needed). NVRTC from PyPI lets the kernel compile test turn every CUDA
+# kernel into PTX without a GPU; once installed, that test must not skip.
+if nvrtc=$(bash scripts/nvrtc-venv.sh | tail -n 1) && [ -n "$nvrtc" ]; then
+  export MLPL_NVRTC_LIB="$nvrtc" MLPL_REQUIRE_NVRTC=1
+fi
+cargo test --workspace --locked --features mlpl-devices/cuda
 
 # The VS Code extension (vscode-extension/, npm workspace at the root): bundle,
 # type check + unit tests, then the end-to-end test in a real VS Code build

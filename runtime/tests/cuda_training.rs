@@ -41,8 +41,14 @@ fn run_on(src: &str, device: DeviceTarget) -> Vec<f32> {
     }
 }
 
+/// The repository root: `MLPL_REPO_ROOT` (a prebuilt test binary run elsewhere,
+/// see `scripts/gpu-check.sh`) or where this crate was built.
+fn repo_root() -> String {
+    std::env::var("MLPL_REPO_ROOT").unwrap_or_else(|_| format!("{}/..", env!("CARGO_MANIFEST_DIR")))
+}
+
 fn example(name: &str) -> String {
-    let path = format!("{}/../examples/{name}", env!("CARGO_MANIFEST_DIR"));
+    let path = format!("{}/examples/{name}", repo_root());
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 

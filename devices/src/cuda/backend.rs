@@ -139,11 +139,11 @@ impl CudaBackend {
 
     fn open_inner(ordinal: usize) -> std::result::Result<CudaBackend, CudaUnavailable> {
         use CudaUnavailable as U;
-        preload_nvrtc().map_err(U::Failed)?;
         // SAFETY: these only try to dlopen the libraries.
         if !unsafe { cudarc::driver::sys::is_culib_present() } {
             return Err(U::DriverNotFound);
         }
+        preload_nvrtc().map_err(U::Failed)?;
         let failed = |what: &str, e: &dyn std::fmt::Display| U::Failed(format!("{what}: {e}"));
         let count = CudaContext::device_count().map_err(|e| failed("counting devices", &e))?;
         let count = count.max(0) as usize;
