@@ -104,7 +104,8 @@ export function activate(ctx: vscode.ExtensionContext): MlplApi {
     }),
     vscode.workspace.onDidChangeConfiguration((e) => {
       if (e.affectsConfiguration("mlpl.runner")) {
-        void runner.restartRunner().catch((err) => log.appendLine(`runner: ${String(err)}`));
+        // The next run connects with the new settings.
+        runner.disconnect();
       }
     }),
   );

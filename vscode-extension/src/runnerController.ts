@@ -9,7 +9,7 @@
 import * as vscode from "vscode";
 import { resolveBinary } from "./binaries";
 import type { TelemetryEvent } from "./core/events";
-import { activeRun, applyEvent, emptySession, findRun, type RunRecord, type SessionModel } from "./core/runModel";
+import { abandonRun, activeRun, applyEvent, emptySession, findRun, type RunRecord, type SessionModel } from "./core/runModel";
 import { RunnerClient, RunnerError, type RunCell, type Variable } from "./runner/client";
 import { startLocalRunner, type LocalRunner } from "./runner/serverProcess";
 import { settings } from "./settings";
@@ -176,7 +176,8 @@ export class RunnerController implements vscode.Disposable {
     }
   }
 
-  private disconnect(): void {
+  /** Drops the connection (stopping a local runner); the next run connects again. */
+  disconnect(): void {
     this.follower?.stop();
     this.follower = undefined;
     this.client = undefined;
@@ -184,12 +185,9 @@ export class RunnerController implements vscode.Disposable {
     const local = this.local;
     this.local = undefined;
     local?.dispose();
-    for (const [, resolve] of this.finished) {
-      const r = activeRun(this.model);
-      if (r) {
-        r.status = "error";
-        resolve(r);
-      }
+    // Runs still waited for will not report `run_finished` any more.
+    for (const [id, resolve] of this.finished) {
+      resolve(abandonRun(this.model, id, Date.now()));
     }
     this.finished.clear();
     this.setState("stopped");

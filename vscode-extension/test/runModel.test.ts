@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { TelemetryEvent } from "../src/core/events";
-import { activeRun, applyEvent, emptySession, findRun, loopProgress, lossDecreased } from "../src/core/runModel";
+import { abandonRun, activeRun, applyEvent, emptySession, findRun, loopProgress, lossDecreased } from "../src/core/runModel";
 
 let seq = 0;
 function ev(e: Record<string, unknown>): TelemetryEvent {
@@ -97,5 +97,18 @@ describe("lossDecreased", () => {
     expect(lossDecreased(withLosses([1, 2, 3, 4]))).toBe(false);
     expect(lossDecreased(withLosses([1]))).toBe(false);
     expect(lossDecreased(withLosses([null, 5, null, 1]))).toBe(true);
+  });
+});
+
+describe("abandonRun", () => {
+  it("fails a running run and creates an unknown one, leaving finished runs alone", () => {
+    seq = 0;
+    const m = emptySession();
+    applyEvent(m, ev({ type: "run_started", cell: null, start_line: 1, end_line: 1, device: "cpu" }));
+    expect(abandonRun(m, "r1", 0).status).toBe("error");
+    expect(abandonRun(m, "never-seen", 5)).toMatchObject({ id: "never-seen", status: "error" });
+    expect(m.runs.map((r) => r.id)).toEqual(["r1", "never-seen"]);
+    applyEvent(m, { ...ev({ type: "run_finished", status: "ok", elapsed_ms: 1, diagnostic: null, saved: null }), run: "r9" } as TelemetryEvent);
+    expect(abandonRun(m, "r9", 0).status).toBe("ok");
   });
 });

@@ -112,6 +112,19 @@ async function run() {
   assert.ok(tokens && tokens.data.length > 0, "semantic tokens");
   const actions = await vscode.commands.executeCommand("vscode.executeCodeActionProvider", errDoc.uri, e0203.range);
   log(`completion ${labels.length} items; signature \`${sig.signatures[0].label}\`; ${hints.length} inlay hints; ${tokens.data.length / 5} semantic tokens; ${actions.length} code actions (${actions.map((a) => a.title).join("; ")})`);
+  // A quick fix: a misspelt builtin in an untitled document is replaced.
+  const typo = await vscode.workspace.openTextDocument({ language: "mlpl", content: "x = iota(3)\ny = matmull(x, x)\n" });
+  const typoDiag = await waitFor("E0102 on the misspelt builtin", () =>
+    vscode.languages.getDiagnostics(typo.uri).find((d) => d.source === "mlpl" && codeOf(d) === "E0102"));
+  const fixes = await vscode.commands.executeCommand("vscode.executeCodeActionProvider", typo.uri, typoDiag.range);
+  const fix = fixes.find((a) => /Replace with `matmul`/.test(a.title));
+  assert.ok(fix && fix.edit, `quick fixes: ${fixes.map((a) => a.title).join("; ")}`);
+  assert.ok(await vscode.workspace.applyEdit(fix.edit));
+  assert.equal(typo.lineAt(1).text, "y = matmul(x, x)");
+  await waitFor("E0102 gone after the fix", () => !vscode.languages.getDiagnostics(typo.uri).some((d) => codeOf(d) === "E0102"));
+  log(`quick fix applied: ${fix.title}`);
+  await vscode.window.showTextDocument(errDoc, vscode.ViewColumn.One);
+
   // The setting mlpl.inlayHints.shapes reaches the server.
   const cfg = vscode.workspace.getConfiguration("mlpl");
   await cfg.update("inlayHints.shapes", false, vscode.ConfigurationTarget.Workspace);

@@ -195,6 +195,22 @@ export function applyEvent(m: SessionModel, e: TelemetryEvent): RunRecord | unde
   return run;
 }
 
+/**
+ * Marks a run whose runner went away before its `run_finished` as failed (creating
+ * its record if no event of it arrived) and returns it, so nothing waits forever.
+ */
+export function abandonRun(m: SessionModel, id: string, time: number): RunRecord {
+  let run = findRun(m, id);
+  if (!run) {
+    run = newRun(id, time);
+    m.runs.push(run);
+  }
+  if (run.status === "running") {
+    run.status = "error";
+  }
+  return run;
+}
+
 /** Throughput and remaining time of a loop. */
 export interface Progress {
   step: number;
