@@ -53,13 +53,25 @@ JSON
   { cat "$work/install.log" >&2; echo "FAIL: installing the .vsix into code-server" >&2; exit 1; }
 cp -r "$here/workspace" "$work/workspace"
 
+# A runner started by hand, for the remote-runner check (mlpl.runner.url + token).
+head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$work/remote-token"
+setsid "$target_dir/debug/mlpl" serve --bind 127.0.0.1:0 --token-file "$work/remote-token" >"$work/remote.log" 2>&1 &
+remote_pid=$!
+for _ in $(seq 1 100); do grep -q "listening on" "$work/remote.log" 2>/dev/null && break; sleep 0.1; done
+export MLPL_E2E_REMOTE_URL="$(sed -n 's/^mlpl serve listening on //p' "$work/remote.log" | head -1)"
+export MLPL_E2E_REMOTE_TOKEN="$(cat "$work/remote-token")"
+[ -n "$MLPL_E2E_REMOTE_URL" ] || { cat "$work/remote.log" >&2; echo "FAIL: the remote runner did not start" >&2; exit 1; }
+
 port="$(node -e 'const s=require("net").createServer();s.listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})')"
 setsid "$code_server" --config /dev/null --bind-addr "127.0.0.1:$port" --auth none \
   --disable-telemetry --disable-update-check --disable-workspace-trust \
   --vscode-option enable-smoke-test-driver \
   --user-data-dir "$work/user" --extensions-dir "$work/ext" >"$work/cs.log" 2>&1 &
 cs_pid=$!
-cleanup() { kill -- "-$cs_pid" 2>/dev/null || kill "$cs_pid" 2>/dev/null || true; }
+cleanup() {
+  kill -- "-$cs_pid" 2>/dev/null || kill "$cs_pid" 2>/dev/null || true
+  kill -- "-$remote_pid" 2>/dev/null || kill "$remote_pid" 2>/dev/null || true
+}
 trap cleanup EXIT
 
 for _ in $(seq 1 120); do

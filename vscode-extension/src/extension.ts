@@ -96,8 +96,10 @@ export function activate(ctx: vscode.ExtensionContext): MlplApi {
     vscode.commands.registerCommand("mlpl.refreshVariables", () => runner.refreshVariables()),
     vscode.commands.registerCommand("mlpl.restartRunner", () => runner.restartRunner()),
     vscode.commands.registerCommand("mlpl.restartLanguageServer", () => lsp.restart()),
-    vscode.commands.registerCommand("mlpl.setRunnerToken", async () => {
-      const token = await vscode.window.showInputBox({ title: "Bearer token for mlpl.runner.url", password: true, ignoreFocusOut: true });
+    vscode.commands.registerCommand("mlpl.setRunnerToken", async (given?: string) => {
+      const token = typeof given === "string" && given
+        ? given
+        : await vscode.window.showInputBox({ title: "Bearer token for mlpl.runner.url", password: true, ignoreFocusOut: true });
       if (token) {
         await runner.setToken(token);
       }

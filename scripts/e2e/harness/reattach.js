@@ -39,6 +39,27 @@ async function run() {
     assert.equal(now.description, v.description, `${v.label} after the reload`);
   }
   console.log(`[e2e] reattached to ${session}; variables: ${items.map((x) => `${x.label} (${x.description})`).join(", ")}`);
+
+  // A runner started by hand: mlpl.runner.url, with the token in the secret storage.
+  const url = process.env.MLPL_E2E_REMOTE_URL;
+  const token = process.env.MLPL_E2E_REMOTE_TOKEN;
+  assert.ok(url && token, "run.sh starts a runner for this check");
+  await vscode.commands.executeCommand("mlpl.setRunnerToken", token);
+  await vscode.workspace.getConfiguration("mlpl").update("runner.url", url, vscode.ConfigurationTarget.Workspace);
+  const doc = await vscode.workspace.openTextDocument(vscode.Uri.joinPath(vscode.workspace.workspaceFolders[0].uri, "train.mlpl"));
+  const editor = await vscode.window.showTextDocument(doc);
+  editor.selection = new vscode.Selection(2, 0, 2, 0);
+  await vscode.commands.executeCommand("mlpl.runCell");
+  const run = await waitFor("the run on the remote runner", () => {
+    const r = api.model().runs[api.model().runs.length - 1];
+    return r && r.status !== "running" ? r : undefined;
+  });
+  assert.equal(run.status, "ok");
+  const remote = api.session();
+  assert.notEqual(remote, session, "a new session on the other runner");
+  const listed = await (await fetch(`${url}/v1/sessions`, { headers: { Authorization: `Bearer ${token}` } })).json();
+  assert.ok(listed.sessions.some((s) => s.id === remote && s.runs === 1), `the remote runner has the session: ${JSON.stringify(listed)}`);
+  console.log(`[e2e] remote runner ${url}: session ${remote}, run ${run.id} ${run.status}`);
 }
 
 module.exports = { run };
