@@ -414,6 +414,10 @@ impl Checker {
                 return AbsValue::Unknown;
             }
         }
+        if let Some(d) = placement_conflict(b.name, &rargs) {
+            self.report(d);
+            return AbsValue::Unknown;
+        }
         let Some(rule) = builtins::shape_rule(b) else {
             return AbsValue::Unknown;
         };
@@ -508,4 +512,24 @@ impl Checker {
             }
         }
     }
+}
+
+/// E0501 for a builtin call whose array arguments are provably placed on
+/// different devices (the interpreter's `check_placements`, before the builtin
+/// runs). Arrays of rank 0 are never placed, so they take no part.
+fn placement_conflict(op: &str, args: &[RuleArg<'_>]) -> Option<Diagnostic> {
+    let mut arrays = 0;
+    let mut placed = Vec::new();
+    for (i, arg) in args.iter().enumerate() {
+        if let AbsValue::Array(a) = &arg.value {
+            if a.dims.as_ref().is_some_and(|d| d.is_empty()) {
+                continue;
+            }
+            arrays += 1;
+            if let Some(t) = a.placed {
+                placed.push((i, t, arg.span));
+            }
+        }
+    }
+    crate::eval::ops::call_placement_conflict(op, &placed, arrays)
 }

@@ -363,3 +363,25 @@ pub fn split_names(s: &str) -> Vec<Option<String>> {
         .map(|n| Some(n.to_string()).filter(|n| !n.is_empty()))
         .collect()
 }
+
+/// E0501 when two array arguments of a builtin call are placed on different
+/// devices (LANGUAGE §14.4); rank-0 and floating arrays take no part.
+pub fn check_placements(op: &str, args: &[Arg<'_>]) -> Result<(), Diagnostic> {
+    let mut arrays = 0;
+    let mut placed = Vec::new();
+    for (i, arg) in args.iter().enumerate() {
+        if let ArgValue::Value(Value::Array(a)) = &arg.value {
+            if a.rank() == 0 {
+                continue;
+            }
+            arrays += 1;
+            if let crate::value::Placement::Placed(t) = a.placement() {
+                placed.push((i, t, arg.span));
+            }
+        }
+    }
+    match super::ops::call_placement_conflict(op, &placed, arrays) {
+        Some(d) => Err(d),
+        None => Ok(()),
+    }
+}

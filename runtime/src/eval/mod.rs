@@ -379,6 +379,7 @@ impl Interp {
                 }
             }
         }
+        call::check_placements(name, &evaluated)?;
         let mut c = Call {
             it: self,
             builtin: b,

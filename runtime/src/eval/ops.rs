@@ -321,6 +321,31 @@ pub fn device_mismatch_error(
     ))
 }
 
+/// E0501 for a builtin call (LANGUAGE §14.4, "E0501 in every operation"): the
+/// first argument placed on a device other than an earlier placed argument's.
+/// `placed` lists `(argument index, device, span)` of the array arguments of rank
+/// ≥ 1 that are placed, in argument order; `arrays` is how many array arguments
+/// the call has (two are named "left operand" and "right operand", as for an
+/// operator). Shared by the interpreter and the checker.
+pub fn call_placement_conflict(
+    op: &str,
+    placed: &[(usize, crate::value::DeviceTarget, Span)],
+    arrays: usize,
+) -> Option<Diagnostic> {
+    let (first, rest) = placed.split_first()?;
+    let (i1, t1, s1) = rest.iter().find(|(_, t, _)| *t != first.1)?;
+    let role = |i: usize| match (arrays, i == first.0) {
+        (2, true) => "left operand".to_string(),
+        (2, false) => "right operand".to_string(),
+        _ => format!("argument {}", i + 1),
+    };
+    Some(device_mismatch_error(
+        op,
+        (&role(first.0), first.1, first.2),
+        (&role(*i1), *t1, *s1),
+    ))
+}
+
 /// E0209: `n` names given for an array of rank `rank` (named shape `shape`).
 pub fn label_count_error(span: Span, n: usize, shape: &str, rank: usize) -> Diagnostic {
     Diagnostic::error("E0209", "wrong number of axis names")
