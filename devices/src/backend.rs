@@ -203,6 +203,27 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// `a: [..., m, k]`, `b: [..., k, n]`, both rank >= 2; leading batch axes broadcast (NumPy).
     /// Result `[batch..., m, n]`.
     fn matmul(&self, a: &Tensor, b: &Tensor) -> Result<Tensor>;
+    /// [`Backend::matmul`] of `a` and `b` with the last two axes of `a` swapped
+    /// first when `transpose_a` is set, and likewise for `b`: the products of
+    /// matmul's backward pass (`g·bᵀ`, `aᵀ·g`). The default permutes and then
+    /// multiplies; a backend whose GEMM reads strided operands skips the copies.
+    fn matmul_t(
+        &self,
+        a: &Tensor,
+        b: &Tensor,
+        transpose_a: bool,
+        transpose_b: bool,
+    ) -> Result<Tensor> {
+        let swap = |x: &Tensor| {
+            let r = x.rank();
+            let mut perm: Vec<usize> = (0..r).collect();
+            perm.swap(r - 2, r - 1);
+            self.permute(x, &perm)
+        };
+        let a = if transpose_a { swap(a)? } else { a.clone() };
+        let b = if transpose_b { swap(b)? } else { b.clone() };
+        self.matmul(&a, &b)
+    }
     /// Reduce along `axis` (removed from the shape) or over everything (-> shape `[]`).
     /// Sum of empty = 0, Prod of empty = 1, Mean = sum / max(n,1), Max of empty = -inf
     /// (NaN propagates). Sum/Mean accumulate in f64.

@@ -6,6 +6,7 @@
 //! through a strided walk over the coalesced broadcast shape. Work of at least
 //! [`PAR_THRESHOLD`] elements is split across rayon threads.
 
+use super::pool::{self, Out};
 use super::{for_chunks, row_chunk, PAR_CHUNK, PAR_THRESHOLD};
 use crate::backend::{BinaryOp, UnaryOp};
 use crate::shape::{broadcast_shapes, broadcast_strides, coalesce, offset_of};
@@ -43,12 +44,12 @@ pub(crate) fn unary(op: UnaryOp, x: &Tensor) -> Tensor {
         UnaryOp::Gelu => map(src, gelu),
         UnaryOp::Silu => map(src, |v| v * sigmoid(v)),
     };
-    Tensor::from_vec(x.shape().to_vec(), data)
+    data.into_tensor(x.shape().to_vec())
 }
 
-/// `f` over `src` into a new vector, in parallel for large inputs.
-fn map<F: Fn(f32) -> f32 + Sync>(src: &[f32], f: F) -> Vec<f32> {
-    let mut out = vec![0.0f32; src.len()];
+/// `f` over `src` into a new output buffer, in parallel for large inputs.
+fn map<F: Fn(f32) -> f32 + Sync>(src: &[f32], f: F) -> Out {
+    let mut out = pool::scratch(src.len());
     for_chunks(
         &mut out,
         PAR_CHUNK,
@@ -135,9 +136,9 @@ where
     F: Fn(f32, f32) -> f32 + Sync + Copy,
 {
     let n: usize = out_shape.iter().product();
-    let mut out = vec![0.0f32; n];
+    let mut out = pool::scratch(n);
     if n == 0 {
-        return Tensor::from_vec(out_shape, out);
+        return out.into_tensor(out_shape);
     }
     let (xa, xb) = (a.host(), b.host());
     let par = n >= PAR_THRESHOLD;
@@ -188,7 +189,7 @@ where
     } else {
         strided(xa, xb, a.shape(), b.shape(), &out_shape, &mut out, f);
     }
-    Tensor::from_vec(out_shape, out)
+    out.into_tensor(out_shape)
 }
 
 /// General broadcasting: walks the output row by row (rows along the last

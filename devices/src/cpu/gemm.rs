@@ -22,6 +22,7 @@
 //! they do not pay for a thread hand-off. A batch of small products is spread
 //! over rayon threads one product per task instead.
 
+use super::pool;
 use crate::shape::{broadcast_shapes, broadcast_strides, offset_of};
 use crate::tensor::Tensor;
 use rayon::prelude::*;
@@ -29,14 +30,38 @@ use rayon::prelude::*;
 /// Multiply-adds (m·n·k) from which a single product uses every thread.
 pub(crate) const PAR_FLOPS: usize = 96 * 96 * 96;
 
-/// C = A·B for row-major contiguous A `[m, k]`, B `[k, n]` into C `[m, n]`
-/// (C is overwritten). `parallel` lets the GEMM use rayon threads.
-pub(crate) fn sgemm(
+/// How an operand of a product is stored: as the matrix itself (row-major) or
+/// as its transpose (the matrix is read through swapped strides, never copied).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Layout {
+    /// `[rows, cols]` row-major.
+    Plain,
+    /// Stored as `[cols, rows]` row-major: the matrix is its transpose.
+    Transposed,
+}
+
+impl Layout {
+    /// `(row stride, column stride)` of a `[rows, cols]` matrix stored this way.
+    fn strides(self, rows: usize, cols: usize) -> (isize, isize) {
+        match self {
+            Layout::Plain => (cols as isize, 1),
+            Layout::Transposed => (1, rows as isize),
+        }
+    }
+}
+
+/// C = A·B for A `[m, k]` and B `[k, n]`, each stored as its [`Layout`] says,
+/// into row-major C `[m, n]` (overwritten). `parallel` lets the GEMM use rayon
+/// threads.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn sgemm_t(
     m: usize,
     n: usize,
     k: usize,
     a: &[f32],
+    la: Layout,
     b: &[f32],
+    lb: Layout,
     c: &mut [f32],
     parallel: bool,
 ) {
@@ -53,8 +78,11 @@ pub(crate) fn sgemm(
     } else {
         gemm::Parallelism::None
     };
-    // SAFETY: the asserts above bound every index the strides below reach:
-    // A is read at i*k + p, B at p*n + j, C written at i*n + j for i < m, j < n, p < k.
+    let (a_rs, a_cs) = la.strides(m, k);
+    let (b_rs, b_cs) = lb.strides(k, n);
+    // SAFETY: the asserts above bound every index the strides below reach: A is
+    // read at i*a_rs + p*a_cs < m*k, B at p*b_rs + j*b_cs < k*n, C written at
+    // i*n + j < m*n for i < m, j < n, p < k.
     unsafe {
         gemm::gemm(
             m,
@@ -65,11 +93,11 @@ pub(crate) fn sgemm(
             n as isize,
             false,
             a.as_ptr(),
-            1,
-            k as isize,
+            a_cs,
+            a_rs,
             b.as_ptr(),
-            1,
-            n as isize,
+            b_cs,
+            b_rs,
             0.0f32,
             1.0f32,
             false,
@@ -86,13 +114,61 @@ pub(crate) fn sgemm(
 ///
 /// Panics on invalid shapes (the runtime checks first).
 pub(crate) fn matmul(a: &Tensor, b: &Tensor) -> Tensor {
+    matmul_t(a, Layout::Plain, b, Layout::Plain)
+}
+
+/// [`matmul`] of `a` and `b`, each with its last two axes swapped first when
+/// its flag is set, with results bit-identical to permuting and multiplying.
+///
+/// A transposed left operand is read through strides: that is the large copy
+/// saved in a layer's backward pass (`aᵀ·g` over every row of the batch). A
+/// transposed right operand (a weight in `g·wᵀ`, small), and the transposed
+/// left operand of a matrix-vector product (n = 1), are copied first: for those
+/// layouts the GEMM library picks kernels that sum in another order, and the
+/// results would differ from `matmul` of the permuted operands in the last bits.
+pub(crate) fn matmul_op(a: &Tensor, transpose_a: bool, b: &Tensor, transpose_b: bool) -> Tensor {
+    let n = if transpose_b {
+        b.shape()[b.rank() - 2]
+    } else {
+        b.shape()[b.rank() - 1]
+    };
+    let swapped = |x: &Tensor| {
+        let r = x.rank();
+        let mut perm: Vec<usize> = (0..r).collect();
+        perm.swap(r - 2, r - 1);
+        super::layout::permute(x, &perm)
+    };
+    let b = if transpose_b { swapped(b) } else { b.clone() };
+    if transpose_a && n > 1 {
+        matmul_t(a, Layout::Transposed, &b, Layout::Plain)
+    } else if transpose_a {
+        matmul(&swapped(a), &b)
+    } else {
+        matmul(a, &b)
+    }
+}
+
+/// [`matmul`] of `op(a)` and `op(b)`, where a [`Layout::Transposed`] operand
+/// is used with its last two axes swapped (read through strides, not copied):
+/// `a` is `[..., m, k]` (or `[..., k, m]` when transposed), `b` `[..., k, n]`
+/// (or `[..., n, k]`) → `[batch..., m, n]`.
+///
+/// Panics on invalid shapes (the runtime checks first).
+pub(crate) fn matmul_t(a: &Tensor, la: Layout, b: &Tensor, lb: Layout) -> Tensor {
     let (sa, sb) = (a.shape(), b.shape());
     assert!(
         sa.len() >= 2 && sb.len() >= 2,
         "matmul: operands need rank >= 2, got {sa:?} and {sb:?}"
     );
-    let (m, k) = (sa[sa.len() - 2], sa[sa.len() - 1]);
-    let (k2, n) = (sb[sb.len() - 2], sb[sb.len() - 1]);
+    let last2 = |s: &[usize], l: Layout| {
+        let (r, c) = (s[s.len() - 2], s[s.len() - 1]);
+        match l {
+            Layout::Plain => (r, c),
+            Layout::Transposed => (c, r),
+        }
+    };
+    let (m, k) = last2(sa, la);
+    let (k2, n) = last2(sb, lb);
     assert_eq!(k, k2, "matmul: inner sizes differ in {sa:?} x {sb:?}");
     let (ba, bb) = (&sa[..sa.len() - 2], &sb[..sb.len() - 2]);
     let batch = broadcast_shapes(ba, bb)
@@ -100,18 +176,29 @@ pub(crate) fn matmul(a: &Tensor, b: &Tensor) -> Tensor {
     let nb: usize = batch.iter().product();
     let mut out_shape = batch.clone();
     out_shape.extend([m, n]);
-    let mut out = vec![0.0f32; nb * m * n];
-    if out.is_empty() || k == 0 {
-        return Tensor::from_vec(out_shape, out);
+    if nb * m * n == 0 || k == 0 {
+        return pool::zeroed(nb * m * n).into_tensor(out_shape);
     }
+    // Every element is written below (the GEMM overwrites its destination).
+    let mut out = pool::scratch(nb * m * n);
     let (xa, xb) = (a.host(), b.host());
     let b_batch: usize = bb.iter().product();
     let a_batch: usize = ba.iter().product();
     let flops = m * n * k;
-    if b_batch == 1 && a_batch == nb {
+    if b_batch == 1 && a_batch == nb && la == Layout::Plain {
         // One shared right operand: fold the batch into the rows of a single GEMM.
-        sgemm(nb * m, n, k, xa, xb, &mut out, nb * flops >= PAR_FLOPS);
-        return Tensor::from_vec(out_shape, out);
+        sgemm_t(
+            nb * m,
+            n,
+            k,
+            xa,
+            la,
+            xb,
+            lb,
+            &mut out,
+            nb * flops >= PAR_FLOPS,
+        );
+        return out.into_tensor(out_shape);
     }
     let stride_a: Vec<usize> = broadcast_strides(ba, &batch)
         .iter()
@@ -124,12 +211,14 @@ pub(crate) fn matmul(a: &Tensor, b: &Tensor) -> Tensor {
     let one = |i: usize, c: &mut [f32], parallel: bool| {
         let pa = offset_of(i, &batch, &stride_a);
         let pb = offset_of(i, &batch, &stride_b);
-        sgemm(
+        sgemm_t(
             m,
             n,
             k,
             &xa[pa..pa + m * k],
+            la,
             &xb[pb..pb + k * n],
+            lb,
             c,
             parallel,
         );
@@ -147,5 +236,5 @@ pub(crate) fn matmul(a: &Tensor, b: &Tensor) -> Tensor {
             one(i, c, false);
         }
     }
-    Tensor::from_vec(out_shape, out)
+    out.into_tensor(out_shape)
 }

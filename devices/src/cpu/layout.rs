@@ -1,7 +1,7 @@
 //! Layout kernels: axis permutation and summing a broadcast gradient back down
 //! to an operand's shape.
 
-use super::{for_chunks, reduce, row_chunk, PAR_THRESHOLD};
+use super::{for_chunks, pool, reduce, row_chunk, PAR_THRESHOLD};
 use crate::shape::{broadcast_strides, coalesce, contiguous_strides, offset_of};
 use crate::tensor::{numel_of, Tensor};
 use rayon::prelude::*;
@@ -44,7 +44,8 @@ pub(crate) fn permute(x: &Tensor, perm: &[usize]) -> Tensor {
         return x.reshape(out_shape);
     }
     let src = x.host();
-    let mut out = vec![0.0f32; src.len()];
+    // Every branch below writes every element.
+    let mut out = pool::scratch(src.len());
     let par = src.len() >= PAR_THRESHOLD;
     let row = cshape[r - 1];
     let s_last = strides[r - 1];
@@ -101,7 +102,7 @@ pub(crate) fn permute(x: &Tensor, perm: &[usize]) -> Tensor {
             }
         });
     }
-    Tensor::from_vec(out_shape, out)
+    out.into_tensor(out_shape)
 }
 
 /// Sums `g` (of a broadcast shape) down to `shape`: over the leading axes `shape`
@@ -153,5 +154,9 @@ pub(crate) fn sum_to_shape(g: &Tensor, shape: &[usize]) -> Tensor {
             }
         }
     }
-    Tensor::from_vec(shape.to_vec(), acc.into_iter().map(|a| a as f32).collect())
+    let mut out = pool::scratch(n_out);
+    for (d, a) in out.iter_mut().zip(acc) {
+        *d = a as f32;
+    }
+    out.into_tensor(shape.to_vec())
 }

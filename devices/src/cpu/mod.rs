@@ -10,6 +10,7 @@ mod elementwise;
 mod gemm;
 mod layout;
 mod nn;
+mod pool;
 mod reduce;
 #[cfg(test)]
 mod tests;
@@ -113,6 +114,17 @@ impl Backend for CpuBackend {
     fn matmul(&self, a: &Tensor, b: &Tensor) -> Result<Tensor> {
         self.launch();
         Ok(gemm::matmul(a, b))
+    }
+
+    fn matmul_t(
+        &self,
+        a: &Tensor,
+        b: &Tensor,
+        transpose_a: bool,
+        transpose_b: bool,
+    ) -> Result<Tensor> {
+        self.launch();
+        Ok(gemm::matmul_op(a, transpose_a, b, transpose_b))
     }
 
     fn reduce(&self, op: ReduceOp, x: &Tensor, axis: Option<usize>) -> Result<Tensor> {

@@ -5,7 +5,7 @@
 //! Row kernels subtract the row maximum before exponentiating (numerically
 //! stable) and accumulate sums in f64.
 
-use super::{PAR_CHUNK, PAR_THRESHOLD};
+use super::{pool, PAR_CHUNK, PAR_THRESHOLD};
 use crate::tensor::Tensor;
 use rayon::prelude::*;
 
@@ -57,9 +57,9 @@ fn row_max(x: &[f32]) -> f32 {
 pub(crate) fn softmax(x: &Tensor, axis: usize, log: bool) -> Tensor {
     let (outer, n, inner) = split_at_axis(x.shape(), axis);
     let src = x.host();
-    let mut out = vec![0.0f32; src.len()];
+    let mut out = pool::scratch(src.len());
     if src.is_empty() {
-        return Tensor::from_vec(x.shape().to_vec(), out);
+        return out.into_tensor(x.shape().to_vec());
     }
     let par = src.len() >= PAR_THRESHOLD;
     if inner == 1 {
@@ -120,7 +120,7 @@ pub(crate) fn softmax(x: &Tensor, axis: usize, log: bool) -> Tensor {
             }
         });
     }
-    Tensor::from_vec(x.shape().to_vec(), out)
+    out.into_tensor(x.shape().to_vec())
 }
 
 /// dx = y · (dy − Σ(dy·y)) along `axis`, for y = softmax(x).
@@ -132,9 +132,9 @@ pub(crate) fn softmax_backward(y: &Tensor, dy: &Tensor, axis: usize) -> Tensor {
     );
     let (outer, n, inner) = split_at_axis(y.shape(), axis);
     let (ys, gs) = (y.host(), dy.host());
-    let mut out = vec![0.0f32; ys.len()];
+    let mut out = pool::scratch(ys.len());
     if ys.is_empty() {
-        return Tensor::from_vec(y.shape().to_vec(), out);
+        return out.into_tensor(y.shape().to_vec());
     }
     let par = ys.len() >= PAR_THRESHOLD;
     map_rows(&mut out, outer, n * inner, par, |o, plane| {
@@ -164,7 +164,7 @@ pub(crate) fn softmax_backward(y: &Tensor, dy: &Tensor, axis: usize) -> Tensor {
             }
         }
     });
-    Tensor::from_vec(y.shape().to_vec(), out)
+    out.into_tensor(y.shape().to_vec())
 }
 
 /// Fused cross-entropy over the last axis of `logits` (`[N, V]`; any leading
@@ -213,9 +213,9 @@ pub(crate) fn cross_entropy(
         m as f64 + sum.ln() - xr[target] as f64
     };
     let (losses, grad): (Vec<f64>, Option<Tensor>) = if want_grad {
-        let mut g = vec![0.0f32; src.len()];
+        let mut g = pool::scratch(src.len());
         let l = map_rows(&mut g, rows, v, par, |r, o| row_loss(r, Some(o)));
-        (l, Some(Tensor::from_vec(shape.to_vec(), g)))
+        (l, Some(g.into_tensor(shape.to_vec())))
     } else if par {
         (
             (0..rows)
@@ -237,7 +237,7 @@ pub(crate) fn gather_rows(table: &Tensor, ids: &Tensor) -> Tensor {
     let d = table.shape()[1];
     let tab = table.host();
     let idx = ids.host();
-    let mut out = vec![0.0f32; idx.len() * d];
+    let mut out = pool::scratch(idx.len() * d);
     let par = out.len() >= PAR_THRESHOLD;
     map_rows(&mut out, idx.len(), d, par, |i, o| {
         let r = idx[i] as usize;
@@ -245,7 +245,7 @@ pub(crate) fn gather_rows(table: &Tensor, ids: &Tensor) -> Tensor {
     });
     let mut shape = ids.shape().to_vec();
     shape.push(d);
-    Tensor::from_vec(shape, out)
+    out.into_tensor(shape)
 }
 
 /// `[vocab, d]` zeros with `src` row i added to row `ids[i]`. Rows are summed in
@@ -263,9 +263,9 @@ pub(crate) fn scatter_add_rows(ids: &Tensor, src: &Tensor, vocab: usize) -> Tens
         idx.len() * d,
         "scatter_add_rows: src is not [ids..., d]"
     );
-    let mut out = vec![0.0f32; vocab * d];
+    let mut out = pool::zeroed(vocab * d);
     if d == 0 || vocab == 0 {
-        return Tensor::from_vec(vec![vocab, d], out);
+        return out.into_tensor(vec![vocab, d]);
     }
     let add_range = |first_row: usize, dst: &mut [f32]| {
         let last_row = first_row + dst.len() / d;
@@ -288,7 +288,7 @@ pub(crate) fn scatter_add_rows(ids: &Tensor, src: &Tensor, vocab: usize) -> Tens
     } else {
         add_range(0, &mut out);
     }
-    Tensor::from_vec(vec![vocab, d], out)
+    out.into_tensor(vec![vocab, d])
 }
 
 /// `(rows, d)` of a tensor normalised over its last axis (a scalar is one row of 1).
@@ -304,7 +304,7 @@ fn rows_of(x: &Tensor) -> (usize, usize) {
 pub(crate) fn rms_norm(x: &Tensor, eps: f32) -> (Tensor, Tensor) {
     let (rows, d) = rows_of(x);
     let src = x.host();
-    let mut y = vec![0.0f32; src.len()];
+    let mut y = pool::scratch(src.len());
     let inv = map_rows(&mut y, rows, d, src.len() >= PAR_THRESHOLD, |r, o| {
         let xr = &src[r * d..(r + 1) * d];
         let ms = xr.iter().map(|&v| v as f64 * v as f64).sum::<f64>() / d.max(1) as f64;
@@ -315,7 +315,7 @@ pub(crate) fn rms_norm(x: &Tensor, eps: f32) -> (Tensor, Tensor) {
         inv
     });
     (
-        Tensor::from_vec(x.shape().to_vec(), y),
+        y.into_tensor(x.shape().to_vec()),
         Tensor::from_vec(vec![rows], inv),
     )
 }
@@ -325,7 +325,7 @@ pub(crate) fn rms_norm_backward(x: &Tensor, inv_rms: &Tensor, dy: &Tensor) -> Te
     let (rows, d) = rows_of(x);
     let (src, g, inv) = (x.host(), dy.host(), inv_rms.host());
     assert_eq!(inv.len(), rows, "rms_norm_backward: inv_rms is not [rows]");
-    let mut dx = vec![0.0f32; src.len()];
+    let mut dx = pool::scratch(src.len());
     map_rows(&mut dx, rows, d, src.len() >= PAR_THRESHOLD, |r, o| {
         let (xr, gr) = (&src[r * d..(r + 1) * d], &g[r * d..(r + 1) * d]);
         let ri = inv[r];
@@ -340,7 +340,7 @@ pub(crate) fn rms_norm_backward(x: &Tensor, inv_rms: &Tensor, dy: &Tensor) -> Te
             *a = ri * gv - k * xv;
         }
     });
-    Tensor::from_vec(x.shape().to_vec(), dx)
+    dx.into_tensor(x.shape().to_vec())
 }
 
 /// y = (x − μ)/√(var + eps) over the last axis (biased variance, no affine);
@@ -348,7 +348,7 @@ pub(crate) fn rms_norm_backward(x: &Tensor, inv_rms: &Tensor, dy: &Tensor) -> Te
 pub(crate) fn layer_norm(x: &Tensor, eps: f32) -> (Tensor, Tensor, Tensor) {
     let (rows, d) = rows_of(x);
     let src = x.host();
-    let mut y = vec![0.0f32; src.len()];
+    let mut y = pool::scratch(src.len());
     let stats = map_rows(&mut y, rows, d, src.len() >= PAR_THRESHOLD, |r, o| {
         let xr = &src[r * d..(r + 1) * d];
         let n = d.max(1) as f64;
@@ -362,7 +362,7 @@ pub(crate) fn layer_norm(x: &Tensor, eps: f32) -> (Tensor, Tensor, Tensor) {
     });
     let (mean, inv): (Vec<f32>, Vec<f32>) = stats.into_iter().unzip();
     (
-        Tensor::from_vec(x.shape().to_vec(), y),
+        y.into_tensor(x.shape().to_vec()),
         Tensor::from_vec(vec![rows], mean),
         Tensor::from_vec(vec![rows], inv),
     )
@@ -382,7 +382,7 @@ pub(crate) fn layer_norm_backward(
         mu.len() == rows && inv.len() == rows,
         "layer_norm_backward: stats are not [rows]"
     );
-    let mut dx = vec![0.0f32; src.len()];
+    let mut dx = pool::scratch(src.len());
     map_rows(&mut dx, rows, d, src.len() >= PAR_THRESHOLD, |r, o| {
         let (xr, gr) = (&src[r * d..(r + 1) * d], &g[r * d..(r + 1) * d]);
         let (m, s) = (mu[r], inv[r]);
@@ -397,7 +397,7 @@ pub(crate) fn layer_norm_backward(
             *a = s * (gv - mg - (xv - m) * s * mgx);
         }
     });
-    Tensor::from_vec(x.shape().to_vec(), dx)
+    dx.into_tensor(x.shape().to_vec())
 }
 
 /// Hyper-parameters of one Adam/AdamW step (see [`adam_update`]).

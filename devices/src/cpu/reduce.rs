@@ -7,7 +7,7 @@
 //! always read in order. Full reductions sum fixed-size chunks and combine the
 //! partial results in order, so the result does not depend on the thread count.
 
-use super::{PAR_CHUNK, PAR_THRESHOLD};
+use super::{pool, PAR_CHUNK, PAR_THRESHOLD};
 use crate::backend::ReduceOp;
 use crate::tensor::Tensor;
 use rayon::prelude::*;
@@ -70,7 +70,8 @@ where
         let inner: usize = shape[axis + 1..].iter().product();
         let mut out_shape = shape.to_vec();
         out_shape.remove(axis);
-        let mut out = vec![0.0f32; outer * inner];
+        // Every output element is written below.
+        let mut out = pool::scratch(outer * inner);
         let par = x.len() >= PAR_THRESHOLD;
         if inner == 1 {
             let row = |(o, d): (usize, &mut f32)| {
@@ -113,7 +114,7 @@ where
                 }
             }
         }
-        Tensor::from_vec(out_shape, out)
+        out.into_tensor(out_shape)
     }
 
     fn run(&self, x: &Tensor, axis: Option<usize>) -> Tensor {

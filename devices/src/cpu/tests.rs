@@ -309,6 +309,79 @@ fn matmul_large_parallel() {
 
 // ---------- reductions ----------
 
+/// The swap of the last two axes, through the backend's `permute`.
+fn swap_last2(b: &CpuBackend, x: &Tensor) -> Tensor {
+    let r = x.rank();
+    let mut perm: Vec<usize> = (0..r).collect();
+    perm.swap(r - 2, r - 1);
+    b.permute(x, &perm).unwrap()
+}
+
+#[test]
+fn matmul_t_is_bit_identical_to_permute_then_matmul() {
+    let b = be();
+    // (a as stored, b as stored, transpose a, transpose b): layer backward
+    // shapes (small and above the threading threshold), batched and broadcast.
+    let cases: &[(&[usize], &[usize], bool, bool)] = &[
+        (&[7, 5], &[6, 5], false, true),
+        (&[5, 7], &[5, 6], true, false),
+        (&[5, 7], &[6, 5], true, true),
+        (&[2048, 32], &[2048, 128], true, false),
+        (&[2048, 128], &[32, 128], false, true),
+        (&[300, 200], &[300, 150], true, false),
+        (&[4, 9, 8], &[4, 10, 8], false, true),
+        (&[3, 1, 8, 9], &[4, 8, 6], true, false),
+        (&[9, 8], &[2, 3, 7, 8], false, true),
+        (&[64, 32, 32], &[64, 32, 32], true, false),
+        (&[0, 3], &[0, 4], true, false),
+    ];
+    for (i, &(sa, sb, ta, tb)) in cases.iter().enumerate() {
+        let (x, y) = (rand_t(sa, 40 + i as u64), rand_t(sb, 80 + i as u64));
+        let got = b.matmul_t(&x, &y, ta, tb).unwrap();
+        let xa = if ta { swap_last2(&b, &x) } else { x.clone() };
+        let yb = if tb { swap_last2(&b, &y) } else { y.clone() };
+        let want = b.matmul(&xa, &yb).unwrap();
+        assert_eq!(got.shape(), want.shape(), "case {i}: shape");
+        let same = got
+            .host()
+            .iter()
+            .zip(want.host())
+            .all(|(g, w)| g.to_bits() == w.to_bits());
+        assert!(
+            same,
+            "case {i}: {sa:?} {ta} x {sb:?} {tb} differs from permute + matmul"
+        );
+        assert_close(got.host(), naive_matmul(&xa, &yb).host(), 1e-4);
+    }
+}
+
+#[test]
+fn matmul_t_is_bit_identical_over_a_sweep_of_sizes() {
+    let b = be();
+    let sizes = [1usize, 2, 3, 5, 8, 16, 17, 33, 64, 100];
+    for &m in &sizes {
+        for &n in &sizes {
+            for &k in &sizes {
+                for (ta, tb) in [(true, false), (false, true), (true, true)] {
+                    let sa = if ta { [k, m] } else { [m, k] };
+                    let sb = if tb { [n, k] } else { [k, n] };
+                    let (x, y) = (rand_t(&sa, 3), rand_t(&sb, 4));
+                    let got = b.matmul_t(&x, &y, ta, tb).unwrap();
+                    let xa = if ta { swap_last2(&b, &x) } else { x.clone() };
+                    let yb = if tb { swap_last2(&b, &y) } else { y.clone() };
+                    let want = b.matmul(&xa, &yb).unwrap();
+                    let same = got
+                        .host()
+                        .iter()
+                        .zip(want.host())
+                        .all(|(g, w)| g.to_bits() == w.to_bits());
+                    assert!(same, "m={m} n={n} k={k} ta={ta} tb={tb}: bits differ");
+                }
+            }
+        }
+    }
+}
+
 fn naive_reduce(op: ReduceOp, x: &Tensor, axis: Option<usize>) -> Tensor {
     let fold = |vals: Vec<f32>| -> f32 {
         let n = vals.len();

@@ -1,8 +1,8 @@
 //! Matrix multiplication.
 //!
 //! Backward of `y = a·b` with `a: [..., m, k]`, `b: [..., k, n]` (batch axes
-//! broadcast): `da = g·bᵀ` and `db = aᵀ·g` (ᵀ swaps the last two axes, one
-//! `permute` each), each summed back to its operand's shape with
+//! broadcast): `da = g·bᵀ` and `db = aᵀ·g` (ᵀ swaps the last two axes; the
+//! backend's `matmul_t` reads the transposed operand in place), each summed back to its operand's shape with
 //! `sum_to_shape` over the broadcast batch axes. When `b` is a plain matrix
 //! (the common `[B, T, d]·[d, n]` layer case), `db` is one GEMM over the
 //! flattened rows instead: `reshape(a, [B·T, k])ᵀ · reshape(g, [B·T, n])`.
@@ -20,7 +20,7 @@ impl Rule for MatmulRule {
         let (a, b) = (cx.inputs[0], cx.inputs[1]);
         let be = k.0;
         let da = if cx.need[0] {
-            let d = be.matmul(g, &k.transpose_last2(b)?)?;
+            let d = be.matmul_t(g, b, false, true)?;
             Some(k.reduce_to(&d, a.shape())?)
         } else {
             None
@@ -31,9 +31,9 @@ impl Rule for MatmulRule {
                 let rows: usize = a.shape()[..a.rank() - 1].iter().product();
                 let a2 = a.reshape(vec![rows, kk]);
                 let g2 = g.reshape(vec![rows, n]);
-                Some(be.matmul(&k.transpose_last2(&a2)?, &g2)?)
+                Some(be.matmul_t(&a2, &g2, true, false)?)
             } else {
-                let d = be.matmul(&k.transpose_last2(a)?, g)?;
+                let d = be.matmul_t(a, g, true, false)?;
                 Some(k.reduce_to(&d, b.shape())?)
             }
         } else {

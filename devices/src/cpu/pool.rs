@@ -1,0 +1,192 @@
+//! Reuse of kernel output buffers, so that a training loop's steady-state step
+//! takes its large buffers from the previous step's instead of the allocator.
+//!
+//! Without it, every kernel output of a step is a fresh allocation and every
+//! dead intermediate a free: glibc hands large freed blocks back to the kernel
+//! and the next step faults the same pages in again and zeroes them (the
+//! profile of `bench/train` at d = 32 spent about a third of its time there).
+//!
+//! The pool keeps a clone of the storage of every pooled output it hands out.
+//! A buffer whose only remaining owner is the pool is free (no tensor can reach
+//! it any more) and the next output of the same length takes it, storage
+//! allocation included. A reused buffer holds stale values: kernels that ask
+//! for [`scratch`] overwrite every element; [`zeroed`] clears it first.
+//!
+//! Memory: free buffers stay in the pool until reused; when the pool's bytes
+//! (free and in use) exceed twice what they were after the last sweep (and at
+//! least [`SWEEP_MIN_BYTES`]), buffers no tensor holds any more are released.
+
+use crate::tensor::Tensor;
+use std::collections::HashMap;
+use std::ops::{Deref, DerefMut};
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// Buffers of fewer elements come from the allocator directly (small blocks are
+/// cheap there and never go back to the kernel).
+const MIN_POOLED: usize = 4096;
+
+/// The pool never sweeps while it holds less than this.
+const SWEEP_MIN_BYTES: usize = 64 << 20;
+
+/// Pooled buffers by element count.
+#[derive(Default)]
+struct Pool {
+    buckets: HashMap<usize, Vec<Arc<Vec<f32>>>>,
+    bytes: usize,
+    sweep_at: usize,
+}
+
+impl Pool {
+    /// Takes a free buffer of `n` elements out of its bucket.
+    fn take(&mut self, n: usize) -> Option<Arc<Vec<f32>>> {
+        let bucket = self.buckets.get_mut(&n)?;
+        let i = bucket.iter().position(is_free)?;
+        self.bytes -= n * 4;
+        Some(bucket.swap_remove(i))
+    }
+
+    /// Starts tracking `buf` (shared with the tensor that holds it).
+    fn keep(&mut self, buf: Arc<Vec<f32>>) {
+        let n = buf.len();
+        self.bytes += n * 4;
+        if self.bytes > self.sweep_at.max(SWEEP_MIN_BYTES) {
+            self.sweep();
+        }
+        self.buckets.entry(n).or_default().push(buf);
+    }
+
+    /// Releases every buffer no tensor holds any more.
+    fn sweep(&mut self) {
+        for bucket in self.buckets.values_mut() {
+            bucket.retain(|b| !is_free(b));
+        }
+        self.buckets.retain(|_, b| !b.is_empty());
+        self.bytes = self
+            .buckets
+            .iter()
+            .map(|(n, b)| n * 4 * b.len())
+            .sum::<usize>();
+        self.sweep_at = self.bytes * 2;
+    }
+}
+
+/// Whether only the pool holds `buf`.
+fn is_free(buf: &Arc<Vec<f32>>) -> bool {
+    Arc::strong_count(buf) == 1 && Arc::weak_count(buf) == 0
+}
+
+fn pool() -> &'static Mutex<Pool> {
+    static POOL: OnceLock<Mutex<Pool>> = OnceLock::new();
+    POOL.get_or_init(Mutex::default)
+}
+
+/// A kernel's output buffer, owned by the kernel until [`Out::into_tensor`].
+pub(crate) struct Out {
+    data: Arc<Vec<f32>>,
+    pooled: bool,
+}
+
+impl Out {
+    /// The finished output as a tensor of `shape` (whose element count must be
+    /// the buffer's length). A pooled buffer is tracked for reuse from then on.
+    pub(crate) fn into_tensor(self, shape: Vec<usize>) -> Tensor {
+        if self.pooled {
+            if let Ok(mut p) = pool().lock() {
+                p.keep(self.data.clone());
+            }
+        }
+        Tensor::from_arc(shape, self.data)
+    }
+}
+
+impl Deref for Out {
+    type Target = [f32];
+
+    fn deref(&self) -> &[f32] {
+        &self.data
+    }
+}
+
+impl DerefMut for Out {
+    fn deref_mut(&mut self) -> &mut [f32] {
+        Arc::get_mut(&mut self.data)
+            .expect("a kernel output is not shared before it is finished")
+            .as_mut_slice()
+    }
+}
+
+/// An output buffer of `n` elements with unspecified (stale but initialised)
+/// contents: the kernel must write every element.
+pub(crate) fn scratch(n: usize) -> Out {
+    if n < MIN_POOLED {
+        return Out {
+            data: Arc::new(vec![0.0; n]),
+            pooled: false,
+        };
+    }
+    let reused = pool().lock().ok().and_then(|mut p| p.take(n));
+    Out {
+        data: reused.unwrap_or_else(|| Arc::new(vec![0.0; n])),
+        pooled: true,
+    }
+}
+
+/// An output buffer of `n` zeros.
+pub(crate) fn zeroed(n: usize) -> Out {
+    let mut out = scratch(n);
+    out.fill(0.0);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_dropped_output_is_reused_and_a_live_one_is_not() {
+        // A length no other test uses, so concurrent tests cannot take it.
+        let n = MIN_POOLED + 17;
+        let mut a = scratch(n);
+        a.fill(3.0);
+        let a = a.into_tensor(vec![n]);
+        let a_ptr = a.host().as_ptr();
+        let b = scratch(n).into_tensor(vec![n]);
+        assert_ne!(
+            b.host().as_ptr(),
+            a_ptr,
+            "a live buffer was handed out again"
+        );
+        drop(a);
+        let c = scratch(n);
+        assert_eq!(c.as_ptr(), a_ptr, "the dropped buffer was not reused");
+        assert!(c.iter().all(|&x| x == 3.0), "scratch keeps stale contents");
+        let z = zeroed(n);
+        assert!(z.iter().all(|&x| x == 0.0));
+        drop(b);
+    }
+
+    #[test]
+    fn a_clone_keeps_the_buffer_alive() {
+        let n = MIN_POOLED + 29;
+        let mut a = scratch(n);
+        a.fill(1.5);
+        let a = a.into_tensor(vec![n]);
+        let keep = a.clone();
+        let a_ptr = a.host().as_ptr();
+        drop(a);
+        let b = scratch(n);
+        assert_ne!(
+            b.as_ptr(),
+            a_ptr,
+            "a buffer still held by a clone was reused"
+        );
+        assert!(keep.host().iter().all(|&x| x == 1.5));
+    }
+
+    #[test]
+    fn small_outputs_are_not_pooled() {
+        let out = scratch(MIN_POOLED - 1);
+        assert!(!out.pooled);
+        assert_eq!(out.len(), MIN_POOLED - 1);
+    }
+}
