@@ -84,6 +84,46 @@ pub fn preload_nvrtc() -> std::result::Result<Option<String>, String> {
         .clone()
 }
 
+/// Keeps memory freed by dropped tensors in the device's default pool instead of
+/// returning it to the driver at every synchronisation (the pool's default), so
+/// the steady state of a training loop allocates without driver calls. Best effort:
+/// devices without stream-ordered allocation keep the default.
+fn keep_freed_memory_pooled(ctx: &Arc<CudaContext>) {
+    use cudarc::driver::sys;
+    if !ctx.has_async_alloc() {
+        return;
+    }
+    let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
+    let mut threshold: u64 = u64::MAX;
+    // SAFETY: `pool` receives the device's default pool; the attribute takes a u64.
+    unsafe {
+        if sys::cuDeviceGetDefaultMemPool(&mut pool, ctx.cu_device()) == sys::CUresult::CUDA_SUCCESS
+        {
+            let _ = sys::cuMemPoolSetAttribute(
+                pool,
+                sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+                (&mut threshold as *mut u64).cast(),
+            );
+        }
+    }
+}
+
+/// Returns the unused memory of the device's default pool to the driver.
+fn trim_pool(ctx: &Arc<CudaContext>, stream: &Arc<CudaStream>) {
+    use cudarc::driver::sys;
+    if !ctx.has_async_alloc() || stream.synchronize().is_err() {
+        return;
+    }
+    let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
+    // SAFETY: `pool` receives the device's default pool.
+    unsafe {
+        if sys::cuDeviceGetDefaultMemPool(&mut pool, ctx.cu_device()) == sys::CUresult::CUDA_SUCCESS
+        {
+            let _ = sys::cuMemPoolTrimTo(pool, 0);
+        }
+    }
+}
+
 /// A kernel's grid for `n` independent items.
 pub(super) fn grid(n: usize) -> LaunchConfig {
     let blocks = (n as u64).div_ceil(THREADS as u64).clamp(1, MAX_BLOCKS) as u32;
@@ -160,6 +200,7 @@ impl CudaBackend {
         // One stream: kernels are ordered by it, so cross-stream events are not needed.
         // SAFETY: every buffer of this backend is used on this one stream.
         unsafe { ctx.disable_event_tracking() };
+        keep_freed_memory_pooled(&ctx);
         let stream = ctx.default_stream();
         let blas = cudarc::cublas::CudaBlas::new(stream.clone())
             .map_err(|e| failed("creating a cuBLAS handle", &e))?;
@@ -235,21 +276,31 @@ impl CudaBackend {
     }
 
     /// Uninitialised device memory for `n` elements (at least one is allocated).
+    /// When the device is full, the memory pooled from freed tensors is returned
+    /// to the driver and the allocation tried once more before reporting E0503.
     pub(super) fn alloc(&self, n: usize, op: &str) -> Result<CudaBuffer> {
         let bytes = 4 * n.max(1);
         // SAFETY: every kernel writes all `n` elements it is given before they are read.
-        let slice = unsafe { self.stream.alloc::<f32>(n.max(1)) }
-            .map_err(|e| self.driver_error(e, op, bytes))?;
+        let first = unsafe { self.stream.alloc::<f32>(n.max(1)) };
+        let slice = match first {
+            Err(e) if e.0 == CUresult::CUDA_ERROR_OUT_OF_MEMORY => {
+                trim_pool(&self.ctx, &self.stream);
+                // SAFETY: as above.
+                unsafe { self.stream.alloc::<f32>(n.max(1)) }
+            }
+            other => other,
+        }
+        .map_err(|e| self.driver_error(e, op, bytes))?;
         Ok(CudaBuffer::new(slice, n, &self.name, &self.stats))
     }
 
     /// Zeroed device memory for `n` elements.
     pub(super) fn zeros(&self, n: usize, op: &str) -> Result<CudaBuffer> {
-        let slice = self
-            .stream
-            .alloc_zeros::<f32>(n.max(1))
+        let mut buf = self.alloc(n, op)?;
+        self.stream
+            .memset_zeros(buf.slice_mut())
             .map_err(|e| self.driver_error(e, op, 4 * n.max(1)))?;
-        Ok(CudaBuffer::new(slice, n, &self.name, &self.stats))
+        Ok(buf)
     }
 
     /// Copies host data to a new buffer (one counted upload).
