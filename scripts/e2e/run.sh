@@ -74,12 +74,13 @@ cleanup() {
 }
 trap cleanup EXIT
 
+healthy() { node -e 'fetch(process.argv[1]).then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))' "http://127.0.0.1:$port/healthz"; }
 for _ in $(seq 1 120); do
-  curl -sf "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && break
+  healthy && break
   kill -0 "$cs_pid" 2>/dev/null || { cat "$work/cs.log" >&2; echo "FAIL: code-server exited" >&2; exit 1; }
   sleep 0.5
 done
-curl -sf "http://127.0.0.1:$port/healthz" >/dev/null || { cat "$work/cs.log" >&2; echo "FAIL: code-server is not healthy" >&2; exit 1; }
+healthy || { cat "$work/cs.log" >&2; echo "FAIL: code-server is not healthy" >&2; exit 1; }
 
 remote="vscode-remote://127.0.0.1:$port"
 # One URL per phase: the test, then (same page, reloaded) the reattach check.

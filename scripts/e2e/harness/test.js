@@ -123,6 +123,8 @@ async function run() {
   assert.equal(typo.lineAt(1).text, "y = matmul(x, x)");
   await waitFor("E0102 gone after the fix", () => !vscode.languages.getDiagnostics(typo.uri).some((d) => codeOf(d) === "E0102"));
   log(`quick fix applied: ${fix.title}`);
+  await vscode.window.showTextDocument(typo);
+  await vscode.commands.executeCommand("workbench.action.revertAndCloseActiveEditor");
   await vscode.window.showTextDocument(errDoc, vscode.ViewColumn.One);
 
   // The setting mlpl.inlayHints.shapes reaches the server.
@@ -247,6 +249,11 @@ async function run() {
     const r = api.model().runs[api.model().runs.length - 1];
     return api.model().runs.length > beforeLong && r.status === "running" && r.loops.length && r.loops[0].steps.length >= 2 ? r : undefined;
   }, 60000);
+  // The log-scale toggle (its setting; the panel's checkbox writes the same setting).
+  await vscode.workspace.getConfiguration("mlpl").update("panel.logScale", true, vscode.ConfigurationTarget.Workspace);
+  await sleep(2500);
+  await screenshot("running");
+  await vscode.workspace.getConfiguration("mlpl").update("panel.logScale", undefined, vscode.ConfigurationTarget.Workspace);
   await vscode.commands.executeCommand("mlpl.cancelRun");
   await longDone;
   const cancelled = await api.waitForRun(longRun.id);

@@ -82,6 +82,21 @@ function lastLoss(r: RunRecord): number | null {
   return l ? l.losses[l.losses.length - 1] ?? null : null;
 }
 
+function isDecade(v: number): boolean {
+  const e = Math.log10(v);
+  return Math.abs(e - Math.round(e)) < 1e-9;
+}
+
+function decades(_u: uPlot, splits: number[]): (number | null)[] {
+  return splits.map((v) => (isDecade(v) ? v : null));
+}
+
+/** `0.001` … `10000` plainly, `1e-7` beyond. */
+function decadeLabel(v: number): string {
+  const e = Math.round(Math.log10(v));
+  return e >= -3 && e <= 4 ? String(Number(v.toPrecision(1))) : `1e${e}`;
+}
+
 function drawChart(host: HTMLElement, run: RunRecord): void {
   chart?.destroy();
   chart = undefined;
@@ -118,7 +133,18 @@ function drawChart(host: HTMLElement, run: RunRecord): void {
     scales: { x: { time: false }, y: log ? { distr: 3 } : {} },
     axes: [
       { ...axis, label: "step" },
-      { ...axis, label: log ? "loss (log)" : "loss", size: 60 },
+      log
+        ? {
+            ...axis,
+            label: "loss (log)",
+            size: 70,
+            // Decades only: uPlot's log splits include 2…9 × 10^k, too dense to label.
+            filter: decades,
+            grid: { ...axis.grid, filter: decades },
+            ticks: { ...axis.ticks, filter: decades },
+            values: (_u: uPlot, splits: number[]) => splits.map((v) => (v === null ? "" : decadeLabel(v))),
+          }
+        : { ...axis, label: "loss", size: 60 },
     ],
     series: [
       { label: "step" },
