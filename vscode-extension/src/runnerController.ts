@@ -38,6 +38,7 @@ export class RunnerController implements vscode.Disposable {
   private client: RunnerClient | undefined;
   private local: LocalRunner | undefined;
   private connecting: Promise<RunnerClient> | undefined;
+  private opening: Promise<{ client: RunnerClient; session: string }> | undefined;
   private sessionId: string | undefined;
   private follower: { stop(): void } | undefined;
   private queueAbort = false;
@@ -197,7 +198,17 @@ export class RunnerController implements vscode.Disposable {
    * Connects and makes sure there is a session: the one saved for this workspace
    * if the runner still has it (reattach), else a new one.
    */
-  async ensureSession(): Promise<{ client: RunnerClient; session: string }> {
+  ensureSession(): Promise<{ client: RunnerClient; session: string }> {
+    // One attempt at a time: two quick Run commands must not create two sessions.
+    if (!this.opening) {
+      this.opening = this.openSession().finally(() => {
+        this.opening = undefined;
+      });
+    }
+    return this.opening;
+  }
+
+  private async openSession(): Promise<{ client: RunnerClient; session: string }> {
     const client = await this.connect();
     if (this.sessionId) {
       return { client, session: this.sessionId };
