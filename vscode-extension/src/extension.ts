@@ -91,6 +91,16 @@ export function activate(ctx: vscode.ExtensionContext): MlplApi {
         await runner.setDevice(pick);
       }
     }),
+    vscode.commands.registerCommand("mlpl.showEstimate", async (args?: { uri?: string; range?: { start: { line: number; character: number } } }) => {
+      // The lens on a `train` block: its full estimate is the server's hover on the keyword.
+      if (!args?.uri || !args.range) {
+        return;
+      }
+      const editor = await vscode.window.showTextDocument(vscode.Uri.parse(args.uri));
+      const at = new vscode.Position(args.range.start.line, args.range.start.character);
+      editor.selection = new vscode.Selection(at, at);
+      await vscode.commands.executeCommand("editor.action.showHover");
+    }),
     vscode.commands.registerCommand("mlpl.showPanel", () => panel.show(false)),
     vscode.commands.registerCommand("mlpl.showRunnerLog", () => log.show(true)),
     vscode.commands.registerCommand("mlpl.refreshVariables", () => runner.refreshVariables()),
