@@ -3,9 +3,12 @@
 use super::ParamKind::*;
 use super::{req, Builtin, Diff};
 use crate::diag::Diagnostic;
+use crate::diag::Span;
+use crate::eval::ops::device_error;
 use crate::eval::Call;
 use crate::syntax::ExprKind;
-use crate::value::{DeviceTarget, Placement, Value};
+use crate::value::{Array, DeviceTarget, Placement, Value};
+use mlpl_devices::{DeviceKind, Tensor};
 
 /// The builtins of this group.
 pub const BUILTINS: &[Builtin] = &[Builtin {
@@ -18,6 +21,31 @@ pub const BUILTINS: &[Builtin] = &[Builtin {
     section: "10.18",
     run: to_device, shape: Some(super::devices_shapes::to_device)
 }];
+
+/// The array with its data in `target`'s memory when that device is available (one
+/// counted upload, or download for the CPU); names and tape node are kept.
+fn move_data(c: &Call, a: Array, target: DeviceTarget, span: Span) -> Result<Array, Diagnostic> {
+    let Some(t) = a.tensor_ref() else {
+        return Ok(a);
+    };
+    if c.it.devices.availability(target).is_err() {
+        return Ok(a);
+    }
+    let moved = if target.kind == DeviceKind::Cpu {
+        match t.device_buffer() {
+            Some(b) => b.to_host().map(|v| Tensor::from_vec(t.shape().to_vec(), v)),
+            None => return Ok(a),
+        }
+    } else {
+        c.it.devices.backend(target).upload(t)
+    }
+    .map_err(|e| device_error(e, "to_device", span))?;
+    let mut out = Array::from_tensor(moved).with_names(a.names().map(|n| n.to_vec()));
+    if let Some(node) = a.node() {
+        out = out.with_node(node);
+    }
+    Ok(out)
+}
 
 fn to_device(c: &mut Call) -> Result<Value, Diagnostic> {
     let (ti, xi) = match (c.value(0), c.value(1)) {
@@ -50,9 +78,10 @@ fn to_device(c: &mut Call) -> Result<Value, Diagnostic> {
             why.reason(),
         );
     }
+    let span = c.args[xi].expr.span;
     match c.value(xi).clone() {
         Value::Array(a) => {
-            let placed = a.with_placement(Placement::Placed(target));
+            let placed = move_data(c, a, target, span)?.with_placement(Placement::Placed(target));
             if let ExprKind::Var(var) = &c.args[xi].expr.unparen().kind {
                 let var = var.clone();
                 c.it.ws.bindings.insert(var, Value::Array(placed.clone()));
@@ -62,7 +91,9 @@ fn to_device(c: &mut Call) -> Result<Value, Diagnostic> {
         Value::Model(m) => {
             for name in m.0.parameters() {
                 if let Some(Value::Array(a)) = c.it.ws.get(&name) {
-                    let placed = a.clone().with_placement(Placement::Placed(target));
+                    let a = a.clone();
+                    let placed =
+                        move_data(c, a, target, span)?.with_placement(Placement::Placed(target));
                     c.it.ws.bindings.insert(name, Value::Array(placed));
                 }
             }
