@@ -146,6 +146,8 @@ run() {
   libs=$(find_cuda_libs)
   export LD_LIBRARY_PATH="${libs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   export MLPL_REQUIRE_GPU=1 MLPL_REPO_ROOT="$PWD"
+  WORK=$(mktemp -d)
+  trap 'rm -rf "$WORK"' EXIT
   echo "== GPU"
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || echo "(nvidia-smi not found)"
   echo "CUDA library directories: ${libs:-none found}"
@@ -153,9 +155,13 @@ run() {
   local rc=0
   "$BUNDLE/cuda_parity" --test-threads=4 || rc=1
   "$BUNDLE/cuda_training" --test-threads=1 --nocapture || rc=1
+  local why
+  why=$(echo '1' >"$WORK/probe.mlpl" && "$BUNDLE/mlpl" run "$WORK/probe.mlpl" --device cuda 2>&1 >/dev/null | grep "not available" || true)
+  if [ -n "$why" ]; then
+    echo "gpu-check: no benchmark, CUDA does not run here: $why" >&2
+    return 1
+  fi
   echo "== benchmark: tiny-LM training step (bench/train), ms/step, median of ${ROUNDS} rounds, ${STEPS} steps"
-  WORK=$(mktemp -d)
-  trap 'rm -rf "$WORK"' EXIT
   declare -A cuda cpu torch
   for r in $(seq "$ROUNDS"); do
     for d in $DS; do
