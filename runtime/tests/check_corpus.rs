@@ -162,3 +162,31 @@ fn static_and_runtime_diagnostics_read_the_same() {
     assert!(compared >= 40, "only {compared} diagnostics compared");
     eprintln!("{compared} diagnostics compared");
 }
+
+/// W0103 for a model is only reported when no other model or tracked array can
+/// share its parameters: losses that read one stay silent.
+#[test]
+fn losses_reaching_a_model_through_another_value_are_not_flagged() {
+    let scripts = [
+        // `outer` contains `m`: the loss depends on m's parameters.
+        "m = linear(2, 1, 0)\nouter = chain(m, relu_layer())\nX = [[1, 2], [3, 4]]\nadam(mean(apply(outer, X)), m, 0.01, 0.9, 0.999, 1e-8)\n",
+        // The loss reads a tracked array listed nowhere: not provably independent.
+        "m = linear(2, 1, 0)\nW = param[2]\nadam(sum(W), m, 0.01, 0.9, 0.999, 1e-8)\n",
+        // The loss reads the model itself.
+        "m = linear(2, 1, 0)\nX = [[1, 2], [3, 4]]\nadam(mean(apply(m, X)), m, 0.01, 0.9, 0.999, 1e-8)\n",
+    ];
+    for src in scripts {
+        let checked = check_source(src);
+        let w0103: Vec<&Diagnostic> = checked
+            .diagnostics
+            .iter()
+            .filter(|d| d.code == "W0103")
+            .collect();
+        assert!(w0103.is_empty(), "unexpected W0103 for:\n{src}\n{w0103:?}");
+        assert!(
+            checked.diagnostics.iter().all(|d| !d.is_error()),
+            "script should check clean:\n{src}\n{:?}",
+            checked.diagnostics
+        );
+    }
+}

@@ -27,8 +27,12 @@ pub struct LossCtx {
 struct Params {
     /// Variable names listed directly (arrays that may be tracked).
     vars: Vec<String>,
-    /// Whether every entry was such a variable (no model, nothing unknown).
+    /// Variables listed directly that hold models.
+    models: Vec<String>,
+    /// Whether every entry was an array variable (no model, nothing unknown).
     only_vars: bool,
+    /// Whether every entry was an array or a model variable (nothing unknown).
+    resolved: bool,
 }
 
 fn not_a_reference(span: Span, what: &str) -> Diagnostic {
@@ -99,9 +103,7 @@ impl Checker {
             if let Some(p) = params {
                 let mut read = HashSet::default();
                 vars_read(loss, &mut read);
-                let independent =
-                    !read.contains(UNPARSED) && p.vars.iter().all(|v| !read.contains(v));
-                if p.only_vars && !p.vars.is_empty() && independent {
+                if self.provably_independent(&p, &read) {
                     self.report(
                         Diagnostic::warning(
                             "W0103",
@@ -115,6 +117,29 @@ impl Checker {
         out
     }
 
+    /// Whether a loss that reads the variables `read` provably ignores the
+    /// parameters `p` (W0103). Array parameters: the loss reads none of them.
+    /// Models: besides not reading them, the loss reads only untracked arrays and
+    /// other plain values, so no other model or tracked array can share their
+    /// parameters.
+    fn provably_independent(&self, p: &Params, read: &HashSet<String>) -> bool {
+        if !p.resolved || read.contains(UNPARSED) || (p.vars.is_empty() && p.models.is_empty()) {
+            return false;
+        }
+        let listed = p.vars.iter().chain(&p.models);
+        if listed.clone().any(|v| read.contains(v)) {
+            return false;
+        }
+        p.only_vars
+            || read.iter().all(|v| {
+                self.env.get(v).is_some_and(|b| match &b.value {
+                    AbsValue::Array(_) => b.tracked == Tri::No,
+                    AbsValue::Str(_) => true,
+                    AbsValue::Model(_) | AbsValue::Tokenizer | AbsValue::Unknown => false,
+                })
+            })
+    }
+
     /// Resolves a parameter reference (LANGUAGE §5.8).
     fn params_ref(&mut self, e: &Expr) -> Params {
         let e = e.unparen();
@@ -124,7 +149,9 @@ impl Checker {
         };
         let mut p = Params {
             vars: Vec::new(),
+            models: Vec::new(),
             only_vars: true,
+            resolved: true,
         };
         for item in items {
             let item = item.unparen();
@@ -158,12 +185,23 @@ impl Checker {
                             ));
                             p.only_vars = false;
                         }
-                        AbsValue::Model(_) | AbsValue::Unknown => p.only_vars = false,
+                        AbsValue::Model(_) => {
+                            p.only_vars = false;
+                            p.models.push(name.clone());
+                        }
+                        AbsValue::Unknown => {
+                            p.only_vars = false;
+                            p.resolved = false;
+                        }
                     },
-                    None => p.only_vars = false,
+                    None => {
+                        p.only_vars = false;
+                        p.resolved = false;
+                    }
                 },
                 _ => {
                     p.only_vars = false;
+                    p.resolved = false;
                     match self.expr(item) {
                         AbsValue::Model(_) | AbsValue::Unknown => {}
                         other => {
