@@ -7,6 +7,8 @@
 //!   default, on top);
 //! - hover on a variable at the end of the document (analysis cached, as after the
 //!   debounced analysis) and right after an edit (analysis included);
+//! - hover on a call at the end of the document, whose result shape the checker
+//!   computes by replaying the program up to it (`check::query::value_at`);
 //! - completion of an identifier at the end of the document.
 //!
 //! Usage: `cargo bench -p mlpl-lsp --bench latency [-- --rounds N]`.
@@ -41,6 +43,32 @@ train 10 {{
     s.lines().take(lines).collect::<Vec<_>>().join("\n") + "\n"
 }
 
+/// Best-of-`n` times in ms of the analysis' phases on `text`: the checker's
+/// diagnostics (`check_source`), its facts (`check::query::facts`) and the whole
+/// analysis (both, plus lexing, cells and occurrences).
+fn analysis_phases(text: &str, n: usize) -> (f64, f64, f64) {
+    let best = |f: &mut dyn FnMut()| {
+        (0..n)
+            .map(|_| {
+                let t = Instant::now();
+                f();
+                t.elapsed().as_secs_f64() * 1e3
+            })
+            .fold(f64::INFINITY, f64::min)
+    };
+    let checked = mlpl_runtime::check::check_source(text);
+    let check = best(&mut || {
+        std::hint::black_box(mlpl_runtime::check::check_source(text));
+    });
+    let facts = best(&mut || {
+        std::hint::black_box(mlpl_runtime::check::query::facts(&checked.program));
+    });
+    let whole = best(&mut || {
+        std::hint::black_box(mlpl_lsp::analysis::Analysis::new(text));
+    });
+    (check, facts, whole)
+}
+
 fn stats(mut v: Vec<Duration>) -> (f64, f64, f64) {
     v.sort();
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
@@ -57,6 +85,7 @@ async fn main() {
         .unwrap_or(30);
     let text = document(5000);
     let lines = text.lines().count() as u32;
+    let phases = analysis_phases(&text, 15);
     let (c, _) = TestClient::start(json!({"debounceMs": 0})).await;
     let uri = "file:///bench.mlpl";
     let t = Instant::now();
@@ -91,6 +120,26 @@ async fn main() {
             .unwrap()
             .contains("[batch=4, feat=3]"));
     }
+    // Hover on a call in the last cell: its result's shape, which the checker
+    // computes by replaying the program up to it (`check::query::value_at`).
+    let h_line = lines - 7; // `H{k} = matmul(X{k}, W{k})`
+    let h_text = text.lines().nth(h_line as usize).unwrap();
+    let h_col = h_text.find("matmul").unwrap() as u32 + 1;
+    let mut hover_expr = Vec::new();
+    for _ in 0..rounds {
+        let t = Instant::now();
+        let h = c
+            .request("textDocument/hover", TestClient::at(uri, h_line, h_col))
+            .await;
+        hover_expr.push(t.elapsed());
+        assert!(
+            h["contents"]["value"]
+                .as_str()
+                .unwrap()
+                .contains("result: `[batch=4, hidden=2]`"),
+            "{h}"
+        );
+    }
     // Hover right after an edit (includes one analysis of the new version).
     let mut hover_after_edit = Vec::new();
     for i in 0..rounds {
@@ -123,7 +172,11 @@ async fn main() {
             "didChange → publishDiagnostics (5,000 lines, debounce 0)",
             stats(change),
         ),
-        ("hover (analysis cached)", stats(hover)),
+        ("hover on a variable (analysis cached)", stats(hover)),
+        (
+            "hover on a call at the end (checker replay to it)",
+            stats(hover_expr),
+        ),
         (
             "hover right after an edit (includes the analysis)",
             stats(hover_after_edit),
@@ -131,6 +184,10 @@ async fn main() {
         (&*format!("completion ({n_items} items)"), stats(completion)),
     ];
     println!("document: {lines} lines, {} bytes; didOpen → first diagnostics {open_ms:.1} ms; {rounds} rounds", text.len());
+    println!(
+        "in-process, best of 15: check_source {:.1} ms, check::query::facts {:.1} ms, whole analysis {:.1} ms",
+        phases.0, phases.1, phases.2
+    );
     println!("| measurement | median ms | p90 ms | max ms |");
     println!("|---|---:|---:|---:|");
     for (name, (m, p90, max)) in &rows {

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use mlpl_runtime::builtins::{self, ParamKind};
 use mlpl_runtime::check::query::{self, Assignment, Facts};
-use mlpl_runtime::check::{check_source, AbsValue};
+use mlpl_runtime::check::AbsValue;
 use mlpl_runtime::diag::{Diagnostic, Span};
 use mlpl_runtime::syntax::cells::Cell;
 use mlpl_runtime::syntax::lexer::lex_full;
@@ -71,8 +71,7 @@ pub struct Analysis {
 impl Analysis {
     /// Analyses `text`.
     pub fn new(text: &str) -> Analysis {
-        let checked = check_source(text);
-        let facts = query::facts(&checked.program);
+        let (checked, facts) = query::check_with_facts(text);
         let diagnostics = checked.diagnostics;
         let lexed = lex_full(text);
         let comments = comment_spans(text, &lexed.tokens);

@@ -98,3 +98,43 @@ fn train_hover_of_the_language_model_example() {
         m.value
     );
 }
+
+/// Every `.mlpl` file under `dir`.
+fn scripts_in(dir: &str) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "mlpl"))
+        .map(|p| {
+            let text = std::fs::read(&p).unwrap();
+            (
+                p.display().to_string(),
+                String::from_utf8_lossy(&text).into_owned(),
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn diagnostics_are_exactly_mlpl_checks() {
+    // The examples, the checker's error corpus and its valid scripts: the server
+    // publishes what `mlpl check` (`check_source`) reports, in the same order.
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+    let mut n = 0;
+    for dir in [
+        "examples",
+        "runtime/tests/check_corpus",
+        "runtime/tests/check_valid",
+    ] {
+        for (path, text) in scripts_in(&format!("{root}/{dir}")) {
+            let a = Analysis::new(&text);
+            let want = mlpl_runtime::check::check_source(&text).diagnostics;
+            assert_eq!(a.diagnostics, want, "{path}");
+            n += 1;
+        }
+    }
+    assert!(n > 150, "only {n} scripts");
+}

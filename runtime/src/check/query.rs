@@ -110,16 +110,42 @@ pub struct Facts {
     pub optimizers: Vec<OptimizerCall>,
 }
 
+/// [`check_source`](super::check_source) and [`facts`] in one pass: the same
+/// parse, name checks and abstract interpretation (its diagnostics are
+/// `check_source`'s, in the same order), with the facts gathered on the way, so
+/// that an editor analyses a text once.
+pub fn check_with_facts(src: &str) -> (super::Checked, Facts) {
+    let parsed = crate::syntax::parse(src);
+    let mut diagnostics = parsed.diagnostics;
+    diagnostics.extend(super::names::check(&parsed.program));
+    let mut w = Walker::new(None);
+    w.c.report = true;
+    w.stmts(&parsed.program.stmts);
+    diagnostics.append(&mut w.c.out);
+    diagnostics.sort_by_key(|d| d.primary.as_ref().map_or(0, |l| l.span.start));
+    let checked = super::Checked {
+        program: parsed.program,
+        diagnostics,
+    };
+    (checked, w.finish())
+}
+
 /// The facts of a program (see the module documentation).
 pub fn facts(program: &Program) -> Facts {
     let mut w = Walker::new(None);
     w.stmts(&program.stmts);
-    let mut f = w.facts;
-    f.assignments.sort_by_key(|a| a.name_span.start);
-    f.trains.sort_by_key(|t| t.span.start);
-    // Optimizer indices in train blocks refer to discovery order: keep it (calls
-    // are discovered in source order, nested blocks after their headers).
-    f
+    w.finish()
+}
+
+impl Walker {
+    fn finish(self) -> Facts {
+        let mut f = self.facts;
+        f.assignments.sort_by_key(|a| a.name_span.start);
+        f.trains.sort_by_key(|t| t.span.start);
+        // Optimizer indices in train blocks refer to discovery order: keep it (calls
+        // are discovered in source order, nested blocks after their headers).
+        f
+    }
 }
 
 /// The innermost expression containing byte `offset` whose value the checker
@@ -171,8 +197,9 @@ fn reads_ids(l: &Layer) -> bool {
     }
 }
 
-/// The replay: a checker with reporting off, the facts found so far and, for
-/// [`value_at`], the offset looked for.
+/// The replay: a checker (reporting only in the statements' own analysis, for
+/// [`check_with_facts`]), the facts found so far and, for [`value_at`], the
+/// offset looked for.
 struct Walker {
     c: Checker,
     facts: Facts,
@@ -296,6 +323,8 @@ impl Walker {
         }
         let after = self.c.env.snapshot(names);
         let symbols = self.c.symbols.clone();
+        // Blocks were reported by the statement's own analysis.
+        let report = std::mem::replace(&mut self.c.report, false);
         for (target, block) in devices {
             self.c.env.restore(&before);
             self.c.expr(target);
@@ -367,6 +396,7 @@ impl Walker {
             ) = saved;
         }
         self.c.symbols = symbols;
+        self.c.report = report;
         self.c.env.restore(&after);
     }
 
@@ -378,7 +408,9 @@ impl Walker {
         let snap = self.c.env.snapshot(&names);
         let symbols = self.c.symbols.clone();
         let saved = std::mem::replace(&mut self.c.loss, loss);
+        let report = std::mem::replace(&mut self.c.report, false);
         let v = self.c.expr(e);
+        self.c.report = report;
         self.c.loss = saved;
         self.c.symbols = symbols;
         self.c.env.restore(&snap);
