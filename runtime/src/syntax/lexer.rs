@@ -114,7 +114,8 @@ pub fn lex_full(src: &str) -> Lexed {
         bytes: src.as_bytes(),
         pos: 0,
         line_start: 0,
-        tokens: Vec::new(),
+        // About one token per four bytes of typical source: one allocation.
+        tokens: Vec::with_capacity(src.len() / 4 + 1),
         diags: Vec::new(),
         brackets: Vec::new(),
         prev_value: false,

@@ -287,6 +287,9 @@ struct BracketPairs {
 /// Drops the unmatched closers from `tokens` and renumbers the partners: the
 /// tokens the parser reads and, per token, the index of its closing partner.
 fn keep_matched(tokens: Vec<Token>, pairs: &BracketPairs) -> (Vec<Token>, Vec<Option<usize>>) {
+    if !pairs.unmatched.contains(&true) {
+        return (tokens, pairs.partner.clone());
+    }
     let mut new_index = vec![0usize; tokens.len()];
     let mut kept = Vec::with_capacity(tokens.len());
     for (i, t) in tokens.into_iter().enumerate() {
