@@ -198,6 +198,30 @@ fn matmul_matches_the_cpu_with_batch_broadcasting() {
 }
 
 #[test]
+fn transposed_matmul_matches_the_cpu() {
+    let Some(g) = gpu("transposed_matmul_matches_the_cpu") else {
+        return;
+    };
+    let c = cpu();
+    // (a, b) as stored; matmul_t reads the flagged ones with their last two axes swapped.
+    let cases = [
+        (vec![5, 7], vec![5, 3], true, false),
+        (vec![7, 5], vec![3, 5], false, true),
+        (vec![5, 7], vec![3, 5], true, true),
+        (vec![4, 5, 7], vec![5, 3], true, false),
+        (vec![2, 1, 7, 5], vec![3, 4, 5], false, true),
+    ];
+    for (k, (sa, sb, ta, tb)) in cases.iter().enumerate() {
+        let (a, b) = (rand(sa, 170 + k as u64), rand(sb, 180 + k as u64));
+        assert_close(
+            &format!("matmul_t {sa:?} {ta} {sb:?} {tb}"),
+            &g.matmul_t(&a, &b, *ta, *tb).unwrap(),
+            &c.matmul_t(&a, &b, *ta, *tb).unwrap(),
+        );
+    }
+}
+
+#[test]
 fn reductions_and_argmax_match_the_cpu() {
     let Some(g) = gpu("reductions_and_argmax_match_the_cpu") else {
         return;

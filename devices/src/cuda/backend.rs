@@ -414,7 +414,17 @@ impl Backend for CudaBackend {
     }
 
     fn matmul(&self, a: &Tensor, b: &Tensor) -> Result<Tensor> {
-        self.matmul_op(a, b)
+        self.matmul_op(a, b, false, false)
+    }
+
+    fn matmul_t(
+        &self,
+        a: &Tensor,
+        b: &Tensor,
+        transpose_a: bool,
+        transpose_b: bool,
+    ) -> Result<Tensor> {
+        self.matmul_op(a, b, transpose_a, transpose_b)
     }
 
     fn reduce(&self, op: ReduceOp, x: &Tensor, axis: Option<usize>) -> Result<Tensor> {

@@ -32,25 +32,30 @@ impl Batch<'_> {
 }
 
 impl CudaBackend {
-    /// `a [..., m, k] · b [..., k, n]` with NumPy batch broadcasting.
-    pub(super) fn matmul_op(&self, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    /// `a [..., m, k] · b [..., k, n]` with NumPy batch broadcasting; with
+    /// `ta` / `tb` the stored operand holds the last two axes swapped (`[..., k, m]`
+    /// / `[..., n, k]`) and cuBLAS reads it transposed, without a copy.
+    pub(super) fn matmul_op(&self, a: &Tensor, b: &Tensor, ta: bool, tb: bool) -> Result<Tensor> {
         let op = "matmul";
         let (ra, rb) = (a.rank(), b.rank());
         if ra < 2 || rb < 2 {
             return Err(self.failure(op, "operands must have rank >= 2"));
         }
-        let (m, k, n) = (a.shape()[ra - 2], a.shape()[ra - 1], b.shape()[rb - 1]);
+        let (sa, sb) = (&a.shape()[ra - 2..], &b.shape()[rb - 2..]);
+        let (m, k) = if ta { (sa[1], sa[0]) } else { (sa[0], sa[1]) };
+        let n = if tb { sb[0] } else { sb[1] };
         let batch = broadcast_shapes(&a.shape()[..ra - 2], &b.shape()[..rb - 2])
             .ok_or_else(|| self.failure(op, "batch axes do not broadcast"))?;
         let nb: usize = batch.iter().product();
         let mut shape = batch.clone();
         shape.extend([m, n]);
+        let on_cpu = || self.on_cpu(op, |cpu| crate::Backend::matmul_t(cpu, a, b, ta, tb));
         if nb * m * n == 0 {
             return Ok(Tensor::zeros(shape));
         }
         let fits = |v: usize| i32::try_from(v).is_ok();
         if ![m, n, k, nb].into_iter().all(fits) {
-            return self.on_cpu(op, |cpu| crate::Backend::matmul(cpu, a, b));
+            return on_cpu();
         }
         if k == 0 {
             let zeros = self.zeros(nb * m * n, op)?;
@@ -60,20 +65,28 @@ impl CudaBackend {
             self.batch_operand(a, &batch, m * k)?,
             self.batch_operand(b, &batch, k * n)?,
         ) else {
-            return self.on_cpu(op, |cpu| crate::Backend::matmul(cpu, a, b));
+            return on_cpu();
         };
         let mut out = self.alloc(nb * m * n, op)?;
-        // Row-major C = A·B is column-major Cᵀ = Bᵀ·Aᵀ: pass b first.
+        // Row-major C = A·B is column-major Cᵀ = Bᵀ·Aᵀ: pass b first. A row-major
+        // [r, c] matrix is a column-major c×r one with leading dimension c.
+        let trans = |t: bool| {
+            if t {
+                cublasOperation_t::CUBLAS_OP_T
+            } else {
+                cublasOperation_t::CUBLAS_OP_N
+            }
+        };
         let cfg = StridedBatchedConfig {
             gemm: GemmConfig {
-                transa: cublasOperation_t::CUBLAS_OP_N,
-                transb: cublasOperation_t::CUBLAS_OP_N,
+                transa: trans(tb),
+                transb: trans(ta),
                 m: n as i32,
                 n: m as i32,
                 k: k as i32,
                 alpha: 1.0f32,
-                lda: n as i32,
-                ldb: k as i32,
+                lda: if tb { k } else { n } as i32,
+                ldb: if ta { m } else { k } as i32,
                 beta: 0.0f32,
                 ldc: n as i32,
             },
