@@ -294,3 +294,73 @@ fn device_counters_count_only_their_own_run_while_sessions_run_at_once() {
         );
     }
 }
+
+/// About `bytes` of pseudo-random lowercase words and spaces.
+fn word_soup(bytes: usize) -> String {
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let mut out = String::with_capacity(bytes + 16);
+    while out.len() < bytes {
+        let len = 2 + next() % 8;
+        for _ in 0..len {
+            out.push((b'a' + (next() % 26) as u8) as char);
+        }
+        out.push(if next() % 12 == 0 { '\n' } else { ' ' });
+    }
+    out
+}
+
+#[test]
+fn cancel_interrupts_tokenizer_training_on_a_loaded_corpus() {
+    let data = temp_dir("bpe-data");
+    std::fs::write(data.join("soup.txt"), word_soup(8 << 20)).unwrap();
+    let srv = Server::start(&["--data-dir", s(&data)]);
+    let id = srv.session();
+    let events = srv.events(&id, None);
+    let load = srv.run(&id, "corpus = load(\"soup.txt\")");
+    assert_eq!(
+        events.until_finished(&load).last().unwrap().data["status"],
+        "ok"
+    );
+    // Far more merges than a cancel leaves time for: training runs for seconds.
+    let run = srv.run(&id, "tok = train_bpe(corpus, 1000000, 0)");
+    poll(|| {
+        let (_, b) = srv.get(&format!("/v1/sessions/{id}/variables"));
+        b["busy"].as_bool().filter(|b| *b)
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let asked = Instant::now();
+    let (status, _) = srv.call("POST", &format!("/v1/runs/{run}/cancel"), None);
+    assert_eq!(status, 200);
+    let got = events.until_finished(&run);
+    let latency = asked.elapsed();
+    let fin = got.last().unwrap();
+    assert_eq!(fin.data["status"], "cancelled", "{}", fin.data);
+    assert_eq!(fin.data["diagnostic"]["code"], "E0409");
+    // The cancel arrived while `train_bpe` ran, and it stopped right away.
+    assert!(fin.data["elapsed_ms"].as_f64().unwrap() >= 300.0);
+    assert!(latency < Duration::from_secs(1), "cancel took {latency:?}");
+    // The session is consistent and usable: no half-trained tokenizer.
+    let (_, body) = srv.get(&format!("/v1/sessions/{id}/variables"));
+    let names: Vec<&str> = body["variables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["corpus"]);
+    let check = srv.run(
+        &id,
+        "tok = train_bpe(load_preloaded(\"tiny_corpus\"), 260, 0)\ndecode(tok, apply_tokenizer(tok, \"the quick\"))",
+    );
+    let got = events.until_finished(&check);
+    let fin = got.last().unwrap();
+    assert_eq!(fin.data["status"], "ok", "{}", fin.data);
+    let value = got.iter().find(|e| e.event == "value").unwrap();
+    assert_eq!(value.data["text"], "the quick");
+}

@@ -76,6 +76,9 @@ fn tsne(c: &mut Call) -> Result<Value, Diagnostic> {
     let iters = int_arg(c, 2)?;
     let seed = c.seed(3)?;
     check_square(c, n)?;
-    let out = analysis::tsne(&x, n, d, perplexity, iters, seed).map_err(|e| failed(c, e))?;
+    let stop = super::stop_requested(c);
+    let out = analysis::tsne_until(&x, n, d, perplexity, iters, seed, &stop)
+        .map_err(|e| failed(c, e))?
+        .ok_or_else(|| super::cancelled(c))?;
     Ok(Value::Array(Array::from_f64(vec![n, 2], &out)))
 }

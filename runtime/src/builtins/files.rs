@@ -69,14 +69,17 @@ fn malformed(c: &Call, message: String) -> Diagnostic {
 fn load(c: &mut Call) -> Result<Value, Diagnostic> {
     let rel = c.string(0)?.to_string();
     let path = files::resolve(c.it.ws.data_dir.as_deref(), &rel).map_err(|e| path_error(c, e))?;
-    let bytes = std::fs::read(&path).map_err(|e| {
-        c.error_at(
-            0,
-            "E0405",
-            "file cannot be read or written",
-            format!("{}: {e}", path.display()),
-        )
-    })?;
+    let stop = super::stop_requested(c);
+    let bytes = files::read_until(&path, &stop)
+        .map_err(|e| {
+            c.error_at(
+                0,
+                "E0405",
+                "file cannot be read or written",
+                format!("{}: {e}", path.display()),
+            )
+        })?
+        .ok_or_else(|| super::cancelled(c))?;
     let ext = path
         .extension()
         .and_then(|e| e.to_str())
@@ -86,7 +89,9 @@ fn load(c: &mut Call) -> Result<Value, Diagnostic> {
         "csv" => {
             let text = String::from_utf8(bytes)
                 .map_err(|_| malformed(c, "the file is not valid UTF-8".into()))?;
-            let t = files::parse_csv(&text).map_err(|e| malformed(c, e.to_string()))?;
+            let t = files::parse_csv_until(&text, &stop)
+                .map_err(|e| malformed(c, e.to_string()))?
+                .ok_or_else(|| super::cancelled(c))?;
             Ok(Value::Array(Array::from_f64(
                 vec![t.rows, t.cols],
                 &t.values,

@@ -53,6 +53,23 @@ mod viz_shapes;
 
 pub use construct::MAX_ELEMENTS;
 
+/// The `stop` function that long host loops of builtins (BPE training and
+/// encoding, t-SNE, file reading and parsing) ask as they go: true once the run
+/// is cancelled, so a cancel takes effect inside one long call.
+fn stop_requested(c: &Call) -> impl Fn() -> bool {
+    let flag = c.it.cancel.clone();
+    move || flag.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// E0409 for a builtin that stopped because the run was cancelled.
+fn cancelled(c: &Call) -> Diagnostic {
+    match c.it.check_cancel(c.span) {
+        Err(d) => d,
+        // Only reached if the flag was cleared meanwhile: still say why.
+        Ok(()) => Diagnostic::error("E0409", "run cancelled").at(c.span, "cancelled here"),
+    }
+}
+
 /// How the interpreter prepares an argument before the builtin runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ParamKind {

@@ -95,7 +95,10 @@ fn train_bpe(c: &mut Call) -> Result<Value, Diagnostic> {
     let bytes = corpus_bytes(c, 0)?;
     let vocab = c.count(1)?;
     let seed = c.seed(2)?;
-    let bpe = tokenizer::train_bpe(&bytes, vocab, seed);
+    let stop = super::stop_requested(c);
+    let Some(bpe) = tokenizer::train_bpe_until(&bytes, vocab, seed, &stop) else {
+        return Err(super::cancelled(c));
+    };
     if bpe.vocab_size() < vocab {
         let got = bpe.vocab_size();
         c.warn_at(
@@ -111,7 +114,11 @@ fn train_bpe(c: &mut Call) -> Result<Value, Diagnostic> {
 fn apply_tokenizer(c: &mut Call) -> Result<Value, Diagnostic> {
     let tok = c.tokenizer(0)?;
     let bytes = corpus_bytes(c, 1)?;
-    Ok(ids_array(tok.encode(&bytes)))
+    let stop = super::stop_requested(c);
+    match tok.encode_until(&bytes, &stop) {
+        Some(ids) => Ok(ids_array(ids)),
+        None => Err(super::cancelled(c)),
+    }
 }
 
 fn decode(c: &mut Call) -> Result<Value, Diagnostic> {

@@ -305,6 +305,34 @@ pub fn tsne(
     iters: usize,
     seed: u64,
 ) -> Result<Vec<f64>, AnalysisError> {
+    tsne_with(x, n, d, perplexity, iters, seed, &|| false).map(|(y, _)| y)
+}
+
+/// [`tsne`] that gives up (`Ok(None)`) soon after `stop` returns true; `stop` is
+/// asked before every iteration.
+pub fn tsne_until(
+    x: &[f64],
+    n: usize,
+    d: usize,
+    perplexity: f64,
+    iters: usize,
+    seed: u64,
+    stop: &dyn Fn() -> bool,
+) -> Result<Option<Vec<f64>>, AnalysisError> {
+    let (y, stopped) = tsne_with(x, n, d, perplexity, iters, seed, stop)?;
+    Ok((!stopped).then_some(y))
+}
+
+/// The t-SNE iterations; the flag says whether `stop` ended them early.
+fn tsne_with(
+    x: &[f64],
+    n: usize,
+    d: usize,
+    perplexity: f64,
+    iters: usize,
+    seed: u64,
+    stop: &dyn Fn() -> bool,
+) -> Result<(Vec<f64>, bool), AnalysisError> {
     check_shape(x, n, d)?;
     check_finite(x)?;
     if perplexity.is_nan() || perplexity <= 0.0 || perplexity >= n as f64 {
@@ -319,6 +347,9 @@ pub fn tsne(
     let mut y: Vec<f64> = (0..n * 2).map(|_| rng.normal() * INIT_SCALE).collect();
     let mut update = vec![0.0; n * 2];
     for step in 0..iters {
+        if stop() {
+            return Ok((y, true));
+        }
         let exaggeration = if step < EXAGGERATION_END {
             EXAGGERATION
         } else {
@@ -331,7 +362,7 @@ pub fn tsne(
         };
         tsne_step(&mut y, &p, &mut update, n, exaggeration, momentum);
     }
-    Ok(y)
+    Ok((y, false))
 }
 
 /// P = max((P(j|i) + P(i|j)) / 2n, 1e-12), the rows P(·|i) fitted to the target
@@ -660,6 +691,20 @@ mod tests {
         assert!(same >= n * 3 / 4, "{same}");
         assert_eq!(tsne(&x, n, 3, 10.0, 300, 7).unwrap(), y);
         assert_ne!(tsne(&x, n, 3, 10.0, 300, 8).unwrap(), y);
+    }
+
+    #[test]
+    fn tsne_stops_when_asked() {
+        let x: Vec<f64> = (0..30).map(f64::from).collect();
+        let asked = std::cell::Cell::new(0);
+        let stop = || {
+            asked.set(asked.get() + 1);
+            asked.get() > 5
+        };
+        assert_eq!(tsne_until(&x, 10, 3, 2.0, 100, 1, &stop), Ok(None));
+        assert_eq!(asked.get(), 6);
+        let full = tsne_until(&x, 10, 3, 2.0, 100, 1, &|| false).unwrap();
+        assert_eq!(full, Some(tsne(&x, 10, 3, 2.0, 100, 1).unwrap()));
     }
 
     #[test]

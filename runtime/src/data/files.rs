@@ -222,6 +222,43 @@ impl std::error::Error for CsvError {}
 /// dropped. Every other cell must be a number and every row must have as many
 /// cells as the first data row; a file without data rows is an error too.
 pub fn parse_csv(text: &str) -> Result<CsvTable, CsvError> {
+    parse_csv_with(text, &|| false).map(|(t, _)| t)
+}
+
+/// [`parse_csv`] that gives up (`Ok(None)`) soon after `stop` returns true;
+/// `stop` is asked every few thousand lines.
+pub fn parse_csv_until(text: &str, stop: &dyn Fn() -> bool) -> Result<Option<CsvTable>, CsvError> {
+    let (t, stopped) = parse_csv_with(text, stop)?;
+    Ok((!stopped).then_some(t))
+}
+
+/// Lines parsed between two calls of a `stop` function.
+const STOP_CHECK_LINES: usize = 4096;
+
+/// Bytes read between two calls of a `stop` function.
+const STOP_CHECK_BYTES: usize = 4 << 20;
+
+/// Reads a whole file in chunks, giving up (`Ok(None)`) soon after `stop`
+/// returns true.
+pub fn read_until(path: &Path, stop: &dyn Fn() -> bool) -> io::Result<Option<Vec<u8>>> {
+    use std::io::Read;
+    let file = std::fs::File::open(path)?;
+    let hint = file.metadata().map_or(0, |m| m.len());
+    let mut out = Vec::with_capacity(usize::try_from(hint).unwrap_or(0));
+    let mut reader = file.take(u64::MAX);
+    loop {
+        if stop() {
+            return Ok(None);
+        }
+        reader.set_limit(STOP_CHECK_BYTES as u64);
+        if reader.read_to_end(&mut out)? == 0 {
+            return Ok(Some(out));
+        }
+    }
+}
+
+/// The CSV parser; the flag says whether `stop` ended it early.
+fn parse_csv_with(text: &str, stop: &dyn Fn() -> bool) -> Result<(CsvTable, bool), CsvError> {
     let mut rows = 0usize;
     let mut cols = 0usize;
     let mut values = Vec::new();
@@ -230,6 +267,9 @@ pub fn parse_csv(text: &str) -> Result<CsvTable, CsvError> {
     for (index, line) in split_lines(text).enumerate() {
         let line_no = index + 1;
         last_line = line_no;
+        if line_no % STOP_CHECK_LINES == 0 && stop() {
+            return Ok((CsvTable { rows, cols, values }, true));
+        }
         if line.trim_matches(is_space).is_empty() {
             continue;
         }
@@ -263,7 +303,7 @@ pub fn parse_csv(text: &str) -> Result<CsvTable, CsvError> {
             message: "the file has no data rows".to_string(),
         });
     }
-    Ok(CsvTable { rows, cols, values })
+    Ok((CsvTable { rows, cols, values }, false))
 }
 
 fn is_space(c: char) -> bool {
@@ -313,6 +353,30 @@ mod tests {
             std::env::temp_dir().join(format!("mlpl-files-{tag}-{}-{nanos}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         dir
+    }
+
+    #[test]
+    fn reading_and_parsing_stop_when_asked() {
+        let text: String = (0..10_000).map(|i| format!("{i},{}\n", i * 2)).collect();
+        let asked = std::cell::Cell::new(0);
+        let stop = || {
+            asked.set(asked.get() + 1);
+            asked.get() > 1
+        };
+        assert_eq!(parse_csv_until(&text, &stop), Ok(None));
+        assert_eq!(asked.get(), 2);
+        let t = parse_csv_until(&text, &|| false).unwrap().unwrap();
+        assert_eq!((t.rows, t.cols), (10_000, 2));
+        let dir = temp_dir("read");
+        let path = dir.join("big.csv");
+        std::fs::write(&path, &text).unwrap();
+        assert_eq!(read_until(&path, &|| true).unwrap(), None);
+        assert_eq!(
+            read_until(&path, &|| false).unwrap().unwrap(),
+            text.as_bytes()
+        );
+        assert!(read_until(&dir.join("missing.csv"), &|| false).is_err());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

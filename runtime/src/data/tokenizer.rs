@@ -87,6 +87,18 @@ impl Tokenizer {
         }
     }
 
+    /// [`Tokenizer::encode`] that gives up (`None`) soon after `stop` returns
+    /// true; `stop` is asked between merges and every few thousand positions.
+    pub fn encode_until(&self, bytes: &[u8], stop: &dyn Fn() -> bool) -> Option<Vec<u32>> {
+        match self {
+            Tokenizer::Bytes => Some(self.encode(bytes)),
+            Tokenizer::Bpe(bpe) => {
+                let (ids, stopped) = bpe.encode_with(bytes, stop);
+                (!stopped).then_some(ids)
+            }
+        }
+    }
+
     /// Decodes ids into text (invalid UTF-8 becomes U+FFFD) and returns it with
     /// the number of ids dropped because they are at or above the vocabulary
     /// (BPE only; always 0 for bytes). A byte-level id above 255 is an error.
@@ -220,21 +232,40 @@ impl BpeTokenizer {
     /// Applies the merges in training order to the bytes, each as a left-to-right
     /// non-overlapping replacement (`apply_tokenizer`).
     pub fn encode(&self, bytes: &[u8]) -> Vec<u32> {
+        self.encode_with(bytes, &|| false).0
+    }
+
+    /// [`BpeTokenizer::encode`], stopping early (second value true) once `stop`
+    /// returns true.
+    fn encode_with(&self, bytes: &[u8], stop: &dyn Fn() -> bool) -> (Vec<u32>, bool) {
         let mut ranks: PairMap<u32> = PairMap::default();
         for (rank, &(l, r)) in self.merges.iter().enumerate() {
             ranks.entry(pair_key(l, r)).or_insert(rank as u32);
         }
-        let mut seq = TokenList::new(bytes);
+        let Some(mut seq) = TokenList::build(bytes, stop) else {
+            return (Vec::new(), true);
+        };
         let mut occurrences: Vec<Vec<usize>> = vec![Vec::new(); self.merges.len()];
         for p in 0..seq.tok.len().saturating_sub(1) {
+            if p % STOP_CHECK_EVERY == STOP_CHECK_EVERY - 1 && stop() {
+                return (Vec::new(), true);
+            }
             if let Some(&rank) = ranks.get(&pair_key(seq.tok[p], seq.tok[p + 1])) {
                 occurrences[rank as usize].push(p);
             }
         }
+        let mut visited = 0usize;
         for rank in 0..self.merges.len() {
             let mut list = std::mem::take(&mut occurrences[rank]);
             if list.is_empty() {
                 continue;
+            }
+            visited += list.len();
+            if visited >= STOP_CHECK_EVERY {
+                visited = 0;
+                if stop() {
+                    return (Vec::new(), true);
+                }
             }
             list.sort_unstable();
             list.dedup();
@@ -257,7 +288,7 @@ impl BpeTokenizer {
                 }
             }
         }
-        seq.into_tokens()
+        (seq.into_tokens(), false)
     }
 
     /// Expands each id into bytes and decodes them as UTF-8 (invalid sequences
@@ -295,25 +326,73 @@ impl BpeTokenizer {
 /// than two tokens remain. Pairs that occur once are merged too. The seed is only
 /// recorded.
 pub fn train_bpe(bytes: &[u8], vocab_size: usize, seed: u64) -> BpeTokenizer {
+    train_bpe_with(bytes, vocab_size, seed, &|| false).0
+}
+
+/// [`train_bpe`] that gives up (`None`) soon after `stop` returns true; `stop`
+/// is asked between merges and every few thousand merged positions, so a cancel
+/// takes effect within milliseconds even on a large corpus.
+pub fn train_bpe_until(
+    bytes: &[u8],
+    vocab_size: usize,
+    seed: u64,
+    stop: &dyn Fn() -> bool,
+) -> Option<BpeTokenizer> {
+    let (tok, stopped) = train_bpe_with(bytes, vocab_size, seed, stop);
+    (!stopped).then_some(tok)
+}
+
+/// Positions processed between two calls of a `stop` function.
+const STOP_CHECK_EVERY: usize = 1 << 14;
+
+/// The training loop; the flag says whether `stop` ended it early.
+fn train_bpe_with(
+    bytes: &[u8],
+    vocab_size: usize,
+    seed: u64,
+    stop: &dyn Fn() -> bool,
+) -> (BpeTokenizer, bool) {
     // Ids are u32; a corpus never yields more merges than bytes anyway.
     let max_merges = vocab_size
         .saturating_sub(BYTE_VOCAB)
         .min(u32::MAX as usize - BYTE_VOCAB);
     let mut merges = Vec::new();
     if max_merges == 0 || bytes.len() < 2 {
-        return BpeTokenizer {
+        let tok = BpeTokenizer {
             merges,
             trained_bytes: bytes.len(),
             seed,
         };
+        return (tok, false);
     }
-    let mut seq = TokenList::new(bytes);
+    let Some(mut seq) = TokenList::build(bytes, stop) else {
+        let tok = BpeTokenizer {
+            merges,
+            trained_bytes: bytes.len(),
+            seed,
+        };
+        return (tok, true);
+    };
     let mut counts = PairCounts::default();
     for p in 0..seq.tok.len() - 1 {
+        if p % STOP_CHECK_EVERY == STOP_CHECK_EVERY - 1 && stop() {
+            let tok = BpeTokenizer {
+                merges,
+                trained_bytes: bytes.len(),
+                seed,
+            };
+            return (tok, true);
+        }
         counts.add(pair_key(seq.tok[p], seq.tok[p + 1]), p);
     }
     counts.push_all();
+    let mut since_check = 0usize;
+    let mut stopped = false;
     while merges.len() < max_merges && seq.live >= 2 {
+        if stop() {
+            stopped = true;
+            break;
+        }
         let Some(best) = counts.pop_best() else {
             break;
         };
@@ -323,6 +402,14 @@ pub fn train_bpe(bytes: &[u8], vocab_size: usize, seed: u64) -> BpeTokenizer {
         list.sort_unstable();
         list.dedup();
         for p in list {
+            since_check += 1;
+            if since_check >= STOP_CHECK_EVERY {
+                since_check = 0;
+                if stop() {
+                    stopped = true;
+                    break;
+                }
+            }
             let Some(m) = seq.merge_at(p, a, b, new_id) else {
                 continue;
             };
@@ -336,13 +423,17 @@ pub fn train_bpe(bytes: &[u8], vocab_size: usize, seed: u64) -> BpeTokenizer {
                 counts.change(pair_key(new_id, right), 1, Some(p));
             }
         }
+        if stopped {
+            break;
+        }
         merges.push((a, b));
     }
-    BpeTokenizer {
+    let tok = BpeTokenizer {
         merges,
         trained_bytes: bytes.len(),
         seed,
-    }
+    };
+    (tok, stopped)
 }
 
 /// A pair of ids packed as `left << 32 | right`, so that numeric order is the
@@ -401,17 +492,36 @@ struct Merged {
 }
 
 impl TokenList {
-    fn new(bytes: &[u8]) -> Self {
+    /// The list of `bytes`, built in chunks; `None` when `stop` returned true
+    /// meanwhile (building a large corpus's list takes a while).
+    fn build(bytes: &[u8], stop: &dyn Fn() -> bool) -> Option<Self> {
         let n = bytes.len();
-        TokenList {
-            tok: bytes.iter().map(|&b| u32::from(b)).collect(),
-            next: (0..n)
-                .map(|i| if i + 1 < n { i + 1 } else { NONE })
-                .collect(),
-            prev: (0..n).map(|i| if i == 0 { NONE } else { i - 1 }).collect(),
+        let (mut tok, mut next, mut prev) = (
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+        );
+        for (c, chunk) in bytes.chunks(STOP_CHECK_EVERY * 64).enumerate() {
+            if stop() {
+                return None;
+            }
+            let start = c * STOP_CHECK_EVERY * 64;
+            let positions = start..start + chunk.len();
+            tok.extend(chunk.iter().map(|&b| u32::from(b)));
+            next.extend(
+                positions
+                    .clone()
+                    .map(|i| if i + 1 < n { i + 1 } else { NONE }),
+            );
+            prev.extend(positions.map(|i| if i == 0 { NONE } else { i - 1 }));
+        }
+        Some(TokenList {
+            tok,
+            next,
+            prev,
             alive: vec![true; n],
             live: n,
-        }
+        })
     }
 
     /// Merges the pair (a, b) starting at position `p` into `new_id` if it is
@@ -643,6 +753,31 @@ mod tests {
         assert_eq!(tok.decode(&ids), (text.to_string(), 0));
         assert_eq!(tok.seed(), 42);
         assert_eq!(tok.trained_bytes(), 2028);
+    }
+
+    #[test]
+    fn training_and_encoding_stop_when_asked() {
+        let corpus: Vec<u8> = (0..200_000u32).map(|i| b'a' + (i * 7 % 13) as u8).collect();
+        let asked = std::cell::Cell::new(0usize);
+        let stop_at = |n: usize| {
+            let asked = &asked;
+            move || {
+                asked.set(asked.get() + 1);
+                asked.get() > n
+            }
+        };
+        assert!(train_bpe_until(&corpus, 1000, 0, &stop_at(3)).is_none());
+        // Asked again and again while it runs (not only once at the start).
+        assert_eq!(asked.get(), 4);
+        let full = train_bpe_until(&corpus, 300, 0, &|| false).unwrap();
+        assert_eq!(full.merges(), train_bpe(&corpus, 300, 0).merges());
+        let tok = Tokenizer::Bpe(full);
+        asked.set(0);
+        assert!(tok.encode_until(&corpus, &stop_at(0)).is_none());
+        assert_eq!(
+            tok.encode_until(&corpus, &|| false).unwrap(),
+            tok.encode(&corpus)
+        );
     }
 
     #[test]
