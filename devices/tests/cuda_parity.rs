@@ -127,6 +127,7 @@ fn binary_ops_broadcast_like_the_cpu() {
         (vec![2, 1, 4], vec![3, 1]),
         (vec![5], vec![]),
         (vec![], vec![2, 2]),
+        (vec![1, 1], vec![3, 2]),
         (vec![2, 1, 3, 1, 2], vec![1, 4, 1, 5, 2]),
     ];
     for (k, (sa, sb)) in pairs.iter().enumerate() {
@@ -485,6 +486,26 @@ fn tensors_stay_resident_and_counters_are_exact() {
     let end = g.counters();
     assert_eq!(end.downloads - before.downloads, 1);
     assert_eq!(end.bytes_down - before.bytes_down, 4);
+    // A one-element host operand goes to the kernel by value: no upload.
+    let scaled = g.binary(BinaryOp::Mul, &a, &Tensor::scalar(0.5)).unwrap();
+    let halved = g
+        .binary(BinaryOp::Div, &Tensor::scalar(1.0), &scaled)
+        .unwrap();
+    assert_eq!(g.counters().uploads - end.uploads, 0);
+    let expect_a = cpu()
+        .unary(UnaryOp::Relu, &cpu().matmul(&x, &w).unwrap())
+        .unwrap();
+    let expect = cpu()
+        .binary(
+            BinaryOp::Div,
+            &Tensor::scalar(1.0),
+            &cpu()
+                .binary(BinaryOp::Mul, &expect_a, &Tensor::scalar(0.5))
+                .unwrap(),
+        )
+        .unwrap();
+    assert_close("by-value scalars", &halved, &expect);
+    let end = g.counters();
     // A host input is uploaded for the call and counted.
     let _ = g.unary(UnaryOp::Exp, &x).unwrap();
     assert_eq!(g.counters().uploads - end.uploads, 1);

@@ -71,15 +71,40 @@ impl CudaBackend {
         let Some(l) = layout(&shape, &sa, &sb) else {
             return self.on_cpu(name, |cpu| crate::Backend::binary(cpu, op, a, b));
         };
-        let (ain, bin) = (self.operand(a, name)?, self.operand(b, name)?);
+        // One-element host operands go by value (no upload); if both are, b is uploaded.
+        let by_value = |t: &Tensor| t.is_host() && t.numel() == 1;
+        let ka = by_value(a).then(|| a.host()[0]);
+        let kb = (by_value(b) && ka.is_none()).then(|| b.host()[0]);
+        let konst = i32::from(ka.is_some()) | (i32::from(kb.is_some()) << 1);
+        let ain = if ka.is_some() {
+            None
+        } else {
+            Some(self.operand(a, name)?)
+        };
+        let bin = if kb.is_some() {
+            None
+        } else {
+            Some(self.operand(b, name)?)
+        };
+        // A by-value operand's pointer is never read; pass the other one's.
+        let (pa, pb) = match (&ain, &bin) {
+            (Some(x), Some(y)) => (x.slice(), y.slice()),
+            (Some(x), None) => (x.slice(), x.slice()),
+            (None, Some(y)) => (y.slice(), y.slice()),
+            (None, None) => return Err(self.failure(name, "no device operand")),
+        };
         let mut out = self.alloc(n, name)?;
         let n64 = n as u64;
+        let (va, vb) = (ka.unwrap_or(0.0), kb.unwrap_or(0.0));
         let mut args = self.stream().launch_builder(self.function(name)?);
-        args.arg(ain.slice())
-            .arg(bin.slice())
+        args.arg(pa)
+            .arg(pb)
             .arg(out.slice_mut())
             .arg(&n64)
-            .arg(&l);
+            .arg(&l)
+            .arg(&va)
+            .arg(&vb)
+            .arg(&konst);
         self.launch(args, grid(n), name)?;
         Ok(self.tensor(shape, out))
     }

@@ -21,13 +21,16 @@ UNARY(unary_gelu, v / (1.0f + expf(-2.0f * 0.7978845608028654f * (v + 0.044715f 
 UNARY(unary_silu, v / (1.0f + expf(-v)))
 
 // out[i] = a[offset_a(i)] op b[offset_b(i)] over the broadcast iteration space L.
+// A one-element host operand comes by value instead (bit 0 of `konst`: a is `ka`,
+// bit 1: b is `kb`), so scalars in expressions need no upload.
 #define BINARY(name, expr)                                                            \
     extern "C" __global__ void name(const float* A, const float* B, float* out, u64 n, \
-                                    Layout L) {                                       \
+                                    Layout L, float ka, float kb, int konst) {        \
         FOR_EACH(i, n) {                                                              \
             i64 oa, ob;                                                               \
             layout_offsets(L, i, &oa, &ob);                                           \
-            float a = A[oa], b = B[ob];                                               \
+            float a = (konst & 1) ? ka : A[oa];                                       \
+            float b = (konst & 2) ? kb : B[ob];                                       \
             out[i] = (expr);                                                          \
         }                                                                             \
     }
