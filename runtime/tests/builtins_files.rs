@@ -362,13 +362,6 @@ fn load_errors() {
 
 #[test]
 fn preloaded_corpora() {
-    let shared = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data");
-    for name in ["tiny_corpus", "tiny_shakespeare_snippet"] {
-        let text = eval(&format!("load_preloaded(\"{name}\")"));
-        if let Ok(want) = std::fs::read_to_string(shared.join(format!("{name}.txt"))) {
-            assert_eq!(text, want, "{name}");
-        }
-    }
     assert_eq!(
         eval("shape(tokenize_bytes(load_preloaded(\"tiny_corpus\")))"),
         "86"

@@ -42,19 +42,6 @@ fn parse_num(s: &str) -> f64 {
 }
 
 #[test]
-fn the_shared_reference_copy_is_current() {
-    let shared = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/conformance/original-mlpl.json");
-    if let Ok(text) = std::fs::read_to_string(&shared) {
-        assert_eq!(
-            text,
-            include_str!("data/original-mlpl.json"),
-            "copy shared/conformance/original-mlpl.json to runtime/tests/data/"
-        );
-    }
-}
-
-#[test]
 fn outputs_match_the_original() {
     let mut checked = 0;
     for case in cases() {
