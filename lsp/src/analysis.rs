@@ -137,9 +137,10 @@ impl Analysis {
     }
 
     /// The innermost expression containing byte `offset` whose value the checker
-    /// knows, with that value (the checker replays the program up to it).
+    /// knows, with that value (the checker replays the program up to it, from
+    /// its last checkpoint before `offset`).
     pub fn value_at(&self, offset: usize) -> Option<(Span, AbsValue)> {
-        query::value_at(&self.program, offset)
+        query::value_at_resumed(&self.program, &self.facts, offset)
     }
 
     /// The assignment whose variable name is written at `span`.

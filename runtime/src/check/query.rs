@@ -108,6 +108,21 @@ pub struct Facts {
     pub trains: Vec<TrainBlock>,
     /// Optimizer calls in source order.
     pub optimizers: Vec<OptimizerCall>,
+    /// The checker's state before every [`CHECKPOINT_EVERY`]-th top-level
+    /// statement, from which [`value_at_resumed`] replays.
+    pub checkpoints: Vec<Checkpoint>,
+}
+
+/// Top-level statements between two [`Checkpoint`]s.
+pub const CHECKPOINT_EVERY: usize = 128;
+
+/// The checker's state before a top-level statement.
+#[derive(Clone, Debug)]
+pub struct Checkpoint {
+    /// The statement's index in the program.
+    pub stmt: usize,
+    env: super::env::Env,
+    symbols: super::ctx::Symbols,
 }
 
 /// [`check_source`](super::check_source) and [`facts`] in one pass: the same
@@ -120,7 +135,7 @@ pub fn check_with_facts(src: &str) -> (super::Checked, Facts) {
     diagnostics.extend(super::names::check(&parsed.program));
     let mut w = Walker::new(None);
     w.c.report = true;
-    w.stmts(&parsed.program.stmts);
+    w.top_level(&parsed.program.stmts);
     diagnostics.append(&mut w.c.out);
     diagnostics.sort_by_key(|d| d.primary.as_ref().map_or(0, |l| l.span.start));
     let checked = super::Checked {
@@ -133,7 +148,7 @@ pub fn check_with_facts(src: &str) -> (super::Checked, Facts) {
 /// The facts of a program (see the module documentation).
 pub fn facts(program: &Program) -> Facts {
     let mut w = Walker::new(None);
-    w.stmts(&program.stmts);
+    w.top_level(&program.stmts);
     w.finish()
 }
 
@@ -153,6 +168,33 @@ impl Walker {
 pub fn value_at(program: &Program, offset: usize) -> Option<(Span, AbsValue)> {
     let mut w = Walker::new(Some(offset));
     w.stmts(&program.stmts);
+    w.found
+}
+
+/// [`value_at`], replaying from the last of `facts`' checkpoints before `offset`
+/// (`facts` must be the facts of `program`): the cost is that of the statements
+/// since the checkpoint, not of the whole program before `offset`.
+pub fn value_at_resumed(
+    program: &Program,
+    facts: &Facts,
+    offset: usize,
+) -> Option<(Span, AbsValue)> {
+    let mut w = Walker::new(Some(offset));
+    let from = facts.checkpoints.iter().rev().find(|c| {
+        program
+            .stmts
+            .get(c.stmt)
+            .is_some_and(|s| s.span.start <= offset)
+    });
+    let start = match from {
+        Some(c) => {
+            w.c.env = c.env.clone();
+            w.c.symbols = c.symbols.clone();
+            c.stmt
+        }
+        None => 0,
+    };
+    w.stmts(program.stmts.get(start..).unwrap_or_default());
     w.found
 }
 
@@ -226,6 +268,20 @@ impl Walker {
 
     fn done(&self) -> bool {
         self.target.is_some() && self.found.is_some()
+    }
+
+    /// The program's statements, with a checkpoint every [`CHECKPOINT_EVERY`].
+    fn top_level(&mut self, stmts: &[Stmt]) {
+        for (i, s) in stmts.iter().enumerate() {
+            if i > 0 && i % CHECKPOINT_EVERY == 0 {
+                self.facts.checkpoints.push(Checkpoint {
+                    stmt: i,
+                    env: self.c.env.clone(),
+                    symbols: self.c.symbols.clone(),
+                });
+            }
+            self.stmt(s);
+        }
     }
 
     fn stmts(&mut self, stmts: &[Stmt]) {
@@ -694,6 +750,31 @@ mod tests {
         let f = facts(&parse(src).program);
         let y = f.assignments.iter().find(|a| a.name == "y").unwrap();
         assert_eq!(y.value.as_array().unwrap().shape_text(), "[batch=4, 2]");
+    }
+
+    #[test]
+    fn resuming_from_checkpoints_gives_the_same_values() {
+        let mut src = String::from("d = load(\"x.csv\")\n");
+        for k in 0..(3 * CHECKPOINT_EVERY) {
+            src.push_str(&format!("a{k} = zeros([{}, 2]) + 1\n", k % 7 + 1));
+        }
+        src.push_str("e = load(\"y.csv\")\nz = sum(d, 0)\n");
+        let p = parse(&src).program;
+        let f = facts(&p);
+        assert_eq!(f.checkpoints.len(), 3);
+        for k in [0, CHECKPOINT_EVERY + 3, 3 * CHECKPOINT_EVERY - 1] {
+            let off = src.find(&format!("a{k} =")).unwrap() + format!("a{k} = ").len();
+            let full = value_at(&p, off);
+            assert!(full.is_some());
+            assert_eq!(value_at_resumed(&p, &f, off), full, "a{k}");
+        }
+        // Size symbols carry over: the second file's sizes are `N2`, `C2`.
+        let off = src.find("z = ").unwrap() + 4;
+        let (_, v) = value_at_resumed(&p, &f, off).unwrap();
+        assert_eq!(v.as_array().unwrap().shape_text(), "[C]");
+        let off = src.find("load(\"y").unwrap();
+        let (_, v) = value_at_resumed(&p, &f, off).unwrap();
+        assert_eq!(v.as_array().unwrap().shape_text(), "[N2, C2]");
     }
 
     #[test]
