@@ -1,6 +1,7 @@
 /** The Variables view: the session's bindings (name, kind, named shape, device), refreshed after each run. */
 
 import * as vscode from "vscode";
+import { describeVariable as describe, shownVariables as shown } from "./core/variables";
 import type { Variable } from "./runner/client";
 import type { RunnerController } from "./runnerController";
 
@@ -60,27 +61,4 @@ export class VariablesProvider implements vscode.TreeDataProvider<Node>, vscode.
     this.sub.dispose();
     this.changed.dispose();
   }
-}
-
-/** The variables listed at the top level: not the runtime's own bindings (`__…`,
- * such as a model's parameter tensors, which its item lists as children). */
-function shown(vars: readonly Variable[]): Variable[] {
-  return vars.filter((v) => !v.name.startsWith("__"));
-}
-
-/** `kind · [batch=4, feat=3] · cpu`. */
-export function describe(v: Variable): string {
-  const parts = [v.kind];
-  if (v.named_shape) {
-    parts.push(v.named_shape);
-  } else if (v.kind === "model" && v.parameters) {
-    parts.push(`${v.parameters.length} parameter tensors`);
-  }
-  if (v.device) {
-    parts.push(v.device);
-  }
-  if (v.param) {
-    parts.push(v.frozen ? "frozen" : "param");
-  }
-  return parts.join(" · ");
 }

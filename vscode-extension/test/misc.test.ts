@@ -4,6 +4,8 @@ import { describe, expect, it } from "vitest";
 import { ellipsize, formatBytes, formatDuration, formatLoss, formatRate } from "../src/core/format";
 import { isLoopbackUrl, readServeLine, type ServeAnnouncement } from "../src/core/serveOutput";
 import { serverSettings } from "../src/core/serverSettings";
+import { describeVariable, shownVariables } from "../src/core/variables";
+import type { Variable } from "../src/runner/client";
 
 describe("readServeLine", () => {
   it("reads the address and the generated token", () => {
@@ -73,5 +75,20 @@ describe("TextMate grammar", () => {
   });
   it("has an axis-annotation rule that starts at `: [`", () => {
     expect(new RegExp(g.repository["axis-annotation"].begin).test("X : [batch, feat] = x")).toBe(true);
+  });
+});
+
+describe("variables view", () => {
+  const v = (over: Partial<Variable>): Variable => ({
+    name: "x", kind: "array", shape: [2], named_shape: "[feat=2]", dtype: "f32", device: "cpu",
+    param: false, frozen: false, parameters: null, preview: "[1, 2]", ...over,
+  });
+  it("hides the runtime's own bindings", () => {
+    expect(shownVariables([v({ name: "__linear_W_0" }), v({ name: "W" })]).map((x) => x.name)).toEqual(["W"]);
+  });
+  it("describes kind, named shape, device and parameter state", () => {
+    expect(describeVariable(v({ param: true }))).toBe("array · [feat=2] · cpu · param");
+    expect(describeVariable(v({ param: true, frozen: true, device: null }))).toBe("array · [feat=2] · frozen");
+    expect(describeVariable(v({ kind: "model", named_shape: null, device: null, parameters: ["a", "b"] }))).toBe("model · 2 parameter tensors");
   });
 });

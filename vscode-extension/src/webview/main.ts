@@ -11,7 +11,7 @@ import uPlot from "uplot";
 import "uplot/dist/uPlot.min.css";
 import "./panel.css";
 import type { TelemetryEvent } from "../core/events";
-import { lossChart } from "../core/downsample";
+import { comparisonChart } from "../core/chartData";
 import { formatBytes, formatDuration, formatLoss, formatRate } from "../core/format";
 import { applyEvent, emptySession, loopProgress, type RunRecord, type SessionModel } from "../core/runModel";
 
@@ -105,27 +105,16 @@ function drawChart(host: HTMLElement, run: RunRecord): void {
     host.append(el("p", { class: "muted" }, "No train loop in this run."));
     return;
   }
-  const main = lossChart(loop.steps, loop.losses, options.smoothing, options.maxPoints);
   const fg = cssVar("--vscode-foreground", "#ccc");
   const grid = cssVar("--vscode-editorWidget-border", "#444");
   const rawColor = cssVar("--vscode-charts-blue", "#3794ff");
   const others = [cssVar("--vscode-charts-orange", "#d18616"), cssVar("--vscode-charts-green", "#89d185"), cssVar("--vscode-charts-purple", "#b180d7"), cssVar("--vscode-charts-red", "#f14c4c")];
-  const positive = loop.losses.every((x) => x === null || x > 0);
-  const log = options.logScale && positive;
-  // Compared runs: their smoothed curves on the union of x positions.
-  const extra = model.runs.filter((r) => r.id !== run.id && compare.has(r.id) && r.loops.length);
-  const xs = new Set<number>(main.x);
-  const curves = extra.map((r) => {
-    const l = r.loops[r.loops.length - 1];
-    const c = lossChart(l.steps, l.losses, options.smoothing, options.maxPoints);
-    c.x.forEach((x) => xs.add(x));
-    return { run: r, map: new Map(c.x.map((x, i) => [x, c.smooth[i]])) };
-  });
-  const x = [...xs].sort((a, b) => a - b);
-  const at = (m: Map<number, number | null>) => x.map((v) => m.get(v) ?? null);
-  const rawMap = new Map(main.x.map((v, i) => [v, main.raw[i]]));
-  const smoothMap = new Map(main.x.map((v, i) => [v, main.smooth[i]]));
-  const data: uPlot.AlignedData = [x, at(rawMap), at(smoothMap), ...curves.map((c) => at(c.map))];
+  const compared = model.runs
+    .filter((r) => r.id !== run.id && compare.has(r.id) && r.loops.length)
+    .map((r) => ({ id: r.id, loop: r.loops[r.loops.length - 1] }));
+  const c = comparisonChart(loop, compared, options.smoothing, options.maxPoints);
+  const log = options.logScale && c.logScaleOk;
+  const data: uPlot.AlignedData = [c.x, c.raw, c.smooth, ...c.compared.map((k) => k.smooth)];
   const axis = { stroke: fg, grid: { stroke: withAlpha(grid, 0.5), width: 1 }, ticks: { stroke: grid } };
   const opts: uPlot.Options = {
     width: Math.max(300, host.clientWidth || 600),
@@ -150,7 +139,7 @@ function drawChart(host: HTMLElement, run: RunRecord): void {
       { label: "step" },
       { label: "loss", stroke: withAlpha(rawColor, 0.35), width: 1, spanGaps: true, points: { show: false } },
       { label: `smoothed (${options.smoothing})`, stroke: rawColor, width: 2, spanGaps: true, points: { show: false } },
-      ...curves.map((c, i) => ({ label: `${c.run.id.slice(0, 8)} smoothed`, stroke: others[i % others.length], width: 1.5, spanGaps: true, points: { show: false } })),
+      ...c.compared.map((k, i) => ({ label: `${k.id.slice(0, 8)} smoothed`, stroke: others[i % others.length], width: 1.5, spanGaps: true, points: { show: false } })),
     ],
     legend: { show: true },
     cursor: { drag: { x: true, y: false } },

@@ -1,0 +1,27 @@
+/** What the Variables view lists and how it describes each binding. */
+
+import type { Variable } from "../runner/client";
+
+/** The variables listed at the top level, in the runner's order: not the runtime's
+ * own bindings (`__…`, such as a model's parameter tensors, which the model's item
+ * lists as children). */
+export function shownVariables(vars: readonly Variable[]): Variable[] {
+  return vars.filter((v) => !v.name.startsWith("__"));
+}
+
+/** `array · [batch=4, feat=3] · cpu · param`, `model · 4 parameter tensors`. */
+export function describeVariable(v: Variable): string {
+  const parts = [v.kind];
+  if (v.named_shape) {
+    parts.push(v.named_shape);
+  } else if (v.kind === "model" && v.parameters) {
+    parts.push(`${v.parameters.length} parameter tensors`);
+  }
+  if (v.device) {
+    parts.push(v.device);
+  }
+  if (v.param) {
+    parts.push(v.frozen ? "frozen" : "param");
+  }
+  return parts.join(" · ");
+}
