@@ -506,9 +506,16 @@ fn tensors_stay_resident_and_counters_are_exact() {
         .unwrap();
     assert_close("by-value scalars", &halved, &expect);
     let end = g.counters();
-    // A host input is uploaded for the call and counted.
+    // A host input is uploaded for the call and counted, once while it lives.
     let _ = g.unary(UnaryOp::Exp, &x).unwrap();
+    let _ = g.unary(UnaryOp::Tanh, &x.reshape(vec![32, 64])).unwrap();
     assert_eq!(g.counters().uploads - end.uploads, 1);
+    // New host data is a new upload; changed data is never served from the old copy.
+    let mut y = x.clone();
+    y.host_mut()[0] = 100.0;
+    let e = g.unary(UnaryOp::Neg, &y).unwrap();
+    assert_eq!(g.counters().uploads - end.uploads, 2);
+    assert_eq!(e.host()[0], -100.0);
     assert_eq!(g.counters().cpu_fallbacks - before.cpu_fallbacks, 0);
 }
 

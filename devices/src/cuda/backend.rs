@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use cudarc::driver::{
     sys::CUresult, CudaContext, CudaFunction, CudaSlice, CudaStream, DriverError, LaunchArgs,
@@ -17,11 +17,14 @@ use crate::backend::{
     Backend, BinaryOp, Counters, DeviceError, DeviceKind, ReduceOp, Result, UnaryOp,
 };
 use crate::cpu::CpuBackend;
-use crate::tensor::Tensor;
+use crate::tensor::{Storage, Tensor};
 
 /// The environment variable naming an NVRTC library file to load before the
 /// system's (e.g. the one `scripts/nvrtc-venv.sh` installs).
 pub const NVRTC_LIB_VAR: &str = "MLPL_NVRTC_LIB";
+
+/// Most host tensors whose device copies are kept (see [`CudaBackend::operand`]).
+const UPLOAD_CACHE: usize = 64;
 
 /// Threads per block of the element-wise kernels.
 const THREADS: u32 = 256;
@@ -37,6 +40,8 @@ pub struct CudaBackend {
     functions: HashMap<&'static str, CudaFunction>,
     pub(super) stats: Arc<Stats>,
     fallbacks: Mutex<Vec<&'static str>>,
+    /// Device copies of host tensors, keyed by their (live) host storage.
+    uploads: Mutex<Vec<(Weak<Vec<f32>>, Arc<CudaBuffer>)>>,
     cpu: CpuBackend,
 }
 
@@ -144,10 +149,11 @@ pub(super) fn row_grid(rows: usize, len: usize) -> LaunchConfig {
     }
 }
 
-/// An input of a kernel: a tensor already on this GPU, or a copy uploaded for the call.
+/// An input of a kernel: a tensor already on this GPU, or the device copy of a
+/// host tensor.
 pub(super) enum Operand<'a> {
     Resident(&'a CudaBuffer),
-    Uploaded(CudaBuffer),
+    Uploaded(Arc<CudaBuffer>),
 }
 
 impl Operand<'_> {
@@ -235,6 +241,7 @@ impl CudaBackend {
             functions,
             stats: Arc::new(Stats::default()),
             fallbacks: Mutex::new(Vec::new()),
+            uploads: Mutex::new(Vec::new()),
             cpu: CpuBackend::new(),
         })
     }
@@ -317,16 +324,41 @@ impl CudaBackend {
     }
 
     /// `t` as a kernel input: its buffer when it already lives on this GPU, otherwise
-    /// an uploaded copy of its host data.
+    /// a device copy of its host data. Copies are kept while the host storage lives
+    /// (a data batch or a frozen parameter used every step is uploaded once); host
+    /// storage cannot change in place while the cache watches it (`Arc::make_mut`
+    /// moves it), so a kept copy is never stale.
     pub(super) fn operand<'a>(&self, t: &'a Tensor, op: &str) -> Result<Operand<'a>> {
-        if let Some(b) = t.device_buffer() {
-            if let Some(cb) = b.as_any().downcast_ref::<CudaBuffer>() {
-                if cb.in_context(&self.ctx) {
-                    return Ok(Operand::Resident(cb));
+        match t.storage() {
+            Storage::Device(d) => {
+                if let Some(cb) = d.buffer().as_any().downcast_ref::<CudaBuffer>() {
+                    if cb.in_context(&self.ctx) {
+                        return Ok(Operand::Resident(cb));
+                    }
                 }
+                // Another device's tensor: through host memory.
+                Ok(Operand::Uploaded(Arc::new(
+                    self.upload_slice(t.host(), op)?,
+                )))
+            }
+            Storage::Host(data) => {
+                let mut cache = self.uploads.lock().unwrap_or_else(|p| p.into_inner());
+                cache.retain(|(host, _)| host.strong_count() > 0);
+                let key = Arc::as_ptr(data);
+                if let Some((_, buf)) = cache
+                    .iter()
+                    .find(|(host, _)| std::ptr::eq(host.as_ptr(), key))
+                {
+                    return Ok(Operand::Uploaded(buf.clone()));
+                }
+                let buf = Arc::new(self.upload_slice(data, op)?);
+                if cache.len() >= UPLOAD_CACHE {
+                    cache.remove(0);
+                }
+                cache.push((Arc::downgrade(data), buf.clone()));
+                Ok(Operand::Uploaded(buf))
             }
         }
-        Ok(Operand::Uploaded(self.upload_slice(t.host(), op)?))
     }
 
     /// A tensor of `shape` owning `buf` (an empty one needs no device memory).
@@ -392,10 +424,15 @@ impl Backend for CudaBackend {
     }
 
     fn upload(&self, t: &Tensor) -> Result<Tensor> {
-        match self.operand(t, "upload")? {
-            Operand::Resident(_) => Ok(t.clone()),
-            Operand::Uploaded(buf) => Ok(self.tensor(t.shape().to_vec(), buf)),
+        if let Some(b) = t.device_buffer() {
+            if let Some(cb) = b.as_any().downcast_ref::<CudaBuffer>() {
+                if cb.in_context(&self.ctx) {
+                    return Ok(t.clone());
+                }
+            }
         }
+        let buf = self.upload_slice(t.host(), "upload")?;
+        Ok(self.tensor(t.shape().to_vec(), buf))
     }
 
     fn download(&self, t: &Tensor) -> Result<Tensor> {
