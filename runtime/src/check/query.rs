@@ -316,14 +316,20 @@ impl Walker {
             }
         } else {
             for e in &header {
-                self.calls_in(s, e, None);
+                self.calls_in(s, e);
             }
         }
         if let StmtKind::Train { count, .. } = &s.kind {
             if self.target.is_none() {
+                // As `train` counts (LANGUAGE §6.3): truncated, negative or NaN
+                // runs zero times.
                 let steps = self.probe(s, count, None).as_array().and_then(|a| {
                     let n = a.scalar_value()?;
-                    (n.is_finite() && n >= 0.0).then_some(n.trunc() as usize)
+                    match n {
+                        n if n.is_nan() || n <= 0.0 => Some(0),
+                        n if n.is_finite() => Some(n.trunc() as usize),
+                        _ => None,
+                    }
                 });
                 self.facts.trains.push(TrainBlock {
                     span: s.span,
@@ -514,15 +520,15 @@ impl Walker {
     /// Records the optimizer calls and updates the frozen set for the `freeze`,
     /// `unfreeze` and `lora` calls in `e` (not inside `device` blocks), in
     /// evaluation order.
-    fn calls_in(&mut self, s: &Stmt, e: &Expr, loss: Option<&str>) {
+    fn calls_in(&mut self, s: &Stmt, e: &Expr) {
         let ExprKind::Call { name, args } = &e.kind else {
             for c in children(e) {
-                self.calls_in(s, c, loss);
+                self.calls_in(s, c);
             }
             return;
         };
         for a in args {
-            self.calls_in(s, a, loss);
+            self.calls_in(s, a);
         }
         match name.name.as_str() {
             "freeze" | "unfreeze" if args.len() == 1 => {
