@@ -185,8 +185,9 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// Resets every counter to zero.
     fn reset_counters(&self);
     /// The names of the operations that ran on the CPU because this device has no
-    /// kernel for them (one entry per fallback) since the last call; the runtime
-    /// reports them as W0503. The CPU itself never falls back.
+    /// kernel for them (each name once) since the last call; the runtime reports
+    /// them as W0503 (the `cpu_fallbacks` counter counts every fallback). The CPU
+    /// itself never falls back.
     fn take_fallbacks(&self) -> Vec<&'static str> {
         Vec::new()
     }

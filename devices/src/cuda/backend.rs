@@ -398,10 +398,11 @@ impl CudaBackend {
         f: impl FnOnce(&CpuBackend) -> Result<T>,
     ) -> Result<T> {
         self.stats.fallback();
-        self.fallbacks
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(op);
+        let mut names = self.fallbacks.lock().unwrap_or_else(|p| p.into_inner());
+        if !names.contains(&op) {
+            names.push(op);
+        }
+        drop(names);
         f(&self.cpu)
     }
 }
