@@ -6,7 +6,7 @@ use std::any::Any;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use mlpl_devices::{cpu, Backend, DeviceBuffer, Tensor, UnaryOp};
+use mlpl_devices::{cpu, DeviceBuffer, Tensor, UnaryOp};
 
 #[derive(Debug)]
 struct FakeBuffer {
