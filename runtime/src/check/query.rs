@@ -339,8 +339,12 @@ impl Walker {
                 });
             }
         }
-        let names = assigned_names(s);
-        let before = self.c.env.snapshot(&names);
+        // The environment before `s`, when it has blocks to walk afterwards.
+        let saved = has_blocks(s).then(|| {
+            let names = assigned_names(s);
+            let before = self.c.env.snapshot(&names);
+            (names, before)
+        });
         self.c.stmt(s);
         if self.target.is_none() {
             if let StmtKind::Assign { name, value } | StmtKind::Annotated { name, value, .. } =
@@ -358,7 +362,9 @@ impl Walker {
                 }
             }
         }
-        self.bodies(s, &names, before);
+        if let Some((names, before)) = saved {
+            self.bodies(s, &names, before);
+        }
     }
 
     /// Walks the blocks of `s` (loop and experiment bodies, `device` blocks in its
@@ -651,14 +657,35 @@ fn header_exprs(s: &Stmt) -> Vec<&Expr> {
 }
 
 /// The direct sub-expressions of `e` (a `device` block's target only).
-fn children(e: &Expr) -> Vec<&Expr> {
-    match &e.kind {
-        ExprKind::Call { args, .. } => args.iter().collect(),
-        ExprKind::List(items) | ExprKind::Ctor { dims: items, .. } => items.iter().collect(),
-        ExprKind::Neg(x) | ExprKind::Paren(x) => vec![x],
-        ExprKind::Binary { lhs, rhs, .. } => vec![lhs, rhs],
-        ExprKind::Device { target, .. } => vec![target],
-        ExprKind::Number(_) | ExprKind::Str(_) | ExprKind::Var(_) | ExprKind::Error => Vec::new(),
+fn children(e: &Expr) -> impl Iterator<Item = &Expr> {
+    let none: &[Expr] = &[];
+    let (many, one, two): (&[Expr], Option<&Expr>, Option<&Expr>) = match &e.kind {
+        ExprKind::Call { args, .. } => (args, None, None),
+        ExprKind::List(items) | ExprKind::Ctor { dims: items, .. } => (items, None, None),
+        ExprKind::Neg(x) | ExprKind::Paren(x) => (none, Some(&**x), None),
+        ExprKind::Binary { lhs, rhs, .. } => (none, Some(&**lhs), Some(&**rhs)),
+        ExprKind::Device { target, .. } => (none, Some(&**target), None),
+        ExprKind::Number(_) | ExprKind::Str(_) | ExprKind::Var(_) | ExprKind::Error => {
+            (none, None, None)
+        }
+    };
+    many.iter().chain(one).chain(two)
+}
+
+/// Whether `s` has a body or a `device` block in its expressions.
+fn has_blocks(s: &Stmt) -> bool {
+    fn device_in(e: &Expr) -> bool {
+        matches!(e.kind, ExprKind::Device { .. }) || children(e).any(device_in)
+    }
+    match &s.kind {
+        StmtKind::Repeat { .. }
+        | StmtKind::Train { .. }
+        | StmtKind::For { .. }
+        | StmtKind::Experiment { .. } => true,
+        StmtKind::Expr(e)
+        | StmtKind::Assign { value: e, .. }
+        | StmtKind::Annotated { value: e, .. } => device_in(e),
+        StmtKind::Error => false,
     }
 }
 
@@ -677,7 +704,6 @@ fn child_containing(e: &Expr, t: usize) -> Option<(&Expr, bool)> {
         });
     }
     children(e)
-        .into_iter()
         .find(|c| contains(c.span, t))
         .map(|c| (c, false))
 }
@@ -709,7 +735,7 @@ fn first_apply(e: &Expr) -> Option<(&Expr, &Expr)> {
             return Some((&args[0], &args[1]));
         }
     }
-    children(e).into_iter().find_map(first_apply)
+    children(e).find_map(first_apply)
 }
 
 /// The `device` blocks written in the expressions of `s` (outside its body),
@@ -719,7 +745,7 @@ fn device_blocks(s: &Stmt) -> Vec<(&Expr, &Block)> {
         if let ExprKind::Device { target, body } = &e.kind {
             out.push((target, body));
         }
-        children(e).into_iter().for_each(|c| find(c, out));
+        children(e).for_each(|c| find(c, out));
     }
     let mut out = Vec::new();
     for e in header_exprs(s) {
