@@ -246,12 +246,34 @@ fn activation_name(a: Activation) -> &'static str {
     }
 }
 
+/// Deepest nesting of `chain` and `residual` a saved model may have (the layer
+/// tree is walked recursively; real models nest a few levels).
+pub const MAX_DEPTH: usize = 4096;
+
 /// Rebuilds a node table written by [`ModelWriter`]: entry i of the result is
 /// node i. Errors name the node and what is wrong with it.
 pub fn rebuild(nodes: &[LayerRecord]) -> Result<Vec<Arc<Layer>>, String> {
     let mut built: Vec<Arc<Layer>> = Vec::with_capacity(nodes.len());
+    let mut depths: Vec<usize> = Vec::with_capacity(nodes.len());
     for (i, record) in nodes.iter().enumerate() {
         let layer = rebuild_one(record, &built).map_err(|why| format!("model node {i}: {why}"))?;
+        let children: &[usize] = match record {
+            LayerRecord::Chain { children } => children,
+            LayerRecord::Residual { inner } => std::slice::from_ref(inner),
+            _ => &[],
+        };
+        // Children were checked to be earlier nodes by `rebuild_one`.
+        let depth = 1 + children
+            .iter()
+            .map(|&j| depths.get(j).copied().unwrap_or(0))
+            .max()
+            .unwrap_or(0);
+        if depth > MAX_DEPTH {
+            return Err(format!(
+                "model node {i}: nested {depth} levels deep (at most {MAX_DEPTH})"
+            ));
+        }
+        depths.push(depth);
         built.push(Arc::new(layer));
     }
     Ok(built)
@@ -470,5 +492,19 @@ mod tests {
             let err = rebuild(&nodes).err().expect("should fail");
             assert!(err.starts_with("model node 0: "), "{err}");
         }
+        // Nesting past MAX_DEPTH is refused (the tree is walked recursively).
+        let mut deep = vec![LayerRecord::Activation {
+            function: "relu".into(),
+        }];
+        for i in 0..MAX_DEPTH {
+            deep.push(LayerRecord::Residual { inner: i });
+        }
+        let err = rebuild(&deep).err().expect("too deep");
+        assert!(
+            err.starts_with(&format!("model node {MAX_DEPTH}: ")),
+            "{err}"
+        );
+        deep.pop();
+        assert_eq!(rebuild(&deep).unwrap().len(), MAX_DEPTH);
     }
 }

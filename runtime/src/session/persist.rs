@@ -137,7 +137,8 @@ pub struct SaveReport {
     pub tensors: usize,
     /// Bytes written.
     pub bytes: u64,
-    /// Bindings that a restore cannot bring back, with the reason.
+    /// Bindings that a restore cannot bring back, with the reason (none since
+    /// models are saved; kept for clients of the save answer).
     pub not_restorable: Vec<String>,
 }
 
