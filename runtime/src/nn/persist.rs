@@ -295,7 +295,7 @@ fn ensure(ok: bool, what: impl FnOnce() -> String) -> Result<(), String> {
 }
 
 fn rope_layer(head_dim: usize, base: f64) -> Result<Rope, String> {
-    ensure(head_dim >= 2 && head_dim % 2 == 0, || {
+    ensure(head_dim >= 2 && head_dim.is_multiple_of(2), || {
         format!("rope head_dim {head_dim} is not an even size ≥ 2")
     })?;
     ensure(base.is_finite() && base > 0.0, || {
