@@ -78,7 +78,10 @@ fn save_without_a_state_dir_is_a_clear_error() {
 }
 
 /// Builds and trains a small model with Adam (cell one).
-const MODEL_CELL: &str = "data = moons(0, 40, 0.1)\nX : [sample, feat] = matmul(data, [[1, 0], [0, 1], [0, 0]])\ny = matmul(data, [0, 0, 1])\nmodel = chain(linear(2, 8, 1), tanh_layer(), linear(8, 2, 2))\ntrain 20 { adam(cross_entropy(apply(model, X), y), model, 0.05, 0.9, 0.999, 1e-8); cross_entropy(apply(model, X), y) }";
+const MODEL_CELL: &str = "data = moons(0, 40, 0.1)\nX : [sample, feat] = matmul(data, [[1, 0], [0, 1], [0, 0]])\ny = matmul(data, [0, 0, 1])\nmodel = chain(linear(2, 8, 1), tanh_layer(), linear(8, 2, 2))\ntrain 20 { adam(cross_entropy(apply(model, X), y), model, 0.05, 0.9, 0.999, 1e-8); cross_entropy(apply(model, X), y) }\nexperiment \"wide\" { acc_metric = 0.5 }\nexperiment \"narrow\" { acc_metric = 0.75 }";
+
+/// Compares the experiments recorded by cell one (cell three).
+const COMPARE_CELL: &str = "compare(\"wide\", \"narrow\")";
 
 /// Continues training and reports outputs and losses (cell two).
 const CONTINUE_CELL: &str = "before = apply(model, X)\ntrain 5 { adam(cross_entropy(apply(model, X), y), model, 0.05, 0.9, 0.999, 1e-8); cross_entropy(apply(model, X), y) }\nlast_losses + sum(before * before)";
@@ -93,13 +96,14 @@ fn run_value(srv: &Server, events: &Events, id: &str, code: &str) -> String {
 }
 
 #[test]
-fn a_trained_model_and_its_optimizer_state_survive_a_server_restart() {
+fn a_trained_model_its_optimizer_state_and_experiments_survive_a_server_restart() {
     // Without a restart: both cells in one session.
     let srv = Server::start(&[]);
     let id = srv.session();
     let events = srv.events(&id, None);
     run_value(&srv, &events, &id, MODEL_CELL);
     let want = run_value(&srv, &events, &id, CONTINUE_CELL);
+    let compared = run_value(&srv, &events, &id, COMPARE_CELL);
     srv.stop();
 
     // With one: the first cell, restart, restore, the second cell.
@@ -120,5 +124,7 @@ fn a_trained_model_and_its_optimizer_state_survive_a_server_restart() {
     // Same outputs before training, same losses while training: the parameters,
     // Adam's moments and step counts all came back.
     assert_eq!(run_value(&srv, &events, &id, CONTINUE_CELL), want);
+    // The session's experiment records came back too.
+    assert_eq!(run_value(&srv, &events, &id, COMPARE_CELL), compared);
     srv.stop();
 }
