@@ -273,6 +273,15 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
         inv_std: &Tensor,
         dy: &Tensor,
     ) -> Result<Tensor>;
+    /// The dropout mask of LANGUAGE §13.7 for an input of `shape`, made on this
+    /// device: element i is `1/(1-p)` (as f32) when
+    /// `(splitmix64(key + i·0x9E3779B97F4A7C15) >> 11)·2⁻⁵³ >= p`, else 0 (`key` is
+    /// derived from the layer's seed and the step by the caller). `None` (the
+    /// default) means the caller builds the mask in host memory.
+    fn dropout_mask(&self, shape: &[usize], key: u64, p: f64) -> Result<Option<Tensor>> {
+        let _ = (shape, key, p);
+        Ok(None)
+    }
     /// One fused Adam/AdamW step in place: `m = b1 m + (1-b1) g`; `v = b2 v + (1-b2) g^2`;
     /// `p -= lr * ((m / bc1) / (sqrt(v / bc2) + eps) + wd * p)` (`bc1 = 1-b1^t`, `bc2 = 1-b2^t`
     /// given by the caller, computed in f64). Copy-on-write: clones of `p`, `m`, `v` taken

@@ -135,3 +135,28 @@ fn training_keeps_parameters_on_the_gpu() {
         "CPU fallbacks while training"
     );
 }
+
+#[test]
+fn gpu_dropout_masks_equal_the_host_masks() {
+    if !have_gpu("gpu_dropout_masks_equal_the_host_masks") {
+        return;
+    }
+    use mlpl_runtime::data::rng;
+    let backend = DeviceContext::new().backend(cuda());
+    for (seed, step, p) in [(0u64, 1u64, 0.1f64), (7, 42, 0.5), (u64::MAX, 3, 0.9)] {
+        let key = rng::mix(rng::mix(seed) ^ step);
+        let gpu = backend
+            .dropout_mask(&[37, 29], key, p)
+            .unwrap()
+            .expect("the CUDA backend makes dropout masks");
+        let scale = (1.0 / (1.0 - p)) as f32;
+        for (i, &v) in gpu.host().iter().enumerate() {
+            let want = if rng::dropout_keep(seed, step, i as u64, p) {
+                scale
+            } else {
+                0.0
+            };
+            assert_eq!(v, want, "seed {seed} step {step} p {p}: element {i}");
+        }
+    }
+}

@@ -532,6 +532,10 @@ impl Backend for CudaBackend {
         self.layer_norm_backward_op(x, mean, inv_std, dy)
     }
 
+    fn dropout_mask(&self, shape: &[usize], key: u64, p: f64) -> Result<Option<Tensor>> {
+        self.dropout_mask_op(shape, key, p).map(Some)
+    }
+
     fn adam_update(
         &self,
         p: &mut Tensor,

@@ -110,6 +110,11 @@ pub const MODULES: &[KernelModule] = &[
         ],
     },
     KernelModule {
+        name: "random",
+        source: include_str!("kernels/random.cu"),
+        functions: &["dropout_mask"],
+    },
+    KernelModule {
         name: "optim",
         source: include_str!("kernels/optim.cu"),
         functions: &["adam_update"],

@@ -1,4 +1,4 @@
-//! Optimizer updates on the GPU.
+//! Optimizer updates and training-time masks on the GPU.
 
 use cudarc::driver::PushKernelArg;
 
@@ -64,5 +64,25 @@ impl CudaBackend {
         *m = self.tensor(m.shape().to_vec(), mo);
         *v = self.tensor(v.shape().to_vec(), vo);
         Ok(())
+    }
+
+    /// The dropout mask (see [`Backend::dropout_mask`](crate::Backend::dropout_mask)).
+    pub(super) fn dropout_mask_op(&self, shape: &[usize], key: u64, p: f64) -> Result<Tensor> {
+        let op = "dropout_mask";
+        let n: usize = shape.iter().product();
+        if n == 0 {
+            return Ok(Tensor::zeros(shape.to_vec()));
+        }
+        let scale = (1.0 / (1.0 - p)) as f32;
+        let mut out = self.alloc(n, op)?;
+        let n64 = n as u64;
+        let mut args = self.stream().launch_builder(self.function("dropout_mask")?);
+        args.arg(out.slice_mut())
+            .arg(&n64)
+            .arg(&key)
+            .arg(&p)
+            .arg(&scale);
+        self.launch(args, grid(n), op)?;
+        Ok(self.tensor(shape.to_vec(), out))
     }
 }

@@ -42,6 +42,14 @@ pub fn forward(f: &mut Forward<'_>, d: &Dropout, x: &Array) -> Result<Array, Dia
     if f.it.train_depth == 0 || d.p == 0.0 {
         return Ok(x.clone());
     }
-    let m = mask(d, current_step(f), x.shape());
+    let step = current_step(f);
+    // A GPU makes the same mask in its own memory; otherwise it is built here.
+    let key = rng::mix(rng::mix(d.seed) ^ step);
+    let backend = f.it.devices.active_backend();
+    let m = match backend.dropout_mask(x.shape(), key, d.p) {
+        Ok(Some(t)) => Array::from_tensor(t),
+        Ok(None) => mask(d, step, x.shape()),
+        Err(e) => return Err(ops::device_error(e, "dropout", f.span)),
+    };
     ops::arith(f.it, BinaryOp::Mul, x, &m, f.span)
 }
