@@ -47,7 +47,10 @@ fn int_arg(c: &Call, i: usize) -> Result<usize, Diagnostic> {
 fn pairwise_sqdist(c: &mut Call) -> Result<Value, Diagnostic> {
     let (x, n, d) = matrix(c)?;
     check_square(c, n)?;
-    let out = analysis::pairwise_sqdist(&x, n, d).map_err(|e| failed(c, e))?;
+    let stop = super::stop_requested(c);
+    let out = analysis::pairwise_sqdist_until(&x, n, d, &stop)
+        .map_err(|e| failed(c, e))?
+        .ok_or_else(|| super::cancelled(c))?;
     Ok(Value::Array(Array::from_f64(vec![n, n], &out)))
 }
 
@@ -55,7 +58,10 @@ fn knn(c: &mut Call) -> Result<Value, Diagnostic> {
     let (x, n, d) = matrix(c)?;
     let k = int_arg(c, 1)?;
     check_square(c, n)?;
-    let out = analysis::knn(&x, n, d, k).map_err(|e| failed(c, e))?;
+    let stop = super::stop_requested(c);
+    let out = analysis::knn_until(&x, n, d, k, &stop)
+        .map_err(|e| failed(c, e))?
+        .ok_or_else(|| super::cancelled(c))?;
     Ok(Value::Array(Array::from_vec(
         vec![n, k],
         out.iter().map(|&i| i as f32).collect(),
@@ -66,7 +72,10 @@ fn pca(c: &mut Call) -> Result<Value, Diagnostic> {
     let (x, n, d) = matrix(c)?;
     let k = int_arg(c, 1)?;
     check_square(c, d)?;
-    let out = analysis::pca(&x, n, d, k).map_err(|e| failed(c, e))?;
+    let stop = super::stop_requested(c);
+    let out = analysis::pca_until(&x, n, d, k, &stop)
+        .map_err(|e| failed(c, e))?
+        .ok_or_else(|| super::cancelled(c))?;
     Ok(Value::Array(Array::from_f64(vec![n, k], &out)))
 }
 

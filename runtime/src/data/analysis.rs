@@ -133,13 +133,31 @@ fn check_finite(x: &[f64]) -> Result<(), AnalysisError> {
 pub fn pairwise_sqdist(x: &[f64], n: usize, d: usize) -> Result<Vec<f64>, AnalysisError> {
     check_shape(x, n, d)?;
     check_square(n)?;
-    Ok(sqdist_unchecked(x, n, d))
+    Ok(sqdist_with(x, n, d, &|| false).0)
 }
 
-/// Upper triangle computed once and mirrored.
-fn sqdist_unchecked(x: &[f64], n: usize, d: usize) -> Vec<f64> {
+/// [`pairwise_sqdist`] that gives up (`Ok(None)`) soon after `stop` returns
+/// true; `stop` is asked before every row.
+pub fn pairwise_sqdist_until(
+    x: &[f64],
+    n: usize,
+    d: usize,
+    stop: &dyn Fn() -> bool,
+) -> Result<Option<Vec<f64>>, AnalysisError> {
+    check_shape(x, n, d)?;
+    check_square(n)?;
+    let (out, stopped) = sqdist_with(x, n, d, stop);
+    Ok((!stopped).then_some(out))
+}
+
+/// Upper triangle computed once and mirrored; the flag says whether `stop`
+/// (asked before every row) ended it early.
+fn sqdist_with(x: &[f64], n: usize, d: usize, stop: &dyn Fn() -> bool) -> (Vec<f64>, bool) {
     let mut out = vec![0.0; n * n];
     for i in 0..n {
+        if stop() {
+            return (out, true);
+        }
         for j in (i + 1)..n {
             let s: f64 = (0..d)
                 .map(|c| {
@@ -151,22 +169,52 @@ fn sqdist_unchecked(x: &[f64], n: usize, d: usize) -> Vec<f64> {
             out[j * n + i] = s;
         }
     }
-    out
+    (out, false)
 }
 
 /// `knn(X, k)`: for each row the indices of the k nearest other rows by squared
 /// distance, nearest first, ties to the lower index; a row never lists itself.
 /// The result is `[n, k]` row-major. Requires 1 ≤ k < n.
 pub fn knn(x: &[f64], n: usize, d: usize, k: usize) -> Result<Vec<usize>, AnalysisError> {
+    knn_with(x, n, d, k, &|| false).map(|(out, _)| out)
+}
+
+/// [`knn`] that gives up (`Ok(None)`) soon after `stop` returns true; `stop` is
+/// asked before every row.
+pub fn knn_until(
+    x: &[f64],
+    n: usize,
+    d: usize,
+    k: usize,
+    stop: &dyn Fn() -> bool,
+) -> Result<Option<Vec<usize>>, AnalysisError> {
+    let (out, stopped) = knn_with(x, n, d, k, stop)?;
+    Ok((!stopped).then_some(out))
+}
+
+/// The neighbour search; the flag says whether `stop` ended it early.
+fn knn_with(
+    x: &[f64],
+    n: usize,
+    d: usize,
+    k: usize,
+    stop: &dyn Fn() -> bool,
+) -> Result<(Vec<usize>, bool), AnalysisError> {
     check_shape(x, n, d)?;
     if k == 0 || k >= n {
         return Err(AnalysisError::BadK { k, limit: n });
     }
     check_square(n)?;
-    let dist = sqdist_unchecked(x, n, d);
+    let (dist, stopped) = sqdist_with(x, n, d, stop);
     let mut out = Vec::with_capacity(n * k);
+    if stopped {
+        return Ok((out, true));
+    }
     let mut candidates: Vec<usize> = Vec::with_capacity(n - 1);
     for i in 0..n {
+        if stop() {
+            return Ok((out, true));
+        }
         candidates.clear();
         candidates.extend((0..n).filter(|&j| j != i));
         let row = &dist[i * n..(i + 1) * n];
@@ -174,7 +222,7 @@ pub fn knn(x: &[f64], n: usize, d: usize, k: usize) -> Result<Vec<usize>, Analys
         candidates.sort_by(|&a, &b| row[a].total_cmp(&row[b]).then(a.cmp(&b)));
         out.extend_from_slice(&candidates[..k]);
     }
-    Ok(out)
+    Ok((out, false))
 }
 
 /// `pca(X, k)`: the `[n, k]` projection of the column-centred data onto its
@@ -185,6 +233,30 @@ pub fn knn(x: &[f64], n: usize, d: usize, k: usize) -> Result<Vec<usize>, Analys
 /// iterations (multiply by Cov, Gram–Schmidt, normalise), then deflates
 /// Cov ← Cov − λ·v·vᵀ with λ = vᵀ·Cov·v. Requires finite data and 1 ≤ k ≤ d.
 pub fn pca(x: &[f64], n: usize, d: usize, k: usize) -> Result<Vec<f64>, AnalysisError> {
+    pca_with(x, n, d, k, &|| false).map(|(y, _)| y)
+}
+
+/// [`pca`] that gives up (`Ok(None)`) soon after `stop` returns true; `stop` is
+/// asked for every row of the covariance and every power iteration.
+pub fn pca_until(
+    x: &[f64],
+    n: usize,
+    d: usize,
+    k: usize,
+    stop: &dyn Fn() -> bool,
+) -> Result<Option<Vec<f64>>, AnalysisError> {
+    let (y, stopped) = pca_with(x, n, d, k, stop)?;
+    Ok((!stopped).then_some(y))
+}
+
+/// The projection; the flag says whether `stop` ended it early.
+fn pca_with(
+    x: &[f64],
+    n: usize,
+    d: usize,
+    k: usize,
+    stop: &dyn Fn() -> bool,
+) -> Result<(Vec<f64>, bool), AnalysisError> {
     check_shape(x, n, d)?;
     if k == 0 || k > d {
         return Err(AnalysisError::BadK { k, limit: d + 1 });
@@ -192,15 +264,19 @@ pub fn pca(x: &[f64], n: usize, d: usize, k: usize) -> Result<Vec<f64>, Analysis
     check_finite(x)?;
     check_square(d)?;
     let xc = centre_columns(x, n, d);
-    let cov = covariance(&xc, n, d);
-    let components = principal_components(cov, d, k);
+    let Some(cov) = covariance(&xc, n, d, stop) else {
+        return Ok((Vec::new(), true));
+    };
+    let Some(components) = principal_components(cov, d, k, stop) else {
+        return Ok((Vec::new(), true));
+    };
     let mut y = vec![0.0; n * k];
     for i in 0..n {
         for c in 0..k {
             y[i * k + c] = dot(&xc[i * d..(i + 1) * d], &components[c * d..(c + 1) * d]);
         }
     }
-    Ok(y)
+    Ok((y, false))
 }
 
 fn dot(a: &[f64], b: &[f64]) -> f64 {
@@ -224,10 +300,13 @@ fn centre_columns(x: &[f64], n: usize, d: usize) -> Vec<f64> {
         .collect()
 }
 
-/// Cov = Xcᵀ·Xc / n, `[d, d]`.
-fn covariance(xc: &[f64], n: usize, d: usize) -> Vec<f64> {
+/// Cov = Xcᵀ·Xc / n, `[d, d]`; `None` when `stop` (asked for every row) said so.
+fn covariance(xc: &[f64], n: usize, d: usize, stop: &dyn Fn() -> bool) -> Option<Vec<f64>> {
     let mut cov = vec![0.0; d * d];
     for a in 0..d {
+        if stop() {
+            return None;
+        }
         for b in a..d {
             let s: f64 = (0..n).map(|i| xc[i * d + a] * xc[i * d + b]).sum();
             let v = s / n as f64;
@@ -235,11 +314,17 @@ fn covariance(xc: &[f64], n: usize, d: usize) -> Vec<f64> {
             cov[b * d + a] = v;
         }
     }
-    cov
+    Some(cov)
 }
 
-/// The first `k` components as rows of a `[k, d]` matrix.
-fn principal_components(mut cov: Vec<f64>, d: usize, k: usize) -> Vec<f64> {
+/// The first `k` components as rows of a `[k, d]` matrix; `None` when `stop`
+/// (asked before every power iteration) said so.
+fn principal_components(
+    mut cov: Vec<f64>,
+    d: usize,
+    k: usize,
+    stop: &dyn Fn() -> bool,
+) -> Option<Vec<f64>> {
     let mut components = vec![0.0; k * d];
     let mut v = vec![0.0; d];
     let mut next = vec![0.0; d];
@@ -256,6 +341,9 @@ fn principal_components(mut cov: Vec<f64>, d: usize, k: usize) -> Vec<f64> {
             }
         }
         for _ in 0..POWER_ITERATIONS {
+            if stop() {
+                return None;
+            }
             for (a, out) in next.iter_mut().enumerate() {
                 *out = dot(&cov[a * d..(a + 1) * d], &v);
             }
@@ -277,7 +365,7 @@ fn principal_components(mut cov: Vec<f64>, d: usize, k: usize) -> Vec<f64> {
             }
         }
     }
-    components
+    Some(components)
 }
 
 /// Removes from `w` its projections on the unit rows of `earlier` (`[m, d]`).
@@ -342,7 +430,9 @@ fn tsne_with(
         return Err(AnalysisError::NoIterations);
     }
     check_square(n)?;
-    let p = joint_probabilities(x, n, d, perplexity);
+    let Some(p) = joint_probabilities(x, n, d, perplexity, stop) else {
+        return Ok((Vec::new(), true));
+    };
     let mut rng = Xorshift64::new(seed);
     let mut y: Vec<f64> = (0..n * 2).map(|_| rng.normal() * INIT_SCALE).collect();
     let mut update = vec![0.0; n * 2];
@@ -366,12 +456,24 @@ fn tsne_with(
 }
 
 /// P = max((P(j|i) + P(i|j)) / 2n, 1e-12), the rows P(·|i) fitted to the target
-/// perplexity.
-fn joint_probabilities(x: &[f64], n: usize, d: usize, perplexity: f64) -> Vec<f64> {
+/// perplexity; `None` when `stop` (asked for every row) said so.
+fn joint_probabilities(
+    x: &[f64],
+    n: usize,
+    d: usize,
+    perplexity: f64,
+    stop: &dyn Fn() -> bool,
+) -> Option<Vec<f64>> {
     let target = perplexity.ln();
-    let dist = sqdist_unchecked(x, n, d);
+    let (dist, stopped) = sqdist_with(x, n, d, stop);
+    if stopped {
+        return None;
+    }
     let mut conditional = vec![0.0; n * n];
     for i in 0..n {
+        if stop() {
+            return None;
+        }
         let row = fit_row(&dist[i * n..(i + 1) * n], i, target);
         conditional[i * n..(i + 1) * n].copy_from_slice(&row);
     }
@@ -383,7 +485,7 @@ fn joint_probabilities(x: &[f64], n: usize, d: usize, perplexity: f64) -> Vec<f6
             p[i * n + j] = v.max(MIN_PROB);
         }
     }
-    p
+    Some(p)
 }
 
 /// Bisection on the precision β of row `i` until the entropy of P(·|i) is within
@@ -708,11 +810,37 @@ mod tests {
     }
 
     #[test]
+    fn distances_neighbours_and_pca_stop_when_asked() {
+        let x: Vec<f64> = (0..60).map(|v| f64::from(v * v % 17)).collect();
+        let always = || true;
+        assert_eq!(pairwise_sqdist_until(&x, 20, 3, &always), Ok(None));
+        assert_eq!(knn_until(&x, 20, 3, 2, &always), Ok(None));
+        assert_eq!(pca_until(&x, 20, 3, 2, &always), Ok(None));
+        // Invalid input is still an error, stopped or not.
+        assert!(knn_until(&x, 20, 3, 20, &always).is_err());
+        let never = || false;
+        let d = pairwise_sqdist_until(&x, 20, 3, &never).unwrap();
+        assert_eq!(d, Some(pairwise_sqdist(&x, 20, 3).unwrap()));
+        let k = knn_until(&x, 20, 3, 2, &never).unwrap();
+        assert_eq!(k, Some(knn(&x, 20, 3, 2).unwrap()));
+        let p = pca_until(&x, 20, 3, 2, &never).unwrap();
+        assert_eq!(p, Some(pca(&x, 20, 3, 2).unwrap()));
+        // Asked as it goes: the 5th row of the distances stops knn.
+        let asked = std::cell::Cell::new(0);
+        let fifth = || {
+            asked.set(asked.get() + 1);
+            asked.get() >= 5
+        };
+        assert_eq!(knn_until(&x, 20, 3, 2, &fifth), Ok(None));
+        assert_eq!(asked.get(), 5);
+    }
+
+    #[test]
     fn tsne_first_step_by_hand() {
         // One iteration from the seeded start: Y₁ = Y₀ − 200·grad, re-centred.
         let x = [0.0, 1.0, 3.0];
         let n = 3;
-        let p = joint_probabilities(&x, n, 1, 1.5);
+        let p = joint_probabilities(&x, n, 1, 1.5, &|| false).unwrap();
         let y0 = crate::data::rng::normal_vec(4, 6)
             .into_iter()
             .map(|v| v * 1e-4)
@@ -760,7 +888,7 @@ mod tests {
     #[test]
     fn tsne_probabilities_are_symmetric_and_normalised() {
         let x = clusters(10);
-        let p = joint_probabilities(&x, 20, 3, 5.0);
+        let p = joint_probabilities(&x, 20, 3, 5.0, &|| false).unwrap();
         for i in 0..20 {
             for j in 0..20 {
                 assert!((p[i * 20 + j] - p[j * 20 + i]).abs() < 1e-15);
@@ -770,7 +898,7 @@ mod tests {
         let total: f64 = (0..400).filter(|k| k / 20 != k % 20).map(|k| p[k]).sum();
         assert!((total - 1.0).abs() < 1e-6);
         // The fitted rows reach the target perplexity.
-        let dist = sqdist_unchecked(&x, 20, 3);
+        let (dist, _) = sqdist_with(&x, 20, 3, &|| false);
         let row = fit_row(&dist[..20], 0, 5f64.ln());
         let h: f64 = row
             .iter()
