@@ -114,7 +114,7 @@ pub struct Facts {
 }
 
 /// Top-level statements between two [`Checkpoint`]s.
-pub const CHECKPOINT_EVERY: usize = 128;
+pub const CHECKPOINT_EVERY: usize = 512;
 
 /// The checker's state before a top-level statement.
 #[derive(Clone, Debug)]
