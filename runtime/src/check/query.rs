@@ -2,15 +2,19 @@
 //! and feasibility estimates): what the checker knows at a place of the program,
 //! computed by the checker itself, never by a second set of shape rules.
 //!
-//! Both queries replay the checker's analysis ([`Checker::stmt`] and
-//! [`Checker::expr`]) with reporting off, statement by statement, and look inside
-//! statements with the environment in force there:
+//! The queries replay the checker's analysis ([`Checker::stmt`] and
+//! [`Checker::expr`]) statement by statement, and look inside statements with the
+//! environment in force there (reporting off, except for the statements' own
+//! analysis in [`check_with_facts`]):
 //!
 //! - [`facts`]: every assignment at any depth with the value it binds, every
 //!   `train` block and every optimizer call with the model it updates, the batch
-//!   its loss implies and the parameters frozen at that point;
+//!   its loss implies and the parameters frozen at that point, and checkpoints of
+//!   the checker's state; [`check_with_facts`] gives them together with
+//!   [`check_source`](super::check_source)'s result, in one pass;
 //! - [`value_at`]: the value of the innermost expression under a byte offset
-//!   (hover on any sub-expression).
+//!   (hover on any sub-expression); [`value_at_resumed`] replays from the last
+//!   checkpoint before it.
 //!
 //! Inside a loop body the environment is what holds on *any* iteration: the join
 //! of the environment before the loop and after it (the checker's fixed point),
