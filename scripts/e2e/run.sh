@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
-# End-to-end test of the VS Code extension in a real VS Code build
-# (shared/guides/editor-testing.md §1): code-server 4.139.1 + headless Chromium
-# driven by playwright-core.
+# End-to-end test of the VS Code extension in a real VS Code build:
+# code-server 4.139.1 (VS Code 1.139.1) + headless Chromium driven by playwright-core.
 #
 # Steps: install the toolchain into a cache outside the repository (install.sh),
 # build the .vsix with the debug `mlpl` and `mlpl-lsp` from target/debug (what

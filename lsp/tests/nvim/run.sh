@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The Neovim client test (shared/guides/editor-testing.md §2): headless Neovim
+# The Neovim client test: headless Neovim
 # starts mlpl-lsp, opens shape_error.mlpl, and checks that it receives the E0203
 # diagnostic and a hover with the named shape.
 #
