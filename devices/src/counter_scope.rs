@@ -9,14 +9,16 @@
 //! Backends count on the calling thread, before handing work to worker threads,
 //! so parallel kernels are attributed to the run that called them.
 //!
-//! Scopes nest: an increment goes to every scope open on the thread.
+//! Counts are kept per kind of device, so a run's `cuda` counters do not mix in
+//! the kernels it ran on the CPU. Scopes nest: an increment goes to every scope
+//! open on the thread.
 
 use std::cell::RefCell;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::backend::Counters;
+use crate::backend::{Counters, DeviceKind};
 
 /// One counted backend event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,18 +63,37 @@ impl Totals {
     }
 }
 
-thread_local! {
-    static OPEN: RefCell<Vec<Arc<Totals>>> = const { RefCell::new(Vec::new()) };
+/// A scope's totals, one set per kind of device.
+#[derive(Debug, Default)]
+struct ByKind {
+    cpu: Totals,
+    cuda: Totals,
+    mlx: Totals,
 }
 
-/// Records `c` in every counter scope open on this thread (a no-op when none
-/// is). Backends call this next to their own process-wide counters.
-pub fn count_in_scopes(c: Count) {
+impl ByKind {
+    fn of(&self, kind: DeviceKind) -> &Totals {
+        match kind {
+            DeviceKind::Cpu => &self.cpu,
+            DeviceKind::Cuda => &self.cuda,
+            DeviceKind::Mlx => &self.mlx,
+        }
+    }
+}
+
+thread_local! {
+    static OPEN: RefCell<Vec<Arc<ByKind>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Records `c`, done by a device of kind `kind`, in every counter scope open on
+/// this thread (a no-op when none is). Backends call this next to their own
+/// process-wide counters.
+pub fn count_in_scopes(kind: DeviceKind, c: Count) {
     // `try_with`: nothing to record into while the thread is being torn down.
     let _ = OPEN.try_with(|open| {
         if let Ok(open) = open.try_borrow() {
             for t in open.iter() {
-                t.add(c);
+                t.of(kind).add(c);
             }
         }
     });
@@ -82,14 +103,14 @@ pub fn count_in_scopes(c: Count) {
 /// the scope is dropped. Stays on the thread that opened it.
 #[derive(Debug)]
 pub struct CounterScope {
-    totals: Arc<Totals>,
+    totals: Arc<ByKind>,
     _on_this_thread: PhantomData<*const ()>,
 }
 
 impl CounterScope {
     /// Opens a scope on the current thread, with every count at zero.
     pub fn enter() -> CounterScope {
-        let totals = Arc::new(Totals::default());
+        let totals = Arc::new(ByKind::default());
         OPEN.with(|open| open.borrow_mut().push(totals.clone()));
         CounterScope {
             totals,
@@ -116,14 +137,15 @@ impl Drop for CounterScope {
 
 /// Reads the counts of one [`CounterScope`].
 #[derive(Clone, Debug)]
-pub struct ScopeCounts(Arc<Totals>);
+pub struct ScopeCounts(Arc<ByKind>);
 
 impl ScopeCounts {
-    /// The counts so far (`memory_bytes` and `peak_memory_bytes` are 0: memory
-    /// in use belongs to the device, not to a scope).
-    pub fn snapshot(&self) -> Counters {
+    /// The counts of devices of kind `kind` so far (`memory_bytes` and
+    /// `peak_memory_bytes` are 0: memory in use belongs to the device, not to a
+    /// scope).
+    pub fn snapshot(&self, kind: DeviceKind) -> Counters {
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        let t = &self.0;
+        let t = self.0.of(kind);
         Counters {
             uploads: get(&t.uploads),
             downloads: get(&t.downloads),
@@ -166,15 +188,20 @@ mod tests {
             .unwrap()
         };
         let inner = CounterScope::enter();
-        count_in_scopes(Count::Upload(40));
-        count_in_scopes(Count::Download(8));
-        count_in_scopes(Count::Fallback);
+        count_in_scopes(DeviceKind::Cuda, Count::Upload(40));
+        count_in_scopes(DeviceKind::Cuda, Count::Download(8));
+        count_in_scopes(DeviceKind::Cuda, Count::Fallback);
+        count_in_scopes(DeviceKind::Cuda, Count::Kernel);
         launches(&be, 1);
         let inner_counts = inner.counts();
         drop(inner);
         launches(&be, 2);
-        assert_eq!(other.snapshot().kernel_launches, 5);
-        let i = inner_counts.snapshot();
+        assert_eq!(other.snapshot(DeviceKind::Cpu).kernel_launches, 5);
+        // Each kind of device counts apart.
+        let cpu = inner_counts.snapshot(DeviceKind::Cpu);
+        assert_eq!((cpu.kernel_launches, cpu.uploads), (1, 0));
+        assert_eq!(inner_counts.snapshot(DeviceKind::Mlx), Counters::default());
+        let i = inner_counts.snapshot(DeviceKind::Cuda);
         assert_eq!(
             (
                 i.kernel_launches,
@@ -187,13 +214,14 @@ mod tests {
             (1, 1, 40, 1, 8, 1)
         );
         let outer_counts = outer.counts();
-        let o = outer_counts.snapshot();
-        assert_eq!((o.kernel_launches, o.bytes_up), (6, 40));
+        let o = outer_counts.snapshot(DeviceKind::Cpu);
+        assert_eq!(o.kernel_launches, 6);
+        assert_eq!(outer_counts.snapshot(DeviceKind::Cuda).bytes_up, 40);
         // The backend's own counters stay process-wide.
         assert_eq!(be.counters().kernel_launches, 11);
         // A closed scope counts nothing more.
         drop(outer);
         launches(&be, 1);
-        assert_eq!(outer_counts.snapshot().kernel_launches, 6);
+        assert_eq!(outer_counts.snapshot(DeviceKind::Cpu).kernel_launches, 6);
     }
 }

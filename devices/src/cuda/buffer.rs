@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, CudaSlice};
 
-use crate::backend::{Counters, DeviceError};
+use crate::backend::{Counters, DeviceError, DeviceKind};
 use crate::counter_scope::{count_in_scopes, Count};
 use crate::tensor::DeviceBuffer;
 
@@ -29,23 +29,23 @@ impl Stats {
     pub(super) fn upload(&self, bytes: u64) {
         self.uploads.fetch_add(1, Ordering::Relaxed);
         self.bytes_up.fetch_add(bytes, Ordering::Relaxed);
-        count_in_scopes(Count::Upload(bytes));
+        count_in_scopes(DeviceKind::Cuda, Count::Upload(bytes));
     }
 
     pub(super) fn download(&self, bytes: u64) {
         self.downloads.fetch_add(1, Ordering::Relaxed);
         self.bytes_down.fetch_add(bytes, Ordering::Relaxed);
-        count_in_scopes(Count::Download(bytes));
+        count_in_scopes(DeviceKind::Cuda, Count::Download(bytes));
     }
 
     pub(super) fn kernel(&self) {
         self.kernel_launches.fetch_add(1, Ordering::Relaxed);
-        count_in_scopes(Count::Kernel);
+        count_in_scopes(DeviceKind::Cuda, Count::Kernel);
     }
 
     pub(super) fn fallback(&self) {
         self.cpu_fallbacks.fetch_add(1, Ordering::Relaxed);
-        count_in_scopes(Count::Fallback);
+        count_in_scopes(DeviceKind::Cuda, Count::Fallback);
     }
 
     fn allocated(&self, bytes: u64) {

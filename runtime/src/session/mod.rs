@@ -419,7 +419,7 @@ impl Session {
             }
         };
         drop(scope);
-        let ran = counts.snapshot();
+        let ran = counts.snapshot(backend.kind());
         self.emitter.emit(
             run,
             observer::device_body(&device.to_string(), &ran, &backend.counters()),

@@ -139,8 +139,9 @@ impl StepObserver {
     }
 
     /// Reports the counts of the run's own counter scope (opened on the thread
-    /// that runs it) instead of the backend's process-wide counters, so that
-    /// runs of other sessions at the same time are not included.
+    /// that runs it) for the backend's kind of device instead of the backend's
+    /// process-wide counters, so that runs of other sessions at the same time
+    /// are not included.
     pub fn with_counters(mut self, scope: ScopeCounts) -> StepObserver {
         self.scope = Some(scope);
         self
@@ -151,7 +152,7 @@ impl StepObserver {
     pub fn device_event(&self) -> EventBody {
         let now = self.backend.counters();
         let run = match &self.scope {
-            Some(scope) => scope.snapshot(),
+            Some(scope) => scope.snapshot(self.backend.kind()),
             None => since(&self.base, &now),
         };
         device_body(&self.device, &run, &now)
