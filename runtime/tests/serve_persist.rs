@@ -11,6 +11,31 @@ fn vars(srv: &Server, id: &str) -> Vec<Value> {
     body["variables"].as_array().unwrap().clone()
 }
 
+/// The automatic save happens just before the run's `run_finished` event: the
+/// saved sequence number must be that event's, so a client that saw it resumes
+/// after a restart without missing or repeating an event number.
+#[test]
+fn the_automatic_save_counts_the_run_finished_event() {
+    let state = temp_dir("state-seq");
+    let srv = Server::start(&["--state-dir", s(&state)]);
+    let id = srv.session();
+    let events = srv.events(&id, None);
+    let run = srv.run(&id, "x = iota(3)\nx * 2");
+    let got = events.until_finished(&run);
+    let finished = got.last().unwrap();
+    assert_eq!(finished.data["saved"], true);
+    srv.stop();
+
+    let srv = Server::start(&["--state-dir", s(&state)]);
+    let (_, list) = srv.get("/v1/sessions");
+    assert_eq!(list["sessions"][0]["last_seq"], finished.id);
+    let events = srv.events(&id, Some(finished.id));
+    let run = srv.run(&id, "x + 1");
+    let got = events.until_finished(&run);
+    assert_eq!(got[0].id, finished.id + 1, "{got:?}");
+    assert_eq!(got[0].event, "run_started");
+}
+
 #[test]
 fn save_restart_restore_keeps_variables_and_the_event_sequence() {
     let state = temp_dir("state");

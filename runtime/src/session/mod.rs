@@ -221,13 +221,11 @@ impl Session {
 
     /// Saves the workspace into `dir`.
     pub fn save(&self, dir: &Path) -> Result<SaveReport, String> {
-        persist::save(
-            dir,
-            &self.id,
-            self.emitter.last_seq(),
-            self.runs,
-            &self.interp.ws,
-        )
+        self.save_with_seq(dir, self.emitter.last_seq())
+    }
+
+    fn save_with_seq(&self, dir: &Path, last_seq: u64) -> Result<SaveReport, String> {
+        persist::save(dir, &self.id, last_seq, self.runs, &self.interp.ws)
     }
 
     /// Runs `req` as run `run`: [`Session::execute`] then [`Session::finish`].
@@ -244,10 +242,13 @@ impl Session {
         self.opts.autosave_dir = dir;
     }
 
-    /// Saves into the autosave directory, if one is set: `Some(ok)`.
+    /// Saves into the autosave directory, if one is set: `Some(ok)`. Called at
+    /// the end of a run, just before its `run_finished` event (which reports the
+    /// outcome), so the saved `seq` is that event's: a session restored after a
+    /// restart continues after it and never reuses its number.
     pub fn autosave(&self) -> Option<bool> {
         let dir = self.opts.autosave_dir.as_ref()?;
-        Some(self.save(dir).is_ok())
+        Some(self.save_with_seq(dir, self.emitter.last_seq() + 1).is_ok())
     }
 
     /// Emits the `run_finished` event of `outcome`. (A caller that drives
@@ -439,9 +440,10 @@ impl Session {
                 Some(p) => (Some(p.display().to_string()), None),
                 None => (None, Some(text.clone())),
             };
+            // The chart itself travels once, in the artifact event.
             let output = match &path {
                 Some(p) => format!("viz: {p}\n"),
-                None => format!("{text}\n"),
+                None => format!("viz: svg chart ({} bytes, inline)\n", text.len()),
             };
             self.emitter.emit(
                 run,

@@ -311,6 +311,15 @@ fn svg_values_become_artifacts() {
         }
         other => panic!("{other:?}"),
     }
+    // The chart travels once: the output line only names it.
+    let o = ev.iter().find(|e| e.kind() == "output").unwrap();
+    match &o.body {
+        EventBody::Output { text, .. } => {
+            assert!(text.starts_with("viz: svg chart ("), "{text}");
+            assert!(!text.contains("<svg"), "{text}");
+        }
+        other => panic!("{other:?}"),
+    }
 }
 
 #[test]

@@ -39,6 +39,10 @@ pub struct VariableInfo {
     pub param: bool,
     /// A frozen parameter.
     pub frozen: bool,
+    /// A name the runtime generated (a model's parameter, such as
+    /// `__linear_W_0`; LANGUAGE Appendix A) rather than one the program assigned.
+    #[serde(default)]
+    pub generated: bool,
     /// Parameter names of a model.
     pub parameters: Option<Vec<String>>,
     /// A one-line preview.
@@ -65,6 +69,7 @@ fn variable(ws: &Workspace, name: &str, v: &Value) -> VariableInfo {
         placed: false,
         param: ws.tracked.contains(name),
         frozen: ws.frozen.contains(name),
+        generated: name.starts_with("__"),
         parameters: None,
         preview: preview(v),
     };
@@ -203,6 +208,22 @@ mod tests {
         assert_eq!(vars[0].shape, Some(vec![2, 3]));
         assert_eq!(vars[0].named_shape.as_deref(), Some("[batch=2, 3]"));
         assert_eq!(vars[0].device.as_deref(), Some("cpu"));
+        assert!(!vars[0].generated);
         assert_eq!(vars[1].kind, "string");
+    }
+
+    #[test]
+    fn model_parameters_are_marked_generated() {
+        let mut it = crate::eval::Interp::new(Workspace::new());
+        let program = crate::syntax::parse("m = linear(2, 3, 0)").program;
+        it.run(&program).unwrap();
+        let vars = variables(&it.ws);
+        let w = vars
+            .iter()
+            .find(|v| v.name.starts_with("__linear_W_"))
+            .unwrap();
+        assert!(w.generated && w.param, "{w:?}");
+        let m = vars.iter().find(|v| v.name == "m").unwrap();
+        assert!(!m.generated);
     }
 }
