@@ -169,3 +169,41 @@ fn file_access_stays_inside_the_data_directory() {
     let got = events.until_finished(&run);
     assert_eq!(got.last().unwrap().data["status"], "error");
 }
+
+/// `--exit-with-stdin`: the server stops when its standard input closes (an
+/// editor that started it went away), and keeps serving while it stays open.
+#[test]
+fn exit_with_stdin_stops_the_server_when_its_input_closes() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mlpl"))
+        .args([
+            "serve",
+            "--bind",
+            "127.0.0.1:0",
+            "--token",
+            "t0ken",
+            "--exit-with-stdin",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("mlpl starts");
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(first.starts_with("mlpl serve listening on "), "{first}");
+    assert!(child.try_wait().unwrap().is_none(), "still serving");
+    drop(child.stdin.take());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait());
+    });
+    let status = rx
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .expect("the server stops after its input closes")
+        .unwrap();
+    assert!(status.success(), "{status:?}");
+}

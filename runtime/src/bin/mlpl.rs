@@ -92,6 +92,10 @@ struct ServeArgs {
     /// Largest accepted request body in bytes.
     #[arg(long, value_name = "BYTES", default_value_t = serve::MAX_BODY_BYTES)]
     max_body_bytes: usize,
+    /// Stop when standard input closes: an editor that starts the server with a
+    /// pipe on its input stops it by exiting, even when it is killed.
+    #[arg(long)]
+    exit_with_stdin: bool,
 }
 
 #[derive(clap::Args)]
@@ -423,8 +427,19 @@ fn serve_cmd(args: ServeArgs) -> ExitCode {
             }
             let _ = out.flush();
         };
-        let shutdown = async {
-            let _ = tokio::signal::ctrl_c().await;
+        let stdin_closed = args.exit_with_stdin.then(stdin_closed);
+        let shutdown = async move {
+            match stdin_closed {
+                Some(closed) => {
+                    tokio::select! {
+                        _ = tokio::signal::ctrl_c() => {}
+                        _ = closed => {}
+                    }
+                }
+                None => {
+                    let _ = tokio::signal::ctrl_c().await;
+                }
+            }
         };
         serve::serve(listener, config, on_restore, shutdown)
             .await
@@ -434,6 +449,20 @@ fn serve_cmd(args: ServeArgs) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(()) => ExitCode::from(1),
     }
+}
+
+/// Completes when standard input reaches its end (or fails): read on a thread of
+/// its own, since reading a pipe blocks.
+fn stdin_closed() -> tokio::sync::oneshot::Receiver<()> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::thread::spawn(move || {
+        use std::io::Read;
+        let mut buf = [0u8; 4096];
+        let mut input = std::io::stdin().lock();
+        while matches!(input.read(&mut buf), Ok(n) if n > 0) {}
+        let _ = tx.send(());
+    });
+    rx
 }
 
 fn check(args: CheckArgs) -> ExitCode {

@@ -1,5 +1,6 @@
 /**
- * Starting a local runner: `mlpl serve --bind 127.0.0.1:0 --token-file F` with a
+ * Starting a local runner: `mlpl serve --bind 127.0.0.1:0 --token-file F
+ * --exit-with-stdin` with a
  * fresh random token, waiting for the `listening on` line to learn the port. The
  * token goes through a file readable only by the user, never the command line.
  */
@@ -42,7 +43,9 @@ export function startLocalRunner(opts: LocalRunnerOptions): Promise<LocalRunner>
   const dir = mkdtempSync(join(tmpdir(), "mlpl-runner-"));
   const tokenFile = join(dir, "token");
   writeFileSync(tokenFile, `${token}\n`, { mode: 0o600 });
-  const args = ["serve", "--bind", "127.0.0.1:0", "--token-file", tokenFile];
+  // --exit-with-stdin: the runner stops when this process goes away, even when
+  // it is killed (its end of the stdin pipe closes).
+  const args = ["serve", "--bind", "127.0.0.1:0", "--token-file", tokenFile, "--exit-with-stdin"];
   if (opts.stateDir) {
     args.push("--state-dir", opts.stateDir);
   }
@@ -53,7 +56,7 @@ export function startLocalRunner(opts: LocalRunnerOptions): Promise<LocalRunner>
   return new Promise((resolve, reject) => {
     let child: ChildProcess;
     try {
-      child = spawn(opts.binary, args, { stdio: ["ignore", "pipe", "pipe"] });
+      child = spawn(opts.binary, args, { stdio: ["pipe", "pipe", "pipe"] });
     } catch (e) {
       rmSync(dir, { recursive: true, force: true });
       reject(new Error(`cannot start the runner ${opts.binary}: ${String(e)}`));
