@@ -85,6 +85,9 @@ describe("variables view", () => {
   });
   it("hides the runtime's own bindings", () => {
     expect(shownVariables([v({ name: "__linear_W_0" }), v({ name: "W" })]).map((x) => x.name)).toEqual(["W"]);
+    // The runner's `generated` flag decides when present.
+    const marked = [v({ name: "__linear_W_0", generated: true }), v({ name: "__mine", generated: false })];
+    expect(shownVariables(marked).map((x) => x.name)).toEqual(["__mine"]);
   });
   it("describes kind, named shape, device and parameter state", () => {
     expect(describeVariable(v({ param: true }))).toBe("array · [feat=2] · cpu · param");

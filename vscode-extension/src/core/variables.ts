@@ -2,11 +2,11 @@
 
 import type { Variable } from "../runner/client";
 
-/** The variables listed at the top level, in the runner's order: not the runtime's
- * own bindings (`__…`, such as a model's parameter tensors, which the model's item
- * lists as children). */
+/** The variables listed at the top level, in the runner's order: not the names the
+ * runtime generated (a model's parameter tensors, which the model's item lists as
+ * children; marked `generated`, or named `__…` by older runners). */
 export function shownVariables(vars: readonly Variable[]): Variable[] {
-  return vars.filter((v) => !v.name.startsWith("__"));
+  return vars.filter((v) => !(v.generated ?? v.name.startsWith("__")));
 }
 
 /** `array · [batch=4, feat=3] · cpu · param`, `model · 4 parameter tensors`. */

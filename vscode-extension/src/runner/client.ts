@@ -32,6 +32,9 @@ export interface Variable {
   device: string | null;
   param: boolean;
   frozen: boolean;
+  /** A name the runtime generated for a model's parameter (`__linear_W_0`);
+   * absent from runners older than this field. */
+  generated?: boolean;
   parameters: string[] | null;
   preview: string;
 }
