@@ -74,6 +74,13 @@ impl CpuBackend {
     }
 }
 
+/// Frees the kernel output buffers the CPU backend keeps for reuse that no
+/// tensor holds any more (see the buffer pool in this module's sources). The
+/// runtime calls it when a `train` loop ends.
+pub fn release_unused_buffers() {
+    pool::release_free();
+}
+
 /// The shared process-wide CPU backend (one set of counters for the process).
 pub fn cpu() -> Arc<dyn Backend> {
     static CPU: OnceLock<Arc<CpuBackend>> = OnceLock::new();

@@ -12,9 +12,10 @@
 //! allocation included. A reused buffer holds stale values: kernels that ask
 //! for [`scratch`] overwrite every element; [`zeroed`] clears it first.
 //!
-//! Memory: free buffers stay in the pool until reused; when the pool's bytes
-//! (free and in use) exceed twice what they were after the last sweep (and at
-//! least [`SWEEP_MIN_BYTES`]), buffers no tensor holds any more are released.
+//! Memory: free buffers stay in the pool until reused, until [`release_free`]
+//! (the end of a `train` loop), or until the pool's bytes (free and in use)
+//! exceed twice what they were after the last sweep (and at least
+//! [`SWEEP_MIN_BYTES`]): then buffers no tensor holds any more are released.
 
 use crate::tensor::Tensor;
 use std::collections::HashMap;
@@ -67,6 +68,15 @@ impl Pool {
             .map(|(n, b)| n * 4 * b.len())
             .sum::<usize>();
         self.sweep_at = self.bytes * 2;
+    }
+}
+
+/// Releases every pooled buffer no tensor holds any more (called when a
+/// training loop ends, so a long-lived process does not keep a finished loop's
+/// buffers).
+pub(crate) fn release_free() {
+    if let Ok(mut p) = pool().lock() {
+        p.sweep();
     }
 }
 
@@ -142,8 +152,17 @@ pub(crate) fn zeroed(n: usize) -> Out {
 mod tests {
     use super::*;
 
+    /// Serialises these tests: one of them releases free buffers, which the
+    /// others expect to find in the pool.
+    static SERIAL: Mutex<()> = Mutex::new(());
+
+    fn serial() -> std::sync::MutexGuard<'static, ()> {
+        SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     #[test]
     fn a_dropped_output_is_reused_and_a_live_one_is_not() {
+        let _serial = serial();
         // A length no other test uses, so concurrent tests cannot take it.
         let n = MIN_POOLED + 17;
         let mut a = scratch(n);
@@ -167,6 +186,7 @@ mod tests {
 
     #[test]
     fn a_clone_keeps_the_buffer_alive() {
+        let _serial = serial();
         let n = MIN_POOLED + 29;
         let mut a = scratch(n);
         a.fill(1.5);
@@ -181,6 +201,19 @@ mod tests {
             "a buffer still held by a clone was reused"
         );
         assert!(keep.host().iter().all(|&x| x == 1.5));
+    }
+
+    #[test]
+    fn release_frees_dropped_buffers_only() {
+        let _serial = serial();
+        let n = MIN_POOLED + 41;
+        let live = scratch(n).into_tensor(vec![n]);
+        drop(scratch(n).into_tensor(vec![n]));
+        release_free();
+        let p = pool().lock().unwrap();
+        let bucket = p.buckets.get(&n).expect("the live buffer is still tracked");
+        assert_eq!(bucket.len(), 1, "the dropped buffer was released");
+        assert_eq!(bucket[0].as_ptr(), live.host().as_ptr());
     }
 
     #[test]

@@ -77,6 +77,10 @@ pub fn train(it: &mut Interp, count: &Expr, body: &Block) -> Result<Value, Diagn
         Ok(())
     })();
     it.train_depth -= 1;
+    if it.train_depth == 0 {
+        // The loop's reused kernel buffers are not needed any more.
+        mlpl_devices::cpu::release_unused_buffers();
+    }
     if let Some(o) = it.observer_mut() {
         o.on_train_end(losses.len(), n, depth);
     }

@@ -90,6 +90,7 @@ fn backward_runs_on_the_tape_backend() {
     let l = t.sum(y, None).unwrap();
     let before = be.counters().kernel_launches;
     t.backward(l).unwrap();
-    // sum → expand (1), softmax_backward (1), matmul: 2 permutes + 2 GEMMs.
-    assert!(be.counters().kernel_launches - before >= 6);
+    // sum → expand (1), softmax_backward (1), matmul: 2 GEMMs on transposed
+    // operands (`matmul_t`, which reads or copies the transpose itself).
+    assert!(be.counters().kernel_launches - before >= 4);
 }
