@@ -67,10 +67,7 @@ impl CpuBackend {
 
     fn launch(&self) {
         self.kernel_launches.fetch_add(1, Ordering::Relaxed);
-        crate::counter_scope::count_in_scopes(
-            DeviceKind::Cpu,
-            crate::counter_scope::Count::Kernel,
-        );
+        crate::counter_scope::count_in_scopes(DeviceKind::Cpu, crate::counter_scope::Count::Kernel);
     }
 }
 
