@@ -211,7 +211,10 @@ function render(): void {
         {},
         el("tr", {}, el("th", {}, "uploads"), el("td", {}, `${c.uploads} (${formatBytes(c.bytes_up)})`), el("th", {}, "downloads"), el("td", {}, `${c.downloads} (${formatBytes(c.bytes_down)})`)),
         el("tr", {}, el("th", {}, "kernel launches"), el("td", {}, String(c.kernel_launches)), el("th", {}, "CPU fallbacks"), el("td", {}, String(c.cpu_fallbacks))),
-        el("tr", {}, el("th", {}, "memory"), el("td", {}, formatBytes(run.memoryBytes)), el("th", {}, "peak"), el("td", {}, formatBytes(run.peakMemoryBytes))),
+        // The CPU backend does not track tensor memory (telemetry sends 0 there).
+        run.device === "cpu"
+          ? el("tr", {}, el("th", {}, "memory"), el("td", {}, "not tracked on the CPU"))
+          : el("tr", {}, el("th", {}, "memory"), el("td", {}, formatBytes(run.memoryBytes)), el("th", {}, "peak"), el("td", {}, formatBytes(run.peakMemoryBytes))),
       ),
     );
   }
