@@ -319,26 +319,43 @@ async fn variables(
     })))
 }
 
+/// 409 `no_state_dir` when the server keeps no saved state (`verb`: what the
+/// client asked for, "saved" or "restored").
+fn require_state_dir(st: &AppState, verb: &str) -> ApiResult<()> {
+    match st.config.state_dir {
+        Some(_) => Ok(()),
+        None => Err(ApiError::conflict(
+            "no_state_dir",
+            format!("the server was started without --state-dir; nothing can be {verb}"),
+        )),
+    }
+}
+
+/// Sends `job` (made with its reply channel) to the session's worker and waits
+/// for the reply; 404 when the session was deleted meanwhile.
+async fn ask<T>(
+    h: &SessionHandle,
+    id: &str,
+    job: impl FnOnce(tokio::sync::oneshot::Sender<T>) -> Job,
+) -> ApiResult<T> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let deleted = || ApiError::not_found(format!("session `{id}` was deleted"));
+    if !h.send(job(tx)) {
+        return Err(deleted());
+    }
+    rx.await.map_err(|_| deleted())
+}
+
 async fn save(
     State(st): State<Arc<AppState>>,
     id: Result<Path<String>, PathRejection>,
 ) -> ApiResult<Json<Json_>> {
     let id = path_id(id)?;
     let h = session(&st, &id)?;
-    if st.config.state_dir.is_none() {
-        return Err(ApiError::conflict(
-            "no_state_dir",
-            "the server was started without --state-dir; nothing can be saved",
-        ));
-    }
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    if !h.send(Job::Save(tx)) {
-        return Err(ApiError::not_found(format!("session `{id}` was deleted")));
-    }
-    match rx.await {
-        Ok(Ok(rep)) => Ok(Json(json!({ "session": id, "saved": rep }))),
-        Ok(Err(e)) => Err(ApiError::internal(format!("save failed: {e}"))),
-        Err(_) => Err(ApiError::not_found(format!("session `{id}` was deleted"))),
+    require_state_dir(&st, "saved")?;
+    match ask(&h, &id, Job::Save).await? {
+        Ok(rep) => Ok(Json(json!({ "session": id, "saved": rep }))),
+        Err(e) => Err(ApiError::internal(format!("save failed: {e}"))),
     }
 }
 
@@ -348,32 +365,22 @@ async fn restore(
 ) -> ApiResult<Json<Json_>> {
     let id = path_id(id)?;
     let h = session(&st, &id)?;
-    if st.config.state_dir.is_none() {
-        return Err(ApiError::conflict(
-            "no_state_dir",
-            "the server was started without --state-dir; nothing can be restored",
-        ));
-    }
+    require_state_dir(&st, "restored")?;
     if let Some(r) = h.current_run() {
         let mut e = ApiError::conflict("busy", format!("session `{id}` is running `{r}`"));
         e.extra = Some(("run", json!(r)));
         return Err(e);
     }
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    if !h.send(Job::Restore(tx)) {
-        return Err(ApiError::not_found(format!("session `{id}` was deleted")));
-    }
-    match rx.await {
-        Ok(Ok(skipped)) => Ok(Json(json!({
+    match ask(&h, &id, Job::Restore).await? {
+        Ok(skipped) => Ok(Json(json!({
             "session": id,
             "variables": h.variables().len(),
             "not_restored": skipped,
         }))),
-        Ok(Err(e)) => Err(ApiError::conflict(
+        Err(e) => Err(ApiError::conflict(
             "restore_failed",
             format!("cannot restore: {e}"),
         )),
-        Err(_) => Err(ApiError::not_found(format!("session `{id}` was deleted"))),
     }
 }
 
