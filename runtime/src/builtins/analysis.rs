@@ -1,6 +1,7 @@
 //! Embedding analysis (LANGUAGE §10.15): distances, neighbours, PCA and t-SNE on
 //! `[N, D]` data, computed in float64 on the host.
 
+use super::site::CallSite;
 use super::ParamKind::*;
 use super::{req, Builtin, Diff};
 use crate::data::analysis::{self, AnalysisError};

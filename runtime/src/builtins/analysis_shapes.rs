@@ -1,6 +1,7 @@
 //! Shape rules of the embedding analysis builtins (LANGUAGE §10.15), next to
 //! their runtime implementations in `analysis.rs`.
 
+use super::site::CallSite;
 use crate::check::abstract_value::{AbsArray, AbsValue, Dim};
 use crate::check::ctx::ShapeCtx;
 use crate::data::analysis::AnalysisError;

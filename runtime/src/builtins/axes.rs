@@ -1,5 +1,6 @@
 //! Axis-name builtins (LANGUAGE §8, §10.11).
 
+use super::site::CallSite;
 use super::ParamKind::*;
 use super::{req, Builtin, Diff};
 use crate::diag::Diagnostic;

@@ -2,6 +2,7 @@
 //! runtime implementations in `axes.rs`. `label` records where the names were
 //! attached, so later shape errors can point there.
 
+use super::site::CallSite;
 use crate::check::abstract_value::{AbsArray, AbsValue, AxisName, Dim};
 use crate::check::ctx::ShapeCtx;
 use crate::diag::Diagnostic;

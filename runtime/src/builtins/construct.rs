@@ -1,5 +1,6 @@
 //! Construction and structure builtins (LANGUAGE §10.1).
 
+use super::site::CallSite;
 use mlpl_devices::BinaryOp;
 
 use super::ParamKind::*;

@@ -1,6 +1,7 @@
 //! Shape rules of the construction builtins (LANGUAGE §10.1), next to their
 //! runtime implementations in `construct.rs`.
 
+use super::site::CallSite;
 use crate::check::abstract_value::{AbsArray, AbsValue, Dim, MAX_CONST};
 use crate::check::ctx::ShapeCtx;
 use crate::diag::Diagnostic;

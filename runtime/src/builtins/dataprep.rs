@@ -1,6 +1,7 @@
 //! Data set preparation and language-model windows (LANGUAGE §10.8). Axis 0 is the
 //! row axis.
 
+use super::site::CallSite;
 use super::ParamKind::*;
 use super::{req, Builtin, Diff};
 use crate::data::{datasets, rng};

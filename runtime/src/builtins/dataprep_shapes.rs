@@ -3,6 +3,7 @@
 //! data-dependent inputs stay symbolic: `batch` of `[N, ...]` has `⌈N/64⌉`
 //! batches, `shift_pairs_x` of `[T]` ids has `⌊T/17⌋` windows.
 
+use super::site::CallSite;
 use crate::check::abstract_value::{AbsArray, AbsValue, AxisName, Dim};
 use crate::check::ctx::ShapeCtx;
 use crate::check::dims;

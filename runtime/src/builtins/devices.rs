@@ -1,5 +1,6 @@
 //! Device placement (LANGUAGE §10.18, §14.5).
 
+use super::site::CallSite;
 use super::ParamKind::*;
 use super::{req, Builtin, Diff};
 use crate::diag::Diagnostic;

@@ -6,6 +6,7 @@
 //! This rule is reached through [`super::shape_rule`] until the entry of
 //! `devices.rs` names it in its `shape` field.
 
+use super::site::CallSite;
 use crate::check::abstract_value::AbsValue;
 use crate::check::ctx::ShapeCtx;
 use crate::diag::Diagnostic;

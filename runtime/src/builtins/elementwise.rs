@@ -1,6 +1,7 @@
 //! Element-wise functions (LANGUAGE §10.3): unary maps keep names; binary ones
 //! broadcast with name unification (§9).
 
+use super::site::CallSite;
 use mlpl_devices::{BinaryOp, UnaryOp};
 
 use super::ParamKind::*;

@@ -2,6 +2,7 @@
 //! runtime implementations in `elementwise.rs`: unary maps keep shape and names;
 //! binary ones broadcast with name unification (§9), as the operators do.
 
+use super::site::CallSite;
 use mlpl_devices::{BinaryOp, UnaryOp};
 
 use crate::check::abstract_value::{AbsArray, AbsValue};

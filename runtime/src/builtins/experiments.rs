@@ -1,5 +1,6 @@
 //! Experiments (LANGUAGE §10.16, §17).
 
+use super::site::CallSite;
 use super::ParamKind::*;
 use super::{req, Builtin, Diff};
 use crate::data::experiments::{self, RunRecord};

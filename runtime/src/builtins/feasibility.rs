@@ -1,5 +1,6 @@
 //! Feasibility builtins that need no model (LANGUAGE §10.17, §15).
 
+use super::site::CallSite;
 use std::time::Instant;
 
 use super::ParamKind::*;

@@ -1,6 +1,7 @@
 //! Shape rules of the feasibility builtins (LANGUAGE §10.17), next to their
 //! runtime implementations in `feasibility.rs`.
 
+use super::site::CallSite;
 use crate::check::abstract_value::{AbsArray, AbsValue, Dim};
 use crate::check::ctx::ShapeCtx;
 use crate::diag::Diagnostic;

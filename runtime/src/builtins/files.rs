@@ -1,6 +1,7 @@
 //! Files and corpora (LANGUAGE §10.9, §16): `load` and `save` inside the data
 //! directory, and the compiled-in corpora of `load_preloaded`.
 
+use super::site::CallSite;
 use std::collections::HashMap;
 
 use safetensors::tensor::{Dtype, SafeTensors, TensorView};

@@ -6,6 +6,7 @@
 //! These rules are reached through [`super::shape_rule`] until the entries of
 //! `files.rs` name them in their `shape` field.
 
+use super::site::CallSite;
 use std::path::{Component, Path};
 
 use crate::check::abstract_value::{AbsArray, AbsValue};

@@ -4,6 +4,7 @@
 use super::linalg::{
     batch_axes_error, contraction_names_error, inner_dims_error, scalar_operand_error,
 };
+use super::site::CallSite;
 use crate::check::abstract_value::{AbsArray, AbsValue, AxisName, Dim};
 use crate::check::broadcast::{self, origin_label, Operand};
 use crate::check::ctx::ShapeCtx;

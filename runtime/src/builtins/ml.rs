@@ -1,5 +1,6 @@
 //! ML primitives (LANGUAGE §10.5).
 
+use super::site::CallSite;
 use super::ParamKind::*;
 use super::{opt, req, Builtin, Diff};
 use crate::diag::Diagnostic;

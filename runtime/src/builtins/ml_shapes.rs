@@ -1,6 +1,7 @@
 //! Shape rules of the ML primitives (LANGUAGE §10.5), next to their runtime
 //! implementations in `ml.rs`.
 
+use super::site::CallSite;
 use crate::check::abstract_value::{AbsArray, AbsValue, Dim, MAX_CONST};
 use crate::check::ctx::ShapeCtx;
 use crate::check::dims;

@@ -26,6 +26,7 @@ mod optim;
 mod random;
 mod reduce;
 mod sampling;
+pub mod site;
 mod surgery;
 mod tokenizers;
 mod viz;

@@ -2,6 +2,7 @@
 //! `chain`, `residual`, `apply`, `attention_weights` and `aux_loss`. The layers
 //! themselves live in `crate::nn`.
 
+use super::site::CallSite;
 use std::collections::HashSet;
 use std::sync::Arc;
 

@@ -9,6 +9,7 @@
 //! These rules are reached through [`super::shape_rule`] until the entries of
 //! `models.rs` name them in their `shape` field.
 
+use super::site::CallSite;
 use std::sync::{Arc, Mutex};
 
 use crate::check::abstract_value::{AbsArray, AbsValue};

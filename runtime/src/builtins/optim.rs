@@ -1,5 +1,6 @@
 //! Gradients, optimizers and schedules (LANGUAGE §10.12, §12).
 
+use super::site::CallSite;
 use std::collections::HashSet;
 
 use mlpl_devices::{BinaryOp, ReduceOp, Tensor};

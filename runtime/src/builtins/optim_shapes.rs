@@ -3,6 +3,7 @@
 //! lazy arguments itself (losses, parameter references, `grad`'s variable; see
 //! `check::loss`) and passes the loss's value and `wrt`'s value here.
 
+use super::site::CallSite;
 use crate::check::abstract_value::AbsValue;
 use crate::check::ctx::ShapeCtx;
 use crate::diag::Diagnostic;

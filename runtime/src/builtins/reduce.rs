@@ -1,5 +1,6 @@
 //! Reductions and selection (LANGUAGE §10.2).
 
+use super::site::CallSite;
 use mlpl_devices::ReduceOp;
 
 use super::ParamKind::*;

@@ -1,6 +1,7 @@
 //! Shape rules of the reductions (LANGUAGE §10.2), next to their runtime
 //! implementations in `reduce.rs`.
 
+use super::site::CallSite;
 use crate::check::abstract_value::{AbsArray, AbsValue, AxisName, Dim};
 use crate::check::ctx::ShapeCtx;
 use crate::check::dims::fold_axis;

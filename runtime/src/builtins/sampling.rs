@@ -1,5 +1,6 @@
 //! Sampling (LANGUAGE §10.7, §13.6).
 
+use super::site::CallSite;
 use super::ParamKind::*;
 use super::{req, Builtin, Diff};
 use crate::data::sampling;

@@ -1,6 +1,7 @@
 //! Shape rules of `sample` and `top_k` (LANGUAGE §10.7), next to their runtime
 //! implementations in `sampling.rs`.
 
+use super::site::CallSite;
 use crate::check::abstract_value::{AbsValue, Dim};
 use crate::check::ctx::ShapeCtx;
 use crate::data::sampling::SamplingError;

@@ -2,6 +2,7 @@
 //! noise and re-initialisation, and reading the embedding table.
 
 use super::models::dim_error;
+use super::site::CallSite;
 use super::ParamKind::*;
 use super::{req, Builtin, Diff};
 use crate::diag::Diagnostic;

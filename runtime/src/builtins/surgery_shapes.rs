@@ -6,6 +6,7 @@
 //! These rules are reached through [`super::shape_rule`] until the entries of
 //! `surgery.rs` name them in their `shape` field.
 
+use super::site::CallSite;
 use std::sync::Arc;
 
 use super::models_shapes::dim_error;

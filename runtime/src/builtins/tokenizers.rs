@@ -1,5 +1,6 @@
 //! Tokenizers (LANGUAGE §10.10, §16.4).
 
+use super::site::CallSite;
 use std::sync::Arc;
 
 use super::ParamKind::*;

@@ -3,6 +3,7 @@
 //! checker gives them symbolic lengths (`T`), except for the bytes of a constant
 //! string.
 
+use super::site::CallSite;
 use crate::check::abstract_value::{AbsArray, AbsValue};
 use crate::check::ctx::ShapeCtx;
 use crate::data::tokenizer;

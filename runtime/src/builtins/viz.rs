@@ -1,6 +1,7 @@
 //! Visualization (LANGUAGE §10.20, §18): builtins that return SVG charts. The CLI
 //! writes a chart to a file and prints `viz: PATH`; the editor shows it.
 
+use super::site::CallSite;
 use super::ParamKind::*;
 use super::{opt, req, Builtin, Diff};
 use crate::data::svg;

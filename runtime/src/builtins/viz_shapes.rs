@@ -5,6 +5,7 @@
 //! These rules are reached through [`super::shape_rule`] until the entries of
 //! `viz.rs` name them in their `shape` field.
 
+use super::site::CallSite;
 use super::viz::SVG_TYPES;
 use crate::check::abstract_value::{AbsArray, AbsValue, Dim};
 use crate::check::ctx::ShapeCtx;

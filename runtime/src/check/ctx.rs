@@ -6,6 +6,7 @@
 
 use super::abstract_value::{AbsArray, AbsValue, AxisName, Dim};
 use super::env::FxHashMap;
+use crate::builtins::site::CallSite;
 use crate::builtins::Builtin;
 use crate::diag::{Diagnostic, Span};
 use crate::display::format_f64;
@@ -75,6 +76,20 @@ pub struct ShapeCtx<'a> {
     pub(crate) in_loop: bool,
 }
 
+impl CallSite for ShapeCtx<'_> {
+    fn builtin(&self) -> &'static Builtin {
+        self.builtin
+    }
+
+    fn arg_span(&self, i: usize) -> Span {
+        self.args.get(i).map_or(self.span, |a| a.span)
+    }
+
+    fn push_warning(&mut self, d: Diagnostic) {
+        self.warnings.push(d);
+    }
+}
+
 impl<'a> ShapeCtx<'a> {
     /// A context for a call (used by the checker and by tests of rules).
     pub fn new(
@@ -112,21 +127,6 @@ impl<'a> ShapeCtx<'a> {
         i < self.args.len()
     }
 
-    /// The builtin's name.
-    pub fn name(&self) -> &'static str {
-        self.builtin.name
-    }
-
-    /// The declared name of parameter `i`.
-    pub fn param_name(&self, i: usize) -> &'static str {
-        self.builtin.param_at(i).map_or("argument", |p| p.name)
-    }
-
-    /// The span of argument `i` (the call's span if absent).
-    pub fn arg_span(&self, i: usize) -> Span {
-        self.args.get(i).map_or(self.span, |a| a.span)
-    }
-
     /// The abstract value of argument `i` (`Unknown` if absent).
     pub fn value(&self, i: usize) -> &AbsValue {
         static UNKNOWN: AbsValue = AbsValue::Unknown;
@@ -148,40 +148,6 @@ impl<'a> ShapeCtx<'a> {
         } else {
             Dim::Symbol(self.symbols.get(self.span.start, base))
         }
-    }
-
-    /// An error at argument `i` with a label.
-    pub fn error_at(
-        &self,
-        i: usize,
-        code: &'static str,
-        message: impl Into<String>,
-        label: impl Into<String>,
-    ) -> Diagnostic {
-        Diagnostic::error(code, message).at(self.arg_span(i), label)
-    }
-
-    /// E0401 (invalid argument value) at argument `i`, worded as at run time.
-    pub fn invalid(&self, i: usize, what: impl Into<String>) -> Diagnostic {
-        let param = self.param_name(i);
-        self.error_at(
-            i,
-            "E0401",
-            format!("invalid argument value for `{param}` of `{}`", self.name()),
-            what,
-        )
-    }
-
-    /// Records a warning at argument `i`.
-    pub fn warn_at(
-        &mut self,
-        i: usize,
-        code: &'static str,
-        message: impl Into<String>,
-        label: impl Into<String>,
-    ) {
-        let d = Diagnostic::warning(code, message).at(self.arg_span(i), label);
-        self.warnings.push(d);
     }
 
     /// The kind error (E0301–E0304) for argument `i` holding a `got`.

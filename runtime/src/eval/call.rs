@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use super::Interp;
+use crate::builtins::site::CallSite;
 use crate::builtins::Builtin;
 use crate::data::tokenizer::Tokenizer;
 use crate::diag::{Diagnostic, Span};
@@ -48,6 +49,20 @@ pub struct Call<'i, 'e> {
     pub args: Vec<Arg<'e>>,
 }
 
+impl CallSite for Call<'_, '_> {
+    fn builtin(&self) -> &'static Builtin {
+        self.builtin
+    }
+
+    fn arg_span(&self, i: usize) -> Span {
+        self.args.get(i).map_or(self.span, |a| a.span)
+    }
+
+    fn push_warning(&mut self, d: Diagnostic) {
+        self.it.warn(d);
+    }
+}
+
 impl<'i, 'e> Call<'i, 'e> {
     /// Number of arguments given.
     pub fn len(&self) -> usize {
@@ -59,58 +74,9 @@ impl<'i, 'e> Call<'i, 'e> {
         self.args.is_empty()
     }
 
-    /// The builtin's name.
-    pub fn name(&self) -> &'static str {
-        self.builtin.name
-    }
-
-    /// The span of argument `i` (the call's span if absent).
-    pub fn arg_span(&self, i: usize) -> Span {
-        self.args.get(i).map_or(self.span, |a| a.span)
-    }
-
     /// An error at the call.
     pub fn error(&self, code: &'static str, message: impl Into<String>) -> Diagnostic {
         Diagnostic::error(code, message).at(self.span, "")
-    }
-
-    /// An error at argument `i` with a label.
-    pub fn error_at(
-        &self,
-        i: usize,
-        code: &'static str,
-        message: impl Into<String>,
-        label: impl Into<String>,
-    ) -> Diagnostic {
-        Diagnostic::error(code, message).at(self.arg_span(i), label)
-    }
-
-    /// E0401 (invalid argument value) at argument `i`.
-    pub fn invalid(&self, i: usize, what: impl Into<String>) -> Diagnostic {
-        let param = self.param_name(i);
-        self.error_at(
-            i,
-            "E0401",
-            format!("invalid argument value for `{param}` of `{}`", self.name()),
-            what,
-        )
-    }
-
-    /// The declared name of parameter `i`.
-    pub fn param_name(&self, i: usize) -> &'static str {
-        self.builtin.param_at(i).map_or("argument", |p| p.name)
-    }
-
-    /// Emits a warning at argument `i`.
-    pub fn warn_at(
-        &mut self,
-        i: usize,
-        code: &'static str,
-        message: impl Into<String>,
-        label: impl Into<String>,
-    ) {
-        let d = Diagnostic::warning(code, message).at(self.arg_span(i), label);
-        self.it.warn(d);
     }
 
     /// Argument `i` as a value.
