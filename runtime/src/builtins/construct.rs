@@ -140,29 +140,7 @@ fn reshape(c: &mut Call) -> Result<Value, Diagnostic> {
     let x = c.array(0)?.clone();
     let dims = c.array(1)?.to_f64();
     let count = x.numel();
-    let mut infer = None;
-    let mut shape = Vec::with_capacity(dims.len());
-    for (k, &d) in dims.iter().enumerate() {
-        if d == -1.0 {
-            if infer.replace(k).is_some() {
-                return Err(c
-                    .error_at(1, "E0213", "invalid dimension", "more than one −1")
-                    .note("only one dimension of `reshape` can be inferred"));
-            }
-            shape.push(0);
-        } else if d < 0.0 || d.fract() != 0.0 || !d.is_finite() {
-            return Err(c
-                .error_at(
-                    1,
-                    "E0213",
-                    "invalid dimension",
-                    format!("{} is not a valid size", crate::display::format_f64(d)),
-                )
-                .note("sizes are non-negative integers; −1 infers one size"));
-        } else {
-            shape.push(d as usize);
-        }
-    }
+    let (mut shape, infer) = super::site::reshape_sizes(c, &dims)?;
     let known: usize = shape
         .iter()
         .enumerate()

@@ -65,29 +65,7 @@ pub fn reshaped(c: &mut ShapeCtx) -> Result<AbsArray, Diagnostic> {
             None => AbsArray::unknown(),
         });
     };
-    let mut infer = None;
-    let mut shape: Vec<usize> = Vec::with_capacity(spec.len());
-    for (k, &v) in spec.iter().enumerate() {
-        if v == -1.0 {
-            if infer.replace(k).is_some() {
-                return Err(c
-                    .error_at(1, "E0213", "invalid dimension", "more than one −1")
-                    .note("only one dimension of `reshape` can be inferred"));
-            }
-            shape.push(0);
-        } else if v < 0.0 || v.fract() != 0.0 || !v.is_finite() {
-            return Err(c
-                .error_at(
-                    1,
-                    "E0213",
-                    "invalid dimension",
-                    format!("{} is not a valid size", format_f64(v)),
-                )
-                .note("sizes are non-negative integers; −1 infers one size"));
-        } else {
-            shape.push(v as usize);
-        }
-    }
+    let (shape, infer) = super::site::reshape_sizes(c, &spec)?;
     let Some(known) = shape
         .iter()
         .enumerate()

@@ -61,3 +61,37 @@ pub trait CallSite {
         self.push_warning(d);
     }
 }
+
+/// The sizes of `reshape`'s shape argument (argument 1), with the index of the
+/// one `-1` to infer (its size is 0 here); E0213 for more than one `-1` or a
+/// size that is not a non-negative integer. Shared by the implementation and the
+/// shape rule.
+pub fn reshape_sizes(
+    c: &impl CallSite,
+    spec: &[f64],
+) -> Result<(Vec<usize>, Option<usize>), Diagnostic> {
+    let mut infer = None;
+    let mut shape = Vec::with_capacity(spec.len());
+    for (k, &v) in spec.iter().enumerate() {
+        if v == -1.0 {
+            if infer.replace(k).is_some() {
+                return Err(c
+                    .error_at(1, "E0213", "invalid dimension", "more than one −1")
+                    .note("only one dimension of `reshape` can be inferred"));
+            }
+            shape.push(0);
+        } else if v < 0.0 || v.fract() != 0.0 || !v.is_finite() {
+            return Err(c
+                .error_at(
+                    1,
+                    "E0213",
+                    "invalid dimension",
+                    format!("{} is not a valid size", crate::display::format_f64(v)),
+                )
+                .note("sizes are non-negative integers; −1 infers one size"));
+        } else {
+            shape.push(v as usize);
+        }
+    }
+    Ok((shape, infer))
+}
