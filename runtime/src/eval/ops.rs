@@ -596,8 +596,6 @@ pub fn reshape(
 }
 
 /// Axis permutation: result axis i is axis `perm[i]` of `a`; names follow.
-
-/// Axis permutation: result axis i is axis `perm[i]` of `a`; names follow.
 pub fn permute(
     it: &mut Interp,
     a: &Array,
@@ -657,8 +655,6 @@ pub fn matmul_raw(
 }
 
 /// Softmax or log-softmax along `axis` (names dropped, as in the original).
-
-/// Softmax or log-softmax along `axis` (names dropped, as in the original).
 pub fn softmax(
     it: &mut Interp,
     a: &Array,
@@ -716,8 +712,6 @@ pub fn cross_entropy(
 }
 
 /// Rows of `table` `[V, d]` selected by validated integer `ids` of any shape.
-
-/// Rows of `table` `[V, d]` selected by validated integer `ids` of any shape.
 pub fn gather_rows(
     it: &mut Interp,
     table: &Array,
@@ -734,8 +728,6 @@ pub fn gather_rows(
         |b, x| b.gather_rows(x, &ids),
     )
 }
-
-/// RMS norm (`layer = false`) or layer norm without affine over the last axis.
 
 /// RMS norm (`layer = false`) or layer norm without affine over the last axis.
 pub fn norm(
