@@ -1,0 +1,40 @@
+//! Step capture (DESIGN §5): record the kernel calls of a `train` step, check
+//! that two consecutive steps are the same computation, and replay the step
+//! without the interpreter.
+//!
+//! The runtime runs the first iterations of a `train` body through a
+//! [`Recorder`], a backend that forwards every kernel to the real one and
+//! writes it into a [`Trace`]. [`plan`] compares two consecutive traces and,
+//! when they agree, says where each input of a step comes from (state carried
+//! from the previous step, data that never changes, constants made on the
+//! host); otherwise it gives the reason in words. [`compile`] turns the
+//! [`StepPlan`] into a [`StepProgram`]: the backend's own compiled form when it
+//! has one (the CPU runs the step in preallocated buffers, see
+//! [`crate::cpu::program`]), else [`BackendReplay`], which calls the backend's
+//! kernels again in order.
+//!
+//! Layout: [`trace`] (the recorded calls as data), [`recorder`], [`plan`],
+//! [`program`] (the program interface and the generic replay).
+
+pub mod plan;
+pub mod program;
+pub mod recorder;
+pub mod trace;
+
+pub use plan::{plan, PlanInput, StepPlan};
+pub use program::{BackendReplay, StepProgram};
+pub(crate) use recorder::note_host_read;
+pub use recorder::Recorder;
+pub use trace::{Call, Op, Origin, Trace, ValueId, ValueInfo};
+
+use crate::backend::{Backend, Result};
+use std::sync::Arc;
+
+/// The program that replays `plan` on `backend`: the backend's compiled form
+/// ([`Backend::compile_step`]) when it has one, else a [`BackendReplay`].
+pub fn compile(backend: Arc<dyn Backend>, plan: StepPlan) -> Result<Box<dyn StepProgram>> {
+    match backend.compile_step(&plan) {
+        Some(program) => program,
+        None => Ok(Box::new(BackendReplay::new(backend, plan))),
+    }
+}
