@@ -6,11 +6,11 @@
 //! through a strided walk over the coalesced broadcast shape. Work of at least
 //! [`PAR_THRESHOLD`] elements is split across rayon threads.
 
-use super::pool::{self, Out};
+use super::pool;
 use super::{for_chunks, row_chunk, PAR_CHUNK, PAR_THRESHOLD};
 use crate::backend::{BinaryOp, UnaryOp};
 use crate::shape::{broadcast_shapes, broadcast_strides, coalesce, offset_of};
-use crate::tensor::Tensor;
+use crate::tensor::{numel_of, Tensor};
 
 /// √(2/π), the GELU tanh-approximation constant.
 const SQRT_2_OVER_PI: f32 = 0.797_884_6;
@@ -31,47 +31,117 @@ pub(crate) fn sigmoid(x: f32) -> f32 {
 
 /// Applies `op` to every element of `x`.
 pub(crate) fn unary(op: UnaryOp, x: &Tensor) -> Tensor {
-    let src = x.host();
-    let data = match op {
-        UnaryOp::Neg => map(src, |v| -v),
-        UnaryOp::Exp => map(src, f32::exp),
-        UnaryOp::Log => map(src, f32::ln),
-        UnaryOp::Sqrt => map(src, f32::sqrt),
-        UnaryOp::Abs => map(src, f32::abs),
-        UnaryOp::Sigmoid => map(src, sigmoid),
-        UnaryOp::Tanh => map(src, f32::tanh),
-        UnaryOp::Relu => map(src, |v| if v > 0.0 { v } else { 0.0 }),
-        UnaryOp::Gelu => map(src, gelu),
-        UnaryOp::Silu => map(src, |v| v * sigmoid(v)),
-    };
-    data.into_tensor(x.shape().to_vec())
+    let mut out = pool::scratch(x.numel());
+    unary_into(op, x.host(), &mut out);
+    out.into_tensor(x.shape().to_vec())
 }
 
-/// `f` over `src` into a new output buffer, in parallel for large inputs.
-fn map<F: Fn(f32) -> f32 + Sync>(src: &[f32], f: F) -> Out {
-    let mut out = pool::scratch(src.len());
-    for_chunks(
-        &mut out,
-        PAR_CHUNK,
-        src.len() >= PAR_THRESHOLD,
-        |start, o| {
-            let len = o.len();
-            for (d, &s) in o.iter_mut().zip(&src[start..start + len]) {
-                *d = f(s);
-            }
-        },
-    );
-    out
+/// Applies `op` to every element of `src`, writing `out` (same length).
+pub(crate) fn unary_into(op: UnaryOp, src: &[f32], out: &mut [f32]) {
+    match op {
+        UnaryOp::Neg => map_into(src, out, |v| -v),
+        UnaryOp::Exp => map_into(src, out, f32::exp),
+        UnaryOp::Log => map_into(src, out, f32::ln),
+        UnaryOp::Sqrt => map_into(src, out, f32::sqrt),
+        UnaryOp::Abs => map_into(src, out, f32::abs),
+        UnaryOp::Sigmoid => map_into(src, out, sigmoid),
+        UnaryOp::Tanh => map_into(src, out, f32::tanh),
+        UnaryOp::Relu => map_into(src, out, |v| if v > 0.0 { v } else { 0.0 }),
+        UnaryOp::Gelu => map_into(src, out, gelu),
+        UnaryOp::Silu => map_into(src, out, |v| v * sigmoid(v)),
+    }
+}
+
+/// `f` over `src` into `out`, in parallel for large inputs.
+fn map_into<F: Fn(f32) -> f32 + Sync>(src: &[f32], out: &mut [f32], f: F) {
+    assert_eq!(src.len(), out.len(), "unary: output length differs");
+    for_chunks(out, PAR_CHUNK, src.len() >= PAR_THRESHOLD, |start, o| {
+        let len = o.len();
+        for (d, &s) in o.iter_mut().zip(&src[start..start + len]) {
+            *d = f(s);
+        }
+    });
 }
 
 /// 2⁻⁵², the absolute tolerance of `eq` (LANGUAGE §10.3).
 const EQ_TOLERANCE: f64 = 1.0 / 4_503_599_627_370_496.0;
 
+/// How the two operands of a binary operation are read to fill the output:
+/// decided once from the shapes, so running it allocates nothing.
+#[derive(Clone, Debug)]
+pub(crate) enum Broadcast {
+    /// Both have the output's element count (and so its layout).
+    Same,
+    /// `b` is one element.
+    ScalarB,
+    /// `a` is one element.
+    ScalarA,
+    /// `b` is a block of the output's trailing axes, repeated.
+    BlockB,
+    /// `a` is a block of the output's trailing axes, repeated.
+    BlockA,
+    /// Anything else: the coalesced output shape and each operand's strides.
+    Strided {
+        /// The coalesced iteration shape (rank ≥ 1).
+        shape: Vec<usize>,
+        /// The strides of `a` and of `b` over `shape`.
+        strides: [Vec<usize>; 2],
+    },
+}
+
+/// A binary operation's output shape and how its operands broadcast to it.
+#[derive(Clone, Debug)]
+pub(crate) struct BinaryPlan {
+    /// The broadcast shape.
+    pub(crate) out_shape: Vec<usize>,
+    /// How the operands are read.
+    pub(crate) broadcast: Broadcast,
+}
+
+impl BinaryPlan {
+    /// The plan for operands of shapes `sa` and `sb`, or `None` when they do
+    /// not broadcast.
+    pub(crate) fn new(sa: &[usize], sb: &[usize]) -> Option<BinaryPlan> {
+        let out_shape = broadcast_shapes(sa, sb)?;
+        let n = numel_of(&out_shape);
+        let (na, nb) = (numel_of(sa), numel_of(sb));
+        let broadcast = if na == n && nb == n {
+            // Same element count and broadcast-compatible: same layout.
+            Broadcast::Same
+        } else if nb == 1 && na == n {
+            Broadcast::ScalarB
+        } else if na == 1 && nb == n {
+            Broadcast::ScalarA
+        } else if na == n && is_trailing_block(sb, &out_shape) {
+            Broadcast::BlockB
+        } else if nb == n && is_trailing_block(sa, &out_shape) {
+            Broadcast::BlockA
+        } else {
+            let strides = [
+                broadcast_strides(sa, &out_shape),
+                broadcast_strides(sb, &out_shape),
+            ];
+            let (shape, strides) = coalesce(&out_shape, &strides);
+            let [s0, s1]: [Vec<usize>; 2] = strides
+                .try_into()
+                .unwrap_or_else(|_| unreachable!("coalesce keeps one stride vector per operand"));
+            Broadcast::Strided {
+                shape,
+                strides: [s0, s1],
+            }
+        };
+        Some(BinaryPlan {
+            out_shape,
+            broadcast,
+        })
+    }
+}
+
 /// `op` over `a` and `b` broadcast together (NumPy rules).
 ///
 /// Panics when the shapes do not broadcast (the runtime checks first).
 pub(crate) fn binary(op: BinaryOp, a: &Tensor, b: &Tensor) -> Tensor {
-    let out_shape = broadcast_shapes(a.shape(), b.shape()).unwrap_or_else(|| {
+    let plan = BinaryPlan::new(a.shape(), b.shape()).unwrap_or_else(|| {
         panic!(
             "binary {:?}: shapes {:?} and {:?} do not broadcast",
             op,
@@ -79,21 +149,37 @@ pub(crate) fn binary(op: BinaryOp, a: &Tensor, b: &Tensor) -> Tensor {
             b.shape()
         )
     });
+    let mut out = pool::scratch(numel_of(&plan.out_shape));
+    binary_into(op, &plan, a.host(), b.host(), &mut out);
+    out.into_tensor(plan.out_shape)
+}
+
+/// `op` over `xa` and `xb` read as `plan` says, into `out` (the output's
+/// element count).
+pub(crate) fn binary_into(
+    op: BinaryOp,
+    plan: &BinaryPlan,
+    xa: &[f32],
+    xb: &[f32],
+    out: &mut [f32],
+) {
+    let p = &plan.broadcast;
     match op {
-        BinaryOp::Add => zip_with(a, b, out_shape, |x, y| x + y),
-        BinaryOp::Sub => zip_with(a, b, out_shape, |x, y| x - y),
-        BinaryOp::Mul => zip_with(a, b, out_shape, |x, y| x * y),
-        BinaryOp::Div => zip_with(a, b, out_shape, |x, y| x / y),
-        BinaryOp::Pow => zip_with(a, b, out_shape, f32::powf),
-        BinaryOp::Gt => zip_with(a, b, out_shape, |x, y| (x > y) as u8 as f32),
-        BinaryOp::Lt => zip_with(a, b, out_shape, |x, y| (x < y) as u8 as f32),
-        BinaryOp::Eq => zip_with(a, b, out_shape, |x, y| {
+        BinaryOp::Add => zip_into(p, xa, xb, out, |x, y| x + y),
+        BinaryOp::Sub => zip_into(p, xa, xb, out, |x, y| x - y),
+        BinaryOp::Mul => zip_into(p, xa, xb, out, |x, y| x * y),
+        BinaryOp::Div => zip_into(p, xa, xb, out, |x, y| x / y),
+        BinaryOp::Pow => zip_into(p, xa, xb, out, f32::powf),
+        BinaryOp::Gt => zip_into(p, xa, xb, out, |x, y| (x > y) as u8 as f32),
+        BinaryOp::Lt => zip_into(p, xa, xb, out, |x, y| (x < y) as u8 as f32),
+        BinaryOp::Eq => zip_into(p, xa, xb, out, |x, y| {
             (((x as f64) - (y as f64)).abs() < EQ_TOLERANCE) as u8 as f32
         }),
-        BinaryOp::Max => zip_with(
-            a,
-            b,
-            out_shape,
+        BinaryOp::Max => zip_into(
+            p,
+            xa,
+            xb,
+            out,
             |x, y| {
                 if x > y || x.is_nan() {
                     x
@@ -102,10 +188,11 @@ pub(crate) fn binary(op: BinaryOp, a: &Tensor, b: &Tensor) -> Tensor {
                 }
             },
         ),
-        BinaryOp::Min => zip_with(
-            a,
-            b,
-            out_shape,
+        BinaryOp::Min => zip_into(
+            p,
+            xa,
+            xb,
+            out,
             |x, y| {
                 if x < y || x.is_nan() {
                     x
@@ -131,65 +218,64 @@ fn is_trailing_block(shape: &[usize], out: &[usize]) -> bool {
 }
 
 /// The broadcasting kernel shared by every binary op.
-fn zip_with<F>(a: &Tensor, b: &Tensor, out_shape: Vec<usize>, f: F) -> Tensor
+fn zip_into<F>(plan: &Broadcast, xa: &[f32], xb: &[f32], out: &mut [f32], f: F)
 where
     F: Fn(f32, f32) -> f32 + Sync + Copy,
 {
-    let n: usize = out_shape.iter().product();
-    let mut out = pool::scratch(n);
+    let n = out.len();
     if n == 0 {
-        return out.into_tensor(out_shape);
+        return;
     }
-    let (xa, xb) = (a.host(), b.host());
     let par = n >= PAR_THRESHOLD;
-    if xa.len() == n && xb.len() == n {
-        // Same element count and broadcast-compatible: same layout.
-        for_chunks(&mut out, PAR_CHUNK, par, |s, o| {
+    match plan {
+        Broadcast::Same => for_chunks(out, PAR_CHUNK, par, |s, o| {
             let (ca, cb) = (&xa[s..s + o.len()], &xb[s..s + o.len()]);
             for ((d, &x), &y) in o.iter_mut().zip(ca).zip(cb) {
                 *d = f(x, y);
             }
-        });
-    } else if xb.len() == 1 && xa.len() == n {
-        let y = xb[0];
-        for_chunks(&mut out, PAR_CHUNK, par, |s, o| {
-            let len = o.len();
-            for (d, &x) in o.iter_mut().zip(&xa[s..s + len]) {
-                *d = f(x, y);
-            }
-        });
-    } else if xa.len() == 1 && xb.len() == n {
-        let x = xa[0];
-        for_chunks(&mut out, PAR_CHUNK, par, |s, o| {
-            let len = o.len();
-            for (d, &y) in o.iter_mut().zip(&xb[s..s + len]) {
-                *d = f(x, y);
-            }
-        });
-    } else if xa.len() == n && is_trailing_block(b.shape(), &out_shape) {
-        let row = xb.len();
-        for_chunks(&mut out, row_chunk(row), par, |s, o| {
-            let len = o.len();
-            for (orow, arow) in o.chunks_mut(row).zip(xa[s..s + len].chunks(row)) {
-                for ((d, &x), &y) in orow.iter_mut().zip(arow).zip(xb) {
+        }),
+        Broadcast::ScalarB => {
+            let y = xb[0];
+            for_chunks(out, PAR_CHUNK, par, |s, o| {
+                let len = o.len();
+                for (d, &x) in o.iter_mut().zip(&xa[s..s + len]) {
                     *d = f(x, y);
                 }
-            }
-        });
-    } else if xb.len() == n && is_trailing_block(a.shape(), &out_shape) {
-        let row = xa.len();
-        for_chunks(&mut out, row_chunk(row), par, |s, o| {
-            let len = o.len();
-            for (orow, brow) in o.chunks_mut(row).zip(xb[s..s + len].chunks(row)) {
-                for ((d, &x), &y) in orow.iter_mut().zip(xa).zip(brow) {
+            });
+        }
+        Broadcast::ScalarA => {
+            let x = xa[0];
+            for_chunks(out, PAR_CHUNK, par, |s, o| {
+                let len = o.len();
+                for (d, &y) in o.iter_mut().zip(&xb[s..s + len]) {
                     *d = f(x, y);
                 }
-            }
-        });
-    } else {
-        strided(xa, xb, a.shape(), b.shape(), &out_shape, &mut out, f);
+            });
+        }
+        Broadcast::BlockB => {
+            let row = xb.len();
+            for_chunks(out, row_chunk(row), par, |s, o| {
+                let len = o.len();
+                for (orow, arow) in o.chunks_mut(row).zip(xa[s..s + len].chunks(row)) {
+                    for ((d, &x), &y) in orow.iter_mut().zip(arow).zip(xb) {
+                        *d = f(x, y);
+                    }
+                }
+            });
+        }
+        Broadcast::BlockA => {
+            let row = xa.len();
+            for_chunks(out, row_chunk(row), par, |s, o| {
+                let len = o.len();
+                for (orow, brow) in o.chunks_mut(row).zip(xb[s..s + len].chunks(row)) {
+                    for ((d, &x), &y) in orow.iter_mut().zip(xa).zip(brow) {
+                        *d = f(x, y);
+                    }
+                }
+            });
+        }
+        Broadcast::Strided { shape, strides } => strided(xa, xb, shape, strides, out, f),
     }
-    out.into_tensor(out_shape)
 }
 
 /// General broadcasting: walks the output row by row (rows along the last
@@ -197,19 +283,13 @@ where
 fn strided<F>(
     xa: &[f32],
     xb: &[f32],
-    sa: &[usize],
-    sb: &[usize],
-    out_shape: &[usize],
+    shape: &[usize],
+    strides: &[Vec<usize>; 2],
     out: &mut [f32],
     f: F,
 ) where
     F: Fn(f32, f32) -> f32 + Sync + Copy,
 {
-    let strides = [
-        broadcast_strides(sa, out_shape),
-        broadcast_strides(sb, out_shape),
-    ];
-    let (shape, strides) = coalesce(out_shape, &strides);
     let r = shape.len();
     let row = shape[r - 1];
     let (ia, ib) = (strides[0][r - 1], strides[1][r - 1]);

@@ -22,9 +22,10 @@
 //! they do not pay for a thread hand-off. A batch of small products is spread
 //! over rayon threads one product per task instead.
 
+use super::layout::{permute_into, PermutePlan};
 use super::pool;
 use crate::shape::{broadcast_shapes, broadcast_strides, offset_of};
-use crate::tensor::Tensor;
+use crate::tensor::{numel_of, Tensor};
 use rayon::prelude::*;
 
 /// Multiply-adds (m·n·k) from which a single product uses every thread.
@@ -114,7 +115,86 @@ pub(crate) fn sgemm_t(
 ///
 /// Panics on invalid shapes (the runtime checks first).
 pub(crate) fn matmul(a: &Tensor, b: &Tensor) -> Tensor {
-    matmul_t(a, Layout::Plain, b, Layout::Plain)
+    let plan = MatmulPlan::new(a.shape(), Layout::Plain, b.shape(), Layout::Plain);
+    let mut out = pool::scratch(plan.out_len());
+    matmul_into(&plan, a.host(), b.host(), &mut out);
+    out.into_tensor(plan.out_shape)
+}
+
+/// The products [`matmul_op`] runs for given shapes and transpose flags: which
+/// operand is copied with its last two axes swapped first, and the product.
+#[derive(Clone, Debug)]
+pub(crate) struct MatmulOpPlan {
+    /// The swap of `a` copied first (a transposed left operand of a
+    /// matrix-vector product), when it moves elements.
+    pub(crate) swap_a: Option<PermutePlan>,
+    /// The swap of `b` copied first (every transposed right operand), when it
+    /// moves elements.
+    pub(crate) swap_b: Option<PermutePlan>,
+    /// The product of the (swapped) operands.
+    pub(crate) product: MatmulPlan,
+}
+
+/// The permutation swapping the last two of `rank` axes.
+fn swap_last_two(rank: usize) -> Vec<usize> {
+    let mut perm: Vec<usize> = (0..rank).collect();
+    perm.swap(rank - 2, rank - 1);
+    perm
+}
+
+impl MatmulOpPlan {
+    /// The plan of `matmul_op(a, transpose_a, b, transpose_b)` for operands of
+    /// shapes `sa` and `sb` (panics on invalid shapes).
+    pub(crate) fn new(
+        sa: &[usize],
+        transpose_a: bool,
+        sb: &[usize],
+        transpose_b: bool,
+    ) -> MatmulOpPlan {
+        assert!(
+            sa.len() >= 2 && sb.len() >= 2,
+            "matmul: operands need rank >= 2, got {sa:?} and {sb:?}"
+        );
+        let n = if transpose_b {
+            sb[sb.len() - 2]
+        } else {
+            sb[sb.len() - 1]
+        };
+        let swap = |s: &[usize]| PermutePlan::new(s, &swap_last_two(s.len()));
+        let (swap_b, b_shape) = if transpose_b {
+            let p = swap(sb);
+            let shape = p.out_shape.clone();
+            (p.moves().then_some(p), shape)
+        } else {
+            (None, sb.to_vec())
+        };
+        let (swap_a, product) = if transpose_a && n > 1 {
+            (
+                None,
+                MatmulPlan::new(sa, Layout::Transposed, &b_shape, Layout::Plain),
+            )
+        } else if transpose_a {
+            let p = swap(sa);
+            let product = MatmulPlan::new(&p.out_shape, Layout::Plain, &b_shape, Layout::Plain);
+            (p.moves().then_some(p), product)
+        } else {
+            (
+                None,
+                MatmulPlan::new(sa, Layout::Plain, &b_shape, Layout::Plain),
+            )
+        };
+        MatmulOpPlan {
+            swap_a,
+            swap_b,
+            product,
+        }
+    }
+
+    /// Scratch elements needed for the swapped copies of `a` and of `b`.
+    pub(crate) fn scratch_lens(&self) -> (usize, usize) {
+        let len = |p: &Option<PermutePlan>| p.as_ref().map_or(0, |p| numel_of(&p.out_shape));
+        (len(&self.swap_a), len(&self.swap_b))
+    }
 }
 
 /// [`matmul`] of `a` and `b`, each with its last two axes swapped first when
@@ -127,90 +207,170 @@ pub(crate) fn matmul(a: &Tensor, b: &Tensor) -> Tensor {
 /// layouts the GEMM library picks kernels that sum in another order, and the
 /// results would differ from `matmul` of the permuted operands in the last bits.
 pub(crate) fn matmul_op(a: &Tensor, transpose_a: bool, b: &Tensor, transpose_b: bool) -> Tensor {
-    let n = if transpose_b {
-        b.shape()[b.rank() - 2]
-    } else {
-        b.shape()[b.rank() - 1]
+    let plan = MatmulOpPlan::new(a.shape(), transpose_a, b.shape(), transpose_b);
+    let (na, nb) = plan.scratch_lens();
+    let (mut sa, mut sb) = (pool::scratch(na), pool::scratch(nb));
+    let mut out = pool::scratch(plan.product.out_len());
+    matmul_op_into(&plan, a.host(), b.host(), &mut sa, &mut sb, &mut out);
+    out.into_tensor(plan.product.out_shape)
+}
+
+/// [`matmul_op`] on slices: `scratch_a` and `scratch_b` hold the swapped
+/// copies ([`MatmulOpPlan::scratch_lens`] elements each).
+pub(crate) fn matmul_op_into(
+    plan: &MatmulOpPlan,
+    a: &[f32],
+    b: &[f32],
+    scratch_a: &mut [f32],
+    scratch_b: &mut [f32],
+    out: &mut [f32],
+) {
+    let a = match &plan.swap_a {
+        Some(p) => {
+            permute_into(p, a, scratch_a);
+            &*scratch_a
+        }
+        None => a,
     };
-    let swapped = |x: &Tensor| {
-        let r = x.rank();
-        let mut perm: Vec<usize> = (0..r).collect();
-        perm.swap(r - 2, r - 1);
-        super::layout::permute(x, &perm)
+    let b = match &plan.swap_b {
+        Some(p) => {
+            permute_into(p, b, scratch_b);
+            &*scratch_b
+        }
+        None => b,
     };
-    let b = if transpose_b { swapped(b) } else { b.clone() };
-    if transpose_a && n > 1 {
-        matmul_t(a, Layout::Transposed, &b, Layout::Plain)
-    } else if transpose_a {
-        matmul(&swapped(a), &b)
-    } else {
-        matmul(a, &b)
+    matmul_into(&plan.product, a, b, out);
+}
+
+/// How a batched product walks its batch.
+#[derive(Clone, Debug)]
+enum Batching {
+    /// Nothing to multiply (an empty result, or k = 0): the output is zeros.
+    Zeros,
+    /// One shared right operand: the batch folds into the rows of one GEMM.
+    Folded,
+    /// One GEMM per batch element, each operand read at its broadcast offset.
+    PerElement {
+        /// The broadcast batch shape.
+        batch: Vec<usize>,
+        /// Element strides of `a`'s matrices over `batch`.
+        stride_a: Vec<usize>,
+        /// Element strides of `b`'s matrices over `batch`.
+        stride_b: Vec<usize>,
+    },
+}
+
+/// A batched product's sizes, layouts and batch walk, decided from the shapes.
+#[derive(Clone, Debug)]
+pub(crate) struct MatmulPlan {
+    m: usize,
+    n: usize,
+    k: usize,
+    la: Layout,
+    lb: Layout,
+    /// Batch elements.
+    nb: usize,
+    batching: Batching,
+    /// The result's shape.
+    pub(crate) out_shape: Vec<usize>,
+}
+
+impl MatmulPlan {
+    /// The plan of `op(a)·op(b)`, where a [`Layout::Transposed`] operand is
+    /// used with its last two axes swapped (read through strides): `a` is
+    /// `[..., m, k]` (or `[..., k, m]` when transposed), `b` `[..., k, n]` (or
+    /// `[..., n, k]`) → `[batch..., m, n]`.
+    ///
+    /// Panics on invalid shapes (the runtime checks first).
+    pub(crate) fn new(sa: &[usize], la: Layout, sb: &[usize], lb: Layout) -> MatmulPlan {
+        assert!(
+            sa.len() >= 2 && sb.len() >= 2,
+            "matmul: operands need rank >= 2, got {sa:?} and {sb:?}"
+        );
+        let last2 = |s: &[usize], l: Layout| {
+            let (r, c) = (s[s.len() - 2], s[s.len() - 1]);
+            match l {
+                Layout::Plain => (r, c),
+                Layout::Transposed => (c, r),
+            }
+        };
+        let (m, k) = last2(sa, la);
+        let (k2, n) = last2(sb, lb);
+        assert_eq!(k, k2, "matmul: inner sizes differ in {sa:?} x {sb:?}");
+        let (ba, bb) = (&sa[..sa.len() - 2], &sb[..sb.len() - 2]);
+        let batch = broadcast_shapes(ba, bb)
+            .unwrap_or_else(|| panic!("matmul: batch axes of {sa:?} and {sb:?} do not broadcast"));
+        let nb: usize = batch.iter().product();
+        let mut out_shape = batch.clone();
+        out_shape.extend([m, n]);
+        let batching = if nb * m * n == 0 || k == 0 {
+            Batching::Zeros
+        } else if numel_of(bb) == 1 && numel_of(ba) == nb && la == Layout::Plain {
+            Batching::Folded
+        } else {
+            let stride_a = broadcast_strides(ba, &batch)
+                .iter()
+                .map(|s| s * m * k)
+                .collect();
+            let stride_b = broadcast_strides(bb, &batch)
+                .iter()
+                .map(|s| s * k * n)
+                .collect();
+            Batching::PerElement {
+                batch,
+                stride_a,
+                stride_b,
+            }
+        };
+        MatmulPlan {
+            m,
+            n,
+            k,
+            la,
+            lb,
+            nb,
+            batching,
+            out_shape,
+        }
+    }
+
+    /// The result's element count.
+    pub(crate) fn out_len(&self) -> usize {
+        self.nb * self.m * self.n
     }
 }
 
-/// [`matmul`] of `op(a)` and `op(b)`, where a [`Layout::Transposed`] operand
-/// is used with its last two axes swapped (read through strides, not copied):
-/// `a` is `[..., m, k]` (or `[..., k, m]` when transposed), `b` `[..., k, n]`
-/// (or `[..., n, k]`) → `[batch..., m, n]`.
-///
-/// Panics on invalid shapes (the runtime checks first).
-pub(crate) fn matmul_t(a: &Tensor, la: Layout, b: &Tensor, lb: Layout) -> Tensor {
-    let (sa, sb) = (a.shape(), b.shape());
-    assert!(
-        sa.len() >= 2 && sb.len() >= 2,
-        "matmul: operands need rank >= 2, got {sa:?} and {sb:?}"
-    );
-    let last2 = |s: &[usize], l: Layout| {
-        let (r, c) = (s[s.len() - 2], s[s.len() - 1]);
-        match l {
-            Layout::Plain => (r, c),
-            Layout::Transposed => (c, r),
-        }
-    };
-    let (m, k) = last2(sa, la);
-    let (k2, n) = last2(sb, lb);
-    assert_eq!(k, k2, "matmul: inner sizes differ in {sa:?} x {sb:?}");
-    let (ba, bb) = (&sa[..sa.len() - 2], &sb[..sb.len() - 2]);
-    let batch = broadcast_shapes(ba, bb)
-        .unwrap_or_else(|| panic!("matmul: batch axes of {sa:?} and {sb:?} do not broadcast"));
-    let nb: usize = batch.iter().product();
-    let mut out_shape = batch.clone();
-    out_shape.extend([m, n]);
-    if nb * m * n == 0 || k == 0 {
-        return pool::zeroed(nb * m * n).into_tensor(out_shape);
-    }
-    // Every element is written below (the GEMM overwrites its destination).
-    let mut out = pool::scratch(nb * m * n);
-    let (xa, xb) = (a.host(), b.host());
-    let b_batch: usize = bb.iter().product();
-    let a_batch: usize = ba.iter().product();
+/// The product `plan` describes of `xa` and `xb`, into `out`
+/// ([`MatmulPlan::out_len`] elements, every one written).
+pub(crate) fn matmul_into(plan: &MatmulPlan, xa: &[f32], xb: &[f32], out: &mut [f32]) {
+    let &MatmulPlan {
+        m,
+        n,
+        k,
+        la,
+        lb,
+        nb,
+        ..
+    } = plan;
     let flops = m * n * k;
-    if b_batch == 1 && a_batch == nb && la == Layout::Plain {
-        // One shared right operand: fold the batch into the rows of a single GEMM.
-        sgemm_t(
-            nb * m,
-            n,
-            k,
-            xa,
-            la,
-            xb,
-            lb,
-            &mut out,
-            nb * flops >= PAR_FLOPS,
-        );
-        return out.into_tensor(out_shape);
-    }
-    let stride_a: Vec<usize> = broadcast_strides(ba, &batch)
-        .iter()
-        .map(|s| s * m * k)
-        .collect();
-    let stride_b: Vec<usize> = broadcast_strides(bb, &batch)
-        .iter()
-        .map(|s| s * k * n)
-        .collect();
+    let (stride_a, stride_b, batch) = match &plan.batching {
+        Batching::Zeros => {
+            out.fill(0.0);
+            return;
+        }
+        Batching::Folded => {
+            sgemm_t(nb * m, n, k, xa, la, xb, lb, out, nb * flops >= PAR_FLOPS);
+            return;
+        }
+        Batching::PerElement {
+            batch,
+            stride_a,
+            stride_b,
+        } => (stride_a, stride_b, batch),
+    };
     let one = |i: usize, c: &mut [f32], parallel: bool| {
-        let pa = offset_of(i, &batch, &stride_a);
-        let pb = offset_of(i, &batch, &stride_b);
+        let pa = offset_of(i, batch, stride_a);
+        let pb = offset_of(i, batch, stride_b);
         sgemm_t(
             m,
             n,
@@ -236,5 +396,4 @@ pub(crate) fn matmul_t(a: &Tensor, la: Layout, b: &Tensor, lb: Layout) -> Tensor
             one(i, c, false);
         }
     }
-    out.into_tensor(out_shape)
 }

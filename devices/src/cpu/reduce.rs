@@ -9,7 +9,7 @@
 
 use super::{pool, PAR_CHUNK, PAR_THRESHOLD};
 use crate::backend::ReduceOp;
-use crate::tensor::Tensor;
+use crate::tensor::{numel_of, Tensor};
 use rayon::prelude::*;
 
 /// Output elements per block in strided (inner > 1) axis reductions.
@@ -34,6 +34,11 @@ struct Fold<A, S, C, F> {
     finish: F,
 }
 
+/// Chunks whose partial results are computed together (in parallel) before
+/// being combined in order into the running total: bounds the partial results
+/// kept at once, so a full reduction needs no heap memory.
+const PARTS_AT_ONCE: usize = 64;
+
 impl<A, S, C, F> Fold<A, S, C, F>
 where
     A: Copy + Send + Sync,
@@ -41,26 +46,40 @@ where
     C: Fn(A, A) -> A + Sync,
     F: Fn(A, usize) -> f32 + Sync,
 {
-    /// Over every element in row-major order → shape `[]`.
+    /// Over every element in row-major order → one value. The partial result
+    /// of each [`PAR_CHUNK`] chunk is combined in chunk order, whatever the
+    /// thread count.
     fn all(&self, x: &[f32]) -> f32 {
-        let part = |(ci, c): (usize, &[f32])| {
+        let part = |ci: usize, c: &[f32]| {
             c.iter().enumerate().fold(self.init, |acc, (i, &v)| {
                 (self.step)(acc, v, ci * PAR_CHUNK + i)
             })
         };
-        let parts: Vec<A> = if x.len() >= PAR_THRESHOLD {
-            x.par_chunks(PAR_CHUNK).enumerate().map(part).collect()
+        let mut total = self.init;
+        if x.len() >= PAR_THRESHOLD {
+            let mut parts = [self.init; PARTS_AT_ONCE];
+            for (g, group) in x.chunks(PAR_CHUNK * PARTS_AT_ONCE).enumerate() {
+                let count = group.len().div_ceil(PAR_CHUNK);
+                parts[..count]
+                    .par_iter_mut()
+                    .zip(group.par_chunks(PAR_CHUNK))
+                    .enumerate()
+                    .for_each(|(i, (p, c))| *p = part(g * PARTS_AT_ONCE + i, c));
+                total = parts[..count]
+                    .iter()
+                    .fold(total, |a, &b| (self.combine)(a, b));
+            }
         } else {
-            x.chunks(PAR_CHUNK).enumerate().map(part).collect()
-        };
-        let total = parts
-            .into_iter()
-            .fold(self.init, |a, b| (self.combine)(a, b));
+            for (ci, c) in x.chunks(PAR_CHUNK).enumerate() {
+                total = (self.combine)(total, part(ci, c));
+            }
+        }
         (self.finish)(total, x.len())
     }
 
-    /// Along `axis` of `shape` → `shape` without that axis.
-    fn axis(&self, x: &[f32], shape: &[usize], axis: usize) -> Tensor {
+    /// Along `axis` of `shape` (the shape of `x`) into `out` (the element
+    /// count of `shape` without that axis; every element written).
+    fn axis_into(&self, x: &[f32], shape: &[usize], axis: usize, out: &mut [f32]) {
         assert!(
             axis < shape.len(),
             "reduce: axis {axis} out of range for {shape:?}"
@@ -68,10 +87,7 @@ where
         let outer: usize = shape[..axis].iter().product();
         let n = shape[axis];
         let inner: usize = shape[axis + 1..].iter().product();
-        let mut out_shape = shape.to_vec();
-        out_shape.remove(axis);
-        // Every output element is written below.
-        let mut out = pool::scratch(outer * inner);
+        assert_eq!(out.len(), outer * inner, "reduce: output length differs");
         let par = x.len() >= PAR_THRESHOLD;
         if inner == 1 {
             let row = |(o, d): (usize, &mut f32)| {
@@ -89,14 +105,15 @@ where
             }
         } else if !out.is_empty() {
             let block = |o: usize, c0: usize, dst: &mut [f32]| {
-                let mut acc = vec![self.init; dst.len()];
+                let mut acc = [self.init; COL_BLOCK];
+                let acc = &mut acc[..dst.len()];
                 for j in 0..n {
                     let base = (o * n + j) * inner + c0;
                     for (a, &v) in acc.iter_mut().zip(&x[base..base + dst.len()]) {
                         *a = (self.step)(*a, v, j);
                     }
                 }
-                for (d, a) in dst.iter_mut().zip(acc) {
+                for (d, &a) in dst.iter_mut().zip(acc.iter()) {
                     *d = (self.finish)(a, n);
                 }
             };
@@ -114,19 +131,62 @@ where
                 }
             }
         }
-        out.into_tensor(out_shape)
     }
 
-    fn run(&self, x: &Tensor, axis: Option<usize>) -> Tensor {
+    /// Along `axis` of `shape`, or over everything when `axis` is `None`, into
+    /// `out`.
+    fn run_into(&self, x: &[f32], shape: &[usize], axis: Option<usize>, out: &mut [f32]) {
         match axis {
-            None => Tensor::scalar(self.all(x.host())),
-            Some(ax) => self.axis(x.host(), x.shape(), ax),
+            None => out[0] = self.all(x),
+            Some(ax) => self.axis_into(x, shape, ax, out),
         }
     }
 }
 
+/// The shape of reducing `shape` along `axis` (removed), or over everything
+/// (`[]`).
+pub(crate) fn reduced_shape(shape: &[usize], axis: Option<usize>) -> Vec<usize> {
+    match axis {
+        None => Vec::new(),
+        Some(ax) => {
+            assert!(
+                ax < shape.len(),
+                "reduce: axis {ax} out of range for {shape:?}"
+            );
+            let mut s = shape.to_vec();
+            s.remove(ax);
+            s
+        }
+    }
+}
+
+/// A reduction kernel's result as a tensor: `into(x, shape, out)` fills it.
+fn reduce_tensor(
+    x: &Tensor,
+    axis: Option<usize>,
+    into: impl FnOnce(&[f32], &[usize], &mut [f32]),
+) -> Tensor {
+    let shape = reduced_shape(x.shape(), axis);
+    let mut out = pool::scratch(numel_of(&shape));
+    into(x.host(), x.shape(), &mut out);
+    out.into_tensor(shape)
+}
+
 /// `op` along `axis` (removed from the shape) or over everything (shape `[]`).
 pub(crate) fn reduce(op: ReduceOp, x: &Tensor, axis: Option<usize>) -> Tensor {
+    reduce_tensor(x, axis, |src, shape, out| {
+        reduce_into(op, src, shape, axis, out)
+    })
+}
+
+/// [`reduce`] of `x` (of `shape`) into `out` (the reduced shape's element count).
+pub(crate) fn reduce_into(
+    op: ReduceOp,
+    x: &[f32],
+    shape: &[usize],
+    axis: Option<usize>,
+    out: &mut [f32],
+) {
     let sum = |a: f64, v: f32, _| a + v as f64;
     let add = |a: f64, b: f64| a + b;
     match op {
@@ -136,28 +196,28 @@ pub(crate) fn reduce(op: ReduceOp, x: &Tensor, axis: Option<usize>) -> Tensor {
             combine: add,
             finish: |a: f64, _| a as f32,
         }
-        .run(x, axis),
+        .run_into(x, shape, axis, out),
         ReduceOp::Mean => Fold {
             init: 0.0f64,
             step: sum,
             combine: add,
             finish: |a: f64, n: usize| (a / n.max(1) as f64) as f32,
         }
-        .run(x, axis),
+        .run_into(x, shape, axis, out),
         ReduceOp::Prod => Fold {
             init: 1.0f64,
             step: |a: f64, v: f32, _| a * v as f64,
             combine: |a: f64, b: f64| a * b,
             finish: |a: f64, _| a as f32,
         }
-        .run(x, axis),
+        .run_into(x, shape, axis, out),
         ReduceOp::Max => Fold {
             init: f32::NEG_INFINITY,
             step: |a: f32, v: f32, _| max_nan(a, v),
             combine: max_nan,
             finish: |a: f32, _| a,
         }
-        .run(x, axis),
+        .run_into(x, shape, axis, out),
     }
 }
 
@@ -165,6 +225,13 @@ pub(crate) fn reduce(op: ReduceOp, x: &Tensor, axis: Option<usize>) -> Tensor {
 /// over everything. NaN is never greater than anything; an empty or all-NaN
 /// reduction gives 0.
 pub(crate) fn argmax(x: &Tensor, axis: Option<usize>) -> Tensor {
+    reduce_tensor(x, axis, |src, shape, out| {
+        argmax_into(src, shape, axis, out)
+    })
+}
+
+/// [`argmax`] of `x` (of `shape`) into `out`.
+pub(crate) fn argmax_into(x: &[f32], shape: &[usize], axis: Option<usize>, out: &mut [f32]) {
     // (best value, its index); strict > keeps the first maximum.
     Fold {
         init: (f32::NEG_INFINITY, usize::MAX),
@@ -184,27 +251,18 @@ pub(crate) fn argmax(x: &Tensor, axis: Option<usize>) -> Tensor {
         },
         finish: |a: (f32, usize), _| if a.1 == usize::MAX { 0.0 } else { a.1 as f32 },
     }
-    .run(x, axis)
+    .run_into(x, shape, axis, out)
 }
 
-/// Sum of `x` (row-major data of `shape`) along `axis`, accumulated in f64.
-pub(crate) fn sum_axis(x: &[f32], shape: &[usize], axis: usize) -> Tensor {
-    Fold {
-        init: 0.0f64,
-        step: |a: f64, v: f32, _| a + v as f64,
-        combine: |a: f64, b: f64| a + b,
-        finish: |a: f64, _| a as f32,
-    }
-    .axis(x, shape, axis)
+/// Sum of `x` (row-major data of `shape`) along `axis` into `out`, accumulated
+/// in f64.
+pub(crate) fn sum_axis_into(x: &[f32], shape: &[usize], axis: usize, out: &mut [f32]) {
+    reduce_into(ReduceOp::Sum, x, shape, Some(axis), out)
 }
 
 /// Sum of every element of `x`, accumulated in f64.
 pub(crate) fn sum_all(x: &[f32]) -> f32 {
-    Fold {
-        init: 0.0f64,
-        step: |a: f64, v: f32, _| a + v as f64,
-        combine: |a: f64, b: f64| a + b,
-        finish: |a: f64, _| a as f32,
-    }
-    .all(x)
+    let mut out = [0.0f32];
+    reduce_into(ReduceOp::Sum, x, &[x.len()], None, &mut out);
+    out[0]
 }
