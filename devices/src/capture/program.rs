@@ -64,6 +64,15 @@ impl BackendReplay {
     }
 }
 
+/// The Adam step of replay run `run` (0-based) of a call recorded as `recorded`
+/// in the last recorded iteration: its update count is `run + 1` higher.
+pub fn adam_step_of_run(recorded: &crate::AdamStep, run: u64) -> crate::AdamStep {
+    crate::AdamStep {
+        t: recorded.t + run + 1,
+        ..*recorded
+    }
+}
+
 /// For each call, the computed values (not inputs, not live at the end) whose
 /// last use it is.
 pub fn dead_after(plan: &StepPlan) -> Vec<Vec<ValueId>> {
@@ -146,10 +155,7 @@ impl StepProgram for BackendReplay {
                     vec![mask.unwrap_or_else(|| panic!("the backend stopped making dropout masks"))]
                 }
                 Op::AdamUpdate(step) => {
-                    let step = crate::AdamStep {
-                        t: step.t + self.runs,
-                        ..*step
-                    };
+                    let step = adam_step_of_run(step, self.runs);
                     let (mut p, mut m, mut v) = (ins[0].clone(), ins[2].clone(), ins[3].clone());
                     drop(ins);
                     b.adam_update(&mut p, &self.get(call.inputs[1]), &mut m, &mut v, &step)?;

@@ -171,6 +171,14 @@ impl Recorder {
     }
 }
 
+impl Drop for Recorder {
+    /// Stops noting host reads (when [`Recorder::finish`] was not reached, as
+    /// when the step panicked).
+    fn drop(&mut self) {
+        NOTING.with(|n| n.set(false));
+    }
+}
+
 /// The single output of a kernel that returns one tensor.
 fn one(t: &Tensor) -> Vec<&Tensor> {
     vec![t]

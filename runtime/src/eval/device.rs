@@ -49,6 +49,9 @@ pub struct DeviceContext {
     /// (block start, operation) pairs already reported as W0503 this run.
     warned_fallbacks: HashSet<(usize, &'static str)>,
     cpu: Arc<dyn Backend>,
+    /// While a `train` step is recorded: the recorder standing in for the
+    /// active device's backend (and the CPU's, when that is the device).
+    recording: Option<(DeviceKind, Arc<dyn Backend>)>,
 }
 
 impl Default for DeviceContext {
@@ -65,12 +68,29 @@ impl DeviceContext {
             warned_blocks: HashSet::new(),
             warned_fallbacks: HashSet::new(),
             cpu: mlpl_devices::cpu(),
+            recording: None,
         }
+    }
+
+    /// Routes every kernel of the active device through `recorder` (a
+    /// [`mlpl_devices::capture::Recorder`]) until called again with `None`.
+    pub fn set_recording(&mut self, recorder: Option<Arc<dyn Backend>>) {
+        self.recording = recorder.map(|r| (self.active().kind, r));
+    }
+
+    /// The recorder, when one stands in for a device of `kind`.
+    fn recorder_for(&self, kind: DeviceKind) -> Option<Arc<dyn Backend>> {
+        self.recording
+            .as_ref()
+            .filter(|(k, _)| *k == kind)
+            .map(|(_, r)| r.clone())
     }
 
     /// Resets per-run state; `default` is the device for code outside blocks.
     pub fn begin_run(&mut self, default: Option<DeviceTarget>) {
         self.stack.clear();
+        // A run that panicked while recording left its recorder here.
+        self.recording = None;
         self.warned_blocks.clear();
         self.warned_fallbacks.clear();
         if let Some(d) = default {
@@ -100,6 +120,9 @@ impl DeviceContext {
 
     /// The backend that runs operations for `target` (the CPU when unavailable).
     pub fn backend(&self, target: DeviceTarget) -> Arc<dyn Backend> {
+        if let Some(r) = self.recorder_for(target.kind) {
+            return r;
+        }
         self.device_backend(target)
             .unwrap_or_else(|_| self.cpu.clone())
     }
@@ -140,7 +163,8 @@ impl DeviceContext {
 
     /// The CPU backend (host builtins always run there).
     pub fn cpu(&self) -> Arc<dyn Backend> {
-        self.cpu.clone()
+        self.recorder_for(DeviceKind::Cpu)
+            .unwrap_or_else(|| self.cpu.clone())
     }
 }
 

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+use super::capture::{self, Recording, Replay};
 use super::{ops, Interp};
 use crate::data::experiments::{self, ParamInfo, RunRecord};
 use crate::diag::{Diagnostic, Span};
@@ -48,7 +49,9 @@ pub fn repeat(it: &mut Interp, count: &Expr, body: &Block) -> Result<Value, Diag
 }
 
 /// `train N { body }`: binds `step`, records each iteration's loss and binds
-/// `last_losses` after the loop.
+/// `last_losses` after the loop. The outermost loop of a run captures its step
+/// when it can (see [`super::capture`]): iterations 1 and 2 are recorded, the
+/// rest replayed.
 pub fn train(it: &mut Interp, count: &Expr, body: &Block) -> Result<Value, Diagnostic> {
     let n = loop_count(it, count)?;
     let mut losses = Vec::with_capacity(n);
@@ -58,16 +61,49 @@ pub fn train(it: &mut Interp, count: &Expr, body: &Block) -> Result<Value, Diagn
     if let Some(o) = it.observer_mut() {
         o.on_train_start(n, depth);
     }
+    let why_eager = capture_ineligible(it, n, depth, body);
+    if let Some(why) = &why_eager {
+        report_mode(it, depth, Some(why), false, body);
+    }
+    let mut recording = why_eager.is_none().then(Recording::default);
+    let mut replay: Option<Replay> = None;
     let result = (|| {
         for step in 0..n {
             it.check_cancel(body.span)?;
             let started = std::time::Instant::now();
-            it.ws.assign("step", Value::exact(step as f64), false);
-            last = it.block(&body.stmts)?;
-            let loss = recorded_loss(&last, body)?;
+            let loss = if let Some(r) = replay.as_mut() {
+                r.step(body.span)?
+            } else {
+                it.ws.assign("step", Value::exact(step as f64), false);
+                last = match recording.as_mut() {
+                    Some(rec) if step < 2 => {
+                        let (value, trace) = capture::recorded(it, |it| it.block(&body.stmts));
+                        let value = value?;
+                        if step == 0 {
+                            rec.first_done(it, trace);
+                        } else {
+                            let lr = it.peek_reported_lr();
+                            let rec = recording.take().expect("recording");
+                            match rec.second_done(it, trace, &value, lr) {
+                                Ok(r) => {
+                                    replay = Some(r);
+                                    report_mode(it, depth, None, false, body);
+                                }
+                                Err(why) => report_mode(it, depth, Some(&why), true, body),
+                            }
+                        }
+                        value
+                    }
+                    _ => it.block(&body.stmts)?,
+                };
+                recorded_loss(&last, body)?
+            };
             losses.push(loss);
             if it.observer_mut().is_some() {
-                let lr = it.take_reported_lr();
+                let lr = match &replay {
+                    Some(r) if step >= 2 => r.lr,
+                    _ => it.take_reported_lr(),
+                };
                 let ms = started.elapsed().as_secs_f64() * 1e3;
                 if let Some(o) = it.observer_mut() {
                     o.on_step(step + 1, n, f64::from(loss), lr, ms);
@@ -76,6 +112,22 @@ pub fn train(it: &mut Interp, count: &Expr, body: &Block) -> Result<Value, Diagn
         }
         Ok(())
     })();
+    if let Some(r) = replay.take() {
+        let written = r.finish(it, body.span);
+        it.ws.assign(
+            "step",
+            Value::exact(losses.len().saturating_sub(1) as f64),
+            false,
+        );
+        match written {
+            Ok(v) => last = v,
+            Err(e) if result.is_ok() => {
+                it.train_depth -= 1;
+                return Err(e);
+            }
+            Err(_) => {}
+        }
+    }
     it.train_depth -= 1;
     if it.train_depth == 0 {
         // The loop's reused kernel buffers are not needed any more.
@@ -90,25 +142,61 @@ pub fn train(it: &mut Interp, count: &Expr, body: &Block) -> Result<Value, Diagn
     Ok(last)
 }
 
+/// Tells the observer how the loop's iterations run from now on (captured when
+/// `reason` is `None`).
+fn report_mode(
+    it: &mut Interp,
+    depth: usize,
+    reason: Option<&str>,
+    guard_failed: bool,
+    body: &Block,
+) {
+    if let Some(o) = it.observer_mut() {
+        o.on_step_mode(&super::StepMode {
+            depth,
+            captured: reason.is_none(),
+            reason,
+            guard_failed,
+            span: body.span,
+        });
+    }
+}
+
+/// Why this loop runs every iteration eagerly, or `None` when it records its
+/// first two iterations to capture the step.
+fn capture_ineligible(it: &Interp, n: usize, depth: usize, body: &Block) -> Option<String> {
+    if !it.capture_steps {
+        return Some("step capture is turned off".into());
+    }
+    if depth > 1 || it.tape.is_some() {
+        return Some("only the outermost `train` loop is captured".into());
+    }
+    if n < 3 {
+        return Some("fewer than 3 iterations: nothing to replay".into());
+    }
+    capture::static_reason(body)
+}
+
 /// The loss recorded for one iteration: a scalar itself, otherwise the mean.
 fn recorded_loss(v: &Value, body: &Block) -> Result<f32, Diagnostic> {
-    match v {
-        Value::Array(a) => Ok(match a.scalar_value() {
-            Some(x) => x as f32,
-            None => {
-                let data = a.to_f32();
-                (data.iter().map(|&x| x as f64).sum::<f64>() / data.len().max(1) as f64) as f32
-            }
-        }),
-        other => Err(
-            Diagnostic::error("E0307", "loop body did not end with an array")
-                .at(
-                    last_stmt_span(body),
-                    format!("this is a {}", other.kind_name()),
-                )
-                .note("the last statement of a `train` body is the iteration's loss"),
-        ),
-    }
+    recorded_loss_of(v).ok_or_else(|| {
+        Diagnostic::error("E0307", "loop body did not end with an array")
+            .at(last_stmt_span(body), format!("this is a {}", v.kind_name()))
+            .note("the last statement of a `train` body is the iteration's loss")
+    })
+}
+
+/// The loss recorded for an iteration whose body ended with `v`: a scalar
+/// itself, otherwise the mean of its elements; `None` when `v` is not an array.
+pub(super) fn recorded_loss_of(v: &Value) -> Option<f32> {
+    let Value::Array(a) = v else { return None };
+    Some(match a.scalar_value() {
+        Some(x) => x as f32,
+        None => {
+            let data = a.to_f32();
+            (data.iter().map(|&x| x as f64).sum::<f64>() / data.len().max(1) as f64) as f32
+        }
+    })
 }
 
 fn last_stmt_span(body: &Block) -> Span {

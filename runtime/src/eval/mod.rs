@@ -5,6 +5,7 @@
 //! named-axis rules and dispatches to a device backend.
 
 mod call;
+pub mod capture;
 mod device;
 mod loops;
 pub mod loss;
@@ -15,7 +16,7 @@ mod workspace;
 
 pub use call::{split_names, Arg, ArgValue, Call};
 pub use device::DeviceContext;
-pub use observer::RunObserver;
+pub use observer::{RunObserver, StepMode};
 pub use suggest::closest as closest_name;
 pub use workspace::{OptimState, Workspace};
 
@@ -52,6 +53,9 @@ pub struct Interp {
     observer: Option<Box<dyn RunObserver>>,
     /// The learning rate last reported by an optimizer in this `train` iteration.
     reported_lr: Option<f64>,
+    /// Whether `train` loops capture their step and replay it (on by default;
+    /// off, every iteration is interpreted).
+    pub capture_steps: bool,
 }
 
 impl Default for Interp {
@@ -75,6 +79,7 @@ impl Interp {
             next_tape_id: 0,
             observer: None,
             reported_lr: None,
+            capture_steps: true,
         }
     }
 
@@ -109,6 +114,17 @@ impl Interp {
     /// each iteration reports its own).
     pub(crate) fn take_reported_lr(&mut self) -> Option<f64> {
         self.reported_lr.take().or_else(|| {
+            self.ws
+                .get("lr")
+                .and_then(Value::as_array)
+                .and_then(Array::scalar_value)
+        })
+    }
+
+    /// The learning rate to report for the iteration that just ended, without
+    /// taking it.
+    pub(crate) fn peek_reported_lr(&self) -> Option<f64> {
+        self.reported_lr.or_else(|| {
             self.ws
                 .get("lr")
                 .and_then(Value::as_array)

@@ -26,7 +26,26 @@ pub trait RunObserver: Send {
     ) {
     }
 
+    /// How the steps of the running `train` loop are executed from now on.
+    fn on_step_mode(&mut self, _mode: &StepMode<'_>) {}
+
     /// A `train` loop ended after `completed` of `total` iterations (fewer when it
     /// failed or was cancelled).
     fn on_train_end(&mut self, _completed: usize, _total: usize, _depth: usize) {}
+}
+
+/// How a `train` loop's iterations run (see [`super::capture`]).
+#[derive(Clone, Copy, Debug)]
+pub struct StepMode<'a> {
+    /// The loop's depth (1: outermost).
+    pub depth: usize,
+    /// Whether later iterations replay the captured step.
+    pub captured: bool,
+    /// Why they do not, when not captured.
+    pub reason: Option<&'a str>,
+    /// Whether the loop was recorded but the recorded iterations could not be
+    /// replayed (a guard failed), rather than being ineligible from the start.
+    pub guard_failed: bool,
+    /// The loop's body.
+    pub span: crate::diag::Span,
 }

@@ -132,6 +132,14 @@ pub enum EventBody {
         memory_bytes: u64,
         /// Highest device memory seen (0 on the CPU).
         peak_memory_bytes: u64,
+        /// How the run's latest `train` loop executes its steps: `captured`
+        /// (replayed from its recorded first iterations) or `eager`; `null`
+        /// before any loop.
+        #[serde(default)]
+        step_mode: Option<String>,
+        /// Why that loop's steps are not captured.
+        #[serde(default)]
+        step_mode_reason: Option<String>,
     },
     /// The run's value (its last statement's).
     Value {

@@ -383,6 +383,7 @@ impl Session {
         let scope = mlpl_devices::CounterScope::enter();
         let counts = scope.counts();
         let backend = self.interp.devices.backend(device);
+        let step_mode = observer::SharedStepMode::default();
         let observer = StepObserver::new(
             self.emitter.clone(),
             run,
@@ -391,7 +392,8 @@ impl Session {
             device.to_string(),
         )
         .with_cancel(self.cancel.clone())
-        .with_counters(counts.clone());
+        .with_counters(counts.clone())
+        .with_step_mode(step_mode.clone(), src.clone());
         self.interp.set_observer(Box::new(observer));
         let emitter = self.emitter.clone();
         let run_id = run.to_string();
@@ -423,7 +425,12 @@ impl Session {
         let ran = counts.snapshot(backend.kind());
         self.emitter.emit(
             run,
-            observer::device_body(&device.to_string(), &ran, &backend.counters()),
+            observer::device_body(
+                &device.to_string(),
+                &ran,
+                &backend.counters(),
+                step_mode.lock().ok().and_then(|m| m.clone()),
+            ),
         );
         (result, observer::run_counters(&ran))
     }

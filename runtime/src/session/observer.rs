@@ -2,13 +2,27 @@
 //! events, and the cancellation handle that defers a cancel to a step boundary.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use mlpl_devices::{Backend, Counters, ScopeCounts};
 
 use super::events::{DeviceCounters, Emitter, EventBody};
-use crate::eval::RunObserver;
+use crate::diag::{Diagnostic, SourceFile};
+use crate::eval::{RunObserver, StepMode};
+
+/// How the latest `train` loop of a run executes its steps, as `device`
+/// events report it: `"captured"` or `"eager"`, and why not captured.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StepModeReport {
+    /// `"captured"` or `"eager"`.
+    pub mode: String,
+    /// Why the steps are not captured.
+    pub reason: Option<String>,
+}
+
+/// The step mode shared between a run's observer and its session.
+pub type SharedStepMode = Arc<Mutex<Option<StepModeReport>>>;
 
 /// Default minimum time between two `step` events of one loop (at most 20 per second).
 pub const STEP_INTERVAL: Duration = Duration::from_millis(50);
@@ -104,6 +118,8 @@ pub struct StepObserver {
     base: Counters,
     scope: Option<ScopeCounts>,
     last_device: Instant,
+    step_mode: SharedStepMode,
+    source: Option<SourceFile>,
 }
 
 impl StepObserver {
@@ -129,7 +145,17 @@ impl StepObserver {
             base,
             scope: None,
             last_device: Instant::now(),
+            step_mode: SharedStepMode::default(),
+            source: None,
         }
+    }
+
+    /// Reports step modes into `mode` (which the session reads for the run's
+    /// final `device` event) and places capture warnings in `source`.
+    pub fn with_step_mode(mut self, mode: SharedStepMode, source: SourceFile) -> StepObserver {
+        self.step_mode = mode;
+        self.source = Some(source);
+        self
     }
 
     /// Applies `cancel`'s deferred requests at step boundaries.
@@ -155,7 +181,8 @@ impl StepObserver {
             Some(scope) => scope.snapshot(self.backend.kind()),
             None => since(&self.base, &now),
         };
-        device_body(&self.device, &run, &now)
+        let mode = self.step_mode.lock().ok().and_then(|m| m.clone());
+        device_body(&self.device, &run, &now, mode)
     }
 
     fn flush(&mut self, at: usize, now: Instant) {
@@ -212,12 +239,23 @@ pub(crate) fn run_counters(run: &Counters) -> DeviceCounters {
 }
 
 /// A `device` event body from a run's counts and the device's memory `now`.
-pub(crate) fn device_body(device: &str, run: &Counters, now: &Counters) -> EventBody {
+pub(crate) fn device_body(
+    device: &str,
+    run: &Counters,
+    now: &Counters,
+    mode: Option<StepModeReport>,
+) -> EventBody {
+    let (step_mode, step_mode_reason) = match mode {
+        Some(m) => (Some(m.mode), m.reason),
+        None => (None, None),
+    };
     EventBody::Device {
         device: device.to_string(),
         counters: run_counters(run),
         memory_bytes: now.memory_bytes,
         peak_memory_bytes: now.peak_memory_bytes,
+        step_mode,
+        step_mode_reason,
     }
 }
 
@@ -266,6 +304,27 @@ impl RunObserver for StepObserver {
         if first || step >= total || now.duration_since(l.last_emit) >= interval {
             self.flush(at, now);
         }
+    }
+
+    fn on_step_mode(&mut self, mode: &StepMode<'_>) {
+        let report = StepModeReport {
+            mode: if mode.captured { "captured" } else { "eager" }.into(),
+            reason: mode.reason.map(str::to_string),
+        };
+        if let Ok(mut m) = self.step_mode.lock() {
+            *m = Some(report);
+        }
+        if let (true, Some(why), Some(src)) = (mode.guard_failed, mode.reason, &self.source) {
+            let d = Diagnostic::warning("capture", "train step not captured: every iteration is interpreted")
+                .at(mode.span, why.to_string())
+                .note("a captured step replays the recorded kernels; the results are the same either way, only slower");
+            if let Some(j) = super::diag_json(&d, src) {
+                self.emitter
+                    .emit(&self.run, EventBody::Warning { diagnostic: j });
+            }
+        }
+        let body = self.device_event();
+        self.emitter.emit(&self.run, body);
     }
 
     fn on_train_end(&mut self, _completed: usize, _total: usize, _depth: usize) {

@@ -129,6 +129,15 @@ impl Array {
         }
     }
 
+    /// The same array (names, placement) holding `t` instead, which must have
+    /// the same shape; the tape node is dropped.
+    pub fn with_tensor(mut self, t: Tensor) -> Array {
+        debug_assert_eq!(t.shape(), self.shape(), "Array::with_tensor: shape differs");
+        self.data = Data::Tensor(t);
+        self.node = None;
+        self
+    }
+
     /// Borrow the tensor, if this is not an exact scalar.
     pub fn tensor_ref(&self) -> Option<&Tensor> {
         match &self.data {
