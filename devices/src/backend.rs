@@ -170,6 +170,11 @@ pub enum ReduceOp {
     Max,
 }
 
+/// The value a causal mask puts above the diagonal of attention scores
+/// ([`Backend::masked_softmax`]): large enough that its softmax weight is
+/// exactly 0 in f32, finite so that `0 · fill` stays 0.
+pub const CAUSAL_FILL: f32 = -1e9;
+
 /// The primitive kernels every device implements.
 ///
 /// All inputs are assumed valid: the runtime checks shapes and reports language
@@ -273,6 +278,64 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
         inv_std: &Tensor,
         dy: &Tensor,
     ) -> Result<Tensor>;
+    /// Gradient of [`Backend::unary`]: given the input `x`, the output
+    /// `y = op(x)` and `dy`, returns `dx` (all of `x`'s shape). The default
+    /// composes the derivative from element-wise kernels (the table in the
+    /// runtime's autograd element-wise ops); a backend may fuse it into one pass
+    /// with the same per-element operations in the same order.
+    fn unary_backward(&self, op: UnaryOp, x: &Tensor, y: &Tensor, dy: &Tensor) -> Result<Tensor> {
+        composed::unary_backward(self, op, x, y, dy)
+    }
+    /// `act(x + bias)`: `x` is `[.., n]` and `bias` has `n` elements (shape `[n]`
+    /// or `[1, .., n]`), added to every row. The default runs `binary(Add)` then
+    /// `unary(act)`; a fused kernel gives the same bits in one pass.
+    fn bias_act(&self, x: &Tensor, bias: &Tensor, act: UnaryOp) -> Result<Tensor> {
+        let pre = self.binary(BinaryOp::Add, x, bias)?;
+        self.unary(act, &pre)
+    }
+    /// Gradients of [`Backend::bias_act`] given its inputs, its output `y` and
+    /// `dy`: `dx` (`x`'s shape) and, when `want_bias`, `dbias` (`bias`'s shape,
+    /// `dx` summed over the rows exactly as [`Backend::sum_to_shape`] sums).
+    /// The default recomputes `x + bias` and composes
+    /// [`Backend::unary_backward`] and `sum_to_shape`.
+    fn bias_act_backward(
+        &self,
+        x: &Tensor,
+        bias: &Tensor,
+        y: &Tensor,
+        dy: &Tensor,
+        act: UnaryOp,
+        want_bias: bool,
+    ) -> Result<(Tensor, Option<Tensor>)> {
+        let pre = self.binary(BinaryOp::Add, x, bias)?;
+        let dx = self.unary_backward(act, &pre, y, dy)?;
+        let dbias = if want_bias {
+            Some(self.sum_to_shape(&dx, bias.shape())?)
+        } else {
+            None
+        };
+        Ok((dx, dbias))
+    }
+    /// Attention probabilities from scores `x: [.., T, S]` (rank >= 2): softmax
+    /// over the last axis of `x / divisor`, where, when `causal`, entries with
+    /// column > row are first replaced by [`CAUSAL_FILL`]. The default composes
+    /// `binary(Div)`, the mask (`x·(1 − m) + m·fill`) and `softmax`; a fused
+    /// kernel computes the same bits in one pass per row.
+    fn masked_softmax(&self, x: &Tensor, divisor: f32, causal: bool) -> Result<Tensor> {
+        composed::masked_softmax(self, x, divisor, causal)
+    }
+    /// Gradient of [`Backend::masked_softmax`] with respect to its scores, given
+    /// its output `y` and `dy`: `softmax_backward(y, dy)`, zero at the masked
+    /// entries, divided by `divisor` (the default composes exactly that).
+    fn masked_softmax_backward(
+        &self,
+        y: &Tensor,
+        dy: &Tensor,
+        divisor: f32,
+        causal: bool,
+    ) -> Result<Tensor> {
+        composed::masked_softmax_backward(self, y, dy, divisor, causal)
+    }
     /// The dropout mask of LANGUAGE §13.7 for an input of `shape`, made on this
     /// device: element i is `1/(1-p)` (as f32) when
     /// `(splitmix64(key + i·0x9E3779B97F4A7C15) >> 11)·2⁻⁵³ >= p`, else 0 (`key` is
@@ -301,4 +364,143 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
         bc2: f32,
         wd: f32,
     ) -> Result<()>;
+}
+
+/// The default implementations of the fused methods, composed from the
+/// primitive kernels (so every backend has them, with the exact per-element
+/// operations a fused kernel must reproduce).
+mod composed {
+    use super::{Backend, BinaryOp, Result, UnaryOp, CAUSAL_FILL};
+    use crate::tensor::Tensor;
+
+    /// √(2/π), the GELU tanh-approximation constant.
+    const SQRT_2_OVER_PI: f32 = 0.797_884_6;
+    /// The cubic coefficient of the GELU tanh approximation.
+    const GELU_KAPPA: f32 = 0.044_715;
+
+    /// The kernels of one backend with shorthand for constants.
+    struct K<'a, B: ?Sized>(&'a B);
+
+    impl<B: Backend + ?Sized> K<'_, B> {
+        fn bin(&self, op: BinaryOp, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+            self.0.binary(op, a, b)
+        }
+        fn mul(&self, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+            self.bin(BinaryOp::Mul, a, b)
+        }
+        fn c(&self, v: f32) -> Result<Tensor> {
+            self.0.upload(&Tensor::scalar(v))
+        }
+        /// `x · c`.
+        fn mul_s(&self, x: &Tensor, c: f32) -> Result<Tensor> {
+            self.mul(x, &self.c(c)?)
+        }
+        /// `x + c`.
+        fn add_s(&self, x: &Tensor, c: f32) -> Result<Tensor> {
+            self.bin(BinaryOp::Add, x, &self.c(c)?)
+        }
+        /// `c − x`.
+        fn rsub_s(&self, c: f32, x: &Tensor) -> Result<Tensor> {
+            self.bin(BinaryOp::Sub, &self.c(c)?, x)
+        }
+    }
+
+    /// `dx` of `y = op(x)` given `g`: the derivative table of the runtime's
+    /// autograd element-wise ops, one kernel per step.
+    pub(super) fn unary_backward<B: Backend + ?Sized>(
+        be: &B,
+        op: UnaryOp,
+        x: &Tensor,
+        y: &Tensor,
+        g: &Tensor,
+    ) -> Result<Tensor> {
+        let k = K(be);
+        match op {
+            UnaryOp::Neg => be.unary(UnaryOp::Neg, g),
+            UnaryOp::Exp => k.mul(g, y),
+            UnaryOp::Log => k.bin(BinaryOp::Div, g, x),
+            UnaryOp::Sqrt => k.mul_s(&k.bin(BinaryOp::Div, g, y)?, 0.5),
+            UnaryOp::Abs => {
+                let zero = k.c(0.0)?;
+                let sign = k.bin(
+                    BinaryOp::Sub,
+                    &k.bin(BinaryOp::Gt, x, &zero)?,
+                    &k.bin(BinaryOp::Lt, x, &zero)?,
+                )?;
+                k.mul(g, &sign)
+            }
+            UnaryOp::Sigmoid => k.mul(g, &k.mul(y, &k.rsub_s(1.0, y)?)?),
+            UnaryOp::Tanh => k.mul(g, &k.rsub_s(1.0, &k.mul(y, y)?)?),
+            UnaryOp::Relu => k.mul(g, &k.bin(BinaryOp::Gt, x, &k.c(0.0)?)?),
+            UnaryOp::Gelu => {
+                let x2 = k.mul(x, x)?;
+                // u = c·x·(1 + κx²); t = tanh u.
+                let inner = k.mul(x, &k.add_s(&k.mul_s(&x2, GELU_KAPPA)?, 1.0)?)?;
+                let t = be.unary(UnaryOp::Tanh, &k.mul_s(&inner, SQRT_2_OVER_PI)?)?;
+                // du/dx = c·(1 + 3κx²).
+                let du = k.mul_s(
+                    &k.add_s(&k.mul_s(&x2, 3.0 * GELU_KAPPA)?, 1.0)?,
+                    SQRT_2_OVER_PI,
+                )?;
+                let sech2 = k.rsub_s(1.0, &k.mul(&t, &t)?)?;
+                let second = k.mul(&k.mul(x, &sech2)?, &du)?;
+                let d = k.mul_s(&k.bin(BinaryOp::Add, &k.add_s(&t, 1.0)?, &second)?, 0.5)?;
+                k.mul(g, &d)
+            }
+            UnaryOp::Silu => {
+                let s = be.unary(UnaryOp::Sigmoid, x)?;
+                let d = k.mul(&s, &k.add_s(&k.mul(x, &k.rsub_s(1.0, &s)?)?, 1.0)?)?;
+                k.mul(g, &d)
+            }
+        }
+    }
+
+    /// The 0/1 causal mask `[T, S]` of scores of `shape` (1 where column > row),
+    /// on `be`'s device.
+    fn causal_mask<B: Backend + ?Sized>(be: &B, shape: &[usize]) -> Result<Tensor> {
+        let r = shape.len();
+        assert!(r >= 2, "masked_softmax: scores {shape:?} must have rank >= 2");
+        let (t, s) = (shape[r - 2], shape[r - 1]);
+        let m: Vec<f32> = (0..t * s)
+            .map(|i| if i % s > i / s { 1.0 } else { 0.0 })
+            .collect();
+        be.upload(&Tensor::from_vec(vec![t, s], m))
+    }
+
+    /// `softmax(x / divisor, masked)` composed: divide, mask, softmax.
+    pub(super) fn masked_softmax<B: Backend + ?Sized>(
+        be: &B,
+        x: &Tensor,
+        divisor: f32,
+        causal: bool,
+    ) -> Result<Tensor> {
+        let k = K(be);
+        let axis = x.rank().checked_sub(1).expect("masked_softmax: scalar scores");
+        let mut v = k.bin(BinaryOp::Div, x, &k.c(divisor)?)?;
+        if causal {
+            let m = causal_mask(be, x.shape())?;
+            let keep = k.rsub_s(1.0, &m)?;
+            v = k.bin(BinaryOp::Add, &k.mul(&v, &keep)?, &k.mul_s(&m, CAUSAL_FILL)?)?;
+        }
+        be.softmax(&v, axis)
+    }
+
+    /// The gradient of [`masked_softmax`] composed: softmax backward, times the
+    /// kept-entry mask, divided by `divisor`.
+    pub(super) fn masked_softmax_backward<B: Backend + ?Sized>(
+        be: &B,
+        y: &Tensor,
+        dy: &Tensor,
+        divisor: f32,
+        causal: bool,
+    ) -> Result<Tensor> {
+        let k = K(be);
+        let axis = y.rank().checked_sub(1).expect("masked_softmax: scalar scores");
+        let mut d = be.softmax_backward(y, dy, axis)?;
+        if causal {
+            let keep = k.rsub_s(1.0, &causal_mask(be, y.shape())?)?;
+            d = k.mul(&d, &keep)?;
+        }
+        k.bin(BinaryOp::Div, &d, &k.c(divisor)?)
+    }
 }

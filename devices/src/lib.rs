@@ -17,12 +17,14 @@ pub mod cpu;
 pub mod cuda;
 mod shape;
 mod tensor;
+mod unfused;
 
 pub use backend::{
-    Backend, BinaryOp, Counters, DeviceError, DeviceKind, ReduceOp, Result, UnaryOp,
+    Backend, BinaryOp, CAUSAL_FILL, Counters, DeviceError, DeviceKind, ReduceOp, Result, UnaryOp,
 };
 pub use counter_scope::{count_in_scopes, Count, CounterScope, ScopeCounts};
 pub use cpu::{cpu, CpuBackend};
 pub use cuda::CudaUnavailable;
 pub use shape::broadcast_shapes;
 pub use tensor::{DeviceBuffer, DeviceData, Storage, Tensor};
+pub use unfused::Unfused;

@@ -215,6 +215,45 @@ impl Backend for CpuBackend {
         Ok(nn::layer_norm_backward(x, mean, inv_std, dy))
     }
 
+    fn unary_backward(&self, op: UnaryOp, x: &Tensor, y: &Tensor, dy: &Tensor) -> Result<Tensor> {
+        self.launch();
+        Ok(nn::unary_backward(op, x, y, dy))
+    }
+
+    fn bias_act(&self, x: &Tensor, bias: &Tensor, act: UnaryOp) -> Result<Tensor> {
+        self.launch();
+        Ok(nn::bias_act(x, bias, act))
+    }
+
+    fn bias_act_backward(
+        &self,
+        x: &Tensor,
+        bias: &Tensor,
+        y: &Tensor,
+        dy: &Tensor,
+        act: UnaryOp,
+        want_bias: bool,
+    ) -> Result<(Tensor, Option<Tensor>)> {
+        self.launch();
+        Ok(nn::bias_act_backward(x, bias, y, dy, act, want_bias))
+    }
+
+    fn masked_softmax(&self, x: &Tensor, divisor: f32, causal: bool) -> Result<Tensor> {
+        self.launch();
+        Ok(nn::masked_softmax(x, divisor, causal))
+    }
+
+    fn masked_softmax_backward(
+        &self,
+        y: &Tensor,
+        dy: &Tensor,
+        divisor: f32,
+        causal: bool,
+    ) -> Result<Tensor> {
+        self.launch();
+        Ok(nn::masked_softmax_backward(y, dy, divisor, causal))
+    }
+
     fn adam_update(
         &self,
         p: &mut Tensor,

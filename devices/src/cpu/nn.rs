@@ -6,6 +6,7 @@
 //! stable) and accumulate sums in f64.
 
 use super::{pool, PAR_CHUNK, PAR_THRESHOLD};
+use crate::backend::{UnaryOp, CAUSAL_FILL};
 use crate::tensor::Tensor;
 use rayon::prelude::*;
 
@@ -446,4 +447,308 @@ pub(crate) fn adam_update(
     } else {
         step(ps, ms, vs, gs);
     }
+}
+
+/// √(2/π), the GELU tanh-approximation constant (as in the element-wise kernels).
+const GELU_C: f32 = 0.797_884_6;
+/// The cubic coefficient of the GELU tanh approximation.
+const GELU_KAPPA: f32 = 0.044_715;
+
+/// Runs `body` with the scalar form of `op` as a closure, so each activation
+/// gets its own monomorphised loop. The closures are those of the element-wise
+/// `unary` kernel (a test compares every op bit for bit).
+macro_rules! with_unary {
+    ($op:expr, |$f:ident| $body:expr) => {{
+        use crate::backend::UnaryOp as U;
+        use super::elementwise::{gelu, sigmoid};
+        match $op {
+            U::Neg => { let $f = |v: f32| -v; $body }
+            U::Exp => { let $f = f32::exp; $body }
+            U::Log => { let $f = f32::ln; $body }
+            U::Sqrt => { let $f = f32::sqrt; $body }
+            U::Abs => { let $f = f32::abs; $body }
+            U::Sigmoid => { let $f = sigmoid; $body }
+            U::Tanh => { let $f = f32::tanh; $body }
+            U::Relu => { let $f = |v: f32| if v > 0.0 { v } else { 0.0 }; $body }
+            U::Gelu => { let $f = gelu; $body }
+            U::Silu => { let $f = |v: f32| v * sigmoid(v); $body }
+        }
+    }};
+}
+
+/// Runs `body` with the derivative of `op` as a closure `(x, y, g) -> dx`:
+/// the per-element operations of the composed backward (the backend's default
+/// `unary_backward`), in the same order, so the results are the same bits.
+macro_rules! with_unary_grad {
+    ($op:expr, |$f:ident| $body:expr) => {{
+        use crate::backend::UnaryOp as U;
+        use super::elementwise::sigmoid;
+        match $op {
+            U::Neg => { let $f = |_x: f32, _y: f32, g: f32| -g; $body }
+            U::Exp => { let $f = |_x: f32, y: f32, g: f32| g * y; $body }
+            U::Log => { let $f = |x: f32, _y: f32, g: f32| g / x; $body }
+            U::Sqrt => { let $f = |_x: f32, y: f32, g: f32| (g / y) * 0.5; $body }
+            U::Abs => {
+                let $f = |x: f32, _y: f32, g: f32| {
+                    g * (((x > 0.0) as u8 as f32) - ((x < 0.0) as u8 as f32))
+                };
+                $body
+            }
+            U::Sigmoid => { let $f = |_x: f32, y: f32, g: f32| g * (y * (1.0 - y)); $body }
+            U::Tanh => { let $f = |_x: f32, y: f32, g: f32| g * (1.0 - y * y); $body }
+            U::Relu => { let $f = |x: f32, _y: f32, g: f32| g * ((x > 0.0) as u8 as f32); $body }
+            U::Gelu => {
+                let $f = |x: f32, _y: f32, g: f32| {
+                    let x2 = x * x;
+                    let t = ((x * (x2 * GELU_KAPPA + 1.0)) * GELU_C).tanh();
+                    let du = (x2 * (3.0 * GELU_KAPPA) + 1.0) * GELU_C;
+                    let second = (x * (1.0 - t * t)) * du;
+                    g * (((t + 1.0) + second) * 0.5)
+                };
+                $body
+            }
+            U::Silu => {
+                let $f = |x: f32, _y: f32, g: f32| {
+                    let s = sigmoid(x);
+                    g * (s * (x * (1.0 - s) + 1.0))
+                };
+                $body
+            }
+        }
+    }};
+}
+
+/// `dx = op'(x)·dy` in one pass (see [`with_unary_grad`]); `x`, `y`, `dy` share a shape.
+pub(crate) fn unary_backward(op: UnaryOp, x: &Tensor, y: &Tensor, dy: &Tensor) -> Tensor {
+    assert!(
+        x.shape() == y.shape() && x.shape() == dy.shape(),
+        "unary_backward: x {:?}, y {:?} and dy {:?} differ",
+        x.shape(),
+        y.shape(),
+        dy.shape()
+    );
+    let mut out = pool::scratch(x.numel());
+    unary_backward_into(op, x.host(), y.host(), dy.host(), &mut out);
+    out.into_tensor(x.shape().to_vec())
+}
+
+/// [`unary_backward`] on slices of one length into `out`.
+pub(crate) fn unary_backward_into(op: UnaryOp, xs: &[f32], ys: &[f32], gs: &[f32], out: &mut [f32]) {
+    let par = xs.len() >= PAR_THRESHOLD;
+    with_unary_grad!(op, |f| super::for_chunks(out, PAR_CHUNK, par, |s, o| {
+        let e = s + o.len();
+        for (((d, &xv), &yv), &gv) in o.iter_mut().zip(&xs[s..e]).zip(&ys[s..e]).zip(&gs[s..e]) {
+            *d = f(xv, yv, gv);
+        }
+    }));
+}
+
+/// Checks that a bias of shape `b` is one row of an `x` of shape `x`: `x` is
+/// `[.., n]` and the bias has `n` elements, with only leading axes of size 1
+/// and no more axes than `x`.
+fn check_bias(x: &[usize], b: &[usize]) {
+    let n = x.last().copied();
+    assert!(
+        n.is_some()
+            && b.len() <= x.len()
+            && b.last().copied() == n
+            && b[..b.len() - 1].iter().all(|&d| d == 1),
+        "bias_act: bias {b:?} is not one row of x {x:?}"
+    );
+}
+
+/// `act(x + bias)` with `bias` added to every row, in one pass: the same
+/// per-element operations as `binary(Add)` followed by `unary(act)`.
+pub(crate) fn bias_act(x: &Tensor, bias: &Tensor, act: UnaryOp) -> Tensor {
+    check_bias(x.shape(), bias.shape());
+    let mut out = pool::scratch(x.numel());
+    bias_act_into(act, x.host(), bias.host(), &mut out);
+    out.into_tensor(x.shape().to_vec())
+}
+
+/// [`bias_act`] of rows `xs` (a multiple of `bs.len()` elements) into `out`.
+pub(crate) fn bias_act_into(act: UnaryOp, xs: &[f32], bs: &[f32], out: &mut [f32]) {
+    let n = bs.len();
+    if n == 0 {
+        return;
+    }
+    let par = xs.len() >= PAR_THRESHOLD;
+    with_unary!(act, |f| super::for_chunks(out, super::row_chunk(n), par, |s, o| {
+        let e = s + o.len();
+        for (orow, xrow) in o.chunks_mut(n).zip(xs[s..e].chunks(n)) {
+            for ((d, &xv), &bv) in orow.iter_mut().zip(xrow).zip(bs) {
+                *d = f(xv + bv);
+            }
+        }
+    }));
+}
+
+/// Gradients of [`bias_act`]: `dx = act'(x + bias)·dy` in one pass, and, when
+/// `want_bias`, `dbias` = `dx` summed over the rows by `sum_to_shape` (the same
+/// reduction, in the same order, as the unfused backward).
+pub(crate) fn bias_act_backward(
+    x: &Tensor,
+    bias: &Tensor,
+    y: &Tensor,
+    dy: &Tensor,
+    act: UnaryOp,
+    want_bias: bool,
+) -> (Tensor, Option<Tensor>) {
+    check_bias(x.shape(), bias.shape());
+    assert!(
+        x.shape() == y.shape() && x.shape() == dy.shape(),
+        "bias_act_backward: x {:?}, y {:?} and dy {:?} differ",
+        x.shape(),
+        y.shape(),
+        dy.shape()
+    );
+    let mut out = pool::scratch(x.numel());
+    bias_act_backward_into(act, x.host(), bias.host(), y.host(), dy.host(), &mut out);
+    let dx = out.into_tensor(x.shape().to_vec());
+    let dbias = want_bias.then(|| super::layout::sum_to_shape(&dx, bias.shape()));
+    (dx, dbias)
+}
+
+/// `dx` of [`bias_act_backward`] on slices (rows of `bs.len()`) into `dx`; the
+/// bias gradient is `dx` summed to the bias's shape (`sum_to_shape_into`).
+pub(crate) fn bias_act_backward_into(
+    act: UnaryOp,
+    xs: &[f32],
+    bs: &[f32],
+    ys: &[f32],
+    gs: &[f32],
+    dx: &mut [f32],
+) {
+    let n = bs.len();
+    if n == 0 {
+        return;
+    }
+    let par = xs.len() >= PAR_THRESHOLD;
+    with_unary_grad!(act, |f| super::for_chunks(dx, super::row_chunk(n), par, |s, o| {
+        let e = s + o.len();
+        let rows = o
+            .chunks_mut(n)
+            .zip(xs[s..e].chunks(n))
+            .zip(ys[s..e].chunks(n))
+            .zip(gs[s..e].chunks(n));
+        for (((orow, xrow), yrow), grow) in rows {
+            let it = orow.iter_mut().zip(xrow).zip(bs).zip(yrow).zip(grow);
+            for ((((d, &xv), &bv), &yv), &gv) in it {
+                *d = f(xv + bv, yv, gv);
+            }
+        }
+    }));
+}
+
+/// `(rows, T, S)` of attention scores of `shape` (`[.., T, S]`; a vector is one
+/// row with T = 1). Panics for a scalar, and for rank < 2 when `causal`.
+pub(crate) fn score_dims(shape: &[usize], causal: bool) -> (usize, usize, usize) {
+    let r = shape.len();
+    assert!(
+        r >= 1 && (!causal || r >= 2),
+        "masked_softmax: scores {shape:?} have too low a rank"
+    );
+    let t = if r >= 2 { shape[r - 2] } else { 1 };
+    (shape[..r - 1].iter().product(), t, shape[r - 1])
+}
+
+/// How many leading entries of row `row` of `(rows, T, S)` scores are kept:
+/// all when not `causal`, else those with column <= the row's index in its plane.
+#[inline]
+fn kept_columns(row: usize, t: usize, s: usize, causal: bool) -> usize {
+    if causal {
+        (row % t + 1).min(s)
+    } else {
+        s
+    }
+}
+
+/// Softmax over the last axis of `x / divisor` (`x: [.., T, S]`), with the
+/// entries of column > row replaced by [`CAUSAL_FILL`] first when `causal`, in
+/// one pass per row. Same bits as dividing, masking (`v·(1 − m) + m·fill`, so a
+/// masked entry that is not finite gives NaN) and then [`softmax`]: the masked
+/// entries take part in the row maximum; their exponentials, exactly 0
+/// whenever `CAUSAL_FILL − max` underflows, are skipped then.
+pub(crate) fn masked_softmax(x: &Tensor, divisor: f32, causal: bool) -> Tensor {
+    let dims = score_dims(x.shape(), causal);
+    let mut out = pool::scratch(x.numel());
+    masked_softmax_into(x.host(), dims, divisor, causal, &mut out);
+    out.into_tensor(x.shape().to_vec())
+}
+
+/// [`masked_softmax`] of `src` viewed as `(rows, T, S)` ([`score_dims`]) into `out`.
+pub(crate) fn masked_softmax_into(
+    src: &[f32],
+    (rows, t, s): (usize, usize, usize),
+    divisor: f32,
+    causal: bool,
+    out: &mut [f32],
+) {
+    if src.is_empty() {
+        return;
+    }
+    map_rows(out, rows, s, src.len() >= PAR_THRESHOLD, |row, o| {
+        let xr = &src[row * s..(row + 1) * s];
+        let kept = kept_columns(row, t, s, causal);
+        for (d, &v) in o[..kept].iter_mut().zip(xr) {
+            *d = v / divisor;
+        }
+        // The composed mask `v·0 + fill` (NaN where v is not finite).
+        let mut finite = true;
+        for (d, &v) in o[kept..].iter_mut().zip(&xr[kept..]) {
+            *d = (v / divisor) * 0.0 + CAUSAL_FILL;
+            finite &= !d.is_nan();
+        }
+        let m = row_max(o);
+        // exp(CAUSAL_FILL − m) is exactly 0 when the argument is below −200.
+        let live = if finite && CAUSAL_FILL - m < -200.0 { kept } else { s };
+        let mut sum = 0.0f64;
+        for d in o[..live].iter_mut() {
+            let e = (*d - m).exp();
+            *d = e;
+            sum += e as f64;
+        }
+        o[live..].fill(0.0);
+        let inv = (1.0 / sum) as f32;
+        o.iter_mut().for_each(|d| *d *= inv);
+    });
+}
+
+/// Gradient of [`masked_softmax`]: `y·(dy − Σ dy·y)` over the last axis, times
+/// 0 at the masked entries, divided by `divisor`; the same per-element
+/// operations and sum order as the composed `softmax_backward`, mask and divide.
+pub(crate) fn masked_softmax_backward(y: &Tensor, dy: &Tensor, divisor: f32, causal: bool) -> Tensor {
+    assert_eq!(
+        y.shape(),
+        dy.shape(),
+        "masked_softmax_backward: y and dy shapes differ"
+    );
+    let dims = score_dims(y.shape(), causal);
+    let mut out = pool::scratch(y.numel());
+    masked_softmax_backward_into(y.host(), dy.host(), dims, divisor, causal, &mut out);
+    out.into_tensor(y.shape().to_vec())
+}
+
+/// [`masked_softmax_backward`] of `ys`, `gs` viewed as `(rows, T, S)` into `out`.
+pub(crate) fn masked_softmax_backward_into(
+    ys: &[f32],
+    gs: &[f32],
+    (rows, t, s): (usize, usize, usize),
+    divisor: f32,
+    causal: bool,
+    out: &mut [f32],
+) {
+    if ys.is_empty() {
+        return;
+    }
+    map_rows(out, rows, s, ys.len() >= PAR_THRESHOLD, |row, o| {
+        let (yr, gr) = (&ys[row * s..(row + 1) * s], &gs[row * s..(row + 1) * s]);
+        let dot: f64 = yr.iter().zip(gr).map(|(&a, &b)| a as f64 * b as f64).sum();
+        let dot = dot as f32;
+        let kept = kept_columns(row, t, s, causal);
+        for (j, ((d, &yv), &gv)) in o.iter_mut().zip(yr).zip(gr).enumerate() {
+            let v = yv * (gv - dot);
+            *d = if j < kept { v } else { v * 0.0 } / divisor;
+        }
+    });
 }

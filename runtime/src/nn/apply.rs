@@ -1,14 +1,29 @@
 //! `apply(model, x)` (LANGUAGE §11.2): the forward pass of every layer, with the
 //! input checks of the catalog (E0211, E0212, E0402). Every computation goes
-//! through `eval::ops`, so it is recorded on the loss tape when one is live.
+//! through `eval::ops` (or records itself the same way), so it is recorded on
+//! the loss tape when one is live. In a `chain`, a `linear` layer directly
+//! followed by an element-wise activation layer adds its bias and applies the
+//! activation in one fused kernel (`bias_act`), with the same values.
 
 use mlpl_devices::{BinaryOp, UnaryOp};
 
 use super::layers::*;
 use super::{attention, dropout, moe, rope};
 use crate::diag::{Diagnostic, Span};
-use crate::eval::{ops, Interp};
+use crate::eval::{loss, ops, Interp};
 use crate::value::{named_shape, Array, Names};
+
+/// The element-wise function of an activation layer (`None` for softmax,
+/// which works along an axis).
+fn activation_op(a: Activation) -> Option<UnaryOp> {
+    match a {
+        Activation::Tanh => Some(UnaryOp::Tanh),
+        Activation::Relu => Some(UnaryOp::Relu),
+        Activation::Gelu => Some(UnaryOp::Gelu),
+        Activation::Silu => Some(UnaryOp::Silu),
+        Activation::Softmax => None,
+    }
+}
 
 /// One forward pass in progress.
 pub struct Forward<'a> {
@@ -65,8 +80,24 @@ impl Forward<'_> {
             Layer::Moe(m) => moe::forward(self, layer, m, x),
             Layer::Chain(children) => {
                 let mut y = x.clone();
-                for c in children {
-                    y = self.layer(c, &y)?;
+                let mut i = 0;
+                while i < children.len() {
+                    // A linear layer directly followed by an element-wise
+                    // activation runs as one fused bias + activation kernel.
+                    let next = children.get(i + 1).and_then(|c| match c.as_ref() {
+                        Layer::Activation(a) => activation_op(*a),
+                        _ => None,
+                    });
+                    match (children[i].as_ref(), next) {
+                        (c @ Layer::Linear(l), Some(op)) => {
+                            y = self.linear_with(c, l, &y, Some(op))?;
+                            i += 2;
+                        }
+                        (c, _) => {
+                            y = self.layer(c, &y)?;
+                            i += 1;
+                        }
+                    }
                 }
                 Ok(y)
             }
@@ -179,13 +210,46 @@ impl Forward<'_> {
     }
 
     fn linear(&mut self, layer: &Layer, l: &Linear, x: &Array) -> Result<Array, Diagnostic> {
+        self.linear_with(layer, l, x, None)
+    }
+
+    /// `x·W + b`, then `act` when given (fused with the bias: [`Forward::bias_act`]).
+    fn linear_with(
+        &mut self,
+        layer: &Layer,
+        l: &Linear,
+        x: &Array,
+        act: Option<UnaryOp>,
+    ) -> Result<Array, Diagnostic> {
         self.last_axis(layer, x, l.inp)?;
         let w = self.weight(&l.w(), &[l.inp, l.out])?;
         let b = self.weight(&l.b(), &[1, l.out])?;
         let (x2, lead, names) = self.rows(x)?;
         let y = self.mm(&x2, &w)?;
-        let y = ops::arith(self.it, BinaryOp::Add, &y, &b, self.span)?;
+        let y = match act {
+            Some(op) => self.bias_act(&y, &b, op)?,
+            None => ops::arith(self.it, BinaryOp::Add, &y, &b, self.span)?,
+        };
         self.unrows(&y, &lead, names)
+    }
+
+    /// `op(y + b)` for rows `y` `[R, n]` and a bias `b` `[1, n]`, as one backend
+    /// kernel (`bias_act`; recorded as one op when either is on the loss tape):
+    /// the values of `+` followed by the activation.
+    fn bias_act(&mut self, y: &Array, b: &Array, op: UnaryOp) -> Result<Array, Diagnostic> {
+        let span = self.span;
+        let (backend, placement) = ops::placement_for(self.it, "+", &[(y, span), (b, span)])?;
+        let out = if loss::any_live(self.it, &[y, b]) {
+            let (vy, vb) = (loss::var_of(self.it, y), loss::var_of(self.it, b));
+            loss::record(self.it, "+", span, |t| t.bias_act(vy, vb, op))?
+        } else {
+            Array::from_tensor(
+                backend
+                    .bias_act(&y.tensor(), &b.tensor(), op)
+                    .map_err(|e| ops::device_error(e, "+", span))?,
+            )
+        };
+        Ok(out.with_placement(placement))
     }
 
     fn lora(&mut self, layer: &Layer, l: &Lora, x: &Array) -> Result<Array, Diagnostic> {
@@ -256,20 +320,14 @@ impl Forward<'_> {
     }
 
     fn activation(&mut self, layer: &Layer, a: Activation, x: &Array) -> Result<Array, Diagnostic> {
-        let op = match a {
-            Activation::Tanh => UnaryOp::Tanh,
-            Activation::Relu => UnaryOp::Relu,
-            Activation::Gelu => UnaryOp::Gelu,
-            Activation::Silu => UnaryOp::Silu,
-            Activation::Softmax => {
-                if x.rank() == 0 {
-                    return Err(self.wrong_input(layer, "rank 1 or more", x));
-                }
-                let axis = x.rank() - 1;
-                return ops::softmax(self.it, x, axis, false, self.span);
-            }
-        };
-        ops::unary(self.it, op, x, self.span)
+        if let Some(op) = activation_op(a) {
+            return ops::unary(self.it, op, x, self.span);
+        }
+        if x.rank() == 0 {
+            return Err(self.wrong_input(layer, "rank 1 or more", x));
+        }
+        let axis = x.rank() - 1;
+        ops::softmax(self.it, x, axis, false, self.span)
     }
 
     fn swiglu(&mut self, layer: &Layer, s: &SwiGlu, x: &Array) -> Result<Array, Diagnostic> {

@@ -4,15 +4,14 @@
 //! out `[B, kv, g, T, hd]` and keys and values `[B, kv, 1, T, hd]`, so the g
 //! consecutive query heads of a group broadcast against their shared key/value
 //! head. Rotary embeddings (§11.4) rotate queries and keys before the scores.
-
-use mlpl_devices::{BinaryOp, Tensor};
+//! Scaling, the causal mask and the softmax run as one fused backend kernel
+//! (`masked_softmax`), forward and backward.
 
 use super::apply::Forward;
 use super::layers::{Attention, Layer};
 use super::rope;
-use crate::autograd::CAUSAL_FILL;
 use crate::diag::Diagnostic;
-use crate::eval::ops;
+use crate::eval::{loss, ops};
 use crate::value::Array;
 
 /// Applies an attention layer to `x` `[T, d]` or `[B, T, d]`. When the forward
@@ -60,16 +59,9 @@ pub fn forward(
     }
     let kt = ops::permute(f.it, &kk, &[0, 1, 2, 4, 3], f.span)?;
     let scores = f.mm(&q, &kt)?;
-    let scale = Array::exact((hd as f64).sqrt());
-    let mut scores = ops::arith(f.it, BinaryOp::Div, &scores, &scale, f.span)?;
-    if a.causal {
-        let mask: Vec<f32> = (0..t * t)
-            .map(|i| if i % t > i / t { 1.0 } else { 0.0 })
-            .collect();
-        let mask = Tensor::from_vec(vec![t, t], mask);
-        scores = ops::mask_fill(f.it, &scores, &mask, CAUSAL_FILL, f.span)?;
-    }
-    let probs = ops::softmax(f.it, &scores, 4, false, f.span)?;
+    // softmax(scores / √hd), causally masked: one fused kernel each way.
+    let divisor = (hd as f64).sqrt() as f32;
+    let probs = probabilities(f, &scores, divisor, a.causal)?;
     if f.capture && f.weights.is_none() {
         // `[T, T]` for one head, `[heads, T, T]` otherwise, with a leading `B`
         // axis for a batched input (LANGUAGE §10.13).
@@ -91,6 +83,30 @@ pub fn forward(
     let o = ops::reshape(f.it, &o, vec![b * t, d], f.span)?;
     let y = f.mm(&o, &wo)?;
     ops::reshape(f.it, &y, s.to_vec(), f.span)
+}
+
+/// The softmax over the last axis of `scores / divisor`, the entries above the
+/// diagonal masked first when `causal` (the backend's fused `masked_softmax`,
+/// recorded as one op when the scores are on the loss tape). Names are
+/// dropped, as `softmax` drops them.
+fn probabilities(
+    f: &mut Forward<'_>,
+    scores: &Array,
+    divisor: f32,
+    causal: bool,
+) -> Result<Array, Diagnostic> {
+    let (backend, placement) = ops::placement_for(f.it, "softmax", &[(scores, f.span)])?;
+    let out = match loss::live(f.it, scores) {
+        Some(v) => loss::record(f.it, "softmax", f.span, |t| {
+            t.masked_softmax(v, divisor, causal)
+        })?,
+        None => Array::from_tensor(
+            backend
+                .masked_softmax(&scores.tensor(), divisor, causal)
+                .map_err(|e| ops::device_error(e, "softmax", f.span))?,
+        ),
+    };
+    Ok(out.with_placement(placement))
 }
 
 /// `[B·T, n·hd]` → `[B, n, T, hd]`.

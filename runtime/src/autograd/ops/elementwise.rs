@@ -25,11 +25,6 @@
 use crate::autograd::tape::{Ctx, Rule, Tape, Var};
 use mlpl_devices::{broadcast_shapes, BinaryOp, Result, Tensor, UnaryOp};
 
-/// √(2/π), the GELU tanh-approximation constant.
-const SQRT_2_OVER_PI: f32 = 0.797_884_6;
-/// The cubic coefficient of the GELU tanh approximation.
-const GELU_KAPPA: f32 = 0.044_715;
-
 /// Backward of a differentiable binary op.
 #[derive(Debug)]
 struct BinaryRule {
@@ -90,7 +85,8 @@ impl Rule for BinaryRule {
     }
 }
 
-/// Backward of a unary function.
+/// Backward of a unary function: the backend's `unary_backward` (a fused
+/// kernel on the CPU; composed from element-wise kernels elsewhere).
 #[derive(Debug)]
 struct UnaryRule {
     op: UnaryOp,
@@ -98,45 +94,7 @@ struct UnaryRule {
 
 impl Rule for UnaryRule {
     fn backward(&self, cx: &Ctx<'_>, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
-        let k = cx.k;
-        let (x, y) = (cx.inputs[0], cx.out);
-        let dx = match self.op {
-            UnaryOp::Neg => k.neg(g)?,
-            UnaryOp::Exp => k.mul(g, y)?,
-            UnaryOp::Log => k.div(g, x)?,
-            UnaryOp::Sqrt => k.mul_s(&k.div(g, y)?, 0.5)?,
-            UnaryOp::Abs => {
-                let zero = k.constant(0.0)?;
-                let sign = k.sub(
-                    &k.bin(BinaryOp::Gt, x, &zero)?,
-                    &k.bin(BinaryOp::Lt, x, &zero)?,
-                )?;
-                k.mul(g, &sign)?
-            }
-            UnaryOp::Sigmoid => k.mul(g, &k.mul(y, &k.rsub_s(1.0, y)?)?)?,
-            UnaryOp::Tanh => k.mul(g, &k.rsub_s(1.0, &k.mul(y, y)?)?)?,
-            UnaryOp::Relu => k.mul(g, &k.bin(BinaryOp::Gt, x, &k.constant(0.0)?)?)?,
-            UnaryOp::Gelu => {
-                let x2 = k.mul(x, x)?;
-                // u = c·x·(1 + κx²); t = tanh u.
-                let inner = k.mul(x, &k.add_s(&k.mul_s(&x2, GELU_KAPPA)?, 1.0)?)?;
-                let t = k.un(UnaryOp::Tanh, &k.mul_s(&inner, SQRT_2_OVER_PI)?)?;
-                // du/dx = c·(1 + 3κx²).
-                let du = k.mul_s(
-                    &k.add_s(&k.mul_s(&x2, 3.0 * GELU_KAPPA)?, 1.0)?,
-                    SQRT_2_OVER_PI,
-                )?;
-                let sech2 = k.rsub_s(1.0, &k.mul(&t, &t)?)?;
-                let second = k.mul(&k.mul(x, &sech2)?, &du)?;
-                let d = k.mul_s(&k.add(&k.add_s(&t, 1.0)?, &second)?, 0.5)?;
-                k.mul(g, &d)?
-            }
-            UnaryOp::Silu => {
-                let s = k.un(UnaryOp::Sigmoid, x)?;
-                let d = k.mul(&s, &k.add_s(&k.mul(x, &k.rsub_s(1.0, &s)?)?, 1.0)?)?;
-                k.mul(g, &d)?
-            }
-        };
+        let dx = cx.k.0.unary_backward(self.op, cx.inputs[0], cx.out, g)?;
         Ok(vec![Some(dx)])
     }
 }

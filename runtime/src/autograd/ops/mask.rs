@@ -1,14 +1,18 @@
-//! Masking attention scores: [`Tape::mask_fill`] and the causal mask.
+//! Masking attention scores: [`Tape::mask_fill`], the causal mask and the
+//! fused [`Tape::masked_softmax`].
 //!
-//! Forward `y = x·(1 − m) + m·value` with a constant 0/1 mask `m`; backward
-//! `dx = g·(1 − m)` (zero at the filled entries). `1 − m` is all the rule keeps.
+//! Mask fill: forward `y = x·(1 − m) + m·value` with a constant 0/1 mask `m`;
+//! backward `dx = g·(1 − m)` (zero at the filled entries). `1 − m` is all the
+//! rule keeps. Masked softmax: the backend's `masked_softmax` forward and
+//! `masked_softmax_backward` from the output; the rule keeps nothing.
 
 use crate::autograd::tape::{Ctx, Rule, Tape, Var};
 use mlpl_devices::{broadcast_shapes, Result, Tensor};
 
-/// The value [`Tape::causal_mask`] puts above the diagonal: large enough that
-/// its softmax weight is exactly 0 in f32, finite so that `0 · fill` stays 0.
-pub const CAUSAL_FILL: f32 = -1e9;
+/// The value [`Tape::causal_mask`] and [`Tape::masked_softmax`] put above the
+/// diagonal: large enough that its softmax weight is exactly 0 in f32, finite
+/// so that `0 · fill` stays 0 (the devices crate's constant).
+pub use mlpl_devices::CAUSAL_FILL;
 
 /// Backward of [`Tape::mask_fill`]: the kept-entry mask `1 − m`.
 #[derive(Debug)]
@@ -24,7 +28,42 @@ impl Rule for MaskRule {
     }
 }
 
+/// Backward of [`Tape::masked_softmax`]: the scale and whether it was causal.
+#[derive(Debug)]
+struct MaskedSoftmaxRule {
+    divisor: f32,
+    causal: bool,
+}
+
+impl Rule for MaskedSoftmaxRule {
+    fn backward(&self, cx: &Ctx<'_>, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
+        let dx =
+            cx.k.0
+                .masked_softmax_backward(cx.out, g, self.divisor, self.causal)?;
+        Ok(vec![Some(dx)])
+    }
+}
+
 impl Tape {
+    /// Attention probabilities from scores `x: [..., T, S]`: the softmax over
+    /// the last axis of `x / divisor`, with the entries of column > row set to
+    /// [`CAUSAL_FILL`] first when `causal` (gradient 0 there). One fused kernel
+    /// each way; the same values as `div`, [`Tape::causal_mask`] and `softmax`.
+    ///
+    /// Panics for a scalar `x`, and for rank < 2 when `causal`.
+    pub fn masked_softmax(&mut self, x: Var, divisor: f32, causal: bool) -> Result<Var> {
+        let s = self.shape(x);
+        assert!(
+            s.len() >= if causal { 2 } else { 1 },
+            "masked_softmax: scores {s:?} have too low a rank"
+        );
+        let y = self
+            .backend()
+            .masked_softmax(self.value(x), divisor, causal)?;
+        let rule = Box::new(MaskedSoftmaxRule { divisor, causal });
+        Ok(self.record(y, &[x], rule))
+    }
+
     /// `x` with the entries where the constant `mask` is 1 replaced by `value`
     /// (`mask` holds 0/1, broadcasts to `x`'s shape and must not enlarge it);
     /// the gradient is 0 at the replaced entries. `value` must be finite.

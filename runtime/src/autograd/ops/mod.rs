@@ -13,8 +13,10 @@
 //! | [`nn`] | `softmax log_softmax cross_entropy` |
 //! | [`norm`] | `rms_norm layer_norm` |
 //! | [`embed`] | `gather_rows` |
-//! | [`mask`] | `mask_fill causal_mask` |
+//! | [`mask`] | `mask_fill causal_mask masked_softmax` |
+//! | [`bias_act`] | `bias_act` (bias + activation, fused) |
 
+pub mod bias_act;
 pub mod elementwise;
 pub mod embed;
 pub mod layout;
