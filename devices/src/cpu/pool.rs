@@ -10,7 +10,7 @@
 //! A buffer whose only remaining owner is the pool is free (no tensor can reach
 //! it any more) and the next output of the same length takes it, storage
 //! allocation included. A reused buffer holds stale values: kernels that ask
-//! for [`scratch`] overwrite every element; [`zeroed`] clears it first.
+//! for [`scratch`] overwrite every element.
 //!
 //! Memory: free buffers stay in the pool until reused, until [`release_free`]
 //! (the end of a `train` loop), or until the pool's bytes (free and in use)
@@ -141,13 +141,6 @@ pub(crate) fn scratch(n: usize) -> Out {
     }
 }
 
-/// An output buffer of `n` zeros.
-pub(crate) fn zeroed(n: usize) -> Out {
-    let mut out = scratch(n);
-    out.fill(0.0);
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -179,8 +172,6 @@ mod tests {
         let c = scratch(n);
         assert_eq!(c.as_ptr(), a_ptr, "the dropped buffer was not reused");
         assert!(c.iter().all(|&x| x == 3.0), "scratch keeps stale contents");
-        let z = zeroed(n);
-        assert!(z.iter().all(|&x| x == 0.0));
         drop(b);
     }
 

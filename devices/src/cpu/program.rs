@@ -1,0 +1,655 @@
+//! The CPU's compiled form of a captured step ([`CpuProgram`]): the plan's
+//! calls as a list of kernel steps over an arena of preallocated host buffers.
+//!
+//! Compiling decides everything that depends only on shapes (broadcast walks,
+//! GEMM batching, permutation copies, reduction layouts) and gives every value a
+//! buffer; running calls the same slice-level kernels as the eager backend, so
+//! results are the same bits, and allocates nothing.
+//!
+//! Buffers: every input keeps its own buffer. A computed value gets a buffer
+//! of its length that no live value holds: one freed after the last use of the
+//! value it held (values read after a step, and the sources of carried inputs,
+//! are never freed). A view (`Op::View`) shares its input's buffer, which stays
+//! live until the view's last use. Adam updates run in place: the updated `p`,
+//! `m`, `v` take the buffers of the old ones when nothing reads those later
+//! (for a carried input, when it is carried from that very update); otherwise
+//! the old value is copied into a fresh buffer first. Before each run after the
+//! first, each carried input receives the value it is carried from (no copy
+//! when both already share a buffer).
+//!
+//! What still allocates while running: nothing in this module or in the
+//! kernels. The `gemm` crate allocates its packing buffers (and a small flag
+//! vector) inside each general matrix product, and rayon allocates one block of
+//! its global job queue per 63 parallel kernels called from a thread outside
+//! its pool (see `tests/cpu_program_allocations.rs`, which counts both).
+
+use super::elementwise::{binary_into, unary_into, BinaryPlan};
+use super::gemm::{matmul_op_into, MatmulOpPlan};
+use super::layout::{permute_into, sum_to_shape_into, PermutePlan, SumToShapePlan};
+use super::nn;
+use super::reduce::{argmax_into, reduce_into};
+use crate::backend::{AdamStep, BinaryOp, DeviceError, DeviceKind, ReduceOp, Result, UnaryOp};
+use crate::capture::{Op, Origin, StepPlan, StepProgram, ValueId};
+use crate::counter_scope::{count_in_scopes, Count};
+use crate::tensor::{numel_of, Tensor};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// What one step of the program computes, with everything that depends only
+/// on shapes decided.
+#[derive(Debug)]
+enum Kernel {
+    /// The input's elements copied (an upload or download).
+    Copy,
+    /// `unary(op, x)`.
+    Unary(UnaryOp),
+    /// `binary(op, a, b)`.
+    Binary(BinaryOp, BinaryPlan),
+    /// `matmul` / `matmul_t`.
+    Matmul(MatmulOpPlan),
+    /// `reduce(op, x, axis)` of an input of `shape`.
+    Reduce {
+        op: ReduceOp,
+        axis: Option<usize>,
+        shape: Vec<usize>,
+    },
+    /// `argmax(x, axis)` of an input of `shape`.
+    Argmax {
+        axis: Option<usize>,
+        shape: Vec<usize>,
+    },
+    /// `softmax` (or `log_softmax` when `log`) over `(outer, n, inner)`.
+    Softmax {
+        dims: (usize, usize, usize),
+        log: bool,
+    },
+    /// `softmax_backward` over `(outer, n, inner)`.
+    SoftmaxBackward { dims: (usize, usize, usize) },
+    /// `cross_entropy` of `(rows, v)` logits.
+    CrossEntropy {
+        dims: (usize, usize),
+        want_grad: bool,
+    },
+    /// `permute`.
+    Permute(PermutePlan),
+    /// `gather_rows` from a table of rows of `d`.
+    GatherRows { d: usize },
+    /// `scatter_add_rows` of rows of `d`.
+    ScatterAddRows { d: usize },
+    /// `sum_to_shape`.
+    SumToShape(SumToShapePlan),
+    /// `rms_norm` of `(rows, d)`.
+    RmsNorm { dims: (usize, usize), eps: f32 },
+    /// `rms_norm_backward` of `(rows, d)`.
+    RmsNormBackward { dims: (usize, usize) },
+    /// `layer_norm` of `(rows, d)`.
+    LayerNorm { dims: (usize, usize), eps: f32 },
+    /// `layer_norm_backward` of `(rows, d)`.
+    LayerNormBackward { dims: (usize, usize) },
+    /// `dropout_mask(shape, key, p)`.
+    DropoutMask { key: u64, p: f64 },
+    /// `adam_update` with the recorded step; `t` grows by one per run.
+    Adam(AdamStep),
+}
+
+/// One kernel call: its kernel and the arena buffers it reads and writes.
+#[derive(Debug)]
+struct Step {
+    kernel: Kernel,
+    /// Buffers of the call's inputs, in the kernel's argument order.
+    ins: Vec<usize>,
+    /// Buffers of the call's outputs (at most 3).
+    outs: Vec<usize>,
+    /// Whether the step counts as a kernel launch (uploads and downloads are
+    /// identities on the CPU and count nothing, as in the eager backend).
+    counted: bool,
+}
+
+/// Scratch memory shared by every step (steps run one at a time).
+#[derive(Debug, Default)]
+struct Scratch {
+    /// Swapped copy of a product's left operand; softmax column maxima.
+    a: Vec<f32>,
+    /// Swapped copy of a product's right operand.
+    b: Vec<f32>,
+    /// f64 accumulators (softmax sums, per-row losses, gradient sums).
+    f64s: Vec<f64>,
+}
+
+/// A captured step compiled for the CPU: kernels over preallocated buffers.
+#[derive(Debug)]
+pub struct CpuProgram {
+    /// The arena: one buffer per live value (values share buffers over time).
+    bufs: Vec<Vec<f32>>,
+    steps: Vec<Step>,
+    scratch: Scratch,
+    /// `(input's buffer, source's buffer)` copied before every run after the
+    /// first (pairs that share a buffer are left out).
+    carries: Vec<(usize, usize)>,
+    /// Each value's buffer.
+    value_buf: Vec<usize>,
+    /// Each value's shape.
+    shapes: Vec<Vec<usize>>,
+    /// Whether a value can be read after a run (kept, carried from, or an input).
+    readable: Vec<bool>,
+    runs: u64,
+    kernel: Duration,
+    /// The backend's kernel-launch counter.
+    launches: Arc<AtomicU64>,
+}
+
+/// A failure to compile, as a device error.
+fn unsupported(message: String) -> DeviceError {
+    DeviceError::Backend {
+        device: "cpu".into(),
+        message: format!("captured step: {message}"),
+    }
+}
+
+/// The numbers of inputs and outputs a call of `op` has.
+fn arity(op: &Op) -> (usize, usize) {
+    match op {
+        Op::Upload | Op::Download | Op::Unary(_) | Op::View => (1, 1),
+        Op::Reduce { .. } | Op::Argmax { .. } | Op::Softmax { .. } | Op::LogSoftmax { .. } => {
+            (1, 1)
+        }
+        Op::Permute { .. } | Op::SumToShape { .. } => (1, 1),
+        Op::Binary(_) | Op::Matmul | Op::MatmulT { .. } | Op::SoftmaxBackward { .. } => (2, 1),
+        Op::GatherRows | Op::ScatterAddRows { .. } => (2, 1),
+        Op::CrossEntropy { want_grad } => (2, 1 + *want_grad as usize),
+        Op::RmsNorm { .. } => (1, 2),
+        Op::RmsNormBackward => (3, 1),
+        Op::LayerNorm { .. } => (1, 3),
+        Op::LayerNormBackward => (4, 1),
+        Op::DropoutMask { .. } => (0, 1),
+        Op::AdamUpdate(_) => (4, 3),
+    }
+}
+
+/// The kernel of a call with inputs of shapes `ins`.
+fn kernel_of(op: &Op, ins: &[&[usize]]) -> Result<Kernel> {
+    Ok(match op {
+        Op::Upload | Op::Download => Kernel::Copy,
+        Op::Unary(u) => Kernel::Unary(*u),
+        Op::Binary(b) => {
+            let plan = BinaryPlan::new(ins[0], ins[1]).ok_or_else(|| {
+                unsupported(format!(
+                    "binary shapes {:?} and {:?} do not broadcast",
+                    ins[0], ins[1]
+                ))
+            })?;
+            Kernel::Binary(*b, plan)
+        }
+        Op::Matmul => Kernel::Matmul(MatmulOpPlan::new(ins[0], false, ins[1], false)),
+        Op::MatmulT {
+            transpose_a,
+            transpose_b,
+        } => Kernel::Matmul(MatmulOpPlan::new(
+            ins[0],
+            *transpose_a,
+            ins[1],
+            *transpose_b,
+        )),
+        Op::Reduce { op, axis } => Kernel::Reduce {
+            op: *op,
+            axis: *axis,
+            shape: ins[0].to_vec(),
+        },
+        Op::Argmax { axis } => Kernel::Argmax {
+            axis: *axis,
+            shape: ins[0].to_vec(),
+        },
+        Op::Softmax { axis } | Op::LogSoftmax { axis } => Kernel::Softmax {
+            dims: nn::split_at_axis(ins[0], *axis),
+            log: matches!(op, Op::LogSoftmax { .. }),
+        },
+        Op::SoftmaxBackward { axis } => Kernel::SoftmaxBackward {
+            dims: nn::split_at_axis(ins[0], *axis),
+        },
+        Op::CrossEntropy { want_grad } => Kernel::CrossEntropy {
+            dims: nn::cross_entropy_rows(ins[0]),
+            want_grad: *want_grad,
+        },
+        Op::Permute { perm } => Kernel::Permute(PermutePlan::new(ins[0], perm)),
+        Op::GatherRows => match ins[0] {
+            &[_, d] => Kernel::GatherRows { d },
+            table => {
+                return Err(unsupported(format!(
+                    "gather_rows from a table of shape {table:?} (not [V, d])"
+                )))
+            }
+        },
+        Op::ScatterAddRows { .. } => Kernel::ScatterAddRows {
+            d: ins[1].last().copied().unwrap_or(1),
+        },
+        Op::SumToShape { shape } => Kernel::SumToShape(SumToShapePlan::new(ins[0], shape)),
+        Op::RmsNorm { eps } => Kernel::RmsNorm {
+            dims: nn::rows_of(ins[0]),
+            eps: *eps,
+        },
+        Op::RmsNormBackward => Kernel::RmsNormBackward {
+            dims: nn::rows_of(ins[0]),
+        },
+        Op::LayerNorm { eps } => Kernel::LayerNorm {
+            dims: nn::rows_of(ins[0]),
+            eps: *eps,
+        },
+        Op::LayerNormBackward => Kernel::LayerNormBackward {
+            dims: nn::rows_of(ins[0]),
+        },
+        Op::DropoutMask { key, p } => Kernel::DropoutMask { key: *key, p: *p },
+        Op::AdamUpdate(step) => Kernel::Adam(*step),
+        Op::View => unreachable!("views are aliases, not steps"),
+    })
+}
+
+impl Kernel {
+    /// Scratch elements this kernel needs: (a, b, f64).
+    fn scratch_lens(&self) -> (usize, usize, usize) {
+        match self {
+            Kernel::Matmul(p) => {
+                let (a, b) = p.scratch_lens();
+                (a, b, 0)
+            }
+            Kernel::Softmax { dims, .. } => {
+                let n = nn::softmax_scratch_lens(*dims);
+                (n, 0, n)
+            }
+            Kernel::SoftmaxBackward { dims } => (0, 0, nn::softmax_scratch_lens(*dims)),
+            Kernel::CrossEntropy { dims, .. } => (0, 0, dims.0),
+            Kernel::SumToShape(p) => (0, 0, p.acc_len()),
+            _ => (0, 0, 0),
+        }
+    }
+}
+
+/// Buffer bookkeeping while compiling.
+#[derive(Default)]
+struct Arena {
+    /// Each buffer's length.
+    lens: Vec<usize>,
+    /// Free buffers by length.
+    free: HashMap<usize, Vec<usize>>,
+    /// How many live roots hold each buffer.
+    holders: Vec<usize>,
+    /// Buffers that are never freed.
+    pinned: Vec<bool>,
+}
+
+impl Arena {
+    /// A buffer of `len` elements for a new root: a free one, else a new one.
+    fn take(&mut self, len: usize, pinned: bool) -> usize {
+        let b = match self.free.get_mut(&len).and_then(Vec::pop) {
+            Some(b) => b,
+            None => {
+                self.lens.push(len);
+                self.holders.push(0);
+                self.pinned.push(false);
+                self.lens.len() - 1
+            }
+        };
+        self.hold(b, pinned);
+        b
+    }
+
+    /// One more live root holds `b`.
+    fn hold(&mut self, b: usize, pinned: bool) {
+        self.holders[b] += 1;
+        self.pinned[b] |= pinned;
+    }
+
+    /// A root holding `b` died: the buffer is free when no live root holds it.
+    fn release(&mut self, b: usize) {
+        self.holders[b] -= 1;
+        if self.holders[b] == 0 && !self.pinned[b] {
+            self.free.entry(self.lens[b]).or_default().push(b);
+        }
+    }
+}
+
+/// Compiles `plan` into a [`CpuProgram`] counting its launches in `launches`.
+pub(crate) fn compile(plan: &StepPlan, launches: Arc<AtomicU64>) -> Result<CpuProgram> {
+    let trace = &plan.trace;
+    let n = trace.values.len();
+    let shape = |v: ValueId| trace.values[v.index()].shape.as_slice();
+    // Every value's root: the value whose buffer it uses (views share).
+    let mut root: Vec<usize> = (0..n).collect();
+    // The last call reading each root (through any of its views).
+    let mut last: Vec<Option<usize>> = vec![None; n];
+    for (k, c) in trace.calls.iter().enumerate() {
+        let (ni, no) = arity(&c.op);
+        if c.inputs.len() != ni || c.outputs.len() != no {
+            return Err(unsupported(format!(
+                "call {} (`{}`) has {} inputs and {} outputs, expected {ni} and {no}",
+                k + 1,
+                c.op.name(),
+                c.inputs.len(),
+                c.outputs.len()
+            )));
+        }
+        for v in c.inputs.iter().chain(&c.outputs) {
+            if v.index() >= n {
+                return Err(unsupported(format!(
+                    "call {} names an unknown value",
+                    k + 1
+                )));
+            }
+        }
+        if c.op == Op::View {
+            let (i, o) = (c.inputs[0], c.outputs[0]);
+            if numel_of(shape(i)) != numel_of(shape(o)) {
+                return Err(unsupported(format!(
+                    "call {} views {:?} as {:?}",
+                    k + 1,
+                    shape(i),
+                    shape(o)
+                )));
+            }
+            root[o.index()] = root[i.index()];
+        }
+        for v in &c.inputs {
+            last[root[v.index()]] = Some(k);
+        }
+    }
+    let live_at_end = plan.live_at_end();
+    // Roots that must survive the step: inputs and everything live at the end.
+    let mut pinned = vec![false; n];
+    for (j, (v, _)) in trace.inputs.iter().enumerate() {
+        if trace.values.get(v.index()).map(|x| x.origin) != Some(Origin::Input(j)) {
+            return Err(unsupported(format!(
+                "input {} is not an input value",
+                j + 1
+            )));
+        }
+        pinned[root[v.index()]] = true;
+    }
+    let mut kept_root = vec![false; n];
+    for v in &live_at_end {
+        if v.index() >= n {
+            return Err(unsupported("a kept value is unknown".into()));
+        }
+        pinned[root[v.index()]] = true;
+        kept_root[root[v.index()]] = true;
+    }
+    if plan.inputs.len() != trace.inputs.len() {
+        return Err(unsupported(
+            "the plan's inputs do not match the trace's".into(),
+        ));
+    }
+
+    let mut arena = Arena::default();
+    let mut value_buf = vec![usize::MAX; n];
+    let mut initial: Vec<(usize, &Tensor)> = Vec::new();
+    for input in &plan.inputs {
+        let v = input.value;
+        if input.initial.shape() != shape(v) {
+            return Err(unsupported(format!(
+                "input value {} starts with shape {:?}, recorded as {:?}",
+                v.0,
+                input.initial.shape(),
+                shape(v)
+            )));
+        }
+        let b = arena.take(numel_of(shape(v)), true);
+        value_buf[v.index()] = b;
+        initial.push((b, &input.initial));
+    }
+    // Carried inputs by the root they are carried from.
+    let carried_from_root: HashMap<usize, usize> = plan
+        .inputs
+        .iter()
+        .filter_map(|i| i.carried_from.map(|c| (i.value.index(), root[c.index()])))
+        .collect();
+
+    let mut steps = Vec::with_capacity(trace.calls.len());
+    let mut dead_after: Vec<Vec<usize>> = vec![Vec::new(); trace.calls.len()];
+    for r in 0..n {
+        if let (Some(k), false) = (last[r], pinned[r]) {
+            dead_after[k].push(r);
+        }
+    }
+    for (k, c) in trace.calls.iter().enumerate() {
+        if c.op == Op::View {
+            value_buf[c.outputs[0].index()] = value_buf[root[c.inputs[0].index()]];
+            continue;
+        }
+        let ins: Vec<usize> = c
+            .inputs
+            .iter()
+            .map(|v| value_buf[root[v.index()]])
+            .collect();
+        let mut outs = Vec::with_capacity(c.outputs.len());
+        for (oi, o) in c.outputs.iter().enumerate() {
+            let r = o.index();
+            let len = numel_of(shape(*o));
+            // Adam's p, m, v (inputs 0, 2, 3) become outputs 0, 1, 2.
+            let in_place = match c.op {
+                Op::AdamUpdate(_) => {
+                    let src = c.inputs[[0, 2, 3][oi]];
+                    let sr = root[src.index()];
+                    let b = value_buf[sr];
+                    let only_here = ins.iter().filter(|&&x| x == b).count() == 1;
+                    let free_after = last[sr] == Some(k) && !kept_root[sr];
+                    let may_write = !pinned[sr] || carried_from_root.get(&sr) == Some(&r);
+                    (only_here && free_after && may_write && arena.lens[b] == len).then_some(b)
+                }
+                _ => None,
+            };
+            let b = match in_place {
+                Some(b) => {
+                    arena.hold(b, pinned[r]);
+                    b
+                }
+                None => arena.take(len, pinned[r]),
+            };
+            value_buf[r] = b;
+            outs.push(b);
+        }
+        let in_shapes: Vec<&[usize]> = c.inputs.iter().map(|v| shape(*v)).collect();
+        let kernel = kernel_of(&c.op, &in_shapes)?;
+        steps.push(Step {
+            kernel,
+            ins,
+            outs,
+            counted: !matches!(c.op, Op::Upload | Op::Download),
+        });
+        // Outputs nobody reads die at once; inputs whose last use this was die now.
+        for o in &c.outputs {
+            let r = o.index();
+            if last[r].is_none() && !pinned[r] {
+                arena.release(value_buf[r]);
+            }
+        }
+        for &r in &dead_after[k] {
+            arena.release(value_buf[r]);
+        }
+    }
+
+    let mut bufs: Vec<Vec<f32>> = arena.lens.iter().map(|&len| vec![0.0; len]).collect();
+    for (b, t) in initial {
+        bufs[b].copy_from_slice(t.host());
+    }
+    let mut scratch = Scratch::default();
+    let (mut la, mut lb, mut lf) = (0, 0, 0);
+    for s in &steps {
+        let (a, b, f) = s.kernel.scratch_lens();
+        (la, lb, lf) = (la.max(a), lb.max(b), lf.max(f));
+    }
+    scratch.a.resize(la, 0.0);
+    scratch.b.resize(lb, 0.0);
+    scratch.f64s.resize(lf, 0.0);
+    let carries = plan
+        .inputs
+        .iter()
+        .filter_map(|i| {
+            let from = i.carried_from?;
+            let (dst, src) = (value_buf[i.value.index()], value_buf[root[from.index()]]);
+            (dst != src).then_some((dst, src))
+        })
+        .collect();
+    // Readable after a run: values live at the end (and their views), and
+    // inputs that are not carried (they never change).
+    let readable = (0..n)
+        .map(|v| {
+            let r = root[v];
+            kept_root[r]
+                || (matches!(trace.values[r].origin, Origin::Input(_))
+                    && !carried_from_root.contains_key(&r))
+        })
+        .collect();
+    for v in 0..n {
+        value_buf[v] = value_buf[root[v]];
+    }
+    Ok(CpuProgram {
+        bufs,
+        steps,
+        scratch,
+        carries,
+        value_buf,
+        shapes: trace.values.iter().map(|v| v.shape.clone()).collect(),
+        readable,
+        runs: 0,
+        kernel: Duration::ZERO,
+        launches,
+    })
+}
+
+/// Copies buffer `src` into buffer `dst` (distinct, same length).
+fn copy_buffer(bufs: &mut [Vec<f32>], src: usize, dst: usize) {
+    let mut d = std::mem::take(&mut bufs[dst]);
+    d.copy_from_slice(&bufs[src]);
+    bufs[dst] = d;
+}
+
+/// Runs one step on the arena (`runs` earlier runs, for Adam's count).
+fn execute(step: &Step, bufs: &mut [Vec<f32>], scratch: &mut Scratch, runs: u64) {
+    if let Kernel::Adam(adam) = &step.kernel {
+        // Old p, m, v into the new buffers unless the update is in place.
+        for (i, &o) in [0, 2, 3].iter().zip(&step.outs) {
+            if step.ins[*i] != o {
+                copy_buffer(bufs, step.ins[*i], o);
+            }
+        }
+        let mut p = std::mem::take(&mut bufs[step.outs[0]]);
+        let mut m = std::mem::take(&mut bufs[step.outs[1]]);
+        let mut v = std::mem::take(&mut bufs[step.outs[2]]);
+        let h = crate::capture::adam_step_of_run(adam, runs).constants();
+        nn::adam_update_into(&mut p, &bufs[step.ins[1]], &mut m, &mut v, h);
+        bufs[step.outs[0]] = p;
+        bufs[step.outs[1]] = m;
+        bufs[step.outs[2]] = v;
+        return;
+    }
+    let mut outs: [Vec<f32>; 3] = Default::default();
+    for (o, &b) in outs.iter_mut().zip(&step.outs) {
+        *o = std::mem::take(&mut bufs[b]);
+    }
+    {
+        let bufs = &*bufs;
+        let x = |i: usize| bufs[step.ins[i]].as_slice();
+        let [o0, o1, o2] = &mut outs;
+        let Scratch { a, b, f64s } = scratch;
+        match &step.kernel {
+            Kernel::Copy => o0.copy_from_slice(x(0)),
+            Kernel::Unary(op) => unary_into(*op, x(0), o0),
+            Kernel::Binary(op, plan) => binary_into(*op, plan, x(0), x(1), o0),
+            Kernel::Matmul(plan) => {
+                let (na, nb) = plan.scratch_lens();
+                matmul_op_into(plan, x(0), x(1), &mut a[..na], &mut b[..nb], o0)
+            }
+            Kernel::Reduce { op, axis, shape } => reduce_into(*op, x(0), shape, *axis, o0),
+            Kernel::Argmax { axis, shape } => argmax_into(x(0), shape, *axis, o0),
+            Kernel::Softmax { dims, log } => {
+                let s = nn::softmax_scratch_lens(*dims);
+                nn::softmax_into(x(0), *dims, *log, o0, &mut a[..s], &mut f64s[..s])
+            }
+            Kernel::SoftmaxBackward { dims } => {
+                let s = nn::softmax_scratch_lens(*dims);
+                nn::softmax_backward_into(x(0), x(1), *dims, o0, &mut f64s[..s])
+            }
+            Kernel::CrossEntropy { dims, want_grad } => {
+                let grad = want_grad.then_some(o1.as_mut_slice());
+                nn::cross_entropy_into(x(0), x(1), *dims, o0, grad, &mut f64s[..dims.0])
+            }
+            Kernel::Permute(plan) => permute_into(plan, x(0), o0),
+            Kernel::GatherRows { d } => nn::gather_rows_into(x(0), *d, x(1), o0),
+            Kernel::ScatterAddRows { d } => nn::scatter_add_rows_into(x(0), x(1), *d, o0),
+            Kernel::SumToShape(plan) => {
+                sum_to_shape_into(plan, x(0), o0, &mut f64s[..plan.acc_len()])
+            }
+            Kernel::RmsNorm { dims, eps } => nn::rms_norm_into(x(0), *dims, *eps, o0, o1),
+            Kernel::RmsNormBackward { dims } => {
+                nn::rms_norm_backward_into(x(0), x(1), x(2), *dims, o0)
+            }
+            Kernel::LayerNorm { dims, eps } => nn::layer_norm_into(x(0), *dims, *eps, o0, o1, o2),
+            Kernel::LayerNormBackward { dims } => {
+                nn::layer_norm_backward_into(x(0), x(1), x(2), x(3), *dims, o0)
+            }
+            Kernel::DropoutMask { key, p } => nn::dropout_mask_into(*key, *p, o0),
+            Kernel::Adam(_) => unreachable!("handled above"),
+        }
+    }
+    for (o, &b) in outs.into_iter().zip(&step.outs) {
+        bufs[b] = o;
+    }
+}
+
+impl CpuProgram {
+    /// The buffer of `v` when it can be read after a run.
+    fn readable_buffer(&self, v: ValueId) -> Result<&[f32]> {
+        match self.readable.get(v.index()) {
+            Some(true) if self.runs > 0 => Ok(&self.bufs[self.value_buf[v.index()]]),
+            Some(true) => Err(unsupported(format!(
+                "value {} was read before the first run",
+                v.0
+            ))),
+            _ => Err(unsupported(format!(
+                "value {} is not kept after a step (name it in the plan's `keep`)",
+                v.0
+            ))),
+        }
+    }
+}
+
+impl StepProgram for CpuProgram {
+    fn run(&mut self) -> Result<()> {
+        if self.runs > 0 {
+            for &(dst, src) in &self.carries {
+                copy_buffer(&mut self.bufs, src, dst);
+            }
+        }
+        for step in &self.steps {
+            let started = Instant::now();
+            execute(step, &mut self.bufs, &mut self.scratch, self.runs);
+            self.kernel += started.elapsed();
+            if step.counted {
+                self.launches.fetch_add(1, Ordering::Relaxed);
+                count_in_scopes(DeviceKind::Cpu, Count::Kernel);
+            }
+        }
+        self.runs += 1;
+        Ok(())
+    }
+
+    fn first_element(&self, v: ValueId) -> Result<f32> {
+        self.readable_buffer(v)?
+            .first()
+            .copied()
+            .ok_or_else(|| unsupported(format!("value {} has no elements", v.0)))
+    }
+
+    fn tensor(&self, v: ValueId) -> Result<Tensor> {
+        let data = self.readable_buffer(v)?.to_vec();
+        Ok(Tensor::from_vec(self.shapes[v.index()].clone(), data))
+    }
+
+    fn kernel_time(&self) -> Duration {
+        self.kernel
+    }
+
+    fn kind(&self) -> &'static str {
+        "arena"
+    }
+}
