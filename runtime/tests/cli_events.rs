@@ -95,3 +95,53 @@ fn charts_become_artifacts_with_a_path() {
     let o = events.iter().find(|e| e["type"] == "output").unwrap();
     assert_eq!(o["text"], format!("viz: {path}\n"));
 }
+
+#[test]
+fn device_events_say_whether_train_steps_are_captured_and_why_not() {
+    let d = temp_dir("step-mode");
+    let body = "adam(sum((W - [1, 2]) * (W - [1, 2])), W, 0.1, 0.9, 0.999, 1e-8); sum(W * W)";
+    std::fs::write(
+        d.join("c.mlpl"),
+        format!("W = param[2]\ntrain 30 {{ {body} }}\nW\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        d.join("g.mlpl"),
+        format!("W = param[2]\nk = 0\ntrain 30 {{ k = k + 1; {body} }}\nW\n"),
+    )
+    .unwrap();
+    let mode = |events: &[Value]| {
+        let last = events.iter().rev().find(|e| e["type"] == "device").unwrap();
+        (
+            last["step_mode"].as_str().map(str::to_string),
+            last["step_mode_reason"].as_str().map(str::to_string),
+        )
+    };
+    let value =
+        |events: &[Value]| events.iter().find(|e| e["type"] == "value").unwrap()["text"].clone();
+    let (out, captured) = run(&d, "c.mlpl", &[]);
+    assert!(out.status.success());
+    assert_eq!(mode(&captured), (Some("captured".into()), None));
+    let (_, eager) = run(&d, "c.mlpl", &["--no-capture"]);
+    let (m, why) = mode(&eager);
+    assert_eq!(m.as_deref(), Some("eager"));
+    assert!(why.unwrap().contains("turned off"));
+    assert_eq!(
+        value(&captured),
+        value(&eager),
+        "the same result either way"
+    );
+    // A guard that fails after recording is also a `warning` event at the loop.
+    let (out, guarded) = run(&d, "g.mlpl", &[]);
+    assert!(out.status.success());
+    assert_eq!(mode(&guarded).0.as_deref(), Some("eager"));
+    let w = guarded
+        .iter()
+        .find(|e| e["type"] == "warning" && e["diagnostic"]["code"] == "capture")
+        .expect("a capture warning");
+    assert_eq!(w["diagnostic"]["line"], 3);
+    assert!(
+        w["diagnostic"]["label"].as_str().unwrap().contains("`k`"),
+        "{w}"
+    );
+}

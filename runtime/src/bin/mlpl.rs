@@ -118,6 +118,11 @@ struct RunArgs {
     /// instead of its value and diagnostics.
     #[arg(long, value_enum, value_name = "FORMAT")]
     events: Option<EventsFormat>,
+    /// Interpret every iteration of `train` loops instead of replaying the step
+    /// recorded in their first two iterations (the results are the same; for
+    /// comparing speed or ruling out a capture problem).
+    #[arg(long)]
+    no_capture: bool,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -215,6 +220,7 @@ fn run(args: RunArgs) -> ExitCode {
     ws.exp_dir = args.exp_dir.clone();
     ws.default_device = Some(device);
     let mut it = Interp::new(ws);
+    it.capture_steps = !args.no_capture;
     if let Err(why) = it.devices.availability(device) {
         eprintln!(
             "warning: device `{device}` is not available ({}); running on the CPU",
@@ -319,6 +325,7 @@ fn run_events(
         exp_dir: args.exp_dir.clone(),
         device,
         artifact_dir: Some(svg_dir(args.svg_out.as_deref())),
+        capture_steps: !args.no_capture,
         ..SessionOptions::default()
     };
     let mut session = Session::new("cli", opts, sink);

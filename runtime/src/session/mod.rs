@@ -45,6 +45,9 @@ pub struct SessionOptions {
     pub artifact_dir: Option<PathBuf>,
     /// Where the session is saved after every run (`None`: no automatic save).
     pub autosave_dir: Option<PathBuf>,
+    /// Whether `train` loops replay their captured step (the default) or
+    /// interpret every iteration.
+    pub capture_steps: bool,
 }
 
 impl Default for SessionOptions {
@@ -56,6 +59,7 @@ impl Default for SessionOptions {
             step_interval: STEP_INTERVAL,
             artifact_dir: None,
             autosave_dir: None,
+            capture_steps: true,
         }
     }
 }
@@ -149,7 +153,8 @@ impl Session {
         ws.data_dir = opts.data_dir.clone();
         ws.exp_dir = opts.exp_dir.clone();
         ws.default_device = Some(opts.device);
-        let interp = Interp::new(ws);
+        let mut interp = Interp::new(ws);
+        interp.capture_steps = opts.capture_steps;
         let cancel = CancelHandle::new(interp.cancel.clone());
         Session {
             emitter: Arc::new(Emitter::new(id.clone(), last_seq, sink)),
