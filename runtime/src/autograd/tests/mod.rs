@@ -24,6 +24,7 @@
 
 mod composite;
 mod elementwise;
+mod fused;
 mod layout;
 mod linalg;
 mod nn;
