@@ -149,6 +149,21 @@ impl StepProgram for BackendReplay {
                 Op::LayerNormBackward => {
                     vec![b.layer_norm_backward(&ins[0], &ins[1], &ins[2], &ins[3])?]
                 }
+                Op::UnaryBackward(op) => {
+                    vec![b.unary_backward(*op, &ins[0], &ins[1], &ins[2])?]
+                }
+                Op::BiasAct(act) => vec![b.bias_act(&ins[0], &ins[1], *act)?],
+                Op::BiasActBackward { act, want_bias } => {
+                    let (dx, db) =
+                        b.bias_act_backward(&ins[0], &ins[1], &ins[2], &ins[3], *act, *want_bias)?;
+                    std::iter::once(dx).chain(db).collect()
+                }
+                Op::MaskedSoftmax { divisor, causal } => {
+                    vec![b.masked_softmax(&ins[0], *divisor, *causal)?]
+                }
+                Op::MaskedSoftmaxBackward { divisor, causal } => {
+                    vec![b.masked_softmax_backward(&ins[0], &ins[1], *divisor, *causal)?]
+                }
                 Op::DropoutMask { key, p } => {
                     let shape = out_shape(0);
                     let mask = b.dropout_mask(&shape, *key, *p)?;

@@ -363,6 +363,65 @@ impl Backend for Recorder {
         )
     }
 
+    fn unary_backward(&self, op: UnaryOp, x: &Tensor, y: &Tensor, dy: &Tensor) -> Result<Tensor> {
+        self.run(
+            Op::UnaryBackward(op),
+            &[x, y, dy],
+            |b| b.unary_backward(op, x, y, dy),
+            one,
+        )
+    }
+
+    fn bias_act(&self, x: &Tensor, bias: &Tensor, act: UnaryOp) -> Result<Tensor> {
+        self.run(
+            Op::BiasAct(act),
+            &[x, bias],
+            |b| b.bias_act(x, bias, act),
+            one,
+        )
+    }
+
+    fn bias_act_backward(
+        &self,
+        x: &Tensor,
+        bias: &Tensor,
+        y: &Tensor,
+        dy: &Tensor,
+        act: UnaryOp,
+        want_bias: bool,
+    ) -> Result<(Tensor, Option<Tensor>)> {
+        self.run(
+            Op::BiasActBackward { act, want_bias },
+            &[x, bias, y, dy],
+            |b| b.bias_act_backward(x, bias, y, dy, act, want_bias),
+            |(dx, db)| std::iter::once(dx).chain(db.as_ref()).collect(),
+        )
+    }
+
+    fn masked_softmax(&self, x: &Tensor, divisor: f32, causal: bool) -> Result<Tensor> {
+        self.run(
+            Op::MaskedSoftmax { divisor, causal },
+            &[x],
+            |b| b.masked_softmax(x, divisor, causal),
+            one,
+        )
+    }
+
+    fn masked_softmax_backward(
+        &self,
+        y: &Tensor,
+        dy: &Tensor,
+        divisor: f32,
+        causal: bool,
+    ) -> Result<Tensor> {
+        self.run(
+            Op::MaskedSoftmaxBackward { divisor, causal },
+            &[y, dy],
+            |b| b.masked_softmax_backward(y, dy, divisor, causal),
+            one,
+        )
+    }
+
     fn dropout_mask(&self, shape: &[usize], key: u64, p: f64) -> Result<Option<Tensor>> {
         self.run(
             Op::DropoutMask { key, p },

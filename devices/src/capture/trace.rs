@@ -124,6 +124,32 @@ pub enum Op {
     },
     /// `layer_norm_backward(x, mean, inv_std, dy)`.
     LayerNormBackward,
+    /// `unary_backward(op, x, y, dy)`.
+    UnaryBackward(UnaryOp),
+    /// `bias_act(x, bias, act)`.
+    BiasAct(UnaryOp),
+    /// `bias_act_backward(x, bias, y, dy, act, want_bias)`: outputs `dx` and,
+    /// when `want_bias`, `dbias`.
+    BiasActBackward {
+        /// The activation.
+        act: UnaryOp,
+        /// Whether the bias gradient is an output.
+        want_bias: bool,
+    },
+    /// `masked_softmax(x, divisor, causal)`.
+    MaskedSoftmax {
+        /// What the scores are divided by.
+        divisor: f32,
+        /// Whether entries above the diagonal are masked.
+        causal: bool,
+    },
+    /// `masked_softmax_backward(y, dy, divisor, causal)`.
+    MaskedSoftmaxBackward {
+        /// What the scores were divided by.
+        divisor: f32,
+        /// Whether entries above the diagonal were masked.
+        causal: bool,
+    },
     /// `dropout_mask(shape, key, p)` when the backend made the mask (no inputs;
     /// the output's shape is the mask's).
     DropoutMask {
@@ -164,6 +190,11 @@ impl Op {
             Op::RmsNormBackward => "rms_norm_backward",
             Op::LayerNorm { .. } => "layer_norm",
             Op::LayerNormBackward => "layer_norm_backward",
+            Op::UnaryBackward(_) => "unary_backward",
+            Op::BiasAct(_) => "bias_act",
+            Op::BiasActBackward { .. } => "bias_act_backward",
+            Op::MaskedSoftmax { .. } => "masked_softmax",
+            Op::MaskedSoftmaxBackward { .. } => "masked_softmax_backward",
             Op::DropoutMask { .. } => "dropout_mask",
             Op::AdamUpdate(_) => "adam_update",
             Op::View => "reshape",

@@ -88,6 +88,22 @@ enum Kernel {
     LayerNorm { dims: (usize, usize), eps: f32 },
     /// `layer_norm_backward` of `(rows, d)`.
     LayerNormBackward { dims: (usize, usize) },
+    /// `unary_backward(op, x, y, dy)`.
+    UnaryBackward(UnaryOp),
+    /// `bias_act(x, bias, act)`.
+    BiasAct(UnaryOp),
+    /// `bias_act_backward`: `dx`, then `dbias` summed by the plan when wanted.
+    BiasActBackward {
+        act: UnaryOp,
+        dbias: Option<SumToShapePlan>,
+    },
+    /// `masked_softmax` (or its backward when `backward`) of `(rows, T, S)` scores.
+    MaskedSoftmax {
+        dims: (usize, usize, usize),
+        divisor: f32,
+        causal: bool,
+        backward: bool,
+    },
     /// `dropout_mask(shape, key, p)`.
     DropoutMask { key: u64, p: f64 },
     /// `adam_update` with the recorded step; `t` grows by one per run.
@@ -164,6 +180,10 @@ fn arity(op: &Op) -> (usize, usize) {
         Op::LayerNorm { .. } => (1, 3),
         Op::LayerNormBackward => (4, 1),
         Op::DropoutMask { .. } => (0, 1),
+        Op::UnaryBackward(_) => (3, 1),
+        Op::BiasAct(_) | Op::MaskedSoftmaxBackward { .. } => (2, 1),
+        Op::BiasActBackward { want_bias, .. } => (4, 1 + *want_bias as usize),
+        Op::MaskedSoftmax { .. } => (1, 1),
         Op::AdamUpdate(_) => (4, 3),
     }
 }
@@ -240,6 +260,20 @@ fn kernel_of(op: &Op, ins: &[&[usize]]) -> Result<Kernel> {
             dims: nn::rows_of(ins[0]),
         },
         Op::DropoutMask { key, p } => Kernel::DropoutMask { key: *key, p: *p },
+        Op::UnaryBackward(u) => Kernel::UnaryBackward(*u),
+        Op::BiasAct(act) => Kernel::BiasAct(*act),
+        Op::BiasActBackward { act, want_bias } => Kernel::BiasActBackward {
+            act: *act,
+            dbias: want_bias.then(|| SumToShapePlan::new(ins[0], ins[1])),
+        },
+        Op::MaskedSoftmax { divisor, causal } | Op::MaskedSoftmaxBackward { divisor, causal } => {
+            Kernel::MaskedSoftmax {
+                dims: nn::score_dims(ins[0], *causal),
+                divisor: *divisor,
+                causal: *causal,
+                backward: matches!(op, Op::MaskedSoftmaxBackward { .. }),
+            }
+        }
         Op::AdamUpdate(step) => Kernel::Adam(*step),
         Op::View => unreachable!("views are aliases, not steps"),
     })
@@ -260,6 +294,7 @@ impl Kernel {
             Kernel::SoftmaxBackward { dims } => (0, 0, nn::softmax_scratch_lens(*dims)),
             Kernel::CrossEntropy { dims, .. } => (0, 0, dims.0),
             Kernel::SumToShape(p) => (0, 0, p.acc_len()),
+            Kernel::BiasActBackward { dbias: Some(p), .. } => (0, 0, p.acc_len()),
             _ => (0, 0, 0),
         }
     }
@@ -589,6 +624,26 @@ fn execute(step: &Step, bufs: &mut [Vec<f32>], scratch: &mut Scratch, runs: u64)
                 nn::layer_norm_backward_into(x(0), x(1), x(2), x(3), *dims, o0)
             }
             Kernel::DropoutMask { key, p } => nn::dropout_mask_into(*key, *p, o0),
+            Kernel::UnaryBackward(op) => nn::unary_backward_into(*op, x(0), x(1), x(2), o0),
+            Kernel::BiasAct(act) => nn::bias_act_into(*act, x(0), x(1), o0),
+            Kernel::BiasActBackward { act, dbias } => {
+                nn::bias_act_backward_into(*act, x(0), x(1), x(2), x(3), o0);
+                if let Some(plan) = dbias {
+                    sum_to_shape_into(plan, o0, o1, &mut f64s[..plan.acc_len()]);
+                }
+            }
+            Kernel::MaskedSoftmax {
+                dims,
+                divisor,
+                causal,
+                backward: false,
+            } => nn::masked_softmax_into(x(0), *dims, *divisor, *causal, o0),
+            Kernel::MaskedSoftmax {
+                dims,
+                divisor,
+                causal,
+                backward: true,
+            } => nn::masked_softmax_backward_into(x(0), x(1), *dims, *divisor, *causal, o0),
             Kernel::Adam(_) => unreachable!("handled above"),
         }
     }
