@@ -58,7 +58,7 @@ fn an_mlp_step_above_the_parallel_thresholds_is_bit_identical_to_eager() {
 
 #[test]
 fn every_kernel_is_bit_identical_to_eager() {
-    let (init, step) = every_kernel(6, 8);
+    let (init, step) = every_kernel(6, 8, true);
     let c = compare(init, &*step, 4);
     // Every kind of call is in the step (uploads and downloads are identities
     // on the CPU and are never recorded).
@@ -92,7 +92,7 @@ fn every_kernel_is_bit_identical_to_eager() {
 #[test]
 fn every_kernel_above_the_parallel_thresholds_is_bit_identical_to_eager() {
     // 96 × 512 = 49,152 elements: over the 32K threshold of every kernel.
-    let (init, step) = every_kernel(96, 512);
+    let (init, step) = every_kernel(96, 512, true);
     compare(init, &*step, 2);
 }
 

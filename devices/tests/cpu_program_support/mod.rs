@@ -159,12 +159,39 @@ pub fn mlp(batch: usize, din: usize, hidden: usize, classes: usize) -> (Vec<Tens
     (init, Box::new(step))
 }
 
+/// The matrix products of [`mlp`]'s step alone, with the same shapes and
+/// transpose flags, on constant operands.
+pub fn mlp_products(
+    batch: usize,
+    din: usize,
+    hidden: usize,
+    classes: usize,
+) -> (Vec<Tensor>, Box<StepFn>) {
+    let x = tensor(&[batch, din], 1, 1.0);
+    let w1 = tensor(&[din, hidden], 3, 0.3);
+    let h1 = tensor(&[batch, hidden], 7, 1.0);
+    let w2 = tensor(&[hidden, classes], 5, 0.3);
+    let dlogits = tensor(&[batch, classes], 8, 0.1);
+    let step = move |b: &dyn Backend, _: u64, _: &[Tensor]| {
+        let out = vec![
+            b.matmul(&x, &w1).unwrap(),
+            b.matmul(&h1, &w2).unwrap(),
+            b.matmul_t(&h1, &dlogits, true, false).unwrap(),
+            b.matmul_t(&dlogits, &w2, false, true).unwrap(),
+            b.matmul_t(&x, &h1, true, false).unwrap(),
+        ];
+        (Vec::new(), out)
+    };
+    (Vec::new(), Box::new(step))
+}
+
 /// A step that calls every CPU kernel (every fast path of the broadcasting,
 /// product, permutation, reduction and sum-to-shape kernels) on values
 /// computed from a parameter `p [rows, cols]` (`rows` even), and updates `p`
-/// with Adam. State: `p, m, v`, a counter carried without Adam, and a
-/// reshaped product carried as a view. Returns every kernel result to compare.
-pub fn every_kernel(rows: usize, cols: usize) -> (Vec<Tensor>, Box<StepFn>) {
+/// with Adam; without the matrix products when `products` is false. State:
+/// `p, m, v`, a counter carried without Adam, and a reshaped product carried
+/// as a view. Returns every kernel result to compare.
+pub fn every_kernel(rows: usize, cols: usize, products: bool) -> (Vec<Tensor>, Box<StepFn>) {
     assert!(rows % 2 == 0);
     let half = rows / 2;
     let p = tensor(&[rows, cols], 11, 1.0);
@@ -236,17 +263,19 @@ pub fn every_kernel(rows: usize, cols: usize) -> (Vec<Tensor>, Box<StepFn>) {
         let x_first = x_first.reshape(vec![2, 1, 1]);
         out.push(b.binary(BinaryOp::Add, &x_first, &plane).unwrap());
         // Products: plain, batched, folded batch, broadcast batch, every flag.
-        out.push(b.matmul(x, &w).unwrap());
-        out.push(b.matmul(&x3, &wb).unwrap());
-        let w_one = w.reshape(vec![1, cols, 5]);
-        out.push(b.matmul(&x3, &w_one).unwrap());
-        let x_mean = b.reduce(ReduceOp::Mean, &x3, Some(0)).unwrap();
-        out.push(b.matmul(&x_mean.reshape(vec![1, half, cols]), &wb).unwrap());
-        out.push(b.matmul_t(x, &w, false, false).unwrap());
-        out.push(b.matmul_t(x, &wt_a, true, false).unwrap());
-        out.push(b.matmul_t(x, &wt_n1, true, false).unwrap());
-        out.push(b.matmul_t(x, &wt_b, false, true).unwrap());
-        out.push(b.matmul_t(x, &wt_ab, true, true).unwrap());
+        if products {
+            out.push(b.matmul(x, &w).unwrap());
+            out.push(b.matmul(&x3, &wb).unwrap());
+            let w_one = w.reshape(vec![1, cols, 5]);
+            out.push(b.matmul(&x3, &w_one).unwrap());
+            let x_mean = b.reduce(ReduceOp::Mean, &x3, Some(0)).unwrap();
+            out.push(b.matmul(&x_mean.reshape(vec![1, half, cols]), &wb).unwrap());
+            out.push(b.matmul_t(x, &w, false, false).unwrap());
+            out.push(b.matmul_t(x, &wt_a, true, false).unwrap());
+            out.push(b.matmul_t(x, &wt_n1, true, false).unwrap());
+            out.push(b.matmul_t(x, &wt_b, false, true).unwrap());
+            out.push(b.matmul_t(x, &wt_ab, true, true).unwrap());
+        }
         // Reductions and argmax over everything, the first and the last axis.
         for op in [ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Mean, ReduceOp::Max] {
             for axis in [None, Some(0), Some(1), Some(2)] {

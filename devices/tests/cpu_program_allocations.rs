@@ -1,0 +1,142 @@
+//! What a compiled CPU step program allocates per run, counted by a global
+//! allocator (this test binary's own, so it sees every allocation of the
+//! process).
+//!
+//! The program itself and every kernel run in preallocated memory: a step
+//! using every kernel except the matrix products allocates nothing per run,
+//! below and above the parallel thresholds. What remains is outside this
+//! crate and measured here too:
+//! - the `gemm` crate allocates inside each general product (a flag vector,
+//!   packing buffers when it packs, and a flag vector per extra thread); the
+//!   MLP step allocates exactly what its products alone allocate;
+//! - rayon allocates one block of its global job queue per 63 jobs sent to
+//!   its pool from a thread outside it. The strict counts run the program on a
+//!   pool thread (where parallel kernels queue locally); the count from a
+//!   plain thread is printed.
+
+mod cpu_program_support;
+
+use cpu_program_support::{capture, every_kernel, mlp, mlp_products, StepFn};
+use mlpl_devices::capture::StepProgram;
+use mlpl_devices::Tensor;
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+static ALLOCS: AtomicU64 = AtomicU64::new(0);
+
+/// The system allocator, counting every allocation.
+struct Counting;
+
+// SAFETY: every call is forwarded unchanged to the system allocator.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        unsafe { System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// Measured runs after the two warm-up runs.
+const RUNS: usize = 6;
+
+/// Allocations of each of [`RUNS`] runs after two warm-up runs, with the
+/// program run on a rayon pool thread.
+fn per_run_in_pool(program: &mut dyn StepProgram) -> [u64; RUNS] {
+    let mut counts = [0u64; RUNS];
+    rayon::join(
+        || {
+            for _ in 0..2 {
+                program.run().unwrap();
+            }
+            for c in counts.iter_mut() {
+                let before = ALLOCS.load(Ordering::SeqCst);
+                program.run().unwrap();
+                *c = ALLOCS.load(Ordering::SeqCst) - before;
+            }
+        },
+        || (),
+    );
+    counts
+}
+
+/// Allocations of [`RUNS`] runs together after two warm-up runs, run from
+/// this (non-pool) thread.
+fn total_outside_pool(program: &mut dyn StepProgram) -> u64 {
+    for _ in 0..2 {
+        program.run().unwrap();
+    }
+    let before = ALLOCS.load(Ordering::SeqCst);
+    for _ in 0..RUNS {
+        program.run().unwrap();
+    }
+    ALLOCS.load(Ordering::SeqCst) - before
+}
+
+/// The program of a step captured from `init` (the compiled program is all
+/// that is kept).
+fn program(init: Vec<Tensor>, step: &StepFn) -> Box<dyn StepProgram> {
+    capture(init, step).program
+}
+
+/// Serialises the tests of this binary: they count allocations process-wide.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+#[test]
+fn a_step_without_products_allocates_nothing_per_run() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    for (rows, cols) in [(6, 8), (96, 512)] {
+        let (init, step) = every_kernel(rows, cols, false);
+        let mut p = program(init, &*step);
+        let counts = per_run_in_pool(&mut *p);
+        assert_eq!(
+            counts, [0; RUNS],
+            "every-kernel step at {rows} x {cols}: allocations per run"
+        );
+        let outside = total_outside_pool(&mut *p);
+        println!(
+            "every-kernel step at {rows} x {cols}, run from outside the pool: {outside} allocations in {RUNS} runs"
+        );
+    }
+}
+
+#[test]
+fn an_mlp_step_allocates_only_what_its_products_allocate() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    for (batch, din, hidden, classes) in [(8, 6, 16, 5), (256, 96, 160, 200)] {
+        let (init, step) = mlp(batch, din, hidden, classes);
+        let mut whole = program(init, &*step);
+        let (init, step) = mlp_products(batch, din, hidden, classes);
+        let mut products = program(init, &*step);
+        let whole_counts = per_run_in_pool(&mut *whole);
+        let product_counts = per_run_in_pool(&mut *products);
+        println!(
+            "mlp {batch}x{din}x{hidden}x{classes}: {whole_counts:?} allocations per run, {product_counts:?} for its 5 products alone"
+        );
+        assert_eq!(
+            whole_counts, product_counts,
+            "the MLP step allocates more than the GEMM calls it makes"
+        );
+        assert!(
+            whole_counts
+                .iter()
+                .all(|&c| c <= 5 * (2 + rayon::current_num_threads() as u64)),
+            "more than the gemm crate's per-call buffers: {whole_counts:?}"
+        );
+    }
+}
