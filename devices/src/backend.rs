@@ -345,25 +345,84 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
         let _ = (shape, key, p);
         Ok(None)
     }
+    /// This backend's compiled form of a captured step, or `None` (the default)
+    /// when it has none and the step is replayed call by call
+    /// ([`crate::capture::BackendReplay`]).
+    fn compile_step(
+        &self,
+        plan: &crate::capture::StepPlan,
+    ) -> Option<Result<Box<dyn crate::capture::StepProgram>>> {
+        let _ = plan;
+        None
+    }
     /// One fused Adam/AdamW step in place: `m = b1 m + (1-b1) g`; `v = b2 v + (1-b2) g^2`;
-    /// `p -= lr * ((m / bc1) / (sqrt(v / bc2) + eps) + wd * p)` (`bc1 = 1-b1^t`, `bc2 = 1-b2^t`
-    /// given by the caller, computed in f64). Copy-on-write: clones of `p`, `m`, `v` taken
-    /// before the call keep their old values.
-    #[allow(clippy::too_many_arguments)]
+    /// `p -= lr * ((m / bc1) / (sqrt(v / bc2) + eps) + wd * p)` with the constants of
+    /// [`AdamStep::constants`]. Copy-on-write: clones of `p`, `m`, `v` taken before the
+    /// call keep their old values.
     fn adam_update(
         &self,
         p: &mut Tensor,
         g: &Tensor,
         m: &mut Tensor,
         v: &mut Tensor,
-        lr: f32,
-        b1: f32,
-        b2: f32,
-        eps: f32,
-        bc1: f32,
-        bc2: f32,
-        wd: f32,
+        step: &AdamStep,
     ) -> Result<()>;
+}
+
+/// The hyper-parameters of one Adam/AdamW update of one parameter (LANGUAGE §12.5),
+/// as the program gave them. `t` is the parameter's update count, this update
+/// included (1 for the first), from which the bias corrections are computed.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AdamStep {
+    /// Learning rate.
+    pub lr: f64,
+    /// First-moment decay.
+    pub b1: f64,
+    /// Second-moment decay.
+    pub b2: f64,
+    /// Added to the denominator.
+    pub eps: f64,
+    /// Decoupled weight decay (0 for Adam and for exempt parameters).
+    pub wd: f64,
+    /// The update count, this update included.
+    pub t: u64,
+}
+
+/// The f32 constants an Adam kernel uses, computed from an [`AdamStep`] the same
+/// way on every device.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AdamConstants {
+    /// Learning rate.
+    pub lr: f32,
+    /// First-moment decay.
+    pub b1: f32,
+    /// Second-moment decay.
+    pub b2: f32,
+    /// Added to the denominator.
+    pub eps: f32,
+    /// First-moment bias correction `1 - b1^t` (computed in f64).
+    pub bc1: f32,
+    /// Second-moment bias correction `1 - b2^t` (computed in f64).
+    pub bc2: f32,
+    /// Decoupled weight decay.
+    pub wd: f32,
+}
+
+impl AdamStep {
+    /// The kernel constants: every field rounded to f32, the bias corrections
+    /// computed in f64 first.
+    pub fn constants(&self) -> AdamConstants {
+        let t = i32::try_from(self.t).unwrap_or(i32::MAX);
+        AdamConstants {
+            lr: self.lr as f32,
+            b1: self.b1 as f32,
+            b2: self.b2 as f32,
+            eps: self.eps as f32,
+            bc1: (1.0 - self.b1.powi(t)) as f32,
+            bc2: (1.0 - self.b2.powi(t)) as f32,
+            wd: self.wd as f32,
+        }
+    }
 }
 
 /// The default implementations of the fused methods, composed from the

@@ -12,6 +12,7 @@
 #![warn(missing_docs)]
 
 mod backend;
+pub mod capture;
 mod counter_scope;
 pub mod cpu;
 pub mod cuda;
@@ -20,7 +21,7 @@ mod tensor;
 mod unfused;
 
 pub use backend::{
-    Backend, BinaryOp, CAUSAL_FILL, Counters, DeviceError, DeviceKind, ReduceOp, Result, UnaryOp,
+    AdamConstants, AdamStep, Backend, BinaryOp, CAUSAL_FILL, Counters, DeviceError, DeviceKind, ReduceOp, Result, UnaryOp,
 };
 pub use counter_scope::{count_in_scopes, Count, CounterScope, ScopeCounts};
 pub use cpu::{cpu, CpuBackend};

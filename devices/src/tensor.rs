@@ -178,6 +178,7 @@ impl Tensor {
     /// The elements in row-major order. A device tensor is downloaded on first
     /// use (counted by its backend) and the host copy is kept.
     pub fn host(&self) -> &[f32] {
+        crate::capture::note_host_read(self);
         match &self.storage {
             Storage::Host(v) => v.as_slice(),
             Storage::Device(d) => d.host(),
@@ -204,6 +205,7 @@ impl Tensor {
     /// The elements in row-major order, without copying when this tensor is the
     /// only owner of its storage.
     pub fn into_vec(self) -> Vec<f32> {
+        crate::capture::note_host_read(&self);
         match self.storage {
             Storage::Host(v) => Arc::try_unwrap(v).unwrap_or_else(|shared| (*shared).clone()),
             Storage::Device(d) => d.host().to_vec(),
@@ -224,6 +226,15 @@ impl Tensor {
         Tensor {
             shape,
             storage: self.storage.clone(),
+        }
+    }
+
+    /// An identity of the storage: equal for tensors that share it, distinct
+    /// for storages alive at the same time.
+    pub(crate) fn storage_key(&self) -> usize {
+        match &self.storage {
+            Storage::Host(a) => Arc::as_ptr(a) as usize,
+            Storage::Device(d) => Arc::as_ptr(d) as usize,
         }
     }
 

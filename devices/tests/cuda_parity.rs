@@ -425,20 +425,16 @@ fn adam_and_adamw_steps_match_the_cpu_and_copy_on_write() {
         let before = pg.clone();
         for step in 1..=3 {
             let grad = rand(&[300], 130 + step);
-            let (bc1, bc2) = (
-                1.0 - 0.9f64.powi(step as i32),
-                1.0 - 0.999f64.powi(step as i32),
-            );
-            g.adam_update(
-                &mut pg, &grad, &mut mg, &mut vg, 0.01, 0.9, 0.999, 1e-8, bc1 as f32, bc2 as f32,
+            let h = mlpl_devices::AdamStep {
+                lr: 0.01,
+                b1: 0.9,
+                b2: 0.999,
+                eps: 1e-8,
                 wd,
-            )
-            .unwrap();
-            c.adam_update(
-                &mut pc, &grad, &mut mc, &mut vc, 0.01, 0.9, 0.999, 1e-8, bc1 as f32, bc2 as f32,
-                wd,
-            )
-            .unwrap();
+                t: step as u64,
+            };
+            g.adam_update(&mut pg, &grad, &mut mg, &mut vg, &h).unwrap();
+            c.adam_update(&mut pc, &grad, &mut mc, &mut vc, &h).unwrap();
         }
         assert_close("adam p", &pg, &pc);
         assert_close("adam m", &mg, &mc);

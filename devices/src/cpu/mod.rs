@@ -11,11 +11,14 @@ mod gemm;
 mod layout;
 mod nn;
 mod pool;
+pub mod program;
 mod reduce;
 #[cfg(test)]
 mod tests;
 
-use crate::backend::{Backend, BinaryOp, Counters, DeviceKind, ReduceOp, Result, UnaryOp};
+use crate::backend::{
+    AdamStep, Backend, BinaryOp, Counters, DeviceKind, ReduceOp, Result, UnaryOp,
+};
 use crate::tensor::Tensor;
 use rayon::prelude::*;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -56,7 +59,9 @@ pub(crate) fn row_chunk(row: usize) -> usize {
 /// The CPU backend. Cheap to create; use [`cpu()`] for the shared process-wide one.
 #[derive(Debug, Default)]
 pub struct CpuBackend {
-    kernel_launches: AtomicU64,
+    /// Shared with the step programs compiled by this backend, which count
+    /// their kernels here too.
+    kernel_launches: Arc<AtomicU64>,
 }
 
 impl CpuBackend {
@@ -102,6 +107,21 @@ impl Backend for CpuBackend {
 
     fn upload(&self, t: &Tensor) -> Result<Tensor> {
         Ok(t.clone())
+    }
+
+    fn compile_step(
+        &self,
+        plan: &crate::capture::StepPlan,
+    ) -> Option<Result<Box<dyn crate::capture::StepProgram>>> {
+        Some(
+            program::compile(plan, self.kernel_launches.clone())
+                .map(|p| Box::new(p) as Box<dyn crate::capture::StepProgram>),
+        )
+    }
+
+    fn dropout_mask(&self, shape: &[usize], key: u64, p: f64) -> Result<Option<Tensor>> {
+        self.launch();
+        Ok(Some(nn::dropout_mask(shape, key, p)))
     }
 
     fn download(&self, t: &Tensor) -> Result<Tensor> {
@@ -260,30 +280,10 @@ impl Backend for CpuBackend {
         g: &Tensor,
         m: &mut Tensor,
         v: &mut Tensor,
-        lr: f32,
-        b1: f32,
-        b2: f32,
-        eps: f32,
-        bc1: f32,
-        bc2: f32,
-        wd: f32,
+        step: &AdamStep,
     ) -> Result<()> {
         self.launch();
-        nn::adam_update(
-            p,
-            g,
-            m,
-            v,
-            nn::AdamParams {
-                lr,
-                b1,
-                b2,
-                eps,
-                bc1,
-                bc2,
-                wd,
-            },
-        );
+        nn::adam_update(p, g, m, v, step.constants());
         Ok(())
     }
 }

@@ -6,37 +6,87 @@
 //! stable) and accumulate sums in f64.
 
 use super::{pool, PAR_CHUNK, PAR_THRESHOLD};
+use crate::backend::AdamConstants;
 use crate::backend::{UnaryOp, CAUSAL_FILL};
 use crate::tensor::Tensor;
 use rayon::prelude::*;
 
-/// Runs `f(row_index, out_row)` for every `d`-element row of `out` (in parallel
-/// when `par`), collecting what each call returns in row order. `rows` is the
+/// Runs `f(row, out_row, a_row, b_row)` for every `d`-element row of `out` (in
+/// parallel when `par`), where `a_row` and `b_row` are the row's pieces of the
+/// per-row side outputs or scratch `a` and `b` (`a.len() / rows` and
+/// `b.len() / rows` elements each; pass [`no_side`] for none). `rows` is the
 /// row count (needed when `d` is 0).
-fn map_rows<S, F>(out: &mut [f32], rows: usize, d: usize, par: bool, f: F) -> Vec<S>
-where
-    S: Send,
-    F: Fn(usize, &mut [f32]) -> S + Sync + Send,
+#[allow(clippy::too_many_arguments)]
+fn map_rows_with<A, B, F>(
+    out: &mut [f32],
+    rows: usize,
+    d: usize,
+    par: bool,
+    a: &mut [A],
+    b: &mut [B],
+    f: F,
+) where
+    A: Send,
+    B: Send,
+    F: Fn(usize, &mut [f32], &mut [A], &mut [B]) + Sync + Send,
 {
-    if d == 0 {
-        return (0..rows).map(|r| f(r, &mut [])).collect();
+    if rows == 0 {
+        return;
     }
-    if par {
+    let (wa, wb) = (a.len() / rows, b.len() / rows);
+    assert!(
+        wa > 0 && wb > 0 && a.len() == rows * wa && b.len() == rows * wb,
+        "map_rows: side outputs of {} and {} elements for {rows} rows",
+        a.len(),
+        b.len()
+    );
+    if d == 0 {
+        for (r, (ar, br)) in a.chunks_mut(wa).zip(b.chunks_mut(wb)).enumerate() {
+            f(r, &mut [], ar, br);
+        }
+    } else if par {
         out.par_chunks_mut(d)
+            .zip(a.par_chunks_mut(wa))
+            .zip(b.par_chunks_mut(wb))
             .with_min_len((PAR_CHUNK / d).max(1))
             .enumerate()
-            .map(|(r, o)| f(r, o))
-            .collect()
+            .for_each(|(r, ((o, ar), br))| f(r, o, ar, br));
     } else {
-        out.chunks_mut(d)
+        for (r, ((o, ar), br)) in out
+            .chunks_mut(d)
+            .zip(a.chunks_mut(wa))
+            .zip(b.chunks_mut(wb))
             .enumerate()
-            .map(|(r, o)| f(r, o))
-            .collect()
+        {
+            f(r, o, ar, br);
+        }
     }
 }
 
+/// No per-row side output for [`map_rows_with`]: one `()` per row (no memory).
+fn no_side(rows: usize) -> Vec<()> {
+    vec![(); rows]
+}
+
+/// Runs `f(row_index, out_row)` for every `d`-element row of `out` (in parallel
+/// when `par`). `rows` is the row count (needed when `d` is 0).
+fn map_rows<F>(out: &mut [f32], rows: usize, d: usize, par: bool, f: F)
+where
+    F: Fn(usize, &mut [f32]) + Sync + Send,
+{
+    map_rows_with(
+        out,
+        rows,
+        d,
+        par,
+        &mut no_side(rows),
+        &mut no_side(rows),
+        |r, o, _, _| f(r, o),
+    );
+}
+
 /// `(outer, n, inner)` of `shape` around `axis`.
-fn split_at_axis(shape: &[usize], axis: usize) -> (usize, usize, usize) {
+pub(crate) fn split_at_axis(shape: &[usize], axis: usize) -> (usize, usize, usize) {
     assert!(
         axis < shape.len(),
         "axis {axis} out of range for shape {shape:?}"
@@ -54,17 +104,43 @@ fn row_max(x: &[f32]) -> f32 {
     x.iter().copied().fold(f32::NEG_INFINITY, f32::max)
 }
 
+/// The scratch elements (f32, f64) the softmax kernels need for `(outer, n,
+/// inner)`: per-column statistics when the axis is not the last one.
+pub(crate) fn softmax_scratch_lens((outer, _, inner): (usize, usize, usize)) -> usize {
+    if inner == 1 {
+        0
+    } else {
+        outer * inner
+    }
+}
+
 /// Softmax (or log-softmax when `log`) of `x` along `axis`.
 pub(crate) fn softmax(x: &Tensor, axis: usize, log: bool) -> Tensor {
-    let (outer, n, inner) = split_at_axis(x.shape(), axis);
-    let src = x.host();
-    let mut out = pool::scratch(src.len());
+    let dims = split_at_axis(x.shape(), axis);
+    let n = softmax_scratch_lens(dims);
+    let (mut m, mut s) = (vec![0.0f32; n], vec![0.0f64; n]);
+    let mut out = pool::scratch(x.numel());
+    softmax_into(x.host(), dims, log, &mut out, &mut m, &mut s);
+    out.into_tensor(x.shape().to_vec())
+}
+
+/// Softmax (or log-softmax) of `src` viewed as `(outer, n, inner)` along the
+/// middle axis into `out`; `m` and `sum` are scratch of
+/// [`softmax_scratch_lens`] elements.
+pub(crate) fn softmax_into(
+    src: &[f32],
+    (outer, n, inner): (usize, usize, usize),
+    log: bool,
+    out: &mut [f32],
+    m: &mut [f32],
+    sum: &mut [f64],
+) {
     if src.is_empty() {
-        return out.into_tensor(x.shape().to_vec());
+        return;
     }
     let par = src.len() >= PAR_THRESHOLD;
     if inner == 1 {
-        map_rows(&mut out, outer, n, par, |r, o| {
+        map_rows(out, outer, n, par, |r, o| {
             let xr = &src[r * n..(r + 1) * n];
             let m = row_max(xr);
             let mut sum = 0.0f64;
@@ -84,44 +160,46 @@ pub(crate) fn softmax(x: &Tensor, axis: usize, log: bool) -> Tensor {
             }
         });
     } else {
-        map_rows(&mut out, outer, n * inner, par, |o, plane| {
+        map_rows_with(out, outer, n * inner, par, m, sum, |o, plane, m, sum| {
             let xp = &src[o * n * inner..(o + 1) * n * inner];
-            let mut m = vec![f32::NEG_INFINITY; inner];
+            m.fill(f32::NEG_INFINITY);
             for xr in xp.chunks(inner) {
                 for (a, &v) in m.iter_mut().zip(xr) {
                     *a = a.max(v);
                 }
             }
-            let mut sum = vec![0.0f64; inner];
+            sum.fill(0.0);
             for (orow, xr) in plane.chunks_mut(inner).zip(xp.chunks(inner)) {
-                for (((d, &v), &mx), s) in orow.iter_mut().zip(xr).zip(&m).zip(sum.iter_mut()) {
+                for (((d, &v), &mx), s) in orow.iter_mut().zip(xr).zip(m.iter()).zip(sum.iter_mut())
+                {
                     let e = (v - mx).exp();
                     *d = e;
                     *s += e as f64;
                 }
             }
             if log {
-                let shift: Vec<f32> = m
-                    .iter()
-                    .zip(&sum)
-                    .map(|(&mx, &s)| mx + s.ln() as f32)
-                    .collect();
+                // The shift of each column, kept where its maximum was.
+                for (mx, &s) in m.iter_mut().zip(sum.iter()) {
+                    *mx += s.ln() as f32;
+                }
                 for (orow, xr) in plane.chunks_mut(inner).zip(xp.chunks(inner)) {
-                    for ((d, &v), &sh) in orow.iter_mut().zip(xr).zip(&shift) {
+                    for ((d, &v), &sh) in orow.iter_mut().zip(xr).zip(m.iter()) {
                         *d = v - sh;
                     }
                 }
             } else {
-                let inv: Vec<f32> = sum.iter().map(|&s| (1.0 / s) as f32).collect();
+                // The inverse sum of each column, kept where its maximum was.
+                for (iv, &s) in m.iter_mut().zip(sum.iter()) {
+                    *iv = (1.0 / s) as f32;
+                }
                 for orow in plane.chunks_mut(inner) {
-                    for (d, &iv) in orow.iter_mut().zip(&inv) {
+                    for (d, &iv) in orow.iter_mut().zip(m.iter()) {
                         *d *= iv;
                     }
                 }
             }
         });
     }
-    out.into_tensor(x.shape().to_vec())
 }
 
 /// dx = y · (dy − Σ(dy·y)) along `axis`, for y = softmax(x).
@@ -131,14 +209,29 @@ pub(crate) fn softmax_backward(y: &Tensor, dy: &Tensor, axis: usize) -> Tensor {
         dy.shape(),
         "softmax_backward: y and dy shapes differ"
     );
-    let (outer, n, inner) = split_at_axis(y.shape(), axis);
-    let (ys, gs) = (y.host(), dy.host());
-    let mut out = pool::scratch(ys.len());
+    let dims = split_at_axis(y.shape(), axis);
+    let mut dot = vec![0.0f64; softmax_scratch_lens(dims)];
+    let mut out = pool::scratch(y.numel());
+    softmax_backward_into(y.host(), dy.host(), dims, &mut out, &mut dot);
+    out.into_tensor(y.shape().to_vec())
+}
+
+/// [`softmax_backward`] of `ys` and `gs` viewed as `(outer, n, inner)` into
+/// `out`; `dot` is scratch of [`softmax_scratch_lens`] elements.
+pub(crate) fn softmax_backward_into(
+    ys: &[f32],
+    gs: &[f32],
+    (outer, n, inner): (usize, usize, usize),
+    out: &mut [f32],
+    dot: &mut [f64],
+) {
     if ys.is_empty() {
-        return out.into_tensor(y.shape().to_vec());
+        return;
     }
     let par = ys.len() >= PAR_THRESHOLD;
-    map_rows(&mut out, outer, n * inner, par, |o, plane| {
+    let mut unit = no_side(outer);
+    let dot: &mut [f64] = if inner == 1 { &mut [] } else { dot };
+    let plane = |o: usize, plane: &mut [f32], dot: &mut [f64]| {
         let range = o * n * inner..(o + 1) * n * inner;
         let (yp, gp) = (&ys[range.clone()], &gs[range]);
         if inner == 1 {
@@ -148,7 +241,7 @@ pub(crate) fn softmax_backward(y: &Tensor, dy: &Tensor, axis: usize) -> Tensor {
                 *d = yv * (gv - dot);
             }
         } else {
-            let mut dot = vec![0.0f64; inner];
+            dot.fill(0.0);
             for (yr, gr) in yp.chunks(inner).zip(gp.chunks(inner)) {
                 for ((s, &yv), &gv) in dot.iter_mut().zip(yr).zip(gr) {
                     *s += yv as f64 * gv as f64;
@@ -159,13 +252,34 @@ pub(crate) fn softmax_backward(y: &Tensor, dy: &Tensor, axis: usize) -> Tensor {
                 .zip(yp.chunks(inner))
                 .zip(gp.chunks(inner))
             {
-                for (((d, &yv), &gv), &s) in orow.iter_mut().zip(yr).zip(gr).zip(&dot) {
+                for (((d, &yv), &gv), &s) in orow.iter_mut().zip(yr).zip(gr).zip(dot.iter()) {
                     *d = yv * (gv - s as f32);
                 }
             }
         }
-    });
-    out.into_tensor(y.shape().to_vec())
+    };
+    if inner == 1 {
+        map_rows(out, outer, n, par, |o, p| plane(o, p, &mut []));
+    } else {
+        map_rows_with(
+            out,
+            outer,
+            n * inner,
+            par,
+            dot,
+            &mut unit,
+            |o, p, dot, _| plane(o, p, dot),
+        );
+    }
+}
+
+/// `(rows, v)` of cross-entropy logits of `shape`: the last axis is the class
+/// axis, leading axes are rows.
+pub(crate) fn cross_entropy_rows(shape: &[usize]) -> (usize, usize) {
+    let v = *shape
+        .last()
+        .expect("cross_entropy: logits must have rank >= 1");
+    (shape[..shape.len() - 1].iter().product(), v)
 }
 
 /// Fused cross-entropy over the last axis of `logits` (`[N, V]`; any leading
@@ -177,19 +291,50 @@ pub(crate) fn cross_entropy(
     targets: &Tensor,
     want_grad: bool,
 ) -> (Tensor, Option<Tensor>) {
-    let shape = logits.shape();
-    let v = *shape
-        .last()
-        .expect("cross_entropy: logits must have rank >= 1");
-    let rows: usize = shape[..shape.len() - 1].iter().product();
-    let t = targets.host();
+    let (rows, v) = cross_entropy_rows(logits.shape());
+    let mut losses = vec![0.0f64; rows];
+    let mut loss = [0.0f32];
+    let grad = if want_grad {
+        let mut g = pool::scratch(rows * v);
+        cross_entropy_into(
+            logits.host(),
+            targets.host(),
+            (rows, v),
+            &mut loss,
+            Some(&mut g),
+            &mut losses,
+        );
+        Some(g.into_tensor(logits.shape().to_vec()))
+    } else {
+        cross_entropy_into(
+            logits.host(),
+            targets.host(),
+            (rows, v),
+            &mut loss,
+            None,
+            &mut losses,
+        );
+        None
+    };
+    (Tensor::scalar(loss[0]), grad)
+}
+
+/// [`cross_entropy`] of `src` (`rows × v`) and `t` into `loss` (one element)
+/// and, when given, `grad` (`rows × v`); `losses` is scratch of `rows` elements.
+pub(crate) fn cross_entropy_into(
+    src: &[f32],
+    t: &[f32],
+    (rows, v): (usize, usize),
+    loss: &mut [f32],
+    grad: Option<&mut [f32]>,
+    losses: &mut [f64],
+) {
     assert_eq!(
         t.len(),
         rows,
         "cross_entropy: {} targets for {rows} rows",
         t.len()
     );
-    let src = logits.host();
     let scale = 1.0 / rows.max(1) as f32;
     let par = src.len() >= PAR_THRESHOLD;
     let row_loss = |r: usize, grad: Option<&mut [f32]>| -> f64 {
@@ -213,61 +358,72 @@ pub(crate) fn cross_entropy(
         };
         m as f64 + sum.ln() - xr[target] as f64
     };
-    let (losses, grad): (Vec<f64>, Option<Tensor>) = if want_grad {
-        let mut g = pool::scratch(src.len());
-        let l = map_rows(&mut g, rows, v, par, |r, o| row_loss(r, Some(o)));
-        (l, Some(g.into_tensor(shape.to_vec())))
-    } else if par {
-        (
-            (0..rows)
-                .into_par_iter()
-                .map(|r| row_loss(r, None))
-                .collect(),
-            None,
-        )
-    } else {
-        ((0..rows).map(|r| row_loss(r, None)).collect(), None)
-    };
-    let loss = losses.iter().sum::<f64>() / rows.max(1) as f64;
-    (Tensor::scalar(loss as f32), grad)
+    match grad {
+        Some(g) => {
+            let mut unit = no_side(rows);
+            map_rows_with(g, rows, v, par, losses, &mut unit, |r, o, l, _| {
+                l[0] = row_loss(r, Some(o))
+            });
+        }
+        None if par => losses
+            .par_iter_mut()
+            .enumerate()
+            .for_each(|(r, l)| *l = row_loss(r, None)),
+        None => losses
+            .iter_mut()
+            .enumerate()
+            .for_each(|(r, l)| *l = row_loss(r, None)),
+    }
+    let total = losses.iter().sum::<f64>() / rows.max(1) as f64;
+    loss[0] = total as f32;
 }
 
 /// Rows of `table` `[V, d]` selected by integer-valued `ids` → `[ids.shape..., d]`.
 pub(crate) fn gather_rows(table: &Tensor, ids: &Tensor) -> Tensor {
     assert_eq!(table.rank(), 2, "gather_rows: table must be [V, d]");
     let d = table.shape()[1];
-    let tab = table.host();
-    let idx = ids.host();
-    let mut out = pool::scratch(idx.len() * d);
-    let par = out.len() >= PAR_THRESHOLD;
-    map_rows(&mut out, idx.len(), d, par, |i, o| {
-        let r = idx[i] as usize;
-        o.copy_from_slice(&tab[r * d..(r + 1) * d]);
-    });
+    let mut out = pool::scratch(ids.numel() * d);
+    gather_rows_into(table.host(), d, ids.host(), &mut out);
     let mut shape = ids.shape().to_vec();
     shape.push(d);
     out.into_tensor(shape)
+}
+
+/// [`gather_rows`] of `tab` (rows of `d`) by `idx` into `out`.
+pub(crate) fn gather_rows_into(tab: &[f32], d: usize, idx: &[f32], out: &mut [f32]) {
+    let par = out.len() >= PAR_THRESHOLD;
+    map_rows(out, idx.len(), d, par, |i, o| {
+        let r = idx[i] as usize;
+        o.copy_from_slice(&tab[r * d..(r + 1) * d]);
+    });
 }
 
 /// `[vocab, d]` zeros with `src` row i added to row `ids[i]`. Rows are summed in
 /// index order whatever the thread count (each thread owns a range of output
 /// rows and scans every id), so the result is deterministic.
 pub(crate) fn scatter_add_rows(ids: &Tensor, src: &Tensor, vocab: usize) -> Tensor {
-    let idx = ids.host();
-    let s = src.host();
     let d = *src
         .shape()
         .last()
         .expect("scatter_add_rows: src must have rank >= 1");
+    let mut out = pool::scratch(vocab * d);
+    scatter_add_rows_into(ids.host(), src.host(), d, &mut out);
+    out.into_tensor(vec![vocab, d])
+}
+
+/// [`scatter_add_rows`] of `s` (rows of `d`) by `idx` into `out` (`vocab × d`,
+/// overwritten).
+pub(crate) fn scatter_add_rows_into(idx: &[f32], s: &[f32], d: usize, out: &mut [f32]) {
     assert_eq!(
         s.len(),
         idx.len() * d,
         "scatter_add_rows: src is not [ids..., d]"
     );
-    let mut out = pool::zeroed(vocab * d);
-    if d == 0 || vocab == 0 {
-        return out.into_tensor(vec![vocab, d]);
+    out.fill(0.0);
+    if d == 0 || out.is_empty() {
+        return;
     }
+    let vocab = out.len() / d;
     let add_range = |first_row: usize, dst: &mut [f32]| {
         let last_row = first_row + dst.len() / d;
         for (i, &id) in idx.iter().enumerate() {
@@ -287,14 +443,13 @@ pub(crate) fn scatter_add_rows(ids: &Tensor, src: &Tensor, vocab: usize) -> Tens
             .enumerate()
             .for_each(|(c, dst)| add_range(c * rows_per, dst));
     } else {
-        add_range(0, &mut out);
+        add_range(0, out);
     }
-    out.into_tensor(vec![vocab, d])
 }
 
-/// `(rows, d)` of a tensor normalised over its last axis (a scalar is one row of 1).
-fn rows_of(x: &Tensor) -> (usize, usize) {
-    let shape = x.shape();
+/// `(rows, d)` of an array of `shape` normalised over its last axis (a scalar
+/// is one row of 1).
+pub(crate) fn rows_of(shape: &[usize]) -> (usize, usize) {
     match shape.last() {
         None => (1, 1),
         Some(&d) => (shape[..shape.len() - 1].iter().product(), d),
@@ -303,31 +458,62 @@ fn rows_of(x: &Tensor) -> (usize, usize) {
 
 /// y = x / √(mean(x²) + eps) over the last axis; returns (y, inv_rms `[rows]`).
 pub(crate) fn rms_norm(x: &Tensor, eps: f32) -> (Tensor, Tensor) {
-    let (rows, d) = rows_of(x);
-    let src = x.host();
-    let mut y = pool::scratch(src.len());
-    let inv = map_rows(&mut y, rows, d, src.len() >= PAR_THRESHOLD, |r, o| {
-        let xr = &src[r * d..(r + 1) * d];
-        let ms = xr.iter().map(|&v| v as f64 * v as f64).sum::<f64>() / d.max(1) as f64;
-        let inv = (1.0 / (ms + eps as f64).sqrt()) as f32;
-        for (a, &v) in o.iter_mut().zip(xr) {
-            *a = v * inv;
-        }
-        inv
-    });
+    let (rows, d) = rows_of(x.shape());
+    let mut y = pool::scratch(x.numel());
+    let mut inv = vec![0.0f32; rows];
+    rms_norm_into(x.host(), (rows, d), eps, &mut y, &mut inv);
     (
         y.into_tensor(x.shape().to_vec()),
         Tensor::from_vec(vec![rows], inv),
     )
 }
 
+/// [`rms_norm`] of `src` (`rows × d`) into `y` and `inv` (`rows`).
+pub(crate) fn rms_norm_into(
+    src: &[f32],
+    (rows, d): (usize, usize),
+    eps: f32,
+    y: &mut [f32],
+    inv: &mut [f32],
+) {
+    let mut unit = no_side(rows);
+    map_rows_with(
+        y,
+        rows,
+        d,
+        src.len() >= PAR_THRESHOLD,
+        inv,
+        &mut unit,
+        |r, o, inv, _| {
+            let xr = &src[r * d..(r + 1) * d];
+            let ms = xr.iter().map(|&v| v as f64 * v as f64).sum::<f64>() / d.max(1) as f64;
+            let k = (1.0 / (ms + eps as f64).sqrt()) as f32;
+            for (a, &v) in o.iter_mut().zip(xr) {
+                *a = v * k;
+            }
+            inv[0] = k;
+        },
+    );
+}
+
 /// Gradient of [`rms_norm`]: dx = r·dy − r³·x·Σ(dy·x)/d, r = inv_rms of the row.
 pub(crate) fn rms_norm_backward(x: &Tensor, inv_rms: &Tensor, dy: &Tensor) -> Tensor {
-    let (rows, d) = rows_of(x);
-    let (src, g, inv) = (x.host(), dy.host(), inv_rms.host());
+    let dims = rows_of(x.shape());
+    let mut dx = pool::scratch(x.numel());
+    rms_norm_backward_into(x.host(), inv_rms.host(), dy.host(), dims, &mut dx);
+    dx.into_tensor(x.shape().to_vec())
+}
+
+/// [`rms_norm_backward`] on slices (`rows × d`) into `dx`.
+pub(crate) fn rms_norm_backward_into(
+    src: &[f32],
+    inv: &[f32],
+    g: &[f32],
+    (rows, d): (usize, usize),
+    dx: &mut [f32],
+) {
     assert_eq!(inv.len(), rows, "rms_norm_backward: inv_rms is not [rows]");
-    let mut dx = pool::scratch(src.len());
-    map_rows(&mut dx, rows, d, src.len() >= PAR_THRESHOLD, |r, o| {
+    map_rows(dx, rows, d, src.len() >= PAR_THRESHOLD, |r, o| {
         let (xr, gr) = (&src[r * d..(r + 1) * d], &g[r * d..(r + 1) * d]);
         let ri = inv[r];
         let dot = xr
@@ -341,32 +527,51 @@ pub(crate) fn rms_norm_backward(x: &Tensor, inv_rms: &Tensor, dy: &Tensor) -> Te
             *a = ri * gv - k * xv;
         }
     });
-    dx.into_tensor(x.shape().to_vec())
 }
 
 /// y = (x − μ)/√(var + eps) over the last axis (biased variance, no affine);
 /// returns (y, mean `[rows]`, inv_std `[rows]`).
 pub(crate) fn layer_norm(x: &Tensor, eps: f32) -> (Tensor, Tensor, Tensor) {
-    let (rows, d) = rows_of(x);
-    let src = x.host();
-    let mut y = pool::scratch(src.len());
-    let stats = map_rows(&mut y, rows, d, src.len() >= PAR_THRESHOLD, |r, o| {
-        let xr = &src[r * d..(r + 1) * d];
-        let n = d.max(1) as f64;
-        let mu = xr.iter().map(|&v| v as f64).sum::<f64>() / n;
-        let var = xr.iter().map(|&v| (v as f64 - mu).powi(2)).sum::<f64>() / n;
-        let inv = 1.0 / (var + eps as f64).sqrt();
-        for (a, &v) in o.iter_mut().zip(xr) {
-            *a = ((v as f64 - mu) * inv) as f32;
-        }
-        (mu as f32, inv as f32)
-    });
-    let (mean, inv): (Vec<f32>, Vec<f32>) = stats.into_iter().unzip();
+    let (rows, d) = rows_of(x.shape());
+    let mut y = pool::scratch(x.numel());
+    let (mut mean, mut inv) = (vec![0.0f32; rows], vec![0.0f32; rows]);
+    layer_norm_into(x.host(), (rows, d), eps, &mut y, &mut mean, &mut inv);
     (
         y.into_tensor(x.shape().to_vec()),
         Tensor::from_vec(vec![rows], mean),
         Tensor::from_vec(vec![rows], inv),
     )
+}
+
+/// [`layer_norm`] of `src` (`rows × d`) into `y`, `mean` and `inv` (`rows` each).
+pub(crate) fn layer_norm_into(
+    src: &[f32],
+    (rows, d): (usize, usize),
+    eps: f32,
+    y: &mut [f32],
+    mean: &mut [f32],
+    inv: &mut [f32],
+) {
+    map_rows_with(
+        y,
+        rows,
+        d,
+        src.len() >= PAR_THRESHOLD,
+        mean,
+        inv,
+        |r, o, mean, inv| {
+            let xr = &src[r * d..(r + 1) * d];
+            let n = d.max(1) as f64;
+            let mu = xr.iter().map(|&v| v as f64).sum::<f64>() / n;
+            let var = xr.iter().map(|&v| (v as f64 - mu).powi(2)).sum::<f64>() / n;
+            let s = 1.0 / (var + eps as f64).sqrt();
+            for (a, &v) in o.iter_mut().zip(xr) {
+                *a = ((v as f64 - mu) * s) as f32;
+            }
+            mean[0] = mu as f32;
+            inv[0] = s as f32;
+        },
+    );
 }
 
 /// Gradient of [`layer_norm`]: dx = s·(dy − mean(dy) − x̂·mean(dy·x̂)),
@@ -377,14 +582,33 @@ pub(crate) fn layer_norm_backward(
     inv_std: &Tensor,
     dy: &Tensor,
 ) -> Tensor {
-    let (rows, d) = rows_of(x);
-    let (src, g, mu, inv) = (x.host(), dy.host(), mean.host(), inv_std.host());
+    let dims = rows_of(x.shape());
+    let mut dx = pool::scratch(x.numel());
+    layer_norm_backward_into(
+        x.host(),
+        mean.host(),
+        inv_std.host(),
+        dy.host(),
+        dims,
+        &mut dx,
+    );
+    dx.into_tensor(x.shape().to_vec())
+}
+
+/// [`layer_norm_backward`] on slices (`rows × d`) into `dx`.
+pub(crate) fn layer_norm_backward_into(
+    src: &[f32],
+    mu: &[f32],
+    inv: &[f32],
+    g: &[f32],
+    (rows, d): (usize, usize),
+    dx: &mut [f32],
+) {
     assert!(
         mu.len() == rows && inv.len() == rows,
         "layer_norm_backward: stats are not [rows]"
     );
-    let mut dx = pool::scratch(src.len());
-    map_rows(&mut dx, rows, d, src.len() >= PAR_THRESHOLD, |r, o| {
+    map_rows(dx, rows, d, src.len() >= PAR_THRESHOLD, |r, o| {
         let (xr, gr) = (&src[r * d..(r + 1) * d], &g[r * d..(r + 1) * d]);
         let (m, s) = (mu[r], inv[r]);
         let n = d.max(1) as f64;
@@ -398,19 +622,6 @@ pub(crate) fn layer_norm_backward(
             *a = s * (gv - mg - (xv - m) * s * mgx);
         }
     });
-    dx.into_tensor(x.shape().to_vec())
-}
-
-/// Hyper-parameters of one Adam/AdamW step (see [`adam_update`]).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct AdamParams {
-    pub lr: f32,
-    pub b1: f32,
-    pub b2: f32,
-    pub eps: f32,
-    pub bc1: f32,
-    pub bc2: f32,
-    pub wd: f32,
 }
 
 /// One fused Adam/AdamW step in place: m = b1·m + (1−b1)·g; v = b2·v + (1−b2)·g²;
@@ -420,15 +631,29 @@ pub(crate) fn adam_update(
     g: &Tensor,
     m: &mut Tensor,
     v: &mut Tensor,
-    h: AdamParams,
+    h: AdamConstants,
 ) {
     let n = p.numel();
     assert!(
         g.numel() == n && m.numel() == n && v.numel() == n,
         "adam_update: p, g, m and v sizes differ"
     );
-    let gs = g.host();
-    let (ps, ms, vs) = (p.host_mut(), m.host_mut(), v.host_mut());
+    adam_update_into(p.host_mut(), g.host(), m.host_mut(), v.host_mut(), h);
+}
+
+/// [`adam_update`] on slices of one length, in place.
+pub(crate) fn adam_update_into(
+    ps: &mut [f32],
+    gs: &[f32],
+    ms: &mut [f32],
+    vs: &mut [f32],
+    h: AdamConstants,
+) {
+    let n = ps.len();
+    assert!(
+        gs.len() == n && ms.len() == n && vs.len() == n,
+        "adam_update: p, g, m and v sizes differ"
+    );
     let (ib1, ib2) = (1.0 / h.bc1, 1.0 / h.bc2);
     let step = |pc: &mut [f32], mc: &mut [f32], vc: &mut [f32], gc: &[f32]| {
         for (((pp, mm), vv), &gg) in pc.iter_mut().zip(mc.iter_mut()).zip(vc.iter_mut()).zip(gc) {
@@ -447,6 +672,39 @@ pub(crate) fn adam_update(
     } else {
         step(ps, ms, vs, gs);
     }
+}
+
+/// The dropout mask of [`Backend::dropout_mask`](crate::Backend::dropout_mask)
+/// for `n` elements: element i is `1/(1-p)` (as f32) when
+/// `(splitmix64(key + i·0x9E3779B97F4A7C15) >> 11)·2⁻⁵³ >= p`, else 0.
+pub(crate) fn dropout_mask(shape: &[usize], key: u64, p: f64) -> Tensor {
+    let mut out = pool::scratch(crate::tensor::numel_of(shape));
+    dropout_mask_into(key, p, &mut out);
+    out.into_tensor(shape.to_vec())
+}
+
+/// [`dropout_mask`] into `out`.
+pub(crate) fn dropout_mask_into(key: u64, p: f64, out: &mut [f32]) {
+    const GOLDEN_GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
+    const TWO_POW_MINUS_53: f64 = 1.0 / 9_007_199_254_740_992.0;
+    let splitmix64 = |z: u64| {
+        let mut z = z.wrapping_add(GOLDEN_GAMMA);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    };
+    let scale = (1.0 / (1.0 - p)) as f32;
+    super::for_chunks(out, PAR_CHUNK, out.len() >= PAR_THRESHOLD, |s, o| {
+        for (i, d) in o.iter_mut().enumerate() {
+            let bits =
+                splitmix64(key.wrapping_add(((s + i) as u64).wrapping_mul(GOLDEN_GAMMA))) >> 11;
+            *d = if bits as f64 * TWO_POW_MINUS_53 >= p {
+                scale
+            } else {
+                0.0
+            };
+        }
+    });
 }
 
 /// √(2/π), the GELU tanh-approximation constant (as in the element-wise kernels).

@@ -898,8 +898,15 @@ fn adam_update_matches_reference() {
         let t = 3;
         let bc1 = (1.0 - (b1 as f64).powi(t)) as f32;
         let bc2 = (1.0 - (b2 as f64).powi(t)) as f32;
-        b.adam_update(&mut p, &g, &mut m, &mut v, lr, b1, b2, eps, bc1, bc2, wd)
-            .unwrap();
+        let step = crate::AdamStep {
+            lr: lr as f64,
+            b1: b1 as f64,
+            b2: b2 as f64,
+            eps: eps as f64,
+            wd: wd as f64,
+            t: t as u64,
+        };
+        b.adam_update(&mut p, &g, &mut m, &mut v, &step).unwrap();
         // Copy-on-write: the clones taken before are untouched.
         assert_ne!(p.host(), p0.host());
         for i in 0..n {

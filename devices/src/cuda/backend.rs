@@ -14,7 +14,7 @@ use super::buffer::{CudaBuffer, Stats};
 use super::kernels::MODULES;
 use super::CudaUnavailable;
 use crate::backend::{
-    Backend, BinaryOp, Counters, DeviceError, DeviceKind, ReduceOp, Result, UnaryOp,
+    AdamStep, Backend, BinaryOp, Counters, DeviceError, DeviceKind, ReduceOp, Result, UnaryOp,
 };
 use crate::cpu::CpuBackend;
 use crate::tensor::{Storage, Tensor};
@@ -542,23 +542,8 @@ impl Backend for CudaBackend {
         g: &Tensor,
         m: &mut Tensor,
         v: &mut Tensor,
-        lr: f32,
-        b1: f32,
-        b2: f32,
-        eps: f32,
-        bc1: f32,
-        bc2: f32,
-        wd: f32,
+        step: &AdamStep,
     ) -> Result<()> {
-        let h = super::optim::AdamStep {
-            lr,
-            b1,
-            b2,
-            eps,
-            ib1: 1.0 / bc1,
-            ib2: 1.0 / bc2,
-            wd,
-        };
-        self.adam_update_op(p, g, m, v, h)
+        self.adam_update_op(p, g, m, v, step.constants())
     }
 }

@@ -3,20 +3,8 @@
 use cudarc::driver::PushKernelArg;
 
 use super::backend::{grid, CudaBackend};
-use crate::backend::Result;
+use crate::backend::{AdamConstants, Result};
 use crate::tensor::Tensor;
-
-/// The scalars of one Adam/AdamW step (`ib1`, `ib2`: reciprocal bias corrections).
-#[derive(Clone, Copy, Debug)]
-pub(super) struct AdamStep {
-    pub(super) lr: f32,
-    pub(super) b1: f32,
-    pub(super) b2: f32,
-    pub(super) eps: f32,
-    pub(super) ib1: f32,
-    pub(super) ib2: f32,
-    pub(super) wd: f32,
-}
 
 impl CudaBackend {
     /// One fused Adam/AdamW step. The new `p`, `m`, `v` are fresh device buffers,
@@ -27,7 +15,7 @@ impl CudaBackend {
         g: &Tensor,
         m: &mut Tensor,
         v: &mut Tensor,
-        h: AdamStep,
+        h: AdamConstants,
     ) -> Result<()> {
         let op = "adam_update";
         let n = p.numel();
@@ -42,6 +30,7 @@ impl CudaBackend {
         );
         let (mut po, mut mo, mut vo) = (self.alloc(n, op)?, self.alloc(n, op)?, self.alloc(n, op)?);
         let n64 = n as u64;
+        let (ib1, ib2) = (1.0 / h.bc1, 1.0 / h.bc2);
         let mut args = self.stream().launch_builder(self.function("adam_update")?);
         args.arg(pin.slice())
             .arg(gin.slice())
@@ -55,8 +44,8 @@ impl CudaBackend {
             .arg(&h.b1)
             .arg(&h.b2)
             .arg(&h.eps)
-            .arg(&h.ib1)
-            .arg(&h.ib2)
+            .arg(&ib1)
+            .arg(&ib2)
             .arg(&h.wd);
         self.launch(args, grid(n), op)?;
         drop((pin, gin, min, vin));

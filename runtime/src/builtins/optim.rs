@@ -3,7 +3,7 @@
 use super::site::CallSite;
 use std::collections::HashSet;
 
-use mlpl_devices::{BinaryOp, ReduceOp, Tensor};
+use mlpl_devices::{AdamStep, BinaryOp, ReduceOp, Tensor};
 
 use super::ParamKind::*;
 use super::{opt, req, Builtin, Diff};
@@ -256,23 +256,17 @@ fn optimize(
         state.steps += 1;
         let result = match rule {
             Rule::Adam { b1, b2, eps, wd } => {
-                let t = state.steps as i32;
-                let (bc1, bc2) = (1.0 - b1.powi(t), 1.0 - b2.powi(t));
                 let wd = if is_decay_exempt(&name) { 0.0 } else { wd };
                 let v = state.v.as_mut().expect("adam state has a second moment");
-                backend.adam_update(
-                    &mut p,
-                    &g,
-                    &mut state.m,
-                    v,
-                    lr as f32,
-                    b1 as f32,
-                    b2 as f32,
-                    eps as f32,
-                    bc1 as f32,
-                    bc2 as f32,
-                    wd as f32,
-                )
+                let step = AdamStep {
+                    lr,
+                    b1,
+                    b2,
+                    eps,
+                    wd,
+                    t: state.steps,
+                };
+                backend.adam_update(&mut p, &g, &mut state.m, v, &step)
             }
             Rule::Momentum { beta } => backend
                 .binary(BinaryOp::Mul, &state.m, &Tensor::scalar(beta as f32))

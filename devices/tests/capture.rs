@@ -1,0 +1,199 @@
+//! Step capture through the public API: two recorded steps of a small MLP
+//! trained with Adam, planned and replayed by the generic call-by-call replay
+//! and by the CPU's compiled program, compared bit for bit with eager steps;
+//! and the reasons `plan` gives for steps it cannot replay.
+
+use std::sync::Arc;
+
+use mlpl_devices::capture::{self, BackendReplay, Recorder, StepProgram, Trace, ValueId};
+use mlpl_devices::{cpu, AdamStep, Backend, BinaryOp, Tensor, UnaryOp};
+
+/// Deterministic pseudo-random values in [-1, 1).
+fn values(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+fn tensor(shape: &[usize], seed: u64) -> Tensor {
+    Tensor::from_vec(shape.to_vec(), values(shape.iter().product(), seed))
+}
+
+/// The trainable state: parameters and their Adam moments.
+#[derive(Clone)]
+struct State {
+    params: Vec<Tensor>,
+    m: Vec<Tensor>,
+    v: Vec<Tensor>,
+    t: u64,
+}
+
+impl State {
+    fn new() -> State {
+        let params = vec![tensor(&[6, 16], 1), tensor(&[16], 2), tensor(&[16, 7], 3)];
+        let zeros = |p: &Tensor| Tensor::zeros(p.shape().to_vec());
+        State {
+            m: params.iter().map(zeros).collect(),
+            v: params.iter().map(zeros).collect(),
+            params,
+            t: 0,
+        }
+    }
+}
+
+/// One training step of `relu(x·W1 + b1)·W2` with cross-entropy, backward by
+/// hand through the backend's kernels, and Adam; returns the loss.
+fn step(b: &dyn Backend, s: &mut State, x: &Tensor, y: &Tensor) -> Tensor {
+    let (w1, b1, w2) = (&s.params[0], &s.params[1], &s.params[2]);
+    let pre = b.binary(BinaryOp::Add, &b.matmul(x, w1).unwrap(), b1).unwrap();
+    let h = b.unary(UnaryOp::Relu, &pre).unwrap();
+    let logits = b.matmul(&h, w2).unwrap();
+    let (loss, dlogits) = b.cross_entropy(&logits, y, true).unwrap();
+    let dlogits = dlogits.unwrap();
+    let dw2 = b.matmul_t(&h, &dlogits, true, false).unwrap();
+    let dh = b.matmul_t(&dlogits, w2, false, true).unwrap();
+    let on = b.binary(BinaryOp::Gt, &pre, &Tensor::scalar(0.0)).unwrap();
+    let dpre = b.binary(BinaryOp::Mul, &dh, &on).unwrap();
+    let db1 = b.sum_to_shape(&dpre, &[16]).unwrap();
+    let dw1 = b.matmul_t(x, &dpre, true, false).unwrap();
+    s.t += 1;
+    for (i, g) in [dw1, db1, dw2].iter().enumerate() {
+        let h = AdamStep {
+            lr: 0.01,
+            b1: 0.9,
+            b2: 0.999,
+            eps: 1e-8,
+            wd: 0.0,
+            t: s.t,
+        };
+        let (p, m, v) = (&mut s.params[i], &mut s.m[i], &mut s.v[i]);
+        b.adam_update(p, g, m, v, &h).unwrap();
+    }
+    loss
+}
+
+fn data() -> (Tensor, Tensor) {
+    let x = tensor(&[10, 6], 7);
+    let y = Tensor::from_vec(vec![10], (0..10).map(|i| (i * 3 % 7) as f32).collect());
+    (x, y)
+}
+
+/// Records one step through a fresh recorder.
+fn record(s: &mut State, x: &Tensor, y: &Tensor) -> (Trace, Tensor) {
+    let rec = Recorder::start(cpu());
+    let loss = step(&*rec, s, x, y);
+    (rec.finish(), loss)
+}
+
+fn bits(t: &Tensor) -> Vec<u32> {
+    t.host().iter().map(|x| x.to_bits()).collect()
+}
+
+/// Two recorded steps, the values to keep (loss, then parameters), and the
+/// state after them.
+fn two_recorded_steps() -> (Trace, Trace, Vec<ValueId>, State) {
+    let (x, y) = data();
+    let mut s = State::new();
+    let (first, _) = record(&mut s, &x, &y);
+    let (second, loss) = record(&mut s, &x, &y);
+    let mut keep = vec![second.find(&loss).expect("the loss is a recorded value")];
+    keep.extend(s.params.iter().map(|p| second.find(p).expect("updated parameters are recorded")));
+    (first, second, keep, s)
+}
+
+fn replays_like_eager(mut program: Box<dyn StepProgram>, keep: &[ValueId], mut eager: State) {
+    let (x, y) = data();
+    for run in 0..6 {
+        program.run().unwrap();
+        let loss = step(&*cpu(), &mut eager, &x, &y);
+        assert_eq!(
+            program.first_element(keep[0]).unwrap().to_bits(),
+            loss.host()[0].to_bits(),
+            "{}: loss of replay {run}",
+            program.kind()
+        );
+    }
+    for (i, &v) in keep[1..].iter().enumerate() {
+        assert_eq!(
+            bits(&program.tensor(v).unwrap()),
+            bits(&eager.params[i]),
+            "{}: parameter {i}",
+            program.kind()
+        );
+    }
+}
+
+#[test]
+fn generic_replay_and_cpu_program_match_eager_steps_bit_for_bit() {
+    let (first, second, keep, after) = two_recorded_steps();
+    let plan = capture::plan(&first, second, keep.clone()).expect("the steps are the same");
+    let carried = plan.inputs.iter().filter(|i| i.carried_from.is_some()).count();
+    assert_eq!(carried, 9, "3 parameters and 6 moments are carried");
+    let generic = Box::new(BackendReplay::new(cpu(), plan.clone()));
+    assert_eq!(generic.kind(), "calls");
+    replays_like_eager(generic, &keep, after.clone());
+    let compiled = capture::compile(cpu(), plan).unwrap();
+    assert_eq!(compiled.kind(), "arena", "the CPU compiles its own program");
+    replays_like_eager(compiled, &keep, after);
+}
+
+#[test]
+fn a_host_constant_that_changes_is_refused() {
+    let (x, y) = data();
+    let mut s = State::new();
+    let b = cpu();
+    let traced = |s: &mut State, k: f32| {
+        let rec = Recorder::start(b.clone());
+        let scaled = rec.binary(BinaryOp::Mul, &x, &Tensor::scalar(k)).unwrap();
+        let loss = step(&*rec, s, &scaled, &y);
+        (rec.finish(), loss)
+    };
+    let (first, _) = traced(&mut s, 1.0);
+    let (second, _) = traced(&mut s, 2.0);
+    let why = capture::plan(&first, second, vec![]).unwrap_err();
+    assert!(why.contains("changes between iterations"), "{why}");
+}
+
+#[test]
+fn different_shapes_are_refused() {
+    let (x, y) = data();
+    let mut s = State::new();
+    let (first, _) = record(&mut s, &x, &y);
+    let x2 = tensor(&[5, 6], 9);
+    let y2 = Tensor::from_vec(vec![5], vec![0.0, 1.0, 2.0, 3.0, 4.0]);
+    let (second, _) = record(&mut s, &x2, &y2);
+    let why = capture::plan(&first, second, vec![]).unwrap_err();
+    assert!(why.contains("shape"), "{why}");
+}
+
+#[test]
+fn a_computed_value_read_on_the_host_is_refused() {
+    let (x, y) = data();
+    let mut s = State::new();
+    let traced = |s: &mut State| {
+        let rec = Recorder::start(cpu());
+        let loss = step(&*rec, s, &x, &y);
+        // Host code deciding something from a computed value.
+        let _ = loss.host()[0] > 1.0;
+        (rec.finish(), loss)
+    };
+    let (first, _) = traced(&mut s);
+    let (second, _) = traced(&mut s);
+    let why = capture::plan(&first, second, vec![]).unwrap_err();
+    assert!(why.contains("on the host"), "{why}");
+}
+
+#[test]
+fn kernels_run_on_other_threads_are_not_host_reads() {
+    // The recorder's own kernels read their inputs; only code outside kernels counts.
+    let (first, second, keep, _) = two_recorded_steps();
+    assert!(second.host_reads.is_empty(), "{:?}", second.host_reads);
+    assert!(capture::plan(&first, second, keep).is_ok());
+    let _ = Arc::strong_count(&cpu());
+}
