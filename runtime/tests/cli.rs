@@ -33,7 +33,14 @@ fn help_explains_every_subcommand() {
         assert!(help.contains(sub), "--help lacks {sub}:\n{help}");
     }
     let run_help = text(&mlpl(&["run", "--help"], &d).stdout);
-    for opt in ["--data-dir", "--exp-dir", "--svg-out", "--device"] {
+    for opt in [
+        "--data-dir",
+        "--exp-dir",
+        "--svg-out",
+        "--device",
+        "--no-capture",
+        "--profile",
+    ] {
         assert!(run_help.contains(opt), "run --help lacks {opt}");
     }
 }
@@ -202,4 +209,34 @@ fn a_chart_value_is_written_to_a_file() {
         .unwrap();
     assert!(chart.starts_with("<svg"));
     assert!(path.ends_with(".svg") && path.contains("charts"));
+}
+
+#[test]
+fn profile_says_how_each_train_loop_ran() {
+    let d = temp_dir("profile");
+    std::fs::write(
+        d.join("t.mlpl"),
+        "W = param[3]\ntrain 20 { adam(sum(W * W - W), W, 0.1, 0.9, 0.999, 1e-8); sum(W) }\ntrain 5 { adam(sum(W * W) * step, W, 0.1, 0.9, 0.999, 1e-8); sum(W) }\nW\n",
+    )
+    .unwrap();
+    let out = mlpl(&["run", "t.mlpl", "--profile"], &d);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(err.contains("train loop at line 2: 20 iterations"), "{err}");
+    assert!(
+        err.contains("18 replayed from the captured step (arena)"),
+        "{err}"
+    );
+    assert!(err.contains("inside kernels"), "{err}");
+    assert!(err.contains("train loop at line 3: 5 iterations"), "{err}");
+    assert!(err.contains("not captured: the body reads `step`"), "{err}");
+    let eager = mlpl(&["run", "t.mlpl", "--profile", "--no-capture"], &d);
+    assert_eq!(
+        text(&eager.stdout),
+        text(&out.stdout),
+        "the same value either way"
+    );
+    assert!(text(&eager.stderr).contains("not captured: step capture is turned off"));
+    let quiet = mlpl(&["run", "t.mlpl"], &d);
+    assert!(quiet.stderr.is_empty(), "no profile unless asked");
 }

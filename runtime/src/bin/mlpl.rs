@@ -123,6 +123,11 @@ struct RunArgs {
     /// comparing speed or ruling out a capture problem).
     #[arg(long)]
     no_capture: bool,
+    /// After the run, print on standard error how each top-level `train` loop
+    /// ran: iterations replayed from the captured step (or why none were),
+    /// and the share of the replayed iterations' time spent inside kernels.
+    #[arg(long)]
+    profile: bool,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -252,11 +257,13 @@ fn run(args: RunArgs) -> ExitCode {
             None => eprintln!("{text}"),
         }
     }));
+    let started = std::time::Instant::now();
     let result = it.run(&parsed.program);
     if let Some(p) = &progress {
         p.finish_all();
     }
-    match result {
+    let elapsed = started.elapsed();
+    let code = match result {
         Ok(Some(v)) => {
             print_value(&v, args.svg_out.as_deref());
             ExitCode::SUCCESS
@@ -266,7 +273,42 @@ fn run(args: RunArgs) -> ExitCode {
             eprintln!("{}", render_with(&d, &src, &opts));
             ExitCode::from(1)
         }
+    };
+    if args.profile {
+        let _ = std::io::stdout().flush();
+        eprint!("{}", profile_report(&it, &src, elapsed));
     }
+    code
+}
+
+/// `--profile`: one paragraph per top-level `train` loop of the run.
+fn profile_report(it: &Interp, src: &SourceFile, total: std::time::Duration) -> String {
+    let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+    let mut out = format!("profile: run {:.1} ms\n", ms(total));
+    for s in &it.loop_stats {
+        let (line, _) = src.line_col(s.span.start);
+        out += &format!(
+            "  train loop at line {line}: {} iterations in {:.1} ms ({:.1}% of the run)\n",
+            s.iterations,
+            ms(s.wall),
+            100.0 * ms(s.wall) / ms(total).max(1e-9)
+        );
+        match (&s.eager_reason, s.replay_kind) {
+            (_, Some(kind)) if s.replayed > 0 => {
+                let share = 100.0 * ms(s.replay_kernels) / ms(s.replay_wall).max(1e-9);
+                out += &format!(
+                    "    {} replayed from the captured step ({kind}) in {:.1} ms, {:.2} ms each; {:.1} ms inside kernels ({share:.1}%)\n",
+                    s.replayed,
+                    ms(s.replay_wall),
+                    ms(s.replay_wall) / s.replayed as f64,
+                    ms(s.replay_kernels),
+                );
+            }
+            (Some(why), _) => out += &format!("    not captured: {why}\n"),
+            _ => out += "    not captured\n",
+        }
+    }
+    out
 }
 
 fn script_dir(file: &Path) -> PathBuf {

@@ -399,6 +399,11 @@ impl Replay {
         })
     }
 
+    /// Iterations replayed so far.
+    pub fn replayed(&self) -> u64 {
+        self.replayed
+    }
+
     /// Time spent in kernels over the replayed iterations.
     pub fn kernel_time(&self) -> std::time::Duration {
         self.program.kernel_time()

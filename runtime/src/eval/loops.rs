@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use super::capture::{self, Recording, Replay};
-use super::{ops, Interp};
+use super::{ops, Interp, LoopStats};
 use crate::data::experiments::{self, ParamInfo, RunRecord};
 use crate::diag::{Diagnostic, Span};
 use crate::syntax::{Block, Expr, Ident};
@@ -67,12 +67,17 @@ pub fn train(it: &mut Interp, count: &Expr, body: &Block) -> Result<Value, Diagn
     }
     let mut recording = why_eager.is_none().then(Recording::default);
     let mut replay: Option<Replay> = None;
+    let loop_started = std::time::Instant::now();
+    let mut replay_wall = std::time::Duration::ZERO;
+    let mut eager_reason = why_eager.clone();
     let result = (|| {
         for step in 0..n {
             it.check_cancel(body.span)?;
             let started = std::time::Instant::now();
             let loss = if let Some(r) = replay.as_mut() {
-                r.step(body.span)?
+                let loss = r.step(body.span);
+                replay_wall += started.elapsed();
+                loss?
             } else {
                 it.ws.assign("step", Value::exact(step as f64), false);
                 last = match recording.as_mut() {
@@ -89,7 +94,10 @@ pub fn train(it: &mut Interp, count: &Expr, body: &Block) -> Result<Value, Diagn
                                     replay = Some(r);
                                     report_mode(it, depth, None, false, body);
                                 }
-                                Err(why) => report_mode(it, depth, Some(&why), true, body),
+                                Err(why) => {
+                                    report_mode(it, depth, Some(&why), true, body);
+                                    eager_reason = Some(why);
+                                }
                             }
                         }
                         value
@@ -112,6 +120,20 @@ pub fn train(it: &mut Interp, count: &Expr, body: &Block) -> Result<Value, Diagn
         }
         Ok(())
     })();
+    if depth == 1 {
+        it.loop_stats.push(LoopStats {
+            span: body.span,
+            iterations: losses.len(),
+            replayed: replay.as_ref().map_or(0, Replay::replayed),
+            eager_reason,
+            replay_kind: replay.as_ref().map(Replay::kind),
+            wall: loop_started.elapsed(),
+            replay_wall,
+            replay_kernels: replay
+                .as_ref()
+                .map_or(Default::default(), Replay::kernel_time),
+        });
+    }
     if let Some(r) = replay.take() {
         let written = r.finish(it, body.span);
         it.ws.assign(

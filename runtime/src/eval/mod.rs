@@ -56,6 +56,30 @@ pub struct Interp {
     /// Whether `train` loops capture their step and replay it (on by default;
     /// off, every iteration is interpreted).
     pub capture_steps: bool,
+    /// How the outermost `train` loops of the last run went, in order.
+    pub loop_stats: Vec<LoopStats>,
+}
+
+/// How one outermost `train` loop ran: its iterations, how many were replayed
+/// from the captured step, and where the time went (`mlpl run --profile`).
+#[derive(Clone, Debug, Default)]
+pub struct LoopStats {
+    /// The loop's body.
+    pub span: Span,
+    /// Iterations that ran.
+    pub iterations: usize,
+    /// Of these, the ones replayed from the captured step.
+    pub replayed: u64,
+    /// Why the loop was not captured, when it was not.
+    pub eager_reason: Option<String>,
+    /// How replays ran (`"arena"` or `"calls"`), when there were any.
+    pub replay_kind: Option<&'static str>,
+    /// Wall time of the whole loop.
+    pub wall: std::time::Duration,
+    /// Wall time of the replayed iterations.
+    pub replay_wall: std::time::Duration,
+    /// Time inside kernel calls during the replayed iterations.
+    pub replay_kernels: std::time::Duration,
 }
 
 impl Default for Interp {
@@ -80,6 +104,7 @@ impl Interp {
             observer: None,
             reported_lr: None,
             capture_steps: true,
+            loop_stats: Vec::new(),
         }
     }
 
@@ -142,6 +167,7 @@ impl Interp {
     /// device stack) is reset first.
     pub fn run(&mut self, program: &Program) -> Result<Option<Value>, Diagnostic> {
         self.warned.clear();
+        self.loop_stats.clear();
         self.devices.begin_run(self.ws.default_device);
         self.cancel.store(false, Ordering::SeqCst);
         if let Some(o) = &mut self.observer {
