@@ -209,9 +209,21 @@ impl MatmulOpPlan {
 pub(crate) fn matmul_op(a: &Tensor, transpose_a: bool, b: &Tensor, transpose_b: bool) -> Tensor {
     let plan = MatmulOpPlan::new(a.shape(), transpose_a, b.shape(), transpose_b);
     let (na, nb) = plan.scratch_lens();
-    let (mut sa, mut sb) = (pool::scratch(na), pool::scratch(nb));
+    // Scratch only for the operands that are copied.
+    let (mut sa, mut sb) = (
+        (na > 0).then(|| pool::scratch(na)),
+        (nb > 0).then(|| pool::scratch(nb)),
+    );
     let mut out = pool::scratch(plan.product.out_len());
-    matmul_op_into(&plan, a.host(), b.host(), &mut sa, &mut sb, &mut out);
+    matmul_op_into(
+        &plan,
+        a.host(),
+        b.host(),
+        sa.as_deref_mut().unwrap_or(&mut []),
+        sb.as_deref_mut().unwrap_or(&mut []),
+        &mut out,
+    );
+    sa.into_iter().chain(sb).for_each(pool::Out::recycle);
     out.into_tensor(plan.product.out_shape)
 }
 
