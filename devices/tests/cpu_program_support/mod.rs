@@ -3,7 +3,7 @@
 
 #![allow(dead_code)]
 
-use mlpl_devices::capture::{self, Recorder, StepProgram, Trace, ValueId};
+use mlpl_devices::capture::{self, Recorder, StepPlan, StepProgram, Trace, ValueId};
 use mlpl_devices::{AdamStep, Backend, BinaryOp, CpuBackend, ReduceOp, Tensor, UnaryOp};
 use std::sync::Arc;
 
@@ -28,6 +28,8 @@ pub struct Captured {
     pub launches_per_step: u64,
     /// The names of the recorded calls of iteration 2.
     pub ops: Vec<&'static str>,
+    /// The plan the program was compiled from.
+    pub plan: StepPlan,
 }
 
 /// The value of `t` in `trace`: the exact one (same storage and shape), else
@@ -63,7 +65,7 @@ pub fn capture(init: Vec<Tensor>, step: &StepFn) -> Captured {
     let keep = state_ids.iter().chain(&kept_ids).copied().collect();
     let ops = second.calls.iter().map(|c| c.op.name()).collect();
     let plan = capture::plan(&first, second, keep).unwrap_or_else(|e| panic!("no plan: {e}"));
-    let program = capture::compile(inner, plan).expect("the plan compiles");
+    let program = capture::compile(inner, plan.clone()).expect("the plan compiles");
     Captured {
         program,
         cpu,
@@ -72,6 +74,7 @@ pub fn capture(init: Vec<Tensor>, step: &StepFn) -> Captured {
         state: s2,
         launches_per_step,
         ops,
+        plan,
     }
 }
 
