@@ -532,6 +532,40 @@ impl Backend for CudaBackend {
         self.layer_norm_backward_op(x, mean, inv_std, dy)
     }
 
+    fn unary_backward(&self, op: UnaryOp, x: &Tensor, y: &Tensor, dy: &Tensor) -> Result<Tensor> {
+        self.unary_backward_op(op, x, y, dy)
+    }
+
+    fn bias_act(&self, x: &Tensor, bias: &Tensor, act: UnaryOp) -> Result<Tensor> {
+        self.bias_act_op(x, bias, act)
+    }
+
+    fn bias_act_backward(
+        &self,
+        x: &Tensor,
+        bias: &Tensor,
+        y: &Tensor,
+        dy: &Tensor,
+        act: UnaryOp,
+        want_bias: bool,
+    ) -> Result<(Tensor, Option<Tensor>)> {
+        self.bias_act_backward_op(x, bias, y, dy, act, want_bias)
+    }
+
+    fn masked_softmax(&self, x: &Tensor, divisor: f32, causal: bool) -> Result<Tensor> {
+        self.masked_softmax_op(x, divisor, causal)
+    }
+
+    fn masked_softmax_backward(
+        &self,
+        y: &Tensor,
+        dy: &Tensor,
+        divisor: f32,
+        causal: bool,
+    ) -> Result<Tensor> {
+        self.masked_softmax_backward_op(y, dy, divisor, causal)
+    }
+
     fn dropout_mask(&self, shape: &[usize], key: u64, p: f64) -> Result<Option<Tensor>> {
         self.dropout_mask_op(shape, key, p).map(Some)
     }

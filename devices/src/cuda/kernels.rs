@@ -95,6 +95,17 @@ pub const MODULES: &[KernelModule] = &[
         ],
     },
     KernelModule {
+        name: "fused",
+        source: include_str!("kernels/fused.cu"),
+        functions: &[
+            "unary_bwd",
+            "bias_act_fwd",
+            "bias_act_bwd",
+            "masked_softmax_fwd",
+            "masked_softmax_bwd",
+        ],
+    },
+    KernelModule {
         name: "index",
         source: include_str!("kernels/index.cu"),
         functions: &["gather_rows", "scatter_add_rows"],

@@ -125,3 +125,21 @@ __device__ __forceinline__ void layout_offsets(const Layout& L, u64 i, i64* oa, 
     *oa = a;
     *ob = b;
 }
+
+// The element-wise functions of `UnaryOp`, by code in the enum's order (neg,
+// exp, log, sqrt, abs, sigmoid, tanh, relu, gelu, silu): the unary kernels and
+// the fused bias + activation kernels share them.
+__device__ __forceinline__ float mlpl_unary(int op, float v) {
+    switch (op) {
+    case 0: return -v;
+    case 1: return expf(v);
+    case 2: return logf(v);
+    case 3: return sqrtf(v);
+    case 4: return fabsf(v);
+    case 5: return 1.0f / (1.0f + expf(-v));
+    case 6: return tanhf(v);
+    case 7: return v > 0.0f ? v : 0.0f;
+    case 8: return v / (1.0f + expf(-2.0f * 0.7978845608028654f * (v + 0.044715f * v * v * v)));
+    default: return v / (1.0f + expf(-v));
+    }
+}

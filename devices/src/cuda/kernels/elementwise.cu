@@ -9,16 +9,16 @@
         }                                                                      \
     }
 
-UNARY(unary_neg, -v)
-UNARY(unary_exp, expf(v))
-UNARY(unary_log, logf(v))
-UNARY(unary_sqrt, sqrtf(v))
-UNARY(unary_abs, fabsf(v))
-UNARY(unary_sigmoid, 1.0f / (1.0f + expf(-v)))
-UNARY(unary_tanh, tanhf(v))
-UNARY(unary_relu, v > 0.0f ? v : 0.0f)
-UNARY(unary_gelu, v / (1.0f + expf(-2.0f * 0.7978845608028654f * (v + 0.044715f * v * v * v))))
-UNARY(unary_silu, v / (1.0f + expf(-v)))
+UNARY(unary_neg, mlpl_unary(0, v))
+UNARY(unary_exp, mlpl_unary(1, v))
+UNARY(unary_log, mlpl_unary(2, v))
+UNARY(unary_sqrt, mlpl_unary(3, v))
+UNARY(unary_abs, mlpl_unary(4, v))
+UNARY(unary_sigmoid, mlpl_unary(5, v))
+UNARY(unary_tanh, mlpl_unary(6, v))
+UNARY(unary_relu, mlpl_unary(7, v))
+UNARY(unary_gelu, mlpl_unary(8, v))
+UNARY(unary_silu, mlpl_unary(9, v))
 
 // out[i] = a[offset_a(i)] op b[offset_b(i)] over the broadcast iteration space L.
 // A one-element host operand comes by value instead (bit 0 of `konst`: a is `ka`,
