@@ -175,4 +175,12 @@ fn a_plan_that_does_not_match_its_trace_is_an_error_not_a_panic() {
     bad.trace.calls[0].inputs.clear();
     let err = cpu.compile_step(&bad).unwrap().err().unwrap();
     assert!(err.to_string().contains("inputs and"), "{err}");
+    let mut swapped = plan.clone();
+    swapped.inputs[0].initial = Tensor::zeros(vec![4, 3]);
+    swapped.trace.calls.swap(0, 1);
+    let err = cpu.compile_step(&swapped).unwrap().err().unwrap();
+    assert!(
+        err.to_string().contains("before any call computes it"),
+        "{err}"
+    );
 }

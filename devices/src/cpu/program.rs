@@ -353,6 +353,12 @@ pub(crate) fn compile(plan: &StepPlan, launches: Arc<AtomicU64>) -> Result<CpuPr
     let mut root: Vec<usize> = (0..n).collect();
     // The last call reading each root (through any of its views).
     let mut last: Vec<Option<usize>> = vec![None; n];
+    // Values defined so far: the inputs, then each call's outputs.
+    let mut defined: Vec<bool> = trace
+        .values
+        .iter()
+        .map(|v| matches!(v.origin, Origin::Input(_)))
+        .collect();
     for (k, c) in trace.calls.iter().enumerate() {
         let (ni, no) = arity(&c.op);
         if c.inputs.len() != ni || c.outputs.len() != no {
@@ -371,6 +377,26 @@ pub(crate) fn compile(plan: &StepPlan, launches: Arc<AtomicU64>) -> Result<CpuPr
                     k + 1
                 )));
             }
+        }
+        if let Some(v) = c.inputs.iter().find(|v| !defined[v.index()]) {
+            return Err(unsupported(format!(
+                "call {} reads value {} before any call computes it",
+                k + 1,
+                v.0
+            )));
+        }
+        for (index, v) in c.outputs.iter().enumerate() {
+            if defined[v.index()]
+                || trace.values[v.index()].origin != (Origin::Output { call: k, index })
+            {
+                return Err(unsupported(format!(
+                    "call {} computes value {}, which is not its output {}",
+                    k + 1,
+                    v.0,
+                    index + 1
+                )));
+            }
+            defined[v.index()] = true;
         }
         if c.op == Op::View {
             let (i, o) = (c.inputs[0], c.outputs[0]);
@@ -417,8 +443,21 @@ pub(crate) fn compile(plan: &StepPlan, launches: Arc<AtomicU64>) -> Result<CpuPr
     let mut arena = Arena::default();
     let mut value_buf = vec![usize::MAX; n];
     let mut initial: Vec<(usize, &Tensor)> = Vec::new();
-    for input in &plan.inputs {
+    for (j, input) in plan.inputs.iter().enumerate() {
         let v = input.value;
+        if trace.inputs[j].0 != v {
+            return Err(unsupported(format!(
+                "the plan's input {} is not the trace's",
+                j + 1
+            )));
+        }
+        if let Some(from) = input.carried_from.filter(|f| f.index() >= n) {
+            return Err(unsupported(format!(
+                "input {} is carried from an unknown value {}",
+                j + 1,
+                from.0
+            )));
+        }
         // Buffers are flat: a carried input may start as a view of its value.
         if input.initial.numel() != numel_of(shape(v)) {
             return Err(unsupported(format!(
