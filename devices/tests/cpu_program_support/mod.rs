@@ -195,7 +195,7 @@ pub fn mlp_products(
 /// `p, m, v`, a counter carried without Adam, and a reshaped product carried
 /// as a view. Returns every kernel result to compare.
 pub fn every_kernel(rows: usize, cols: usize, products: bool) -> (Vec<Tensor>, Box<StepFn>) {
-    assert!(rows % 2 == 0);
+    assert!(rows.is_multiple_of(2));
     let half = rows / 2;
     let p = tensor(&[rows, cols], 11, 1.0);
     let other = tensor(&[rows, cols], 12, 1.0);
