@@ -184,3 +184,41 @@ fn a_plan_that_does_not_match_its_trace_is_an_error_not_a_panic() {
         "{err}"
     );
 }
+
+#[test]
+fn adam_copies_first_when_the_old_values_are_still_needed() {
+    use cpu_program_support::adam;
+    use mlpl_devices::UnaryOp;
+    // `p` is read after its update and kept as it was; `q` is its own
+    // gradient; `r` is updated in place.
+    let init = vec![
+        tensor(&[3, 4], 1, 1.0),
+        Tensor::zeros(vec![3, 4]),
+        Tensor::zeros(vec![3, 4]),
+        tensor(&[5], 2, 1.0),
+        Tensor::zeros(vec![5]),
+        Tensor::zeros(vec![5]),
+        tensor(&[2, 2], 3, 1.0),
+        Tensor::zeros(vec![2, 2]),
+        Tensor::zeros(vec![2, 2]),
+    ];
+    let step = |b: &dyn Backend, it: u64, s: &[Tensor]| {
+        let g = b.unary(UnaryOp::Tanh, &s[0]).unwrap();
+        let (mut p, mut m, mut v) = (s[0].clone(), s[1].clone(), s[2].clone());
+        b.adam_update(&mut p, &g, &mut m, &mut v, &adam(it))
+            .unwrap();
+        let after = b.binary(BinaryOp::Mul, &s[0], &p).unwrap();
+        let (mut q, mut qm, mut qv) = (s[3].clone(), s[4].clone(), s[5].clone());
+        b.adam_update(&mut q, &s[3], &mut qm, &mut qv, &adam(it))
+            .unwrap();
+        let gr = b.unary(UnaryOp::Sigmoid, &s[6]).unwrap();
+        let (mut r, mut rm, mut rv) = (s[6].clone(), s[7].clone(), s[8].clone());
+        b.adam_update(&mut r, &gr, &mut rm, &mut rv, &adam(it))
+            .unwrap();
+        (
+            vec![p, m, v, q, qm, qv, r, rm, rv],
+            vec![s[0].clone(), after],
+        )
+    };
+    compare(init, &step, 4);
+}

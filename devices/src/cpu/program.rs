@@ -748,3 +748,88 @@ impl StepProgram for CpuProgram {
         "arena"
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::Backend;
+    use crate::capture::{plan, Recorder};
+    use crate::cpu::CpuBackend;
+
+    /// The CPU program of two recorded iterations of `step` from `init`,
+    /// keeping the state (and what `step` returns as kept).
+    fn compiled(
+        init: Vec<Tensor>,
+        step: impl Fn(&dyn Backend, u64, &[Tensor]) -> (Vec<Tensor>, Vec<Tensor>),
+    ) -> CpuProgram {
+        let cpu = Arc::new(CpuBackend::new());
+        let inner: Arc<dyn Backend> = cpu.clone();
+        let rec = Recorder::start(inner.clone());
+        let (s1, _) = step(&*rec, 1, &init);
+        let first = rec.finish();
+        let rec = Recorder::start(inner);
+        let (s2, k2) = step(&*rec, 2, &s1);
+        let second = rec.finish();
+        let keep = s2
+            .iter()
+            .chain(&k2)
+            .map(|t| second.find(t).unwrap())
+            .collect();
+        let p = plan(&first, second, keep).unwrap();
+        compile(&p, cpu.kernel_launches.clone()).unwrap()
+    }
+
+    fn adam(t: u64) -> AdamStep {
+        AdamStep {
+            lr: 0.1,
+            b1: 0.9,
+            b2: 0.99,
+            eps: 1e-8,
+            wd: 0.0,
+            t,
+        }
+    }
+
+    #[test]
+    fn adam_updates_carried_state_in_place_with_no_copies() {
+        let x = Tensor::from_vec(vec![2, 3], vec![0.5, -1.0, 2.0, 0.25, 3.0, -0.75]);
+        let init = vec![x, Tensor::zeros(vec![2, 3]), Tensor::zeros(vec![2, 3])];
+        let prog = compiled(init, |b, it, s| {
+            let g = b.unary(UnaryOp::Tanh, &s[0]).unwrap();
+            let (mut p, mut m, mut v) = (s[0].clone(), s[1].clone(), s[2].clone());
+            b.adam_update(&mut p, &g, &mut m, &mut v, &adam(it))
+                .unwrap();
+            (vec![p, m, v], vec![])
+        });
+        let adam = prog
+            .steps
+            .iter()
+            .find(|s| matches!(s.kernel, Kernel::Adam(_)))
+            .unwrap();
+        assert_eq!(adam.outs, vec![adam.ins[0], adam.ins[2], adam.ins[3]]);
+        assert!(prog.carries.is_empty(), "{:?}", prog.carries);
+    }
+
+    #[test]
+    fn dead_values_share_buffers_of_their_length() {
+        let x = Tensor::from_vec(vec![64], (0..64).map(|i| i as f32 / 64.0).collect());
+        let prog = compiled(vec![Tensor::zeros(vec![1])], move |b, _, s| {
+            let mut y = b.unary(UnaryOp::Exp, &x).unwrap();
+            for _ in 0..10 {
+                y = b.unary(UnaryOp::Tanh, &y).unwrap();
+            }
+            let c = b
+                .binary(BinaryOp::Add, &s[0], &Tensor::scalar(1.0))
+                .unwrap();
+            (vec![c], vec![y])
+        });
+        // x, the counter and its constant, and two alternating buffers for
+        // the chain (the kept result is one of them), and the new counter.
+        assert_eq!(
+            prog.bufs.len(),
+            6,
+            "{:?}",
+            prog.bufs.iter().map(Vec::len).collect::<Vec<_>>()
+        );
+    }
+}
