@@ -1,9 +1,10 @@
 //! `apply(model, x)` (LANGUAGE §11.2): the forward pass of every layer, with the
 //! input checks of the catalog (E0211, E0212, E0402). Every computation goes
 //! through `eval::ops` (or records itself the same way), so it is recorded on
-//! the loss tape when one is live. In a `chain`, a `linear` layer directly
-//! followed by an element-wise activation layer adds its bias and applies the
-//! activation in one fused kernel (`bias_act`), with the same values.
+//! the loss tape when one is live. In a `chain`, a `linear` layer (or a
+//! LoRA-wrapped one) directly followed by an element-wise activation layer adds
+//! its bias and applies the activation in one fused kernel (`bias_act`), with
+//! the same values.
 
 use mlpl_devices::{BinaryOp, UnaryOp};
 
@@ -82,8 +83,9 @@ impl Forward<'_> {
                 let mut y = x.clone();
                 let mut i = 0;
                 while i < children.len() {
-                    // A linear layer directly followed by an element-wise
-                    // activation runs as one fused bias + activation kernel.
+                    // A (LoRA-wrapped) linear layer directly followed by an
+                    // element-wise activation adds its bias and applies the
+                    // activation in one fused kernel.
                     let next = children.get(i + 1).and_then(|c| match c.as_ref() {
                         Layer::Activation(a) => activation_op(*a),
                         _ => None,
@@ -91,6 +93,10 @@ impl Forward<'_> {
                     match (children[i].as_ref(), next) {
                         (c @ Layer::Linear(l), Some(op)) => {
                             y = self.linear_with(c, l, &y, Some(op))?;
+                            i += 2;
+                        }
+                        (c @ Layer::Lora(l), Some(op)) => {
+                            y = self.lora_with(c, l, &y, Some(op))?;
                             i += 2;
                         }
                         (c, _) => {
@@ -226,11 +232,21 @@ impl Forward<'_> {
         let b = self.weight(&l.b(), &[1, l.out])?;
         let (x2, lead, names) = self.rows(x)?;
         let y = self.mm(&x2, &w)?;
-        let y = match act {
-            Some(op) => self.bias_act(&y, &b, op)?,
-            None => ops::arith(self.it, BinaryOp::Add, &y, &b, self.span)?,
-        };
+        let y = self.add_bias(&y, &b, act)?;
         self.unrows(&y, &lead, names)
+    }
+
+    /// `y + b`, or `act(y + b)` in one fused kernel ([`Forward::bias_act`]).
+    fn add_bias(
+        &mut self,
+        y: &Array,
+        b: &Array,
+        act: Option<UnaryOp>,
+    ) -> Result<Array, Diagnostic> {
+        match act {
+            Some(op) => self.bias_act(y, b, op),
+            None => ops::arith(self.it, BinaryOp::Add, y, b, self.span),
+        }
     }
 
     /// `op(y + b)` for rows `y` `[R, n]` and a bias `b` `[1, n]`, as one backend
@@ -253,6 +269,17 @@ impl Forward<'_> {
     }
 
     fn lora(&mut self, layer: &Layer, l: &Lora, x: &Array) -> Result<Array, Diagnostic> {
+        self.lora_with(layer, l, x, None)
+    }
+
+    /// The LoRA-wrapped linear layer, then `act` when given (fused with the bias).
+    fn lora_with(
+        &mut self,
+        layer: &Layer,
+        l: &Lora,
+        x: &Array,
+        act: Option<UnaryOp>,
+    ) -> Result<Array, Diagnostic> {
         let base = l.base;
         self.last_axis(layer, x, base.inp)?;
         let w = self.weight(&base.w(), &[base.inp, base.out])?;
@@ -266,7 +293,7 @@ impl Forward<'_> {
         let scale = Array::exact(l.alpha / l.rank as f64);
         let delta = ops::arith(self.it, BinaryOp::Mul, &xab, &scale, self.span)?;
         let y = ops::arith(self.it, BinaryOp::Add, &y, &delta, self.span)?;
-        let y = ops::arith(self.it, BinaryOp::Add, &y, &b, self.span)?;
+        let y = self.add_bias(&y, &b, act)?;
         self.unrows(&y, &lead, names)
     }
 
