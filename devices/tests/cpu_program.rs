@@ -183,6 +183,17 @@ fn a_plan_that_does_not_match_its_trace_is_an_error_not_a_panic() {
         err.to_string().contains("before any call computes it"),
         "{err}"
     );
+    // A result recorded with a shape the kernel does not make.
+    let mut reshaped = plan.clone();
+    reshaped.inputs[0].initial = Tensor::zeros(vec![4, 3]);
+    let z = reshaped.trace.calls[1].outputs[0];
+    reshaped.trace.values[z.index()].shape = vec![5];
+    let err = cpu.compile_step(&reshaped).unwrap().err().unwrap();
+    assert!(
+        err.to_string()
+            .contains("call 2 (`binary`): outputs of [5] elements"),
+        "{err}"
+    );
 }
 
 #[test]
