@@ -21,6 +21,15 @@
 //! Small products (fewer than [`PAR_FLOPS`] multiply-adds) run single-threaded so
 //! they do not pay for a thread hand-off. A batch of small products is spread
 //! over rayon threads one product per task instead.
+//!
+//! Memory: the `gemm` crate (0.18) takes no workspace. Every product that is
+//! not a matrix-vector product, a k ≤ 2 product or a tiny one with a
+//! transposed right operand allocates inside the crate: a flag vector of
+//! `mc / MR` entries, a packing buffer when it packs an operand, and a flag
+//! vector per extra thread of a multithreaded product (its per-thread L2
+//! packing slab is allocated once per thread). Everything else here is
+//! planned from the shapes ([`MatmulPlan`], [`MatmulOpPlan`]) and runs in the
+//! caller's memory.
 
 use super::layout::{permute_into, PermutePlan};
 use super::pool;
