@@ -3,16 +3,13 @@
 //! process).
 //!
 //! The program itself and every kernel run in preallocated memory: a step
-//! using every kernel except the matrix products allocates nothing per run,
-//! below and above the parallel thresholds. What remains is outside this
-//! crate and measured here too:
-//! - the `gemm` crate allocates inside each general product (a flag vector,
-//!   packing buffers when it packs, and a flag vector per extra thread); the
-//!   MLP step allocates exactly what its products alone allocate;
-//! - rayon allocates one block of its global job queue per 63 jobs sent to
-//!   its pool from a thread outside it. The strict counts run the program on a
-//!   pool thread (where parallel kernels queue locally); the count from a
-//!   plain thread is printed.
+//! using every kernel allocates nothing per run, below and above the parallel
+//! thresholds, matrix products included (the `gemm` crate's packing buffers
+//! and flags are kept per thread by the patched `gemm-common` in
+//! `third_party/`). What remains is outside this crate: rayon allocates one
+//! block of its global job queue per 63 jobs sent to its pool from a thread
+//! outside it. The strict counts run the program on a pool thread (where
+//! parallel kernels queue locally); the count from a plain thread is printed.
 
 mod cpu_program_support;
 
@@ -116,7 +113,7 @@ fn a_step_without_products_allocates_nothing_per_run() {
 }
 
 #[test]
-fn an_mlp_step_allocates_only_what_its_products_allocate() {
+fn an_mlp_step_with_its_products_allocates_nothing_per_run() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     for (batch, din, hidden, classes) in [(8, 6, 16, 5), (256, 96, 160, 200)] {
         let (init, step) = mlp(batch, din, hidden, classes);
@@ -129,14 +126,9 @@ fn an_mlp_step_allocates_only_what_its_products_allocate() {
             "mlp {batch}x{din}x{hidden}x{classes}: {whole_counts:?} allocations per run, {product_counts:?} for its 5 products alone"
         );
         assert_eq!(
-            whole_counts, product_counts,
-            "the MLP step allocates more than the GEMM calls it makes"
+            product_counts, [0; RUNS],
+            "the matrix products allocate (is the gemm-common patch applied?)"
         );
-        assert!(
-            whole_counts
-                .iter()
-                .all(|&c| c <= 5 * (2 + rayon::current_num_threads() as u64)),
-            "more than the gemm crate's per-call buffers: {whole_counts:?}"
-        );
+        assert_eq!(whole_counts, [0; RUNS], "the MLP step allocates");
     }
 }

@@ -6,7 +6,9 @@
 //! norm → linear to V, cross-entropy, Adam), smaller. The loop's step is
 //! captured (DESIGN §5): its first two iterations are interpreted and recorded,
 //! and from the third on the CPU replays the recorded kernels in preallocated
-//! buffers, so a replayed step allocates nothing at all. With capture turned
+//! buffers (the matrix products' packing buffers are kept per thread, see
+//! third_party/gemm-common), so a replayed step allocates nothing, except one
+//! block of rayon's job queue every 63 parallel kernels. With capture turned
 //! off, every iteration is interpreted; its tensor buffers still come from the
 //! CPU backend's buffer pool after a warm-up, and what it allocates (the
 //! interpreter's values, the tape's nodes and rules, shape vectors) is printed
@@ -161,18 +163,30 @@ fn per_step(capture: bool) -> Vec<(u64, u64, u64)> {
     per_step
 }
 
+/// rayon's global job queue is a list of blocks of 63 jobs; a kernel that
+/// starts parallel work from a thread outside rayon's pool (the thread running
+/// the program) adds a job, and every 63rd job allocates the next block.
+const QUEUE_BLOCK_BYTES: u64 = 1520;
+
 #[test]
 fn replayed_steps_allocate_nothing() {
     let steps = per_step(true);
     // Steps 1 and 2 are recorded; the first replay sets up its buffers.
-    for (i, &(n, bytes, _)) in steps.iter().enumerate().skip(WARM_UP) {
-        assert_eq!(
-            (n, bytes),
-            (0, 0),
+    let replayed = &steps[WARM_UP..];
+    for (i, &(n, bytes, _)) in replayed.iter().enumerate() {
+        // Nothing but, now and then, one block of rayon's job queue.
+        assert!(
+            (n, bytes) == (0, 0) || (n, bytes) == (1, QUEUE_BLOCK_BYTES),
             "replayed step {} allocated {n} blocks ({bytes} bytes)",
-            i + 1
+            i + WARM_UP + 1
         );
     }
+    let clean = replayed.iter().filter(|s| s.0 == 0).count();
+    assert!(
+        2 * clean >= replayed.len(),
+        "most replayed steps allocate nothing at all ({clean} of {})",
+        replayed.len()
+    );
 }
 
 #[test]
