@@ -22,12 +22,12 @@
 //! they do not pay for a thread hand-off. A batch of small products is spread
 //! over rayon threads one product per task instead.
 //!
-//! Memory: the `gemm` crate (0.18) takes no workspace. Every product that is
-//! not a matrix-vector product, a k ≤ 2 product or a tiny one with a
-//! transposed right operand allocates inside the crate: a flag vector of
-//! `mc / MR` entries, a packing buffer when it packs an operand, and a flag
-//! vector per extra thread of a multithreaded product (its per-thread L2
-//! packing slab is allocated once per thread). Everything else here is
+//! Memory: the `gemm` crate (0.18) takes no workspace. Released, every general
+//! product allocates inside it (a flag vector of `mc / MR` entries, a packing
+//! buffer when it packs an operand, a flag vector per extra thread); the
+//! workspace applies a patched `gemm-common` (`third_party/gemm-common`) that
+//! keeps these per thread, so products allocate only the first time a thread
+//! needs a bigger buffer (its L2 packing slab is allocated once per thread). Everything else here is
 //! planned from the shapes ([`MatmulPlan`], [`MatmulOpPlan`]) and runs in the
 //! caller's memory.
 
