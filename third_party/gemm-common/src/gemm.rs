@@ -55,26 +55,66 @@ pub const CACHELINE_ALIGN: usize = {
     }
 };
 
-// MLPL Studio patch: the packing buffer and the per-panel "packed" flags of
+// MLPL Studio patch: the packing buffers and the per-panel "packed" flags of
 // `gemm_basic_generic` are kept per thread and reused, instead of allocated on
 // every call, so that a steady stream of products (a replayed training step)
-// allocates nothing. A call that finds its thread's buffers in use (a nested
-// product) or too small allocates as before.
+// allocates nothing. Each thread keeps a few of each, because a thread can run
+// a second product (or another thread's share of one) while its own product
+// waits; a call finding none that fits allocates as before.
 #[cfg(feature = "std")]
 thread_local! {
-    static PACK_BUFFER: core::cell::Cell<Option<dyn_stack::MemBuffer>> = const { core::cell::Cell::new(None) };
-    static PACKED_FLAGS: core::cell::Cell<Vec<bool>> = const { core::cell::Cell::new(Vec::new()) };
+    static PACK_BUFFERS: core::cell::RefCell<Vec<dyn_stack::MemBuffer>> = const { core::cell::RefCell::new(Vec::new()) };
+    static FLAG_VECTORS: core::cell::RefCell<Vec<Vec<bool>>> = const { core::cell::RefCell::new(Vec::new()) };
 }
 
-/// This thread's kept "packed" flags, `n` of them all false, given back to the
-/// thread when dropped (the flags of a product's extra threads).
+/// How many buffers of each kind a thread keeps.
+#[cfg(feature = "std")]
+const KEPT_PER_THREAD: usize = 4;
+
+/// A packing buffer for `req`: one this thread kept when one is big enough and
+/// aligned, else a new one.
+#[cfg(feature = "std")]
+fn take_pack_buffer(req: StackReq) -> dyn_stack::MemBuffer {
+    let align = req.align_bytes().max(1);
+    let fits = |b: &dyn_stack::MemBuffer| {
+        b.len() >= req.size_bytes() && (b.as_ptr() as usize) % align == 0
+    };
+    let kept = PACK_BUFFERS.with(|c| {
+        let mut kept = c.borrow_mut();
+        kept.iter().position(fits).map(|i| kept.swap_remove(i))
+    });
+    kept.unwrap_or_else(|| dyn_stack::MemBuffer::new(req))
+}
+
+/// Keeps `b` for this thread's later products (dropping the smallest kept
+/// buffer when the thread already keeps enough).
+#[cfg(feature = "std")]
+fn keep_pack_buffer(b: dyn_stack::MemBuffer) {
+    PACK_BUFFERS.with(|c| {
+        let mut kept = c.borrow_mut();
+        if kept.len() >= KEPT_PER_THREAD {
+            if let Some(i) = (0..kept.len()).min_by_key(|&i| kept[i].len()) {
+                if kept[i].len() >= b.len() {
+                    return;
+                }
+                kept.swap_remove(i);
+            }
+        }
+        kept.push(b);
+    });
+}
+
+/// `n` "packed" flags, all false, from this thread's kept vectors; given back
+/// to the thread when dropped.
 #[cfg(feature = "std")]
 struct PackedFlags(Vec<bool>);
 
 #[cfg(feature = "std")]
 impl PackedFlags {
     fn take(n: usize) -> PackedFlags {
-        let mut flags = PACKED_FLAGS.with(|c| c.take());
+        let mut flags = FLAG_VECTORS
+            .with(|c| c.borrow_mut().pop())
+            .unwrap_or_default();
         flags.clear();
         flags.resize(n, false);
         PackedFlags(flags)
@@ -100,31 +140,13 @@ impl core::ops::DerefMut for PackedFlags {
 impl Drop for PackedFlags {
     fn drop(&mut self) {
         let flags = core::mem::take(&mut self.0);
-        PACKED_FLAGS.with(|c| c.set(flags));
+        FLAG_VECTORS.with(|c| {
+            let mut kept = c.borrow_mut();
+            if kept.len() < KEPT_PER_THREAD {
+                kept.push(flags);
+            }
+        });
     }
-}
-
-/// A packing buffer for `req`: this thread's kept one when it is big enough
-/// and aligned, else a new one.
-#[cfg(feature = "std")]
-fn take_pack_buffer(req: StackReq) -> dyn_stack::MemBuffer {
-    let align = req.align_bytes().max(1);
-    match PACK_BUFFER.with(|c| c.take()) {
-        Some(b) if b.len() >= req.size_bytes() && (b.as_ptr() as usize) % align == 0 => b,
-        _ => dyn_stack::MemBuffer::new(req),
-    }
-}
-
-/// Keeps `b` as this thread's packing buffer (the larger of it and the kept one).
-#[cfg(feature = "std")]
-fn keep_pack_buffer(b: dyn_stack::MemBuffer) {
-    PACK_BUFFER.with(|c| {
-        let kept = c.take();
-        c.set(Some(match kept {
-            Some(k) if k.len() > b.len() => k,
-            _ => b,
-        }));
-    });
 }
 
 #[cfg(feature = "std")]
@@ -564,12 +586,7 @@ pub unsafe fn gemm_basic_generic<
     let packed_rhs_cs = if do_pack_rhs { 1 } else { rhs_cs };
 
     #[cfg(feature = "std")]
-    let mut packed_flags = {
-        let mut flags = PACKED_FLAGS.with(|c| c.take());
-        flags.clear();
-        flags.resize(mc / MR, false);
-        flags
-    };
+    let mut packed_flags = PackedFlags::take(mc / MR);
     #[cfg(not(feature = "std"))]
     let mut packed_flags = alloc::vec![false; mc / MR];
     let did_pack_lhs = Ptr((&mut *packed_flags) as *mut _);
@@ -939,7 +956,7 @@ pub unsafe fn gemm_basic_generic<
         if let Some(buffer) = mem {
             keep_pack_buffer(buffer);
         }
-        PACKED_FLAGS.with(|c| c.set(packed_flags));
+        drop(packed_flags);
     }
 }
 
