@@ -12,8 +12,10 @@
 //! parallel kernels queue locally); the count from a plain thread is printed.
 
 mod cpu_program_support;
+mod fused_support;
 
 use cpu_program_support::{capture, every_kernel, mlp, mlp_products, StepFn};
+use fused_support::fused_step;
 use mlpl_devices::capture::StepProgram;
 use mlpl_devices::Tensor;
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -130,5 +132,20 @@ fn an_mlp_step_with_its_products_allocates_nothing_per_run() {
             "the matrix products allocate (is the gemm-common patch applied?)"
         );
         assert_eq!(whole_counts, [0; RUNS], "the MLP step allocates");
+    }
+}
+
+#[test]
+fn a_step_through_every_fused_kernel_allocates_nothing_per_run() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // Small, then 40,960-element activations and 36,864 scores (parallel).
+    for (rows, n, heads, t) in [(6, 5, 2, 4), (256, 160, 8, 48)] {
+        let (init, step) = fused_step(rows, n, heads, t);
+        let mut p = program(init, &*step);
+        let counts = per_run_in_pool(&mut *p);
+        assert_eq!(
+            counts, [0; RUNS],
+            "{rows}x{n}, {heads} heads of {t}: allocations per run"
+        );
     }
 }
