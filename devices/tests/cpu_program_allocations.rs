@@ -23,18 +23,38 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 static ALLOCS: AtomicU64 = AtomicU64::new(0);
 
-/// The system allocator, counting every allocation.
+thread_local! {
+    /// Whether this thread's allocations are counted: the measuring thread's
+    /// and rayon's workers', not those of the test harness (which prints and
+    /// collects the other tests' results meanwhile).
+    static MEASURED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Counts one allocation when this thread is measured.
+fn count() {
+    if MEASURED.with(std::cell::Cell::get) {
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Marks the calling thread and every rayon worker as measured (or not).
+fn measure_threads(on: bool) {
+    MEASURED.with(|m| m.set(on));
+    rayon::broadcast(|_| MEASURED.with(|m| m.set(on)));
+}
+
+/// The system allocator, counting the allocations of measured threads.
 struct Counting;
 
 // SAFETY: every call is forwarded unchanged to the system allocator.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        count();
         unsafe { System.alloc(layout) }
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        count();
         unsafe { System.alloc_zeroed(layout) }
     }
 
@@ -43,7 +63,7 @@ unsafe impl GlobalAlloc for Counting {
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        count();
         unsafe { System.realloc(ptr, layout, new_size) }
     }
 }
@@ -58,6 +78,7 @@ const RUNS: usize = 6;
 /// program run on a rayon pool thread.
 fn per_run_in_pool(program: &mut dyn StepProgram) -> [u64; RUNS] {
     let mut counts = [0u64; RUNS];
+    measure_threads(true);
     rayon::join(
         || {
             for _ in 0..2 {
@@ -71,6 +92,7 @@ fn per_run_in_pool(program: &mut dyn StepProgram) -> [u64; RUNS] {
         },
         || (),
     );
+    measure_threads(false);
     counts
 }
 
@@ -80,11 +102,14 @@ fn total_outside_pool(program: &mut dyn StepProgram) -> u64 {
     for _ in 0..2 {
         program.run().unwrap();
     }
+    measure_threads(true);
     let before = ALLOCS.load(Ordering::SeqCst);
     for _ in 0..RUNS {
         program.run().unwrap();
     }
-    ALLOCS.load(Ordering::SeqCst) - before
+    let total = ALLOCS.load(Ordering::SeqCst) - before;
+    measure_threads(false);
+    total
 }
 
 /// The program of a step captured from `init` (the compiled program is all

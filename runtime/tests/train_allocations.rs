@@ -33,9 +33,23 @@ static LARGE_ALLOCS: AtomicU64 = AtomicU64::new(0);
 /// The system allocator, counting while [`COUNTING`] is set.
 struct Counting;
 
+thread_local! {
+    /// Whether this thread's allocations are counted: the thread running the
+    /// program and rayon's workers, not the test harness (which prints and
+    /// collects the other test's results meanwhile).
+    static MEASURED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Counts the calling thread and every rayon worker (or stops counting them).
+fn measure_threads(on: bool) {
+    MEASURED.with(|m| m.set(on));
+    rayon::broadcast(|_| MEASURED.with(|m| m.set(on)));
+    COUNTING.store(on, Ordering::SeqCst);
+}
+
 impl Counting {
     fn count(size: usize) {
-        if COUNTING.load(Ordering::Relaxed) {
+        if COUNTING.load(Ordering::Relaxed) && MEASURED.with(std::cell::Cell::get) {
             ALLOCS.fetch_add(1, Ordering::Relaxed);
             BYTES.fetch_add(size as u64, Ordering::Relaxed);
             if size >= LARGE {
@@ -131,9 +145,9 @@ fn per_step(capture: bool) -> Vec<(u64, u64, u64)> {
     let mut it = Interp::new(Workspace::new());
     it.capture_steps = capture;
     it.set_observer(Box::new(StepMarks(marks.clone())));
-    COUNTING.store(true, Ordering::Relaxed);
+    measure_threads(true);
     let result = it.run(&parsed.program);
-    COUNTING.store(false, Ordering::Relaxed);
+    measure_threads(false);
     if let Err(d) = result {
         panic!("the training script failed: {} {}", d.code, d.message);
     }

@@ -116,6 +116,9 @@ impl PackedFlags {
             .with(|c| c.borrow_mut().pop())
             .unwrap_or_default();
         flags.clear();
+        // Room for the panels of any product (mc / MR is a few hundred at
+        // most), so a kept vector never grows when a larger product takes it.
+        flags.reserve(n.max(1024));
         flags.resize(n, false);
         PackedFlags(flags)
     }
