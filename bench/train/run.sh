@@ -26,15 +26,16 @@ WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 OUT="$WORK/results.jsonl"
 mlpl_ms() { # d [--no-capture] -> ms/step of the steady state, from `mlpl run --profile`:
-  # captured, the mean of the replayed steps (STEPS of them after 2 recorded and 3
-  # warm-up steps); interpreted, the loop's wall time over its steps.
+  # captured, the median of the replayed steps (STEPS + 3 of them, after 2 recorded
+  # ones), as the peers report the median of their timed steps; interpreted, the
+  # loop's wall time over its steps (a mean, first steps included).
   local d=$1 mode=${2:-} steps=$((STEPS + 5))
   sed "s/@D@/$d/; s/@STEPS@/$steps/" bench/train/tiny_lm.mlpl.in >"$WORK/b.mlpl"
   "$BIN" run --profile $mode "$WORK/b.mlpl" 2>"$WORK/profile.txt" >/dev/null
   python3 - "$WORK/profile.txt" <<'PY'
 import re, sys
 t = open(sys.argv[1]).read()
-m = re.search(r"replayed from the captured step \(\w+\) in [\d.]+ ms, ([\d.]+) ms each", t)
+m = re.search(r"replayed from the captured step \(\w+\) in [\d.]+ ms, [\d.]+ ms each \(median ([\d.]+) ms\)", t)
 if m:
     print(m.group(1))
 else:

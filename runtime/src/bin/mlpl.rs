@@ -284,7 +284,13 @@ fn run(args: RunArgs) -> ExitCode {
 /// `--profile`: one paragraph per top-level `train` loop of the run.
 fn profile_report(it: &Interp, src: &SourceFile, total: std::time::Duration) -> String {
     let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
-    let mut out = format!("profile: run {:.1} ms\n", ms(total));
+    let kernels: std::time::Duration = it.loop_stats.iter().map(|s| s.replay_kernels).sum();
+    let mut out = format!(
+        "profile: run {:.1} ms, of which {:.1} ms ({:.1}%) inside the kernels of replayed steps (interpreted code is not timed)\n",
+        ms(total),
+        ms(kernels),
+        100.0 * ms(kernels) / ms(total).max(1e-9)
+    );
     for s in &it.loop_stats {
         let (line, _) = src.line_col(s.span.start);
         out += &format!(
@@ -297,10 +303,11 @@ fn profile_report(it: &Interp, src: &SourceFile, total: std::time::Duration) -> 
             (_, Some(kind)) if s.replayed > 0 => {
                 let share = 100.0 * ms(s.replay_kernels) / ms(s.replay_wall).max(1e-9);
                 out += &format!(
-                    "    {} replayed from the captured step ({kind}) in {:.1} ms, {:.2} ms each; {:.1} ms inside kernels ({share:.1}%)\n",
+                    "    {} replayed from the captured step ({kind}) in {:.1} ms, {:.2} ms each (median {:.2} ms); {:.1} ms inside kernels ({share:.1}%)\n",
                     s.replayed,
                     ms(s.replay_wall),
                     ms(s.replay_wall) / s.replayed as f64,
+                    s.replay_median.map_or(f64::NAN, ms),
                     ms(s.replay_kernels),
                 );
             }

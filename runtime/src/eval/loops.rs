@@ -69,6 +69,10 @@ pub fn train(it: &mut Interp, count: &Expr, body: &Block) -> Result<Value, Diagn
     let mut replay: Option<Replay> = None;
     let loop_started = std::time::Instant::now();
     let mut replay_wall = std::time::Duration::ZERO;
+    // Each replayed iteration's wall time (room for all, so recording one does
+    // not allocate).
+    let mut replay_times: Vec<std::time::Duration> =
+        Vec::with_capacity(if why_eager.is_none() { n } else { 0 });
     let mut eager_reason = why_eager.clone();
     let result = (|| {
         for step in 0..n {
@@ -76,7 +80,9 @@ pub fn train(it: &mut Interp, count: &Expr, body: &Block) -> Result<Value, Diagn
             let started = std::time::Instant::now();
             let loss = if let Some(r) = replay.as_mut() {
                 let loss = r.step(body.span);
-                replay_wall += started.elapsed();
+                let took = started.elapsed();
+                replay_wall += took;
+                replay_times.push(took);
                 loss?
             } else {
                 it.ws.assign("step", Value::exact(step as f64), false);
@@ -132,6 +138,7 @@ pub fn train(it: &mut Interp, count: &Expr, body: &Block) -> Result<Value, Diagn
             replay_kernels: replay
                 .as_ref()
                 .map_or(Default::default(), Replay::kernel_time),
+            replay_median: median(&mut replay_times),
         });
     }
     if let Some(r) = replay.take() {
@@ -162,6 +169,12 @@ pub fn train(it: &mut Interp, count: &Expr, body: &Block) -> Result<Value, Diagn
     let losses = Array::from_vec(vec![losses.len()], losses);
     it.ws.assign("last_losses", Value::Array(losses), false);
     Ok(last)
+}
+
+/// The median of `times` (the upper one of an even count), `None` when empty.
+fn median(times: &mut [std::time::Duration]) -> Option<std::time::Duration> {
+    times.sort_unstable();
+    times.get(times.len() / 2).copied()
 }
 
 /// Tells the observer how the loop's iterations run from now on (captured when

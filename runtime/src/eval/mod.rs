@@ -80,6 +80,8 @@ pub struct LoopStats {
     pub replay_wall: std::time::Duration,
     /// Time inside kernel calls during the replayed iterations.
     pub replay_kernels: std::time::Duration,
+    /// The median wall time of one replayed iteration.
+    pub replay_median: Option<std::time::Duration>,
 }
 
 impl Default for Interp {
