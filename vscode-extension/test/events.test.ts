@@ -12,6 +12,15 @@ const DOC_EVENTS = [
 ];
 
 describe("parseEvent", () => {
+  it("reads the step mode of device events", () => {
+    const e = parseEventData(
+      '{"v":1,"session":"cli","run":"run-1","seq":3,"time":1,"type":"device","device":"cpu","counters":{"uploads":0,"downloads":0,"bytes_up":0,"bytes_down":0,"kernel_launches":266,"cpu_fallbacks":0},"memory_bytes":0,"peak_memory_bytes":0,"step_mode":"captured","step_mode_reason":null}',
+    );
+    expect(e).toMatchObject({ type: "device", step_mode: "captured", step_mode_reason: null });
+    const old = parseEventData(DOC_EVENTS[3]);
+    expect(old).toMatchObject({ type: "device", step_mode: null, step_mode_reason: null });
+  });
+
   it("reads every documented event type with its fields", () => {
     const evs = DOC_EVENTS.map(parseEventData);
     expect(evs.map((e) => e?.type)).toEqual(["run_started", "step", "warning", "device", "value", "run_finished"]);

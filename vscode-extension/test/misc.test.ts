@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { ellipsize, formatBytes, formatDuration, formatLoss, formatRate } from "../src/core/format";
+import { ellipsize, formatBytes, formatDuration, formatLoss, formatRate, stepModeText } from "../src/core/format";
 import { isLoopbackUrl, readServeLine, type ServeAnnouncement } from "../src/core/serveOutput";
 import { serverSettings } from "../src/core/serverSettings";
 import { describeVariable, shownVariables } from "../src/core/variables";
@@ -36,6 +36,14 @@ describe("serverSettings", () => {
       estimates: { cudaDevice: "h100" },
       docsUrl: "https://d/x",
     });
+  });
+});
+
+describe("stepModeText", () => {
+  it("says whether train steps are replayed, and why not", () => {
+    expect(stepModeText({ mode: "captured", reason: null })).toBe("captured: replayed from the first two iterations");
+    expect(stepModeText({ mode: "eager", reason: "the body reads `step`" })).toBe("interpreted: the body reads `step`");
+    expect(stepModeText({ mode: "eager", reason: null })).toBe("interpreted");
   });
 });
 

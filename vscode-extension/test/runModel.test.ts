@@ -42,6 +42,19 @@ describe("applyEvent", () => {
     expect(m.lastSeq).toBe(seq);
   });
 
+  it("keeps how the latest train loop ran its steps", () => {
+    seq = 0;
+    const m = emptySession();
+    applyEvent(m, ev({ type: "run_started", cell: null, start_line: 1, end_line: 3, device: "cpu" }));
+    const counters = { uploads: 0, downloads: 0, bytes_up: 0, bytes_down: 0, kernel_launches: 1, cpu_fallbacks: 0 };
+    applyEvent(m, ev({ type: "device", device: "cpu", counters, memory_bytes: 0, peak_memory_bytes: 0, step_mode: null, step_mode_reason: null }));
+    expect(findRun(m, "r1")!.stepMode).toBeNull();
+    applyEvent(m, ev({ type: "device", device: "cpu", counters, memory_bytes: 0, peak_memory_bytes: 0, step_mode: "eager", step_mode_reason: "the body reads `step`, so its iterations can differ" }));
+    expect(findRun(m, "r1")!.stepMode).toEqual({ mode: "eager", reason: "the body reads `step`, so its iterations can differ" });
+    applyEvent(m, ev({ type: "device", device: "cpu", counters, memory_bytes: 0, peak_memory_bytes: 0, step_mode: "captured", step_mode_reason: null }));
+    expect(findRun(m, "r1")!.stepMode).toEqual({ mode: "captured", reason: null });
+  });
+
   it("ignores events replayed after a reconnect (seq not newer)", () => {
     seq = 0;
     const m = emptySession();

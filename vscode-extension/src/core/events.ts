@@ -81,6 +81,10 @@ export interface DeviceEvent extends Common {
   counters: Counters;
   memory_bytes: number;
   peak_memory_bytes: number;
+  /** How the latest `train` loop runs its steps: "captured" or "eager"; null before any loop. */
+  step_mode: string | null;
+  /** Why that loop is not captured. */
+  step_mode_reason: string | null;
 }
 /** The run's value. */
 export interface ValueEvent extends Common {
@@ -236,6 +240,8 @@ export function parseEvent(x: unknown): TelemetryEvent | undefined {
         counters: parseCounters(x.counters),
         memory_bytes: num(x.memory_bytes) ?? 0,
         peak_memory_bytes: num(x.peak_memory_bytes) ?? 0,
+        step_mode: strOrNull(x.step_mode),
+        step_mode_reason: strOrNull(x.step_mode_reason),
       };
     case "value":
       return {

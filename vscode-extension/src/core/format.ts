@@ -62,3 +62,9 @@ export function ellipsize(text: string, max: number): string {
   const line = text.replace(/\s+/g, " ").trim();
   return line.length <= max ? line : `${line.slice(0, Math.max(0, max - 1))}…`;
 }
+
+/** How a `train` loop runs its steps, for the panel: captured (replayed) or interpreted, and why. */
+export function stepModeText(m: { mode: string; reason: string | null }): string {
+  if (m.mode === "captured") return "captured: replayed from the first two iterations";
+  return m.reason ? `interpreted: ${m.reason}` : "interpreted";
+}

@@ -53,6 +53,8 @@ export interface RunRecord {
   counters: Counters | null;
   memoryBytes: number;
   peakMemoryBytes: number;
+  /** How the latest `train` loop ran its steps ("captured" or "eager"), and why not captured. */
+  stepMode: { mode: string; reason: string | null } | null;
   warnings: RunDiagnostic[];
   outputs: string[];
   artifacts: { kind: string; path: string | null; content: string | null; bytes: number }[];
@@ -104,6 +106,7 @@ function newRun(id: string, time: number): RunRecord {
     counters: null,
     memoryBytes: 0,
     peakMemoryBytes: 0,
+    stepMode: null,
     warnings: [],
     outputs: [],
     artifacts: [],
@@ -174,6 +177,7 @@ export function applyEvent(m: SessionModel, e: TelemetryEvent): RunRecord | unde
       run.counters = e.counters;
       run.memoryBytes = e.memory_bytes;
       run.peakMemoryBytes = Math.max(run.peakMemoryBytes, e.peak_memory_bytes);
+      if (e.step_mode) run.stepMode = { mode: e.step_mode, reason: e.step_mode_reason ?? null };
       break;
     case "value":
       run.value = { name: e.name, kind: e.kind, namedShape: e.named_shape, preview: e.preview, text: e.text };

@@ -12,7 +12,7 @@ import "uplot/dist/uPlot.min.css";
 import "./panel.css";
 import type { TelemetryEvent } from "../core/events";
 import { comparisonChart } from "../core/chartData";
-import { formatBytes, formatDuration, formatLoss, formatRate } from "../core/format";
+import { formatBytes, formatDuration, formatLoss, formatRate, stepModeText } from "../core/format";
 import { applyEvent, emptySession, loopProgress, type RunRecord, type SessionModel } from "../core/runModel";
 
 declare function acquireVsCodeApi(): { postMessage(m: unknown): void; getState(): unknown; setState(s: unknown): void };
@@ -215,6 +215,7 @@ function render(): void {
         run.device === "cpu"
           ? el("tr", {}, el("th", {}, "memory"), el("td", {}, "not tracked on the CPU"))
           : el("tr", {}, el("th", {}, "memory"), el("td", {}, formatBytes(run.memoryBytes)), el("th", {}, "peak"), el("td", {}, formatBytes(run.peakMemoryBytes))),
+        ...(run.stepMode ? [el("tr", {}, el("th", {}, "train steps"), el("td", { colspan: "3" }, stepModeText(run.stepMode)))] : []),
       ),
     );
   }
