@@ -9,8 +9,11 @@ use mlpl_runtime::eval::{Interp, RunObserver, StepMode, Workspace};
 use mlpl_runtime::syntax::parse;
 use mlpl_runtime::value::Value;
 
-/// What the observer heard about step modes: (captured, reason, guard failed).
-type Modes = Arc<Mutex<Vec<(bool, Option<String>, bool)>>>;
+/// One step mode the observer heard: (captured, reason, guard failed).
+type Mode = (bool, Option<String>, bool);
+
+/// What the observer heard about step modes.
+type Modes = Arc<Mutex<Vec<Mode>>>;
 
 struct ModeLog(Modes);
 
@@ -26,7 +29,7 @@ impl RunObserver for ModeLog {
 
 /// Runs `src` with step capture on or off; returns the interpreter, the run's
 /// value and the step modes reported.
-fn run(src: &str, capture: bool) -> (Interp, Option<Value>, Vec<(bool, Option<String>, bool)>) {
+fn run(src: &str, capture: bool) -> (Interp, Option<Value>, Vec<Mode>) {
     let parsed = parse(src);
     assert!(parsed.diagnostics.iter().all(|d| !d.is_error()), "parses");
     let modes = Modes::default();
@@ -86,7 +89,7 @@ fn assert_same_state(a: &Interp, b: &Interp) {
 
 /// Runs `src` both ways and asserts identical results; returns the modes the
 /// captured run reported.
-fn same_both_ways(src: &str) -> Vec<(bool, Option<String>, bool)> {
+fn same_both_ways(src: &str) -> Vec<Mode> {
     let (eager, ve, _) = run(src, false);
     let (captured, vc, modes) = run(src, true);
     assert_eq!(
