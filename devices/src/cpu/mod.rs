@@ -83,6 +83,14 @@ pub fn release_unused_buffers() {
     pool::release_free();
 }
 
+/// Sets up, on every thread of the current rayon pool, the per-thread buffers
+/// the matrix products use (the GEMM's packing slab and flags), which would
+/// otherwise be allocated the first time each thread takes part in a product.
+/// Compiling a captured step calls it; callers may call it earlier.
+pub fn warm_threads() {
+    rayon::broadcast(|_| gemm_common::gemm::warm_thread());
+}
+
 /// The shared process-wide CPU backend (one set of counters for the process).
 pub fn cpu() -> Arc<dyn Backend> {
     static CPU: OnceLock<Arc<CpuBackend>> = OnceLock::new();
@@ -113,6 +121,8 @@ impl Backend for CpuBackend {
         &self,
         plan: &crate::capture::StepPlan,
     ) -> Option<Result<Box<dyn crate::capture::StepProgram>>> {
+        // Every thread's GEMM buffers now, not on a replayed step.
+        warm_threads();
         Some(
             program::compile(plan, self.kernel_launches.clone())
                 .map(|p| Box::new(p) as Box<dyn crate::capture::StepProgram>),

@@ -224,6 +224,7 @@ fn run(args: RunArgs) -> ExitCode {
         .or_else(|| Some(script_dir(&args.file)));
     ws.exp_dir = args.exp_dir.clone();
     ws.default_device = Some(device);
+    join_thread_pool();
     let mut it = Interp::new(ws);
     it.capture_steps = !args.no_capture;
     if let Err(why) = it.devices.availability(device) {
@@ -279,6 +280,17 @@ fn run(args: RunArgs) -> ExitCode {
         eprint!("{}", profile_report(&it, &src, elapsed));
     }
     code
+}
+
+/// Makes this thread, which runs the program, worker 0 of rayon's global pool
+/// (with one thread fewer spawned): the kernels' parallel work is then queued
+/// on this thread's own deque, for the other workers to take, instead of being
+/// handed to the pool from outside and waited for. Fails harmlessly when the
+/// pool already exists.
+fn join_thread_pool() {
+    let _ = rayon::ThreadPoolBuilder::new()
+        .use_current_thread()
+        .build_global();
 }
 
 /// `--profile`: one paragraph per top-level `train` loop of the run.
@@ -377,6 +389,7 @@ fn run_events(
         capture_steps: !args.no_capture,
         ..SessionOptions::default()
     };
+    join_thread_pool();
     let mut session = Session::new("cli", opts, sink);
     let req = RunRequest {
         code: src.text().to_string(),

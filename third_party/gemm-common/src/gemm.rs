@@ -71,6 +71,20 @@ thread_local! {
 #[cfg(feature = "std")]
 const KEPT_PER_THREAD: usize = 4;
 
+/// Sets up the calling thread's buffers for products ahead of time (its L2
+/// packing slab and one flag vector), so that the first product a thread takes
+/// part in allocates no more than later ones (MLPL Studio patch).
+#[cfg(feature = "std")]
+pub fn warm_thread() {
+    L2_SLAB.with(|_| ());
+    FLAG_VECTORS.with(|c| {
+        let mut kept = c.borrow_mut();
+        if kept.is_empty() {
+            kept.push(Vec::with_capacity(1024));
+        }
+    });
+}
+
 /// A packing buffer for `req`: one this thread kept when one is big enough and
 /// aligned, else a new one.
 #[cfg(feature = "std")]
