@@ -717,19 +717,49 @@ const GELU_KAPPA: f32 = 0.044_715;
 /// `unary` kernel (a test compares every op bit for bit).
 macro_rules! with_unary {
     ($op:expr, |$f:ident| $body:expr) => {{
-        use crate::backend::UnaryOp as U;
         use super::elementwise::{gelu, sigmoid};
+        use crate::backend::UnaryOp as U;
         match $op {
-            U::Neg => { let $f = |v: f32| -v; $body }
-            U::Exp => { let $f = f32::exp; $body }
-            U::Log => { let $f = f32::ln; $body }
-            U::Sqrt => { let $f = f32::sqrt; $body }
-            U::Abs => { let $f = f32::abs; $body }
-            U::Sigmoid => { let $f = sigmoid; $body }
-            U::Tanh => { let $f = f32::tanh; $body }
-            U::Relu => { let $f = |v: f32| if v > 0.0 { v } else { 0.0 }; $body }
-            U::Gelu => { let $f = gelu; $body }
-            U::Silu => { let $f = |v: f32| v * sigmoid(v); $body }
+            U::Neg => {
+                let $f = |v: f32| -v;
+                $body
+            }
+            U::Exp => {
+                let $f = f32::exp;
+                $body
+            }
+            U::Log => {
+                let $f = f32::ln;
+                $body
+            }
+            U::Sqrt => {
+                let $f = f32::sqrt;
+                $body
+            }
+            U::Abs => {
+                let $f = f32::abs;
+                $body
+            }
+            U::Sigmoid => {
+                let $f = sigmoid;
+                $body
+            }
+            U::Tanh => {
+                let $f = f32::tanh;
+                $body
+            }
+            U::Relu => {
+                let $f = |v: f32| if v > 0.0 { v } else { 0.0 };
+                $body
+            }
+            U::Gelu => {
+                let $f = gelu;
+                $body
+            }
+            U::Silu => {
+                let $f = |v: f32| v * sigmoid(v);
+                $body
+            }
         }
     }};
 }
@@ -739,22 +769,43 @@ macro_rules! with_unary {
 /// `unary_backward`), in the same order, so the results are the same bits.
 macro_rules! with_unary_grad {
     ($op:expr, |$f:ident| $body:expr) => {{
-        use crate::backend::UnaryOp as U;
         use super::elementwise::sigmoid;
+        use crate::backend::UnaryOp as U;
         match $op {
-            U::Neg => { let $f = |_x: f32, _y: f32, g: f32| -g; $body }
-            U::Exp => { let $f = |_x: f32, y: f32, g: f32| g * y; $body }
-            U::Log => { let $f = |x: f32, _y: f32, g: f32| g / x; $body }
-            U::Sqrt => { let $f = |_x: f32, y: f32, g: f32| (g / y) * 0.5; $body }
+            U::Neg => {
+                let $f = |_x: f32, _y: f32, g: f32| -g;
+                $body
+            }
+            U::Exp => {
+                let $f = |_x: f32, y: f32, g: f32| g * y;
+                $body
+            }
+            U::Log => {
+                let $f = |x: f32, _y: f32, g: f32| g / x;
+                $body
+            }
+            U::Sqrt => {
+                let $f = |_x: f32, y: f32, g: f32| (g / y) * 0.5;
+                $body
+            }
             U::Abs => {
                 let $f = |x: f32, _y: f32, g: f32| {
                     g * (((x > 0.0) as u8 as f32) - ((x < 0.0) as u8 as f32))
                 };
                 $body
             }
-            U::Sigmoid => { let $f = |_x: f32, y: f32, g: f32| g * (y * (1.0 - y)); $body }
-            U::Tanh => { let $f = |_x: f32, y: f32, g: f32| g * (1.0 - y * y); $body }
-            U::Relu => { let $f = |x: f32, _y: f32, g: f32| g * ((x > 0.0) as u8 as f32); $body }
+            U::Sigmoid => {
+                let $f = |_x: f32, y: f32, g: f32| g * (y * (1.0 - y));
+                $body
+            }
+            U::Tanh => {
+                let $f = |_x: f32, y: f32, g: f32| g * (1.0 - y * y);
+                $body
+            }
+            U::Relu => {
+                let $f = |x: f32, _y: f32, g: f32| g * ((x > 0.0) as u8 as f32);
+                $body
+            }
             U::Gelu => {
                 let $f = |x: f32, _y: f32, g: f32| {
                     let x2 = x * x;
@@ -791,7 +842,13 @@ pub(crate) fn unary_backward(op: UnaryOp, x: &Tensor, y: &Tensor, dy: &Tensor) -
 }
 
 /// [`unary_backward`] on slices of one length into `out`.
-pub(crate) fn unary_backward_into(op: UnaryOp, xs: &[f32], ys: &[f32], gs: &[f32], out: &mut [f32]) {
+pub(crate) fn unary_backward_into(
+    op: UnaryOp,
+    xs: &[f32],
+    ys: &[f32],
+    gs: &[f32],
+    out: &mut [f32],
+) {
     let par = xs.len() >= PAR_THRESHOLD;
     with_unary_grad!(op, |f| super::for_chunks(out, PAR_CHUNK, par, |s, o| {
         let e = s + o.len();
@@ -831,14 +888,19 @@ pub(crate) fn bias_act_into(act: UnaryOp, xs: &[f32], bs: &[f32], out: &mut [f32
         return;
     }
     let par = xs.len() >= PAR_THRESHOLD;
-    with_unary!(act, |f| super::for_chunks(out, super::row_chunk(n), par, |s, o| {
-        let e = s + o.len();
-        for (orow, xrow) in o.chunks_mut(n).zip(xs[s..e].chunks(n)) {
-            for ((d, &xv), &bv) in orow.iter_mut().zip(xrow).zip(bs) {
-                *d = f(xv + bv);
+    with_unary!(act, |f| super::for_chunks(
+        out,
+        super::row_chunk(n),
+        par,
+        |s, o| {
+            let e = s + o.len();
+            for (orow, xrow) in o.chunks_mut(n).zip(xs[s..e].chunks(n)) {
+                for ((d, &xv), &bv) in orow.iter_mut().zip(xrow).zip(bs) {
+                    *d = f(xv + bv);
+                }
             }
         }
-    }));
+    ));
 }
 
 /// Gradients of [`bias_act`]: `dx = act'(x + bias)·dy` in one pass, and, when
@@ -882,20 +944,25 @@ pub(crate) fn bias_act_backward_into(
         return;
     }
     let par = xs.len() >= PAR_THRESHOLD;
-    with_unary_grad!(act, |f| super::for_chunks(dx, super::row_chunk(n), par, |s, o| {
-        let e = s + o.len();
-        let rows = o
-            .chunks_mut(n)
-            .zip(xs[s..e].chunks(n))
-            .zip(ys[s..e].chunks(n))
-            .zip(gs[s..e].chunks(n));
-        for (((orow, xrow), yrow), grow) in rows {
-            let it = orow.iter_mut().zip(xrow).zip(bs).zip(yrow).zip(grow);
-            for ((((d, &xv), &bv), &yv), &gv) in it {
-                *d = f(xv + bv, yv, gv);
+    with_unary_grad!(act, |f| super::for_chunks(
+        dx,
+        super::row_chunk(n),
+        par,
+        |s, o| {
+            let e = s + o.len();
+            let rows = o
+                .chunks_mut(n)
+                .zip(xs[s..e].chunks(n))
+                .zip(ys[s..e].chunks(n))
+                .zip(gs[s..e].chunks(n));
+            for (((orow, xrow), yrow), grow) in rows {
+                let it = orow.iter_mut().zip(xrow).zip(bs).zip(yrow).zip(grow);
+                for ((((d, &xv), &bv), &yv), &gv) in it {
+                    *d = f(xv + bv, yv, gv);
+                }
             }
         }
-    }));
+    ));
 }
 
 /// `(rows, T, S)` of attention scores of `shape` (`[.., T, S]`; a vector is one
@@ -959,7 +1026,11 @@ pub(crate) fn masked_softmax_into(
         }
         let m = row_max(o);
         // exp(CAUSAL_FILL − m) is exactly 0 when the argument is below −200.
-        let live = if finite && CAUSAL_FILL - m < -200.0 { kept } else { s };
+        let live = if finite && CAUSAL_FILL - m < -200.0 {
+            kept
+        } else {
+            s
+        };
         let mut sum = 0.0f64;
         for d in o[..live].iter_mut() {
             let e = (*d - m).exp();
@@ -975,7 +1046,12 @@ pub(crate) fn masked_softmax_into(
 /// Gradient of [`masked_softmax`]: `y·(dy − Σ dy·y)` over the last axis, times
 /// 0 at the masked entries, divided by `divisor`; the same per-element
 /// operations and sum order as the composed `softmax_backward`, mask and divide.
-pub(crate) fn masked_softmax_backward(y: &Tensor, dy: &Tensor, divisor: f32, causal: bool) -> Tensor {
+pub(crate) fn masked_softmax_backward(
+    y: &Tensor,
+    dy: &Tensor,
+    divisor: f32,
+    causal: bool,
+) -> Tensor {
     assert_eq!(
         y.shape(),
         dy.shape(),
