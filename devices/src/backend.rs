@@ -518,7 +518,10 @@ mod composed {
     /// on `be`'s device.
     fn causal_mask<B: Backend + ?Sized>(be: &B, shape: &[usize]) -> Result<Tensor> {
         let r = shape.len();
-        assert!(r >= 2, "masked_softmax: scores {shape:?} must have rank >= 2");
+        assert!(
+            r >= 2,
+            "masked_softmax: scores {shape:?} must have rank >= 2"
+        );
         let (t, s) = (shape[r - 2], shape[r - 1]);
         let m: Vec<f32> = (0..t * s)
             .map(|i| if i % s > i / s { 1.0 } else { 0.0 })
@@ -534,12 +537,19 @@ mod composed {
         causal: bool,
     ) -> Result<Tensor> {
         let k = K(be);
-        let axis = x.rank().checked_sub(1).expect("masked_softmax: scalar scores");
+        let axis = x
+            .rank()
+            .checked_sub(1)
+            .expect("masked_softmax: scalar scores");
         let mut v = k.bin(BinaryOp::Div, x, &k.c(divisor)?)?;
         if causal {
             let m = causal_mask(be, x.shape())?;
             let keep = k.rsub_s(1.0, &m)?;
-            v = k.bin(BinaryOp::Add, &k.mul(&v, &keep)?, &k.mul_s(&m, CAUSAL_FILL)?)?;
+            v = k.bin(
+                BinaryOp::Add,
+                &k.mul(&v, &keep)?,
+                &k.mul_s(&m, CAUSAL_FILL)?,
+            )?;
         }
         be.softmax(&v, axis)
     }
@@ -554,7 +564,10 @@ mod composed {
         causal: bool,
     ) -> Result<Tensor> {
         let k = K(be);
-        let axis = y.rank().checked_sub(1).expect("masked_softmax: scalar scores");
+        let axis = y
+            .rank()
+            .checked_sub(1)
+            .expect("masked_softmax: scalar scores");
         let mut d = be.softmax_backward(y, dy, axis)?;
         if causal {
             let keep = k.rsub_s(1.0, &causal_mask(be, y.shape())?)?;

@@ -21,7 +21,8 @@ mod tensor;
 mod unfused;
 
 pub use backend::{
-    AdamConstants, AdamStep, Backend, BinaryOp, CAUSAL_FILL, Counters, DeviceError, DeviceKind, ReduceOp, Result, UnaryOp,
+    AdamConstants, AdamStep, Backend, BinaryOp, Counters, DeviceError, DeviceKind, ReduceOp,
+    Result, UnaryOp, CAUSAL_FILL,
 };
 pub use counter_scope::{count_in_scopes, Count, CounterScope, ScopeCounts};
 pub use cpu::{cpu, CpuBackend};

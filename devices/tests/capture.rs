@@ -51,7 +51,9 @@ impl State {
 /// hand through the backend's kernels, and Adam; returns the loss.
 fn step(b: &dyn Backend, s: &mut State, x: &Tensor, y: &Tensor) -> Tensor {
     let (w1, b1, w2) = (&s.params[0], &s.params[1], &s.params[2]);
-    let pre = b.binary(BinaryOp::Add, &b.matmul(x, w1).unwrap(), b1).unwrap();
+    let pre = b
+        .binary(BinaryOp::Add, &b.matmul(x, w1).unwrap(), b1)
+        .unwrap();
     let h = b.unary(UnaryOp::Relu, &pre).unwrap();
     let logits = b.matmul(&h, w2).unwrap();
     let (loss, dlogits) = b.cross_entropy(&logits, y, true).unwrap();
@@ -103,7 +105,11 @@ fn two_recorded_steps() -> (Trace, Trace, Vec<ValueId>, State) {
     let (first, _) = record(&mut s, &x, &y);
     let (second, loss) = record(&mut s, &x, &y);
     let mut keep = vec![second.find(&loss).expect("the loss is a recorded value")];
-    keep.extend(s.params.iter().map(|p| second.find(p).expect("updated parameters are recorded")));
+    keep.extend(
+        s.params
+            .iter()
+            .map(|p| second.find(p).expect("updated parameters are recorded")),
+    );
     (first, second, keep, s)
 }
 
@@ -133,7 +139,11 @@ fn replays_like_eager(mut program: Box<dyn StepProgram>, keep: &[ValueId], mut e
 fn generic_replay_and_cpu_program_match_eager_steps_bit_for_bit() {
     let (first, second, keep, after) = two_recorded_steps();
     let plan = capture::plan(&first, second, keep.clone()).expect("the steps are the same");
-    let carried = plan.inputs.iter().filter(|i| i.carried_from.is_some()).count();
+    let carried = plan
+        .inputs
+        .iter()
+        .filter(|i| i.carried_from.is_some())
+        .count();
     assert_eq!(carried, 9, "3 parameters and 6 moments are carried");
     let generic = Box::new(BackendReplay::new(cpu(), plan.clone()));
     assert_eq!(generic.kind(), "calls");
