@@ -7,7 +7,10 @@
 #![cfg(feature = "cuda")]
 
 use mlpl_devices::cuda::CudaBackend;
-use mlpl_devices::{Backend, CpuBackend, Tensor, UnaryOp, Unfused};
+use mlpl_devices::{Backend, CpuBackend, Tensor, Unfused};
+
+mod cpu_program_support;
+use cpu_program_support::{tensor as rand, ACTIVATIONS as ACTS};
 
 /// Two backends of device 0 (fused, and composed from its primitives), or
 /// `None` after saying why there is no GPU.
@@ -24,22 +27,6 @@ fn gpus(test: &str) -> Option<(CudaBackend, Unfused<CudaBackend>)> {
             None
         }
     }
-}
-
-/// Deterministic values in [-scale, scale).
-fn rand(shape: &[usize], seed: u64, scale: f32) -> Tensor {
-    let n: usize = shape.iter().product();
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let v = (0..n)
-        .map(|_| {
-            s ^= s >> 12;
-            s ^= s << 25;
-            s ^= s >> 27;
-            let u = (s.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 40) as f32 / (1u64 << 24) as f32;
-            (2.0 * u - 1.0) * scale
-        })
-        .collect();
-    Tensor::from_vec(shape.to_vec(), v)
 }
 
 /// Same shape and bits (every NaN counted as one).
@@ -77,19 +64,6 @@ fn assert_close(what: &str, gpu: &Tensor, cpu: &Tensor) {
         assert!(ok, "{what}: element {i} is {g} on the GPU, {c} on the CPU");
     }
 }
-
-const ACTS: [UnaryOp; 10] = [
-    UnaryOp::Neg,
-    UnaryOp::Exp,
-    UnaryOp::Log,
-    UnaryOp::Sqrt,
-    UnaryOp::Abs,
-    UnaryOp::Sigmoid,
-    UnaryOp::Tanh,
-    UnaryOp::Relu,
-    UnaryOp::Gelu,
-    UnaryOp::Silu,
-];
 
 #[test]
 fn bias_act_and_unary_backward_match_the_composition() {

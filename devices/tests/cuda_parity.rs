@@ -431,7 +431,7 @@ fn adam_and_adamw_steps_match_the_cpu_and_copy_on_write() {
                 b2: 0.999,
                 eps: 1e-8,
                 wd,
-                t: step as u64,
+                t: step,
             };
             g.adam_update(&mut pg, &grad, &mut mg, &mut vg, &h).unwrap();
             c.adam_update(&mut pc, &grad, &mut mc, &mut vc, &h).unwrap();

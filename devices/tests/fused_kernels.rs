@@ -5,18 +5,8 @@
 use mlpl_devices::{Backend, CpuBackend, Tensor, UnaryOp, Unfused, CAUSAL_FILL};
 use proptest::prelude::*;
 
-const ACTS: [UnaryOp; 10] = [
-    UnaryOp::Neg,
-    UnaryOp::Exp,
-    UnaryOp::Log,
-    UnaryOp::Sqrt,
-    UnaryOp::Abs,
-    UnaryOp::Sigmoid,
-    UnaryOp::Tanh,
-    UnaryOp::Relu,
-    UnaryOp::Gelu,
-    UnaryOp::Silu,
-];
+mod cpu_program_support;
+use cpu_program_support::ACTIVATIONS as ACTS;
 
 /// A deterministic pseudo-random tensor of `shape` (values in about ±`scale`),
 /// with a few exact zeros, negative zeros and, when `special`, ±inf and NaN.

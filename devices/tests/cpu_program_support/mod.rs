@@ -78,6 +78,20 @@ pub fn capture(init: Vec<Tensor>, step: &StepFn) -> Captured {
     }
 }
 
+/// Every activation function (`UnaryOp` has no list of its own).
+pub const ACTIVATIONS: [UnaryOp; 10] = [
+    UnaryOp::Neg,
+    UnaryOp::Exp,
+    UnaryOp::Log,
+    UnaryOp::Sqrt,
+    UnaryOp::Abs,
+    UnaryOp::Sigmoid,
+    UnaryOp::Tanh,
+    UnaryOp::Relu,
+    UnaryOp::Gelu,
+    UnaryOp::Silu,
+];
+
 /// A deterministic pseudo-random tensor of `shape` with values in ±`scale`.
 pub fn tensor(shape: &[usize], seed: u64, scale: f32) -> Tensor {
     let n: usize = shape.iter().product();
@@ -224,18 +238,7 @@ pub fn every_kernel(rows: usize, cols: usize, products: bool) -> (Vec<Tensor>, B
         let (x, counter, carried_view) = (&s[0], &s[3], &s[4]);
         let mut out: Vec<Tensor> = Vec::new();
         let x3 = x.reshape(vec![2, half, cols]);
-        for op in [
-            UnaryOp::Neg,
-            UnaryOp::Exp,
-            UnaryOp::Log,
-            UnaryOp::Sqrt,
-            UnaryOp::Abs,
-            UnaryOp::Sigmoid,
-            UnaryOp::Tanh,
-            UnaryOp::Relu,
-            UnaryOp::Gelu,
-            UnaryOp::Silu,
-        ] {
+        for op in ACTIVATIONS {
             out.push(b.unary(op, x).unwrap());
         }
         for op in [
