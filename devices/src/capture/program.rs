@@ -75,7 +75,7 @@ pub fn adam_step_of_run(recorded: &crate::AdamStep, run: u64) -> crate::AdamStep
 
 /// For each call, the computed values (not inputs, not live at the end) whose
 /// last use it is.
-pub fn dead_after(plan: &StepPlan) -> Vec<Vec<ValueId>> {
+fn dead_after(plan: &StepPlan) -> Vec<Vec<ValueId>> {
     let t = &plan.trace;
     let mut last = vec![None; t.values.len()];
     for (k, c) in t.calls.iter().enumerate() {

@@ -140,12 +140,9 @@ impl Interp {
     /// The learning rate to report for the iteration that just ended (taken, so
     /// each iteration reports its own).
     pub(crate) fn take_reported_lr(&mut self) -> Option<f64> {
-        self.reported_lr.take().or_else(|| {
-            self.ws
-                .get("lr")
-                .and_then(Value::as_array)
-                .and_then(Array::scalar_value)
-        })
+        let lr = self.peek_reported_lr();
+        self.reported_lr = None;
+        lr
     }
 
     /// The learning rate to report for the iteration that just ended, without
