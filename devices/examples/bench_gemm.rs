@@ -3,9 +3,11 @@
 //! `cargo run --release -p mlpl-devices --example bench_gemm` prints, one per line,
 //! `mlpl matmul N GFLOPS` for square f32 matmuls of size N = 64..1024 and
 //! `mlpl overhead_ns add4 NS`, the per-call cost of a 4-element `binary(Add)`.
-//! With `--compare` it also times the GEMM engines the backend could use (the
-//! `gemm` crate with and without threads, `matrixmultiply` with its `threading`
-//! feature), which is how the backend's engine was chosen.
+//! With `--compare` it also times, interleaved size by size, MLPL's GEMM at every
+//! instruction-set level the CPU supports (`mlpl-avx512`, `mlpl-avx2`,
+//! `mlpl-scalar`, all threads) and the engines it could use instead: the `gemm`
+//! crate with and without threads (the engine before MLPL's deterministic
+//! GEMM) and `matrixmultiply` with its `threading` feature.
 //! `bench/devices/run.sh` runs it against NumPy and writes the table.
 
 use mlpl_devices::{Backend, BinaryOp, CpuBackend, Tensor};
@@ -112,6 +114,17 @@ fn main() {
         });
         println!("mlpl matmul {n} {:.2}", gflops(n, t));
         if compare {
+            for isa in mlpl_devices::cpu::supported_isas().into_iter().rev() {
+                if isa == mlpl_devices::cpu::Isa::Scalar && n > 256 {
+                    continue;
+                }
+                mlpl_devices::cpu::force_isa(Some(isa)).expect("a supported level");
+                let t = time_per_call(|| {
+                    black_box(be.matmul(&ta, &tb).unwrap());
+                });
+                println!("mlpl-{isa} matmul {n} {:.2}", gflops(n, t));
+            }
+            mlpl_devices::cpu::force_isa(None).expect("the initial level");
             let mut c = vec![0.0f32; n * n];
             let t = time_per_call(|| gemm_crate(n, &a, &b, &mut c, gemm::Parallelism::Rayon(0)));
             println!("gemm-rayon matmul {n} {:.2}", gflops(n, t));

@@ -12,6 +12,7 @@
 //! - **memory**: the host's memory (`/proc/meminfo`) for the CPU, the known-device
 //!   table for CUDA and MLX (or the memory a runner recorded in the cache).
 
+use mlpl_devices::math;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
@@ -545,7 +546,7 @@ pub fn sig3(x: f64) -> String {
     if x == 0.0 || !x.is_finite() {
         return format!("{x}");
     }
-    let digits = (2 - x.abs().log10().floor() as i32).max(0) as usize;
+    let digits = (2 - math::log10(x.abs()).floor() as i32).max(0) as usize;
     let s = format!("{x:.digits$}");
     if s.contains('.') {
         s.trim_end_matches('0').trim_end_matches('.').to_string()

@@ -18,10 +18,19 @@ fn examples() -> Vec<PathBuf> {
 }
 
 fn mlpl(args: &[&str], cwd: &Path) -> std::process::Output {
+    mlpl_with(args, cwd, &[])
+}
+
+/// `mlpl ARGS` in `cwd` with the environment variables `env` set.
+fn mlpl_with(args: &[&str], cwd: &Path, env: &[(&str, String)]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_mlpl"))
         .args(args)
         .current_dir(cwd)
         .env("NO_COLOR", "1")
+        .env_remove("MLPL_CPU_ISA")
+        .env_remove("MLPL_GEMM_BLOCKING")
+        .env_remove("RAYON_NUM_THREADS")
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
         .output()
         .unwrap()
 }
@@ -56,6 +65,72 @@ fn every_example_runs_and_matches_its_snapshot() {
         assert!(out.status.success(), "{rel} failed:\n{stderr}");
         let name = path.file_stem().unwrap().to_str().unwrap().to_string();
         insta::assert_snapshot!(name, format!("--- stdout\n{stdout}--- stderr\n{stderr}"));
+    }
+}
+
+/// The machine-dependent settings a run can have: every instruction-set level
+/// this CPU supports, each with 1 thread and the default blocking and with 2
+/// threads and small GEMM blocks (many blocks, every product split across
+/// threads).
+fn machine_variants() -> Vec<(String, Vec<(&'static str, String)>)> {
+    let mut v = Vec::new();
+    for isa in mlpl_devices::cpu::supported_isas() {
+        v.push((
+            format!("{isa}, 1 thread"),
+            vec![
+                ("MLPL_CPU_ISA", isa.to_string()),
+                ("RAYON_NUM_THREADS", "1".to_string()),
+            ],
+        ));
+        v.push((
+            format!("{isa}, 2 threads, GEMM blocks 12 x 48"),
+            vec![
+                ("MLPL_CPU_ISA", isa.to_string()),
+                ("RAYON_NUM_THREADS", "2".to_string()),
+                ("MLPL_GEMM_BLOCKING", "12,48".to_string()),
+            ],
+        ));
+    }
+    v
+}
+
+/// Same program, same numbers: every example prints exactly what it prints by
+/// default (standard output and warnings) under every [`machine_variants`]
+/// setting, so its snapshot holds on every x86-64 CPU.
+#[test]
+fn every_example_prints_the_same_numbers_on_every_isa_thread_count_and_blocking() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let variants = machine_variants();
+    assert!(variants.len() >= 2, "at least the scalar level runs");
+    for path in examples() {
+        let rel = path.strip_prefix(&root).unwrap().to_str().unwrap();
+        let run = |env: &[(&str, String)], tag: &str| {
+            let exp_dir =
+                std::env::temp_dir().join(format!("mlpl-variant-{}-{tag}", std::process::id()));
+            let out = mlpl_with(
+                &["run", rel, "--exp-dir", exp_dir.to_str().unwrap()],
+                &root,
+                env,
+            );
+            let _ = std::fs::remove_dir_all(&exp_dir);
+            assert!(out.status.success(), "{rel} failed under {tag}");
+            (
+                out.stdout,
+                without_device_reason(&String::from_utf8_lossy(&out.stderr)),
+            )
+        };
+        let base = run(&[], "default");
+        for (i, (label, env)) in variants.iter().enumerate() {
+            let got = run(env, &format!("v{i}"));
+            assert!(
+                got == base,
+                "{rel} prints other numbers with {label}:\n--- default\n{}{}\n--- {label}\n{}{}",
+                String::from_utf8_lossy(&base.0),
+                base.1,
+                String::from_utf8_lossy(&got.0),
+                got.1
+            );
+        }
     }
 }
 

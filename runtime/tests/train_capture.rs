@@ -260,3 +260,36 @@ train 200000 { adam(sum(W * W), W, 0.01, 0.9, 0.999, 1e-8); sum(W) }
         "`step` is the last iteration that ran"
     );
 }
+
+/// Captured and interpreted training give the same bits at every
+/// instruction-set level this CPU supports, with 1 and 2 threads and with
+/// other GEMM blocking sizes. (The level and blocking are process-wide, so the
+/// other tests of this binary may run under the ones set here; by the GEMM's
+/// numeric contract their results cannot change.)
+#[test]
+fn captured_training_is_bit_identical_on_every_isa_thread_count_and_blocking() {
+    use mlpl_devices::cpu::{force_isa, set_gemm_blocking, supported_isas, GemmBlocking};
+    let (base, vb, _) = run(TINY_LM, true);
+    let small = GemmBlocking { mc: 12, nc: 48 };
+    for isa in supported_isas() {
+        for (threads, blocking) in [(1, None), (2, Some(small))] {
+            force_isa(Some(isa)).expect("a supported level");
+            set_gemm_blocking(blocking);
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .expect("a thread pool");
+            for capture in [true, false] {
+                let (it, v, _) = pool.install(|| run(TINY_LM, capture));
+                assert_eq!(
+                    vb.as_ref().map(bits),
+                    v.as_ref().map(bits),
+                    "{isa}, {threads} threads, {blocking:?}, capture {capture}: the run's value differs"
+                );
+                assert_same_state(&base, &it);
+            }
+        }
+    }
+    force_isa(None).expect("the initial level");
+    set_gemm_blocking(None);
+}

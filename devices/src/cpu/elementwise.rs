@@ -9,6 +9,7 @@
 use super::pool;
 use super::{for_chunks, row_chunk, PAR_CHUNK, PAR_THRESHOLD};
 use crate::backend::{BinaryOp, UnaryOp};
+use crate::math;
 use crate::shape::{broadcast_shapes, broadcast_strides, coalesce, offset_of};
 use crate::tensor::{numel_of, Tensor};
 
@@ -20,13 +21,13 @@ const SQRT_2_OVER_PI: f32 = 0.797_884_6;
 pub(crate) fn gelu(x: f32) -> f32 {
     // 0.5·(1 + tanh(z)) = sigmoid(2z): one exp instead of a (slower) tanh.
     let z = SQRT_2_OVER_PI * (x + 0.044_715 * x * x * x);
-    x / (1.0 + (-2.0 * z).exp())
+    x / (1.0 + math::expf(-2.0 * z))
 }
 
 /// 1 / (1 + e^(−x)).
 #[inline]
 pub(crate) fn sigmoid(x: f32) -> f32 {
-    1.0 / (1.0 + (-x).exp())
+    1.0 / (1.0 + math::expf(-x))
 }
 
 /// Applies `op` to every element of `x`.
@@ -40,12 +41,12 @@ pub(crate) fn unary(op: UnaryOp, x: &Tensor) -> Tensor {
 pub(crate) fn unary_into(op: UnaryOp, src: &[f32], out: &mut [f32]) {
     match op {
         UnaryOp::Neg => map_into(src, out, |v| -v),
-        UnaryOp::Exp => map_into(src, out, f32::exp),
-        UnaryOp::Log => map_into(src, out, f32::ln),
+        UnaryOp::Exp => map_into(src, out, math::expf),
+        UnaryOp::Log => map_into(src, out, math::logf),
         UnaryOp::Sqrt => map_into(src, out, f32::sqrt),
         UnaryOp::Abs => map_into(src, out, f32::abs),
         UnaryOp::Sigmoid => map_into(src, out, sigmoid),
-        UnaryOp::Tanh => map_into(src, out, f32::tanh),
+        UnaryOp::Tanh => map_into(src, out, math::tanhf),
         UnaryOp::Relu => map_into(src, out, |v| if v > 0.0 { v } else { 0.0 }),
         UnaryOp::Gelu => map_into(src, out, gelu),
         UnaryOp::Silu => map_into(src, out, |v| v * sigmoid(v)),
@@ -169,7 +170,7 @@ pub(crate) fn binary_into(
         BinaryOp::Sub => zip_into(p, xa, xb, out, |x, y| x - y),
         BinaryOp::Mul => zip_into(p, xa, xb, out, |x, y| x * y),
         BinaryOp::Div => zip_into(p, xa, xb, out, |x, y| x / y),
-        BinaryOp::Pow => zip_into(p, xa, xb, out, f32::powf),
+        BinaryOp::Pow => zip_into(p, xa, xb, out, math::powf),
         BinaryOp::Gt => zip_into(p, xa, xb, out, |x, y| (x > y) as u8 as f32),
         BinaryOp::Lt => zip_into(p, xa, xb, out, |x, y| (x < y) as u8 as f32),
         BinaryOp::Eq => zip_into(p, xa, xb, out, |x, y| {

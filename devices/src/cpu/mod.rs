@@ -8,6 +8,7 @@
 
 mod elementwise;
 mod gemm;
+mod isa;
 mod layout;
 mod nn;
 mod pool;
@@ -15,6 +16,9 @@ pub mod program;
 mod reduce;
 #[cfg(test)]
 mod tests;
+
+pub use gemm::{gemm_blocking, set_gemm_blocking, GemmBlocking, KC as GEMM_KC};
+pub use isa::{best_isa, force_isa, isa, supported_isas, Isa};
 
 use crate::backend::{
     AdamStep, Backend, BinaryOp, Counters, DeviceKind, ReduceOp, Result, UnaryOp,
@@ -84,11 +88,12 @@ pub fn release_unused_buffers() {
 }
 
 /// Sets up, on every thread of the current rayon pool, the per-thread buffers
-/// the matrix products use (the GEMM's packing slab and flags), which would
+/// the matrix products use (the GEMM's packing buffers, for the current
+/// instruction-set level and blocking), which would
 /// otherwise be allocated the first time each thread takes part in a product.
 /// Compiling a captured step calls it; callers may call it earlier.
 pub fn warm_threads() {
-    rayon::broadcast(|_| gemm_common::gemm::warm_thread());
+    rayon::broadcast(|_| gemm::warm_thread());
 }
 
 /// The shared process-wide CPU backend (one set of counters for the process).

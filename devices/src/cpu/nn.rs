@@ -8,6 +8,7 @@
 use super::{pool, PAR_CHUNK, PAR_THRESHOLD};
 use crate::backend::AdamConstants;
 use crate::backend::{UnaryOp, CAUSAL_FILL};
+use crate::math;
 use crate::tensor::Tensor;
 use rayon::prelude::*;
 
@@ -145,12 +146,12 @@ pub(crate) fn softmax_into(
             let m = row_max(xr);
             let mut sum = 0.0f64;
             for (d, &v) in o.iter_mut().zip(xr) {
-                let e = (v - m).exp();
+                let e = math::expf(v - m);
                 *d = e;
                 sum += e as f64;
             }
             if log {
-                let shift = m + (sum.ln() as f32);
+                let shift = m + (math::log(sum) as f32);
                 for (d, &v) in o.iter_mut().zip(xr) {
                     *d = v - shift;
                 }
@@ -172,7 +173,7 @@ pub(crate) fn softmax_into(
             for (orow, xr) in plane.chunks_mut(inner).zip(xp.chunks(inner)) {
                 for (((d, &v), &mx), s) in orow.iter_mut().zip(xr).zip(m.iter()).zip(sum.iter_mut())
                 {
-                    let e = (v - mx).exp();
+                    let e = math::expf(v - mx);
                     *d = e;
                     *s += e as f64;
                 }
@@ -180,7 +181,7 @@ pub(crate) fn softmax_into(
             if log {
                 // The shift of each column, kept where its maximum was.
                 for (mx, &s) in m.iter_mut().zip(sum.iter()) {
-                    *mx += s.ln() as f32;
+                    *mx += math::log(s) as f32;
                 }
                 for (orow, xr) in plane.chunks_mut(inner).zip(xp.chunks(inner)) {
                     for ((d, &v), &sh) in orow.iter_mut().zip(xr).zip(m.iter()) {
@@ -345,7 +346,7 @@ pub(crate) fn cross_entropy_into(
             Some(g) => {
                 let mut s = 0.0f64;
                 for (d, &x) in g.iter_mut().zip(xr) {
-                    let e = (x - m).exp();
+                    let e = math::expf(x - m);
                     *d = e;
                     s += e as f64;
                 }
@@ -354,9 +355,9 @@ pub(crate) fn cross_entropy_into(
                 g[target] -= scale;
                 s
             }
-            None => xr.iter().map(|&x| (x - m).exp() as f64).sum(),
+            None => xr.iter().map(|&x| math::expf(x - m) as f64).sum(),
         };
-        m as f64 + sum.ln() - xr[target] as f64
+        m as f64 + math::log(sum) - xr[target] as f64
     };
     match grad {
         Some(g) => {
@@ -725,11 +726,11 @@ macro_rules! with_unary {
                 $body
             }
             U::Exp => {
-                let $f = f32::exp;
+                let $f = math::expf;
                 $body
             }
             U::Log => {
-                let $f = f32::ln;
+                let $f = math::logf;
                 $body
             }
             U::Sqrt => {
@@ -745,7 +746,7 @@ macro_rules! with_unary {
                 $body
             }
             U::Tanh => {
-                let $f = f32::tanh;
+                let $f = math::tanhf;
                 $body
             }
             U::Relu => {
@@ -809,7 +810,7 @@ macro_rules! with_unary_grad {
             U::Gelu => {
                 let $f = |x: f32, _y: f32, g: f32| {
                     let x2 = x * x;
-                    let t = ((x * (x2 * GELU_KAPPA + 1.0)) * GELU_C).tanh();
+                    let t = math::tanhf((x * (x2 * GELU_KAPPA + 1.0)) * GELU_C);
                     let du = (x2 * (3.0 * GELU_KAPPA) + 1.0) * GELU_C;
                     let second = (x * (1.0 - t * t)) * du;
                     g * (((t + 1.0) + second) * 0.5)
@@ -1033,7 +1034,7 @@ pub(crate) fn masked_softmax_into(
         };
         let mut sum = 0.0f64;
         for d in o[..live].iter_mut() {
-            let e = (*d - m).exp();
+            let e = math::expf(*d - m);
             *d = e;
             sum += e as f64;
         }

@@ -109,18 +109,6 @@ impl Out {
     }
 }
 
-impl Out {
-    /// Hands a buffer a kernel used as scratch (never made into a tensor)
-    /// back to the pool, free for the next output of its length.
-    pub(crate) fn recycle(self) {
-        if self.pooled {
-            if let Ok(mut p) = pool().lock() {
-                p.keep(self.data);
-            }
-        }
-    }
-}
-
 impl Deref for Out {
     type Target = [f32];
 

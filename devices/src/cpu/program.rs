@@ -24,7 +24,7 @@
 //! its pool (see `tests/cpu_program_allocations.rs`, which counts both).
 
 use super::elementwise::{binary_into, unary_into, BinaryPlan};
-use super::gemm::{matmul_op_into, MatmulOpPlan};
+use super::gemm::{matmul_into, MatmulPlan};
 use super::layout::{permute_into, sum_to_shape_into, PermutePlan, SumToShapePlan};
 use super::nn;
 use super::reduce::{argmax_into, reduce_into};
@@ -48,7 +48,7 @@ enum Kernel {
     /// `binary(op, a, b)`.
     Binary(BinaryOp, BinaryPlan),
     /// `matmul` / `matmul_t`.
-    Matmul(MatmulOpPlan),
+    Matmul(MatmulPlan),
     /// `reduce(op, x, axis)` of an input of `shape`.
     Reduce {
         op: ReduceOp,
@@ -126,10 +126,8 @@ struct Step {
 /// Scratch memory shared by every step (steps run one at a time).
 #[derive(Debug, Default)]
 struct Scratch {
-    /// Swapped copy of a product's left operand; softmax column maxima.
+    /// Softmax column maxima.
     a: Vec<f32>,
-    /// Swapped copy of a product's right operand.
-    b: Vec<f32>,
     /// f64 accumulators (softmax sums, per-row losses, gradient sums).
     f64s: Vec<f64>,
 }
@@ -381,11 +379,11 @@ fn kernel_of(op: &Op, ins: &[&[usize]]) -> Result<Kernel> {
             })?;
             Kernel::Binary(*b, plan)
         }
-        Op::Matmul => Kernel::Matmul(MatmulOpPlan::new(ins[0], false, ins[1], false)),
+        Op::Matmul => Kernel::Matmul(MatmulPlan::for_op(ins[0], false, ins[1], false)),
         Op::MatmulT {
             transpose_a,
             transpose_b,
-        } => Kernel::Matmul(MatmulOpPlan::new(
+        } => Kernel::Matmul(MatmulPlan::for_op(
             ins[0],
             *transpose_a,
             ins[1],
@@ -459,22 +457,18 @@ fn kernel_of(op: &Op, ins: &[&[usize]]) -> Result<Kernel> {
 }
 
 impl Kernel {
-    /// Scratch elements this kernel needs: (a, b, f64).
-    fn scratch_lens(&self) -> (usize, usize, usize) {
+    /// Scratch elements this kernel needs: (f32, f64).
+    fn scratch_lens(&self) -> (usize, usize) {
         match self {
-            Kernel::Matmul(p) => {
-                let (a, b) = p.scratch_lens();
-                (a, b, 0)
-            }
             Kernel::Softmax { dims, .. } => {
                 let n = nn::softmax_scratch_lens(*dims);
-                (n, 0, n)
+                (n, n)
             }
-            Kernel::SoftmaxBackward { dims } => (0, 0, nn::softmax_scratch_lens(*dims)),
-            Kernel::CrossEntropy { dims, .. } => (0, 0, dims.0),
-            Kernel::SumToShape(p) => (0, 0, p.acc_len()),
-            Kernel::BiasActBackward { dbias: Some(p), .. } => (0, 0, p.acc_len()),
-            _ => (0, 0, 0),
+            Kernel::SoftmaxBackward { dims } => (0, nn::softmax_scratch_lens(*dims)),
+            Kernel::CrossEntropy { dims, .. } => (0, dims.0),
+            Kernel::SumToShape(p) => (0, p.acc_len()),
+            Kernel::BiasActBackward { dbias: Some(p), .. } => (0, p.acc_len()),
+            _ => (0, 0),
         }
     }
 }
@@ -729,13 +723,12 @@ pub(crate) fn compile(plan: &StepPlan, launches: Arc<AtomicU64>) -> Result<CpuPr
         bufs[b].copy_from_slice(t.host());
     }
     let mut scratch = Scratch::default();
-    let (mut la, mut lb, mut lf) = (0, 0, 0);
+    let (mut la, mut lf) = (0, 0);
     for s in &steps {
-        let (a, b, f) = s.kernel.scratch_lens();
-        (la, lb, lf) = (la.max(a), lb.max(b), lf.max(f));
+        let (a, f) = s.kernel.scratch_lens();
+        (la, lf) = (la.max(a), lf.max(f));
     }
     scratch.a.resize(la, 0.0);
-    scratch.b.resize(lb, 0.0);
     scratch.f64s.resize(lf, 0.0);
     let carries = plan
         .inputs
@@ -807,15 +800,12 @@ fn execute(step: &Step, bufs: &mut [Vec<f32>], scratch: &mut Scratch, runs: u64)
         let bufs = &*bufs;
         let x = |i: usize| bufs[step.ins[i]].as_slice();
         let [o0, o1, o2] = &mut outs;
-        let Scratch { a, b, f64s } = scratch;
+        let Scratch { a, f64s } = scratch;
         match &step.kernel {
             Kernel::Copy => o0.copy_from_slice(x(0)),
             Kernel::Unary(op) => unary_into(*op, x(0), o0),
             Kernel::Binary(op, plan) => binary_into(*op, plan, x(0), x(1), o0),
-            Kernel::Matmul(plan) => {
-                let (na, nb) = plan.scratch_lens();
-                matmul_op_into(plan, x(0), x(1), &mut a[..na], &mut b[..nb], o0)
-            }
+            Kernel::Matmul(plan) => matmul_into(plan, x(0), x(1), o0),
             Kernel::Reduce { op, axis, shape } => reduce_into(*op, x(0), shape, *axis, o0),
             Kernel::Argmax { axis, shape } => argmax_into(x(0), shape, *axis, o0),
             Kernel::Softmax { dims, log } => {

@@ -6,6 +6,7 @@ use super::{opt, req, Builtin, Diff};
 use crate::diag::Diagnostic;
 use crate::eval::{ops, Call};
 use crate::value::{named_shape, Array, Value};
+use mlpl_devices::math;
 
 /// The builtins of this group.
 pub const BUILTINS: &[Builtin] = &[
@@ -134,11 +135,11 @@ fn sinusoidal_encoding(c: &mut Call) -> Result<Value, Diagnostic> {
     let mut data = Vec::with_capacity(t * d);
     for p in 0..t {
         for col in 0..d {
-            let theta = p as f64 / 10000f64.powf((2 * (col / 2)) as f64 / d as f64);
+            let theta = p as f64 / math::pow(10000.0, (2 * (col / 2)) as f64 / d as f64);
             data.push(if col % 2 == 0 {
-                theta.sin()
+                math::sin(theta)
             } else {
-                theta.cos()
+                math::cos(theta)
             });
         }
     }

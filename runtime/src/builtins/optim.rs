@@ -1,6 +1,7 @@
 //! Gradients, optimizers and schedules (LANGUAGE §10.12, §12).
 
 use super::site::CallSite;
+use mlpl_devices::math;
 use std::collections::HashSet;
 
 use mlpl_devices::{AdamStep, BinaryOp, ReduceOp, Tensor};
@@ -37,7 +38,9 @@ fn cosine_schedule(c: &mut Call) -> Result<Value, Diagnostic> {
     let v = if total <= 0.0 {
         hi
     } else {
-        lo + 0.5 * (hi - lo) * (1.0 + (std::f64::consts::PI * step.clamp(0.0, total) / total).cos())
+        lo + 0.5
+            * (hi - lo)
+            * (1.0 + math::cos(std::f64::consts::PI * step.clamp(0.0, total) / total))
     };
     Ok(scalar_result(c, v))
 }

@@ -7,6 +7,7 @@ use super::site::CallSite;
 use crate::check::abstract_value::AbsValue;
 use crate::check::ctx::ShapeCtx;
 use crate::diag::Diagnostic;
+use mlpl_devices::math;
 
 type Rule = Result<AbsValue, Diagnostic>;
 
@@ -88,7 +89,7 @@ pub fn cosine_schedule(c: &mut ShapeCtx) -> Rule {
         } else {
             lo + 0.5
                 * (hi - lo)
-                * (1.0 + (std::f64::consts::PI * step.clamp(0.0, total) / total).cos())
+                * (1.0 + math::cos(std::f64::consts::PI * step.clamp(0.0, total) / total))
         }),
         _ => AbsValue::any_scalar(),
     })

@@ -2,6 +2,7 @@
 //! neighbours, PCA by power iteration and exact t-SNE, all over a row-major
 //! `[n, d]` float64 matrix.
 
+use mlpl_devices::math;
 use std::fmt;
 
 use super::rng::Xorshift64;
@@ -464,7 +465,7 @@ fn joint_probabilities(
     perplexity: f64,
     stop: &dyn Fn() -> bool,
 ) -> Option<Vec<f64>> {
-    let target = perplexity.ln();
+    let target = math::log(perplexity);
     let (dist, stopped) = sqdist_with(x, n, d, stop);
     if stopped {
         return None;
@@ -528,7 +529,7 @@ fn conditional_row(dist_row: &[f64], i: usize, beta: f64) -> (Vec<f64>, f64) {
     let mut z = 0.0;
     for (j, (r, &dij)) in row.iter_mut().zip(dist_row).enumerate() {
         if j != i {
-            *r = (-beta * dij).exp();
+            *r = math::exp(-beta * dij);
             z += *r;
         }
     }
@@ -540,7 +541,7 @@ fn conditional_row(dist_row: &[f64], i: usize, beta: f64) -> (Vec<f64>, f64) {
             }
             *r /= z;
             if *r > MIN_PROB {
-                entropy -= *r * r.ln();
+                entropy -= *r * math::log(*r);
             }
         }
     }

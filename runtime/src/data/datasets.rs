@@ -5,6 +5,7 @@
 //! Values are computed in float64; the caller rounds them to float32 once, when
 //! it stores them.
 
+use mlpl_devices::math;
 use std::f64::consts::PI;
 use std::fmt;
 
@@ -116,15 +117,15 @@ fn two_class(shape: Shape2d, seed: u64, n: usize, noise: f64) -> Vec<[f64; 3]> {
             Shape2d::Moons => {
                 let theta = PI * i as f64 / n_c as f64;
                 if class == 0 {
-                    (theta.cos(), theta.sin())
+                    (math::cos(theta), math::sin(theta))
                 } else {
-                    (1.0 - theta.cos(), 0.5 - theta.sin())
+                    (1.0 - math::cos(theta), 0.5 - math::sin(theta))
                 }
             }
             Shape2d::Circles => {
                 let theta = 2.0 * PI * i as f64 / n_c as f64;
                 let r = if class == 0 { 0.5 } else { 1.0 };
-                (r * theta.cos(), r * theta.sin())
+                (r * math::cos(theta), r * math::sin(theta))
             }
         };
         let x = x + noise * rng.normal();

@@ -5,6 +5,7 @@
 //! These are part of the language: the same seed gives the same values as the
 //! original MLPL, bit for bit in float64, on every device.
 
+use mlpl_devices::math;
 /// The golden-ratio constant used both as the generator's replacement for a zero
 /// seed and as SplitMix64's increment.
 pub const GOLDEN_GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
@@ -46,7 +47,7 @@ impl Xorshift64 {
     pub fn normal(&mut self) -> f64 {
         let u1 = self.uniform().max(1e-300);
         let u2 = self.uniform();
-        (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
+        (-2.0 * math::log(u1)).sqrt() * math::cos(2.0 * std::f64::consts::PI * u2)
     }
 }
 

@@ -1,6 +1,7 @@
 //! Token sampling and top-k selection (LANGUAGE §10.2 `argtop_k`, §10.7
 //! `sample` and `top_k`, §13.6).
 
+use mlpl_devices::math;
 use std::fmt;
 
 use super::rng::{mix, Xorshift64};
@@ -75,7 +76,7 @@ pub fn sample(logits: &[f32], temperature: f64, seed: u64) -> Result<usize, Samp
         .fold(f64::NEG_INFINITY, f64::max);
     let weights: Vec<f64> = logits
         .iter()
-        .map(|&x| ((f64::from(x) - max) / temperature).exp())
+        .map(|&x| math::exp((f64::from(x) - max) / temperature))
         .collect();
     let z: f64 = weights.iter().sum();
     let u = Xorshift64::new(mix(seed)).uniform();

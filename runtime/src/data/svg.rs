@@ -2,6 +2,7 @@
 //! `viewBox="0 0 400 300"`, a `#1e1e2e` background, 30 px padding, axis lines in
 //! `#45475a`, coordinates with one decimal; a constant range is widened by ±1.
 
+use mlpl_devices::math;
 use std::fmt::Write;
 
 const W: f64 = 400.0;
@@ -267,8 +268,8 @@ pub fn scatter3d(points: &[(f64, f64, f64)], clusters: Option<&[f64]>, title: &s
     let (az, el) = (30f64.to_radians(), 20f64.to_radians());
     let project = |x: f64, y: f64, z: f64| {
         (
-            x * az.cos() - y * az.sin(),
-            (x * az.sin() + y * az.cos()) * el.sin() + z * el.cos(),
+            x * math::cos(az) - y * math::sin(az),
+            (x * math::sin(az) + y * math::cos(az)) * math::sin(el) + z * math::cos(el),
         )
     };
     let flat: Vec<(f64, f64)> = points.iter().map(|&(x, y, z)| project(x, y, z)).collect();

@@ -2,6 +2,7 @@
 //! named-axis broadcasting (LANGUAGE §9), placement checks (§14.4), and dispatch to
 //! the device backend. Builtins and operators call these; nothing here parses.
 
+use mlpl_devices::math;
 use std::sync::Arc;
 
 use mlpl_devices::{Backend, BinaryOp, DeviceError, ReduceOp, Tensor, UnaryOp};
@@ -82,12 +83,12 @@ pub fn placement_for(
 pub fn unary_f64(op: UnaryOp, x: f64) -> f64 {
     match op {
         UnaryOp::Neg => -x,
-        UnaryOp::Exp => x.exp(),
-        UnaryOp::Log => x.ln(),
+        UnaryOp::Exp => math::exp(x),
+        UnaryOp::Log => math::log(x),
         UnaryOp::Sqrt => x.sqrt(),
         UnaryOp::Abs => x.abs(),
-        UnaryOp::Sigmoid => 1.0 / (1.0 + (-x).exp()),
-        UnaryOp::Tanh => x.tanh(),
+        UnaryOp::Sigmoid => 1.0 / (1.0 + math::exp(-x)),
+        UnaryOp::Tanh => math::tanh(x),
         UnaryOp::Relu => {
             if x > 0.0 {
                 x
@@ -97,9 +98,10 @@ pub fn unary_f64(op: UnaryOp, x: f64) -> f64 {
         }
         UnaryOp::Gelu => {
             0.5 * x
-                * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x * x * x)).tanh())
+                * (1.0
+                    + math::tanh((2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x * x * x)))
         }
-        UnaryOp::Silu => x / (1.0 + (-x).exp()),
+        UnaryOp::Silu => x / (1.0 + math::exp(-x)),
     }
 }
 
@@ -110,7 +112,7 @@ pub fn binary_f64(op: BinaryOp, a: f64, b: f64) -> f64 {
         BinaryOp::Sub => a - b,
         BinaryOp::Mul => a * b,
         BinaryOp::Div => a / b,
-        BinaryOp::Pow => a.powf(b),
+        BinaryOp::Pow => math::pow(a, b),
         BinaryOp::Gt => f64::from(u8::from(a > b)),
         BinaryOp::Lt => f64::from(u8::from(a < b)),
         BinaryOp::Eq => f64::from(u8::from((a - b).abs() < 2f64.powi(-52))),

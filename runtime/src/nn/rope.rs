@@ -3,6 +3,7 @@
 //! x·cos + (x·R)·sin with a constant rotation matrix R, so the gradient flows
 //! through ordinary products.
 
+use mlpl_devices::math;
 use mlpl_devices::BinaryOp;
 
 use super::apply::Forward;
@@ -21,10 +22,10 @@ pub fn tables(r: &Rope, t: usize) -> (Vec<f64>, Vec<f64>) {
     for pos in 0..t {
         for c in 0..n {
             let i = c % half.max(1);
-            let theta = r.base.powf(-2.0 * i as f64 / n as f64);
+            let theta = math::pow(r.base, -2.0 * i as f64 / n as f64);
             let phi = pos as f64 * theta;
-            cos.push(phi.cos());
-            sin.push(phi.sin());
+            cos.push(math::cos(phi));
+            sin.push(math::sin(phi));
         }
     }
     (cos, sin)

@@ -1,6 +1,7 @@
 //! Progress bars for `mlpl run` on a terminal: one bar per `train` loop, drawn
 //! from the same `step` events the server streams.
 
+use mlpl_devices::math;
 use std::collections::HashMap;
 use std::sync::Mutex;
 
@@ -32,7 +33,7 @@ pub fn format_loss(loss: Option<f64>) -> String {
         None => "NaN".to_string(),
         Some(0.0) => "0".to_string(),
         Some(x) if (1e-3..1e6).contains(&x.abs()) => {
-            let digits = 5 - x.abs().log10().floor() as i32;
+            let digits = 5 - math::log10(x.abs()).floor() as i32;
             let s = format!("{x:.*}", digits.clamp(0, 8) as usize);
             if s.contains('.') {
                 s.trim_end_matches('0').trim_end_matches('.').to_string()

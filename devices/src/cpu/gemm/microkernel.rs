@@ -1,0 +1,282 @@
+//! The GEMM micro-kernels: one `MR × NR` tile of C from a packed panel of A
+//! (`kc × MR`, element `(p, r)` at `p·MR + r`) and one of B (`kc × NR`, element
+//! `(p, j)` at `p·NR + j`).
+//!
+//! The order of operations is the contract every kernel keeps, whatever its
+//! width: each element of the tile is its own accumulator, starting at +0.0 and
+//! updated once per `p`, in increasing `p`, by one fused multiply-add
+//! `acc = a·b + acc` (rounded once). The tile is then stored, or added to C with
+//! one rounded addition (`c + acc`). A SIMD lane holds one element, so the width
+//! of the registers (scalar, 8 or 16 lanes) never changes a result.
+
+use super::super::isa::Isa;
+
+/// Computes one tile: `kc` steps over the packed panels `a` and `b` into the
+/// `rows × cols` corner (`rows ≤ MR`, `cols ≤ NR`) of the tile of C at `c` (row
+/// stride `ldc`), stored when `accumulate` is false, added to C otherwise.
+///
+/// # Safety
+/// `a` holds `kc·MR` and `b` `kc·NR` readable floats; `c` points to a `rows ×
+/// cols` block with row stride `ldc` that nothing else accesses meanwhile; the
+/// CPU supports the kernel's [`Isa`].
+pub(super) type KernelFn = unsafe fn(
+    kc: usize,
+    a: *const f32,
+    b: *const f32,
+    c: *mut f32,
+    ldc: usize,
+    rows: usize,
+    cols: usize,
+    accumulate: bool,
+);
+
+/// A micro-kernel and its tile size.
+#[derive(Clone, Copy)]
+pub(super) struct Microkernel {
+    /// Rows of a tile (of C and of a packed A panel).
+    pub(super) mr: usize,
+    /// Columns of a tile (of C and of a packed B panel).
+    pub(super) nr: usize,
+    /// The kernel.
+    pub(super) run: KernelFn,
+}
+
+impl Microkernel {
+    /// The kernel of `isa` (the caller checked that the CPU supports it).
+    pub(super) fn of(isa: Isa) -> Microkernel {
+        match isa {
+            Isa::Scalar => Microkernel {
+                mr: scalar::MR,
+                nr: scalar::NR,
+                run: scalar::kernel(),
+            },
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => Microkernel {
+                mr: avx2::MR,
+                nr: avx2::NR,
+                run: avx2::kernel,
+            },
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => Microkernel {
+                mr: avx512::MR,
+                nr: avx512::NR,
+                run: avx512::kernel,
+            },
+            #[cfg(not(target_arch = "x86_64"))]
+            _ => Microkernel::of(Isa::Scalar),
+        }
+    }
+}
+
+/// Writes the `rows × cols` corner of `tile` (row stride `nr`) to C at `c`:
+/// `c = t`, or `c = c + t` when `accumulate` is set.
+///
+/// # Safety
+/// As [`KernelFn`] for `c`.
+#[inline(always)]
+unsafe fn finish_partial(
+    tile: &[f32],
+    nr: usize,
+    c: *mut f32,
+    ldc: usize,
+    rows: usize,
+    cols: usize,
+    accumulate: bool,
+) {
+    for r in 0..rows {
+        for j in 0..cols {
+            let t = tile[r * nr + j];
+            let d = c.add(r * ldc + j);
+            *d = if accumulate { *d + t } else { t };
+        }
+    }
+}
+
+/// The portable kernel: plain `f32::mul_add`, an exact fused multiply-add on
+/// every CPU (one instruction where the CPU has FMA, a library routine where it
+/// does not: the same result either way).
+mod scalar {
+    pub(super) const MR: usize = 4;
+    pub(super) const NR: usize = 8;
+
+    /// The kernel: compiled for FMA when the CPU has it.
+    pub(super) fn kernel() -> super::KernelFn {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("fma") {
+            return with_fma;
+        }
+        portable
+    }
+
+    /// # Safety
+    /// See [`super::KernelFn`].
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    unsafe fn body(
+        kc: usize,
+        a: *const f32,
+        b: *const f32,
+        c: *mut f32,
+        ldc: usize,
+        rows: usize,
+        cols: usize,
+        accumulate: bool,
+    ) {
+        let (a, b) = (
+            std::slice::from_raw_parts(a, kc * MR),
+            std::slice::from_raw_parts(b, kc * NR),
+        );
+        let mut acc = [[0.0f32; NR]; MR];
+        for (ap, bp) in a.chunks_exact(MR).zip(b.chunks_exact(NR)) {
+            for (row, &av) in acc.iter_mut().zip(ap) {
+                for (x, &bv) in row.iter_mut().zip(bp) {
+                    *x = av.mul_add(bv, *x);
+                }
+            }
+        }
+        super::finish_partial(acc.as_flattened(), NR, c, ldc, rows, cols, accumulate);
+    }
+
+    /// # Safety
+    /// See [`super::KernelFn`].
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn portable(
+        kc: usize,
+        a: *const f32,
+        b: *const f32,
+        c: *mut f32,
+        ldc: usize,
+        rows: usize,
+        cols: usize,
+        accumulate: bool,
+    ) {
+        body(kc, a, b, c, ldc, rows, cols, accumulate)
+    }
+
+    /// # Safety
+    /// See [`super::KernelFn`]; the CPU has FMA.
+    #[cfg(target_arch = "x86_64")]
+    #[allow(clippy::too_many_arguments)]
+    #[target_feature(enable = "fma")]
+    unsafe fn with_fma(
+        kc: usize,
+        a: *const f32,
+        b: *const f32,
+        c: *mut f32,
+        ldc: usize,
+        rows: usize,
+        cols: usize,
+        accumulate: bool,
+    ) {
+        body(kc, a, b, c, ldc, rows, cols, accumulate)
+    }
+}
+
+/// A SIMD kernel with `MR` rows of `NV` vectors of `LANES` floats: the A value
+/// of each row is broadcast and multiplied into the row's vectors of B.
+#[cfg(target_arch = "x86_64")]
+macro_rules! simd_kernel {
+    (
+        feature: $feature:literal,
+        vector: $vec:ty,
+        lanes: $lanes:literal,
+        rows: $mr:literal,
+        vectors: $nv:literal,
+        zero: $zero:ident,
+        splat: $splat:ident,
+        load: $load:ident,
+        store: $store:ident,
+        fmadd: $fmadd:ident,
+        add: $add:ident $(,)?
+    ) => {
+        use std::arch::x86_64::*;
+
+        pub(super) const MR: usize = $mr;
+        const NV: usize = $nv;
+        pub(super) const NR: usize = NV * $lanes;
+
+        /// # Safety
+        /// See [`super::KernelFn`].
+        #[allow(clippy::too_many_arguments)]
+        #[target_feature(enable = $feature)]
+        pub(super) unsafe fn kernel(
+            kc: usize,
+            a: *const f32,
+            b: *const f32,
+            c: *mut f32,
+            ldc: usize,
+            rows: usize,
+            cols: usize,
+            accumulate: bool,
+        ) {
+            let mut acc: [[$vec; NV]; MR] = [[$zero(); NV]; MR];
+            for p in 0..kc {
+                let bp = b.add(p * NR);
+                let mut bv: [$vec; NV] = [$zero(); NV];
+                for (v, x) in bv.iter_mut().enumerate() {
+                    *x = $load(bp.add(v * $lanes));
+                }
+                let ap = a.add(p * MR);
+                for (r, row) in acc.iter_mut().enumerate() {
+                    let av = $splat(*ap.add(r));
+                    for (x, &bx) in row.iter_mut().zip(&bv) {
+                        *x = $fmadd(av, bx, *x);
+                    }
+                }
+            }
+            if rows == MR && cols == NR {
+                for (r, row) in acc.iter().enumerate() {
+                    for (v, &x) in row.iter().enumerate() {
+                        let d = c.add(r * ldc + v * $lanes);
+                        let x = if accumulate { $add($load(d), x) } else { x };
+                        $store(d, x);
+                    }
+                }
+            } else {
+                let mut tile = [0.0f32; MR * NR];
+                for (r, row) in acc.iter().enumerate() {
+                    for (v, &x) in row.iter().enumerate() {
+                        $store(tile.as_mut_ptr().add(r * NR + v * $lanes), x);
+                    }
+                }
+                super::finish_partial(&tile, NR, c, ldc, rows, cols, accumulate);
+            }
+        }
+    };
+}
+
+/// 6 × 16 tiles in 12 of the 16 ymm registers.
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    simd_kernel! {
+        feature: "avx2,fma",
+        vector: __m256,
+        lanes: 8,
+        rows: 6,
+        vectors: 2,
+        zero: _mm256_setzero_ps,
+        splat: _mm256_set1_ps,
+        load: _mm256_loadu_ps,
+        store: _mm256_storeu_ps,
+        fmadd: _mm256_fmadd_ps,
+        add: _mm256_add_ps,
+    }
+}
+
+/// 12 × 32 tiles in 24 of the 32 zmm registers.
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    simd_kernel! {
+        feature: "avx512f,fma",
+        vector: __m512,
+        lanes: 16,
+        rows: 12,
+        vectors: 2,
+        zero: _mm512_setzero_ps,
+        splat: _mm512_set1_ps,
+        load: _mm512_loadu_ps,
+        store: _mm512_storeu_ps,
+        fmadd: _mm512_fmadd_ps,
+        add: _mm512_add_ps,
+    }
+}

@@ -1,0 +1,575 @@
+//! The f32 GEMM: `C = A·B` with one order of operations on every CPU.
+//!
+//! # Numeric contract
+//! Every element `C[i, j]` is computed as follows, whatever the CPU, its
+//! instruction-set level ([`Isa`](crate::cpu::Isa)), the thread count or the blocking sizes:
+//!
+//! 1. `k` is cut into blocks of [`KC`] (= 256) in order, the last one shorter;
+//! 2. in each block, one accumulator starts at +0.0 and takes one fused
+//!    multiply-add `acc = A[i, p]·B[p, j] + acc` per `p`, in increasing `p`;
+//! 3. the first block's accumulator is stored in C; each later one is added,
+//!    `C = C + acc`, in block order.
+//!
+//! `KC` is a constant of the contract, not a tuning knob: it is never derived
+//! from cache sizes. What may vary (and only changes speed) is how rows and
+//! columns are grouped: the micro-kernel's tile (`MR × NR`, per level), the
+//! packed blocks ([`GemmBlocking`], overridable) and which thread computes
+//! which tile. Each element's operations are the same in all of them.
+//!
+//! # Algorithm
+//! The usual packed GEMM (Goto / BLIS): for each block of `nc` columns and each
+//! `KC` block of `k`, B's block is packed into `NR`-wide panels once; tiles of
+//! (an `mc`-row block of A, a group of B panels) are tasks, spread over rayon
+//! threads when `parallel` is set; each task packs its A block into `MR`-row
+//! panels and runs the micro-kernel over every tile. Operands are read through
+//! row and column strides, so a transposed operand is never copied first.
+//!
+//! # Memory
+//! Packing buffers are kept per thread (up to [`KEPT`] of each kind) and sized
+//! for the whole block, so after a thread's first product of the current
+//! blocking, products allocate nothing; [`warm_thread`] makes them up front.
+
+use super::microkernel::Microkernel;
+use crate::cpu::isa::isa;
+use rayon::prelude::*;
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
+
+/// The length of the blocks of `k` that are summed separately and then added
+/// in order (step 1 of the numeric contract). Changing it changes results.
+pub const KC: usize = 256;
+
+/// How many rows of A and columns of B a product packs at once. Results do not
+/// depend on it; only speed (and the packing buffers' size) does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GemmBlocking {
+    /// Rows of A per packed block (rounded up to the micro-kernel's rows).
+    pub mc: usize,
+    /// Columns of B per packed block (rounded up to the micro-kernel's columns).
+    pub nc: usize,
+}
+
+impl GemmBlocking {
+    /// The default: 144 × 256 floats of A (144 KiB, inside every x86-64 L2)
+    /// and 2048 × 256 of B (2 MiB).
+    pub const DEFAULT: GemmBlocking = GemmBlocking { mc: 144, nc: 2048 };
+
+    /// Parses `MC,NC` (both positive), as `MLPL_GEMM_BLOCKING` holds it.
+    pub fn parse(text: &str) -> Option<GemmBlocking> {
+        let (mc, nc) = text.split_once(',')?;
+        let (mc, nc) = (mc.trim().parse().ok()?, nc.trim().parse().ok()?);
+        (mc > 0 && nc > 0).then_some(GemmBlocking { mc, nc })
+    }
+
+    /// Rounded up to whole tiles of `kernel`.
+    fn for_kernel(self, kernel: &Microkernel) -> GemmBlocking {
+        GemmBlocking {
+            mc: self.mc.div_ceil(kernel.mr) * kernel.mr,
+            nc: self.nc.div_ceil(kernel.nr) * kernel.nr,
+        }
+    }
+}
+
+/// The blocking set by [`set_gemm_blocking`] (0, 0: none).
+static SET_MC: AtomicUsize = AtomicUsize::new(0);
+static SET_NC: AtomicUsize = AtomicUsize::new(0);
+
+/// The blocking the process starts with: `MLPL_GEMM_BLOCKING=MC,NC` when set
+/// and valid (an invalid value is reported once and ignored), else the default.
+fn initial_blocking() -> GemmBlocking {
+    static INITIAL: OnceLock<GemmBlocking> = OnceLock::new();
+    *INITIAL.get_or_init(|| match std::env::var("MLPL_GEMM_BLOCKING") {
+        Err(_) => GemmBlocking::DEFAULT,
+        Ok(text) => GemmBlocking::parse(&text).unwrap_or_else(|| {
+            eprintln!(
+                "warning: MLPL_GEMM_BLOCKING={text} is not `MC,NC` with two positive sizes; using {},{}",
+                GemmBlocking::DEFAULT.mc,
+                GemmBlocking::DEFAULT.nc
+            );
+            GemmBlocking::DEFAULT
+        }),
+    })
+}
+
+/// The blocking products use now (before rounding to the kernel's tiles).
+pub fn gemm_blocking() -> GemmBlocking {
+    match (
+        SET_MC.load(Ordering::Relaxed),
+        SET_NC.load(Ordering::Relaxed),
+    ) {
+        (0, _) | (_, 0) => initial_blocking(),
+        (mc, nc) => GemmBlocking { mc, nc },
+    }
+}
+
+/// Makes products use `blocking` from now on (`None`: back to the initial one).
+/// Sizes of 0 are taken as 1.
+pub fn set_gemm_blocking(blocking: Option<GemmBlocking>) {
+    let (mc, nc) = blocking.map_or((0, 0), |b| (b.mc.max(1), b.nc.max(1)));
+    SET_MC.store(mc, Ordering::Relaxed);
+    SET_NC.store(nc, Ordering::Relaxed);
+}
+
+/// A matrix read through strides: element `(r, c)` is `data[r·rs + c·cs]`.
+#[derive(Clone, Copy)]
+pub(crate) struct MatRef<'a> {
+    pub(crate) data: &'a [f32],
+    pub(crate) rs: usize,
+    pub(crate) cs: usize,
+}
+
+impl MatRef<'_> {
+    #[inline(always)]
+    fn at(&self, r: usize, c: usize) -> f32 {
+        self.data[r * self.rs + c * self.cs]
+    }
+}
+
+/// Packs rows `i0..i0 + rows`, columns `p0..p0 + kc` of `a` into `mr`-row
+/// panels (panel `q`, element `(p, r)` at `q·mr·kc + p·mr + r`), zero-padding
+/// the last panel's missing rows.
+fn pack_a(a: MatRef, i0: usize, rows: usize, p0: usize, kc: usize, mr: usize, out: &mut [f32]) {
+    for (q, panel) in out.chunks_exact_mut(mr * kc).enumerate() {
+        let r0 = i0 + q * mr;
+        let live = mr.min(i0 + rows - r0);
+        if a.cs == 1 {
+            for r in 0..live {
+                let start = (r0 + r) * a.rs + p0;
+                for (p, &v) in a.data[start..start + kc].iter().enumerate() {
+                    panel[p * mr + r] = v;
+                }
+            }
+        } else if a.rs == 1 {
+            for p in 0..kc {
+                let start = (p0 + p) * a.cs + r0;
+                panel[p * mr..p * mr + live].copy_from_slice(&a.data[start..start + live]);
+            }
+        } else {
+            for p in 0..kc {
+                for r in 0..live {
+                    panel[p * mr + r] = a.at(r0 + r, p0 + p);
+                }
+            }
+        }
+        if live < mr {
+            for p in 0..kc {
+                panel[p * mr + live..(p + 1) * mr].fill(0.0);
+            }
+        }
+    }
+}
+
+/// Packs rows `p0..p0 + kc`, columns `j0..j0 + live` of `b` into one `nr`-wide
+/// panel (element `(p, j)` at `p·nr + j`), zero-padding missing columns.
+fn pack_b_panel(
+    b: MatRef,
+    p0: usize,
+    kc: usize,
+    j0: usize,
+    live: usize,
+    nr: usize,
+    panel: &mut [f32],
+) {
+    if b.cs == 1 {
+        for p in 0..kc {
+            let start = (p0 + p) * b.rs + j0;
+            panel[p * nr..p * nr + live].copy_from_slice(&b.data[start..start + live]);
+        }
+    } else {
+        for p in 0..kc {
+            for j in 0..live {
+                panel[p * nr + j] = b.at(p0 + p, j0 + j);
+            }
+        }
+    }
+    if live < nr {
+        for p in 0..kc {
+            panel[p * nr + live..(p + 1) * nr].fill(0.0);
+        }
+    }
+}
+
+/// Floats of B packed from which packing is split across threads.
+const PAR_PACK: usize = 32 * 1024;
+
+/// A pointer to C shared by the tasks of one product, which write disjoint
+/// tiles.
+#[derive(Clone, Copy)]
+struct SharedC(*mut f32);
+// SAFETY: tasks write disjoint tiles of C (one task per (row block, panel
+// group)), and the product waits for every task before C is used again.
+unsafe impl Send for SharedC {}
+unsafe impl Sync for SharedC {}
+
+impl SharedC {
+    fn at(self, offset: usize) -> *mut f32 {
+        // SAFETY: callers stay inside C (offsets of tiles of an m × n matrix).
+        unsafe { self.0.add(offset) }
+    }
+}
+
+/// `C = A·B` for `A` `m × k`, `B` `k × n` (read through their strides) into
+/// row-major `C` `m × n` (overwritten), by the numeric contract of this module,
+/// on rayon threads when `parallel` is set.
+pub(crate) fn sgemm(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: MatRef,
+    b: MatRef,
+    c: &mut [f32],
+    parallel: bool,
+) {
+    assert!(
+        c.len() >= m * n,
+        "sgemm: C holds {} < {m}·{n} floats",
+        c.len()
+    );
+    if m == 0 || n == 0 {
+        return;
+    }
+    if k == 0 {
+        c[..m * n].fill(0.0);
+        return;
+    }
+    assert!(
+        a.data.len() > (m - 1) * a.rs + (k - 1) * a.cs
+            && b.data.len() > (k - 1) * b.rs + (n - 1) * b.cs,
+        "sgemm: an operand is shorter than its strides reach"
+    );
+    let threads = if parallel {
+        rayon::current_num_threads()
+    } else {
+        1
+    };
+    sgemm_with(
+        Microkernel::of(isa()),
+        gemm_blocking(),
+        threads,
+        m,
+        n,
+        k,
+        a,
+        b,
+        c,
+    );
+}
+
+/// [`sgemm`] with a given kernel and blocking, split for `threads` threads
+/// (the caller checked the sizes; `m`, `n`, `k` > 0).
+#[allow(clippy::too_many_arguments)]
+fn sgemm_with(
+    kernel: Microkernel,
+    blocking: GemmBlocking,
+    threads: usize,
+    m: usize,
+    n: usize,
+    k: usize,
+    a: MatRef,
+    b: MatRef,
+    c: &mut [f32],
+) {
+    let GemmBlocking { mc, nc } = blocking.for_kernel(&kernel);
+    let (mr, nr) = (kernel.mr, kernel.nr);
+    let shared_c = SharedC(c.as_mut_ptr());
+    for jc in (0..n).step_by(nc) {
+        let ncb = nc.min(n - jc);
+        let panels = ncb.div_ceil(nr);
+        for pc in (0..k).step_by(KC) {
+            let kc = KC.min(k - pc);
+            let accumulate = pc > 0;
+            with_buffer(&B_BUFFERS, nc * KC, |bpack| {
+                let bpack = &mut bpack[..panels * nr * kc];
+                let pack = |q: usize, panel: &mut [f32]| {
+                    let j0 = jc + q * nr;
+                    pack_b_panel(b, pc, kc, j0, nr.min(n - j0), nr, panel);
+                };
+                if threads > 1 && panels > 1 && kc * ncb >= PAR_PACK {
+                    bpack
+                        .par_chunks_mut(nr * kc)
+                        .enumerate()
+                        .for_each(|(q, p)| pack(q, p));
+                } else {
+                    bpack
+                        .chunks_mut(nr * kc)
+                        .enumerate()
+                        .for_each(|(q, p)| pack(q, p));
+                }
+                let bpack = &*bpack;
+                let row_blocks = m.div_ceil(mc);
+                // Enough tasks for every thread: split the panels when there are
+                // few row blocks.
+                let groups = if threads > 1 {
+                    (2 * threads).div_ceil(row_blocks).clamp(1, panels)
+                } else {
+                    1
+                };
+                let per_group = panels.div_ceil(groups);
+                let groups = panels.div_ceil(per_group);
+                // The tiles of row block `ib` (packed at `apack`) and panel
+                // group `g`.
+                let tiles = |ib: usize, g: usize, apack: &[f32]| {
+                    let i0 = ib * mc;
+                    for q in g * per_group..((g + 1) * per_group).min(panels) {
+                        let j = jc + q * nr;
+                        let cols = nr.min(n - j);
+                        let bp = &bpack[q * nr * kc..(q + 1) * nr * kc];
+                        for (ir, ap) in apack.chunks_exact(mr * kc).enumerate() {
+                            let i = i0 + ir * mr;
+                            // SAFETY: the panels hold kc·mr and kc·nr floats; the
+                            // tile (rows i.., columns j..) lies inside C and
+                            // belongs to this task alone; `kernel`'s level is
+                            // supported (`isa()` only returns those).
+                            unsafe {
+                                (kernel.run)(
+                                    kc,
+                                    ap.as_ptr(),
+                                    bp.as_ptr(),
+                                    shared_c.at(i * n + j),
+                                    n,
+                                    mr.min(m - i),
+                                    cols,
+                                    accumulate,
+                                );
+                            }
+                        }
+                    }
+                };
+                // Floats of row block `ib` packed.
+                let block_len = |ib: usize| (mc.min(m - ib * mc)).div_ceil(mr) * mr * kc;
+                let tasks = row_blocks * groups;
+                let par = threads > 1 && tasks > 1;
+                if groups == 1 {
+                    // Each task packs its own row block.
+                    let task = |ib: usize| {
+                        with_buffer(&A_BUFFERS, mc * KC, |apack| {
+                            let apack = &mut apack[..block_len(ib)];
+                            pack_a(a, ib * mc, mc.min(m - ib * mc), pc, kc, mr, apack);
+                            tiles(ib, 0, apack);
+                        })
+                    };
+                    if par {
+                        (0..tasks).into_par_iter().for_each(task);
+                    } else {
+                        (0..tasks).for_each(task);
+                    }
+                } else {
+                    // Several tasks share each row block: pack all of A once.
+                    with_buffer(&A_WHOLE_BUFFERS, row_blocks * mc * KC, |whole| {
+                        let whole = &mut whole[..row_blocks * mc * kc];
+                        let pack = |ib: usize, dst: &mut [f32]| {
+                            let rows = mc.min(m - ib * mc);
+                            pack_a(a, ib * mc, rows, pc, kc, mr, &mut dst[..block_len(ib)]);
+                        };
+                        if par && row_blocks > 1 {
+                            whole
+                                .par_chunks_mut(mc * kc)
+                                .enumerate()
+                                .for_each(|(ib, d)| pack(ib, d));
+                        } else {
+                            whole
+                                .chunks_mut(mc * kc)
+                                .enumerate()
+                                .for_each(|(ib, d)| pack(ib, d));
+                        }
+                        let whole = &*whole;
+                        let task = |t: usize| {
+                            let (ib, g) = (t / groups, t % groups);
+                            tiles(ib, g, &whole[ib * mc * kc..][..block_len(ib)]);
+                        };
+                        if par {
+                            (0..tasks).into_par_iter().for_each(task);
+                        } else {
+                            (0..tasks).for_each(task);
+                        }
+                    });
+                }
+            });
+        }
+    }
+}
+
+/// Packing buffers a thread keeps of each kind.
+const KEPT: usize = 4;
+
+/// A 64-byte aligned line of floats, so packed panels start on cache lines.
+#[derive(Clone, Copy)]
+#[repr(align(64))]
+struct Line(#[allow(dead_code)] [f32; 16]); // read through `as_flattened_mut_f32`
+
+thread_local! {
+    /// Free buffers for packed A blocks.
+    static A_BUFFERS: RefCell<Vec<Vec<Line>>> = const { RefCell::new(Vec::new()) };
+    /// Free buffers for the whole of A packed at once (products with few
+    /// row blocks, whose tasks share them).
+    static A_WHOLE_BUFFERS: RefCell<Vec<Vec<Line>>> = const { RefCell::new(Vec::new()) };
+    /// Free buffers for packed B blocks.
+    static B_BUFFERS: RefCell<Vec<Vec<Line>>> = const { RefCell::new(Vec::new()) };
+}
+
+type Buffers = std::thread::LocalKey<RefCell<Vec<Vec<Line>>>>;
+
+/// Runs `f` on a buffer of at least `len` floats from this thread's `kind`
+/// (allocated when none is free and big enough), then keeps it for reuse.
+fn with_buffer<R>(kind: &'static Buffers, len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
+    let lines = len.div_ceil(16);
+    let mut buf = kind
+        .with(|k| {
+            let mut k = k.borrow_mut();
+            let i = k.iter().position(|b| b.len() >= lines)?;
+            Some(k.swap_remove(i))
+        })
+        .unwrap_or_else(|| vec![Line([0.0; 16]); lines]);
+    let r = f(buf.as_flattened_mut_f32());
+    kind.with(|k| {
+        let mut k = k.borrow_mut();
+        if k.len() < KEPT {
+            k.push(buf);
+        } else if let Some(small) = k.iter_mut().min_by_key(|b| b.len()) {
+            if small.len() < buf.len() {
+                *small = buf;
+            }
+        }
+    });
+    r
+}
+
+/// Views lines as floats.
+trait AsFloats {
+    fn as_flattened_mut_f32(&mut self) -> &mut [f32];
+}
+
+impl AsFloats for Vec<Line> {
+    fn as_flattened_mut_f32(&mut self) -> &mut [f32] {
+        let len = self.len() * 16;
+        // SAFETY: `Line` is 16 f32s with no padding (size 64, align 64).
+        unsafe { std::slice::from_raw_parts_mut(self.as_mut_ptr().cast::<f32>(), len) }
+    }
+}
+
+/// Makes this thread's packing buffers (one of each kind, for the current
+/// level and blocking) so that its next products allocate nothing.
+pub(crate) fn warm_thread() {
+    let kernel = Microkernel::of(isa());
+    let GemmBlocking { mc, nc } = gemm_blocking().for_kernel(&kernel);
+    with_buffer(&A_BUFFERS, mc * KC, |_| ());
+    with_buffer(&B_BUFFERS, nc * KC, |_| ());
+    // Products split into panel groups have fewer than 2 row blocks a thread.
+    let threads = rayon::current_num_threads();
+    with_buffer(&A_WHOLE_BUFFERS, 2 * threads * mc * KC, |_| ());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cpu::isa::{supported_isas, Isa};
+
+    /// The numeric contract written out plainly for one element.
+    fn contract(a: MatRef, b: MatRef, i: usize, j: usize, k: usize) -> f32 {
+        let mut c = 0.0f32;
+        for (blk, p0) in (0..k).step_by(KC).enumerate() {
+            let mut acc = 0.0f32;
+            for p in p0..(p0 + KC).min(k) {
+                acc = a.at(i, p).mul_add(b.at(p, j), acc);
+            }
+            c = if blk == 0 { acc } else { c + acc };
+        }
+        c
+    }
+
+    /// Values with many significant bits, so that any change of order shows.
+    fn data(len: usize, seed: u32) -> Vec<f32> {
+        let mut x = seed.wrapping_mul(0x9E37_79B9) | 1;
+        (0..len)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                (x as f32 / u32::MAX as f32 - 0.5) * 3.7
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_level_blocking_and_thread_count_keeps_the_contract_bit_for_bit() {
+        let shapes = [
+            (1, 1, 1),
+            (3, 5, 7),
+            (13, 33, 257),
+            (50, 70, 600),
+            (1, 40, 513),
+            (40, 1, 300),
+            (150, 65, 256),
+        ];
+        let blockings = [
+            GemmBlocking::DEFAULT,
+            GemmBlocking { mc: 1, nc: 1 },
+            GemmBlocking { mc: 24, nc: 40 },
+        ];
+        for (si, &(m, n, k)) in shapes.iter().enumerate() {
+            for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
+                let (da, db) = (data(m * k, si as u32 + 1), data(k * n, si as u32 + 100));
+                let a = if ta {
+                    MatRef {
+                        data: &da,
+                        rs: 1,
+                        cs: m,
+                    }
+                } else {
+                    MatRef {
+                        data: &da,
+                        rs: k,
+                        cs: 1,
+                    }
+                };
+                let b = if tb {
+                    MatRef {
+                        data: &db,
+                        rs: 1,
+                        cs: k,
+                    }
+                } else {
+                    MatRef {
+                        data: &db,
+                        rs: n,
+                        cs: 1,
+                    }
+                };
+                let want: Vec<u32> = (0..m * n)
+                    .map(|e| contract(a, b, e / n, e % n, k).to_bits())
+                    .collect();
+                for isa in supported_isas() {
+                    for blocking in blockings {
+                        for threads in [1, 2, 3] {
+                            let mut c = vec![f32::NAN; m * n];
+                            let kernel = Microkernel::of(isa);
+                            sgemm_with(kernel, blocking, threads, m, n, k, a, b, &mut c);
+                            let got: Vec<u32> = c.iter().map(|v| v.to_bits()).collect();
+                            assert!(
+                                got == want,
+                                "{m}x{k} · {k}x{n} (transposed: {ta}, {tb}) differs from the \
+                                 contract on {isa}, {blocking:?}, {threads} threads"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        assert!(supported_isas().contains(&Isa::Scalar));
+    }
+
+    #[test]
+    fn blocking_parses_and_rounds_to_whole_tiles() {
+        assert_eq!(
+            GemmBlocking::parse("96, 512"),
+            Some(GemmBlocking { mc: 96, nc: 512 })
+        );
+        assert_eq!(GemmBlocking::parse("0,512"), None);
+        assert_eq!(GemmBlocking::parse("96"), None);
+        let kernel = Microkernel::of(Isa::Scalar);
+        let b = GemmBlocking { mc: 5, nc: 9 }.for_kernel(&kernel);
+        assert_eq!((b.mc % kernel.mr, b.nc % kernel.nr), (0, 0));
+        assert!(b.mc >= 5 && b.nc >= 9);
+    }
+}
