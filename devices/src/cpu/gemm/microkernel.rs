@@ -1,6 +1,7 @@
-//! The GEMM micro-kernels: one `MR × NR` tile of C from a packed panel of A
-//! (`kc × MR`, element `(p, r)` at `p·MR + r`) and one of B (`kc × NR`, element
-//! `(p, j)` at `p·NR + j`).
+//! The GEMM micro-kernels: one `MR × NR` tile of C from `kc` columns of `MR`
+//! rows of A and `kc` rows of `NR` columns of B, each read through strides
+//! ([`Operands`]): from packed panels (A's element `(r, p)` at `p·MR + r`, B's
+//! `(p, j)` at `p·NR + j`) or straight from the matrices for small products.
 //!
 //! The order of operations is the contract every kernel keeps, whatever its
 //! width: each element of the tile is its own accumulator, starting at +0.0 and
@@ -11,24 +12,27 @@
 
 use super::super::isa::Isa;
 
-/// Computes one tile: `kc` steps over the packed panels `a` and `b` into the
-/// `rows × cols` corner (`rows ≤ MR`, `cols ≤ NR`) of the tile of C at `c` (row
-/// stride `ldc`), stored when `accumulate` is false, added to C otherwise.
+/// Where a tile's operands are: A's element `(r, p)` at `a[r·ars + p·acs]`
+/// (`r < MR`, `p < kc`), B's element `(p, j)` at `b[p·brs + j]` (`j < NR`).
+#[derive(Clone, Copy)]
+pub(super) struct Operands {
+    pub(super) a: *const f32,
+    pub(super) ars: usize,
+    pub(super) acs: usize,
+    pub(super) b: *const f32,
+    pub(super) brs: usize,
+}
+
+/// Computes one tile: `kernel(kc, operands, c, ldc, rows, cols, accumulate)`
+/// takes `kc` steps over the operands into the `rows × cols` corner (`rows ≤
+/// MR`, `cols ≤ NR`) of the tile of C at `c` (row stride `ldc`), stored when
+/// `accumulate` is false, added to C otherwise.
 ///
 /// # Safety
-/// `a` holds `kc·MR` and `b` `kc·NR` readable floats; `c` points to a `rows ×
-/// cols` block with row stride `ldc` that nothing else accesses meanwhile; the
-/// CPU supports the kernel's [`Isa`].
-pub(super) type KernelFn = unsafe fn(
-    kc: usize,
-    a: *const f32,
-    b: *const f32,
-    c: *mut f32,
-    ldc: usize,
-    rows: usize,
-    cols: usize,
-    accumulate: bool,
-);
+/// Every element of A and B named in [`Operands`] is readable; `c` points to a
+/// `rows × cols` block with row stride `ldc` that nothing else accesses
+/// meanwhile; the CPU supports the kernel's [`Isa`].
+pub(super) type KernelFn = unsafe fn(usize, Operands, *mut f32, usize, usize, usize, bool);
 
 /// A micro-kernel and its tile size.
 #[derive(Clone, Copy)]
@@ -114,62 +118,50 @@ mod scalar {
     #[inline(always)]
     unsafe fn body(
         kc: usize,
-        a: *const f32,
-        b: *const f32,
+        x: super::Operands,
         c: *mut f32,
         ldc: usize,
         rows: usize,
         cols: usize,
         accumulate: bool,
     ) {
-        let (a, b) = (
-            std::slice::from_raw_parts(a, kc * MR),
-            std::slice::from_raw_parts(b, kc * NR),
-        );
         let mut acc = [[0.0f32; NR]; MR];
-        for (ap, bp) in a.chunks_exact(MR).zip(b.chunks_exact(NR)) {
-            for (row, &av) in acc.iter_mut().zip(ap) {
-                for (x, &bv) in row.iter_mut().zip(bp) {
-                    *x = av.mul_add(bv, *x);
+        for p in 0..kc {
+            let (ap, bp) = (x.a.add(p * x.acs), x.b.add(p * x.brs));
+            for (r, row) in acc.iter_mut().enumerate() {
+                let av = *ap.add(r * x.ars);
+                for (j, v) in row.iter_mut().enumerate() {
+                    *v = av.mul_add(*bp.add(j), *v);
                 }
             }
         }
         super::finish_partial(acc.as_flattened(), NR, c, ldc, rows, cols, accumulate);
     }
 
-    /// # Safety
-    /// See [`super::KernelFn`].
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn portable(
-        kc: usize,
-        a: *const f32,
-        b: *const f32,
-        c: *mut f32,
-        ldc: usize,
-        rows: usize,
-        cols: usize,
-        accumulate: bool,
-    ) {
-        body(kc, a, b, c, ldc, rows, cols, accumulate)
+    /// `name`: a [`super::KernelFn`] running [`body`] compiled with the target
+    /// features `features` (none: the build's baseline).
+    macro_rules! instance {
+        ($name:ident $(, $features:literal)?) => {
+            /// # Safety
+            /// See [`super::KernelFn`]; the CPU has the features named.
+            #[allow(clippy::too_many_arguments)]
+            $(#[target_feature(enable = $features)])?
+            unsafe fn $name(
+                kc: usize,
+                x: super::Operands,
+                c: *mut f32,
+                ldc: usize,
+                rows: usize,
+                cols: usize,
+                accumulate: bool,
+            ) {
+                body(kc, x, c, ldc, rows, cols, accumulate)
+            }
+        };
     }
-
-    /// # Safety
-    /// See [`super::KernelFn`]; the CPU has FMA.
+    instance!(portable);
     #[cfg(target_arch = "x86_64")]
-    #[allow(clippy::too_many_arguments)]
-    #[target_feature(enable = "fma")]
-    unsafe fn with_fma(
-        kc: usize,
-        a: *const f32,
-        b: *const f32,
-        c: *mut f32,
-        ldc: usize,
-        rows: usize,
-        cols: usize,
-        accumulate: bool,
-    ) {
-        body(kc, a, b, c, ldc, rows, cols, accumulate)
-    }
+    instance!(with_fma, "fma");
 }
 
 /// A SIMD kernel with `MR` rows of `NV` vectors of `LANES` floats: the A value
@@ -201,8 +193,7 @@ macro_rules! simd_kernel {
         #[target_feature(enable = $feature)]
         pub(super) unsafe fn kernel(
             kc: usize,
-            a: *const f32,
-            b: *const f32,
+            x: super::Operands,
             c: *mut f32,
             ldc: usize,
             rows: usize,
@@ -211,16 +202,16 @@ macro_rules! simd_kernel {
         ) {
             let mut acc: [[$vec; NV]; MR] = [[$zero(); NV]; MR];
             for p in 0..kc {
-                let bp = b.add(p * NR);
+                let bp = x.b.add(p * x.brs);
                 let mut bv: [$vec; NV] = [$zero(); NV];
-                for (v, x) in bv.iter_mut().enumerate() {
-                    *x = $load(bp.add(v * $lanes));
+                for (v, y) in bv.iter_mut().enumerate() {
+                    *y = $load(bp.add(v * $lanes));
                 }
-                let ap = a.add(p * MR);
+                let ap = x.a.add(p * x.acs);
                 for (r, row) in acc.iter_mut().enumerate() {
-                    let av = $splat(*ap.add(r));
-                    for (x, &bx) in row.iter_mut().zip(&bv) {
-                        *x = $fmadd(av, bx, *x);
+                    let av = $splat(*ap.add(r * x.ars));
+                    for (y, &by) in row.iter_mut().zip(&bv) {
+                        *y = $fmadd(av, by, *y);
                     }
                 }
             }

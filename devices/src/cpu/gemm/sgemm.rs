@@ -29,7 +29,8 @@
 //! for the whole block, so after a thread's first product of the current
 //! blocking, products allocate nothing; [`warm_thread`] makes them up front.
 
-use super::microkernel::Microkernel;
+use super::microkernel::{Microkernel, Operands};
+use crate::cpu::for_chunks;
 use crate::cpu::isa::isa;
 use rayon::prelude::*;
 use std::cell::RefCell;
@@ -126,42 +127,65 @@ impl MatRef<'_> {
     }
 }
 
-/// Packs rows `i0..i0 + rows`, columns `p0..p0 + kc` of `a` into `mr`-row
-/// panels (panel `q`, element `(p, r)` at `q·mr·kc + p·mr + r`), zero-padding
-/// the last panel's missing rows.
-fn pack_a(a: MatRef, i0: usize, rows: usize, p0: usize, kc: usize, mr: usize, out: &mut [f32]) {
-    for (q, panel) in out.chunks_exact_mut(mr * kc).enumerate() {
-        let r0 = i0 + q * mr;
-        let live = mr.min(i0 + rows - r0);
-        if a.cs == 1 {
-            for r in 0..live {
-                let start = (r0 + r) * a.rs + p0;
-                for (p, &v) in a.data[start..start + kc].iter().enumerate() {
-                    panel[p * mr + r] = v;
-                }
-            }
-        } else if a.rs == 1 {
-            for p in 0..kc {
-                let start = (p0 + p) * a.cs + r0;
-                panel[p * mr..p * mr + live].copy_from_slice(&a.data[start..start + live]);
-            }
-        } else {
-            for p in 0..kc {
-                for r in 0..live {
-                    panel[p * mr + r] = a.at(r0 + r, p0 + p);
-                }
-            }
-        }
-        if live < mr {
-            for p in 0..kc {
-                panel[p * mr + live..(p + 1) * mr].fill(0.0);
-            }
+impl<'a> MatRef<'a> {
+    /// The transpose (the same data, strides swapped).
+    fn t(self) -> MatRef<'a> {
+        MatRef {
+            data: self.data,
+            rs: self.cs,
+            cs: self.rs,
         }
     }
 }
 
+/// Packs rows `r0..r0 + live`, columns `p0..p0 + kc` of `x` into one panel of
+/// `width` lanes: element `(p, r)` at `p·width + r`, missing lanes zero.
+fn pack_panel(
+    x: MatRef,
+    r0: usize,
+    live: usize,
+    p0: usize,
+    kc: usize,
+    width: usize,
+    panel: &mut [f32],
+) {
+    if x.rs == 1 {
+        for p in 0..kc {
+            let start = (p0 + p) * x.cs + r0;
+            panel[p * width..p * width + live].copy_from_slice(&x.data[start..start + live]);
+        }
+    } else if x.cs == 1 {
+        for r in 0..live {
+            let start = (r0 + r) * x.rs + p0;
+            for (p, &v) in x.data[start..start + kc].iter().enumerate() {
+                panel[p * width + r] = v;
+            }
+        }
+    } else {
+        for p in 0..kc {
+            for r in 0..live {
+                panel[p * width + r] = x.at(r0 + r, p0 + p);
+            }
+        }
+    }
+    if live < width {
+        for p in 0..kc {
+            panel[p * width + live..(p + 1) * width].fill(0.0);
+        }
+    }
+}
+
+/// Packs rows `i0..i0 + rows`, columns `p0..p0 + kc` of `a` into `mr`-row
+/// panels (panel `q`, element `(p, r)` at `q·mr·kc + p·mr + r`).
+fn pack_a(a: MatRef, i0: usize, rows: usize, p0: usize, kc: usize, mr: usize, out: &mut [f32]) {
+    for (q, panel) in out.chunks_exact_mut(mr * kc).enumerate() {
+        let r0 = i0 + q * mr;
+        pack_panel(a, r0, mr.min(i0 + rows - r0), p0, kc, mr, panel);
+    }
+}
+
 /// Packs rows `p0..p0 + kc`, columns `j0..j0 + live` of `b` into one `nr`-wide
-/// panel (element `(p, j)` at `p·nr + j`), zero-padding missing columns.
+/// panel (element `(p, j)` at `p·nr + j`).
 fn pack_b_panel(
     b: MatRef,
     p0: usize,
@@ -171,23 +195,7 @@ fn pack_b_panel(
     nr: usize,
     panel: &mut [f32],
 ) {
-    if b.cs == 1 {
-        for p in 0..kc {
-            let start = (p0 + p) * b.rs + j0;
-            panel[p * nr..p * nr + live].copy_from_slice(&b.data[start..start + live]);
-        }
-    } else {
-        for p in 0..kc {
-            for j in 0..live {
-                panel[p * nr + j] = b.at(p0 + p, j0 + j);
-            }
-        }
-    }
-    if live < nr {
-        for p in 0..kc {
-            panel[p * nr + live..(p + 1) * nr].fill(0.0);
-        }
-    }
+    pack_panel(b.t(), j0, live, p0, kc, nr, panel);
 }
 
 /// Floats of B packed from which packing is split across threads.
@@ -270,6 +278,9 @@ fn sgemm_with(
     b: MatRef,
     c: &mut [f32],
 ) {
+    if threads == 1 && b.cs == 1 && m * n * k <= DIRECT_FLOPS {
+        return sgemm_direct(kernel, m, n, k, a, b, c);
+    }
     let GemmBlocking { mc, nc } = blocking.for_kernel(&kernel);
     let (mr, nr) = (kernel.mr, kernel.nr);
     let shared_c = SharedC(c.as_mut_ptr());
@@ -285,17 +296,8 @@ fn sgemm_with(
                     let j0 = jc + q * nr;
                     pack_b_panel(b, pc, kc, j0, nr.min(n - j0), nr, panel);
                 };
-                if threads > 1 && panels > 1 && kc * ncb >= PAR_PACK {
-                    bpack
-                        .par_chunks_mut(nr * kc)
-                        .enumerate()
-                        .for_each(|(q, p)| pack(q, p));
-                } else {
-                    bpack
-                        .chunks_mut(nr * kc)
-                        .enumerate()
-                        .for_each(|(q, p)| pack(q, p));
-                }
+                let par_pack = threads > 1 && panels > 1 && kc * ncb >= PAR_PACK;
+                for_chunks(bpack, nr * kc, par_pack, |at, p| pack(at / (nr * kc), p));
                 let bpack = &*bpack;
                 let row_blocks = m.div_ceil(mc);
                 // Enough tasks for every thread: split the panels when there are
@@ -324,8 +326,13 @@ fn sgemm_with(
                             unsafe {
                                 (kernel.run)(
                                     kc,
-                                    ap.as_ptr(),
-                                    bp.as_ptr(),
+                                    Operands {
+                                        a: ap.as_ptr(),
+                                        ars: 1,
+                                        acs: mr,
+                                        b: bp.as_ptr(),
+                                        brs: nr,
+                                    },
                                     shared_c.at(i * n + j),
                                     n,
                                     mr.min(m - i),
@@ -349,11 +356,7 @@ fn sgemm_with(
                             tiles(ib, 0, apack);
                         })
                     };
-                    if par {
-                        (0..tasks).into_par_iter().for_each(task);
-                    } else {
-                        (0..tasks).for_each(task);
-                    }
+                    for_each_task(tasks, par, task);
                 } else {
                     // Several tasks share each row block: pack all of A once.
                     with_buffer(&A_WHOLE_BUFFERS, row_blocks * mc * KC, |whole| {
@@ -362,31 +365,85 @@ fn sgemm_with(
                             let rows = mc.min(m - ib * mc);
                             pack_a(a, ib * mc, rows, pc, kc, mr, &mut dst[..block_len(ib)]);
                         };
-                        if par && row_blocks > 1 {
-                            whole
-                                .par_chunks_mut(mc * kc)
-                                .enumerate()
-                                .for_each(|(ib, d)| pack(ib, d));
-                        } else {
-                            whole
-                                .chunks_mut(mc * kc)
-                                .enumerate()
-                                .for_each(|(ib, d)| pack(ib, d));
-                        }
+                        for_chunks(whole, mc * kc, par, |at, d| pack(at / (mc * kc), d));
                         let whole = &*whole;
                         let task = |t: usize| {
                             let (ib, g) = (t / groups, t % groups);
                             tiles(ib, g, &whole[ib * mc * kc..][..block_len(ib)]);
                         };
-                        if par {
-                            (0..tasks).into_par_iter().for_each(task);
-                        } else {
-                            (0..tasks).for_each(task);
-                        }
+                        for_each_task(tasks, par, task);
                     });
                 }
             });
         }
+    }
+}
+
+/// Multiply-adds up to which a single-threaded product with a row-major B
+/// reads its operands in place (packing would cost about as much as the
+/// product).
+const DIRECT_FLOPS: usize = 160 * 160 * 160;
+
+/// [`sgemm`] on one thread without packing: each full tile reads A and B (row-
+/// major) where they are; only the edge tiles (fewer than `MR` rows or `NR`
+/// columns) are packed, zero-padded, into small panels. Same operations per
+/// element as the packed path, so the same bits.
+fn sgemm_direct(
+    kernel: Microkernel,
+    m: usize,
+    n: usize,
+    k: usize,
+    a: MatRef,
+    b: MatRef,
+    c: &mut [f32],
+) {
+    let (mr, nr) = (kernel.mr, kernel.nr);
+    let c = SharedC(c.as_mut_ptr());
+    with_buffer(&A_BUFFERS, mr * KC, |apanel| {
+        with_buffer(&B_BUFFERS, nr * KC, |bpanel| {
+            for pc in (0..k).step_by(KC) {
+                let kc = KC.min(k - pc);
+                for j in (0..n).step_by(nr) {
+                    let cols = nr.min(n - j);
+                    let (bp, brs) = if cols == nr {
+                        (b.data[pc * b.rs + j..].as_ptr(), b.rs)
+                    } else {
+                        pack_b_panel(b, pc, kc, j, cols, nr, &mut bpanel[..nr * kc]);
+                        (bpanel.as_ptr(), nr)
+                    };
+                    for i in (0..m).step_by(mr) {
+                        let rows = mr.min(m - i);
+                        let (ap, ars, acs) = if rows == mr {
+                            (a.data[i * a.rs + pc * a.cs..].as_ptr(), a.rs, a.cs)
+                        } else {
+                            pack_panel(a, i, rows, pc, kc, mr, &mut apanel[..mr * kc]);
+                            (apanel.as_ptr(), 1, mr)
+                        };
+                        let x = Operands {
+                            a: ap,
+                            ars,
+                            acs,
+                            b: bp,
+                            brs,
+                        };
+                        // SAFETY: a full tile reads A's rows i..i+mr and B's
+                        // columns j..j+nr inside the matrices (checked by
+                        // `sgemm`); edge tiles read their packed panels; the
+                        // tile of C lies inside C; `kernel`'s level is supported.
+                        unsafe { (kernel.run)(kc, x, c.at(i * n + j), n, rows, cols, pc > 0) };
+                    }
+                }
+            }
+        })
+    })
+}
+
+/// Runs `task(t)` for every `t < tasks`, on rayon threads when `parallel` is set.
+fn for_each_task(tasks: usize, parallel: bool, task: impl Fn(usize) + Sync + Send) {
+    if parallel {
+        (0..tasks).into_par_iter().for_each(task);
+    } else {
+        (0..tasks).for_each(task);
     }
 }
 
