@@ -40,6 +40,8 @@ fn help_explains_every_subcommand() {
         "--device",
         "--no-capture",
         "--profile",
+        "MLPL_CPU_ISA",
+        "RAYON_NUM_THREADS",
     ] {
         assert!(run_help.contains(opt), "run --help lacks {opt}");
     }

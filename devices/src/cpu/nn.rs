@@ -144,12 +144,7 @@ pub(crate) fn softmax_into(
         map_rows(out, outer, n, par, |r, o| {
             let xr = &src[r * n..(r + 1) * n];
             let m = row_max(xr);
-            let mut sum = 0.0f64;
-            for (d, &v) in o.iter_mut().zip(xr) {
-                let e = math::expf(v - m);
-                *d = e;
-                sum += e as f64;
-            }
+            let sum = exp_shifted_sum(0.0, xr, m, o);
             if log {
                 let shift = m + (math::log(sum) as f32);
                 for (d, &v) in o.iter_mut().zip(xr) {
@@ -321,6 +316,21 @@ pub(crate) fn cross_entropy(
 }
 
 /// [`cross_entropy`] of `src` (`rows × v`) and `t` into `loss` (one element)
+/// `dst[i] = e^(src[i] − m)`, then `start` plus the elements of `dst` in f64,
+/// one at a time in index order (two passes, so that the first one
+/// vectorises; the same bits as one).
+fn exp_shifted_sum(start: f64, src: &[f32], m: f32, dst: &mut [f32]) -> f64 {
+    for (d, &v) in dst.iter_mut().zip(src) {
+        *d = math::expf(v - m);
+    }
+    sum_in_order(start, &dst[..src.len()])
+}
+
+/// `start` plus the elements of `x` in f64, one at a time in index order.
+fn sum_in_order(start: f64, x: &[f32]) -> f64 {
+    x.iter().fold(start, |s, &e| s + e as f64)
+}
+
 /// and, when given, `grad` (`rows × v`); `losses` is scratch of `rows` elements.
 pub(crate) fn cross_entropy_into(
     src: &[f32],
@@ -344,18 +354,19 @@ pub(crate) fn cross_entropy_into(
         let target = t[r] as usize;
         let sum: f64 = match grad {
             Some(g) => {
-                let mut s = 0.0f64;
-                for (d, &x) in g.iter_mut().zip(xr) {
-                    let e = math::expf(x - m);
-                    *d = e;
-                    s += e as f64;
-                }
+                let s = exp_shifted_sum(0.0, xr, m, g);
                 let k = (1.0 / s) as f32 * scale;
                 g.iter_mut().for_each(|d| *d *= k);
                 g[target] -= scale;
                 s
             }
-            None => xr.iter().map(|&x| math::expf(x - m) as f64).sum(),
+            None => {
+                let mut buf = [0.0f32; 256];
+                xr.chunks(buf.len()).fold(0.0f64, |s, c| {
+                    let b = &mut buf[..c.len()];
+                    exp_shifted_sum(s, c, m, b)
+                })
+            }
         };
         m as f64 + math::log(sum) - xr[target] as f64
     };
@@ -1032,12 +1043,10 @@ pub(crate) fn masked_softmax_into(
         } else {
             s
         };
-        let mut sum = 0.0f64;
         for d in o[..live].iter_mut() {
-            let e = math::expf(*d - m);
-            *d = e;
-            sum += e as f64;
+            *d = math::expf(*d - m);
         }
+        let sum = sum_in_order(0.0, &o[..live]);
         o[live..].fill(0.0);
         let inv = (1.0 / sum) as f32;
         o.iter_mut().for_each(|d| *d *= inv);

@@ -38,6 +38,12 @@ enum Command {
     ///
     /// Diagnostics and warnings go to standard error. Exit status: 0 on success,
     /// 1 on an error in the program, 2 on a usage error.
+    ///
+    /// On the CPU the printed numbers are bit-identical on every x86-64 machine
+    /// and thread count (docs/reproducibility.md). Environment: RAYON_NUM_THREADS
+    /// (CPU threads), MLPL_CPU_ISA=scalar|avx2|avx512 (the GEMM's instruction
+    /// set; the default is the best the CPU has) and MLPL_GEMM_BLOCKING=MC,NC
+    /// (its cache blocks) change speed only, never results.
     Run(RunArgs),
     /// Check scripts without running them and print their diagnostics.
     ///

@@ -278,7 +278,7 @@ fn sgemm_with(
     b: MatRef,
     c: &mut [f32],
 ) {
-    if threads == 1 && b.cs == 1 && m * n * k <= DIRECT_FLOPS {
+    if threads == 1 && m * n * k <= DIRECT_FLOPS {
         return sgemm_direct(kernel, m, n, k, a, b, c);
     }
     let GemmBlocking { mc, nc } = blocking.for_kernel(&kernel);
@@ -379,15 +379,15 @@ fn sgemm_with(
     }
 }
 
-/// Multiply-adds up to which a single-threaded product with a row-major B
-/// reads its operands in place (packing would cost about as much as the
-/// product).
+/// Multiply-adds up to which a single-threaded product reads its operands in
+/// place where it can (packing would cost about as much as the product).
 const DIRECT_FLOPS: usize = 160 * 160 * 160;
 
-/// [`sgemm`] on one thread without packing: each full tile reads A and B (row-
-/// major) where they are; only the edge tiles (fewer than `MR` rows or `NR`
-/// columns) are packed, zero-padded, into small panels. Same operations per
-/// element as the packed path, so the same bits.
+/// [`sgemm`] on one thread with little packing: each full tile reads A where it
+/// is (any layout), and B too when B is row-major; B's panels otherwise, and
+/// the edge tiles (fewer than `MR` rows or `NR` columns), are packed,
+/// zero-padded, into small panels, each once per block of `k`. Same operations
+/// per element as the packed path, so the same bits.
 fn sgemm_direct(
     kernel: Microkernel,
     m: usize,
@@ -405,7 +405,7 @@ fn sgemm_direct(
                 let kc = KC.min(k - pc);
                 for j in (0..n).step_by(nr) {
                     let cols = nr.min(n - j);
-                    let (bp, brs) = if cols == nr {
+                    let (bp, brs) = if cols == nr && b.cs == 1 {
                         (b.data[pc * b.rs + j..].as_ptr(), b.rs)
                     } else {
                         pack_b_panel(b, pc, kc, j, cols, nr, &mut bpanel[..nr * kc]);
