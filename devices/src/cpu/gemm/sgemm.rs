@@ -567,32 +567,12 @@ mod tests {
         for (si, &(m, n, k)) in shapes.iter().enumerate() {
             for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
                 let (da, db) = (data(m * k, si as u32 + 1), data(k * n, si as u32 + 100));
-                let a = if ta {
-                    MatRef {
-                        data: &da,
-                        rs: 1,
-                        cs: m,
-                    }
-                } else {
-                    MatRef {
-                        data: &da,
-                        rs: k,
-                        cs: 1,
-                    }
+                // A `rows × cols` matrix stored row-major, or as its transpose.
+                let mat = |data, rows, cols, transposed| {
+                    let (rs, cs) = if transposed { (1, rows) } else { (cols, 1) };
+                    MatRef { data, rs, cs }
                 };
-                let b = if tb {
-                    MatRef {
-                        data: &db,
-                        rs: 1,
-                        cs: k,
-                    }
-                } else {
-                    MatRef {
-                        data: &db,
-                        rs: n,
-                        cs: 1,
-                    }
-                };
+                let (a, b) = (mat(&da[..], m, k, ta), mat(&db[..], k, n, tb));
                 let want: Vec<u32> = (0..m * n)
                     .map(|e| contract(a, b, e / n, e % n, k).to_bits())
                     .collect();
