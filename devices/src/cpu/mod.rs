@@ -17,7 +17,7 @@ mod reduce;
 #[cfg(test)]
 mod tests;
 
-pub use gemm::{gemm_blocking, set_gemm_blocking, GemmBlocking, KC as GEMM_KC};
+pub use gemm::{gemm_blocking, set_gemm_blocking, GemmBlocking};
 pub use isa::{best_isa, force_isa, isa, supported_isas, Isa};
 
 use crate::backend::{

@@ -112,34 +112,8 @@ mod scalar {
         portable
     }
 
-    /// # Safety
-    /// See [`super::KernelFn`].
-    #[allow(clippy::too_many_arguments)]
-    #[inline(always)]
-    unsafe fn body(
-        kc: usize,
-        x: super::Operands,
-        c: *mut f32,
-        ldc: usize,
-        rows: usize,
-        cols: usize,
-        accumulate: bool,
-    ) {
-        let mut acc = [[0.0f32; NR]; MR];
-        for p in 0..kc {
-            let (ap, bp) = (x.a.add(p * x.acs), x.b.add(p * x.brs));
-            for (r, row) in acc.iter_mut().enumerate() {
-                let av = *ap.add(r * x.ars);
-                for (j, v) in row.iter_mut().enumerate() {
-                    *v = av.mul_add(*bp.add(j), *v);
-                }
-            }
-        }
-        super::finish_partial(acc.as_flattened(), NR, c, ldc, rows, cols, accumulate);
-    }
-
-    /// `name`: a [`super::KernelFn`] running [`body`] compiled with the target
-    /// features `features` (none: the build's baseline).
+    /// `name`: the kernel compiled with the target features `features`
+    /// (none: the build's baseline).
     macro_rules! instance {
         ($name:ident $(, $features:literal)?) => {
             /// # Safety
@@ -155,7 +129,17 @@ mod scalar {
                 cols: usize,
                 accumulate: bool,
             ) {
-                body(kc, x, c, ldc, rows, cols, accumulate)
+                let mut acc = [[0.0f32; NR]; MR];
+                for p in 0..kc {
+                    let (ap, bp) = (x.a.add(p * x.acs), x.b.add(p * x.brs));
+                    for (r, row) in acc.iter_mut().enumerate() {
+                        let av = *ap.add(r * x.ars);
+                        for (j, v) in row.iter_mut().enumerate() {
+                            *v = av.mul_add(*bp.add(j), *v);
+                        }
+                    }
+                }
+                super::finish_partial(acc.as_flattened(), NR, c, ldc, rows, cols, accumulate);
             }
         };
     }

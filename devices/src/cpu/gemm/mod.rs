@@ -6,7 +6,7 @@
 //! instruction-set level, which no GEMM library offers: libraries derive their
 //! `k` blocking from cache sizes and sum in a different order in their AVX2,
 //! AVX-512 and matrix-vector kernels. Speed against the `gemm` crate (the engine
-//! before) and NumPy is in `docs/benchmarks.md`
+//! before) is in `docs/benchmarks.md`
 //! (`cargo run --release -p mlpl-devices --example bench_gemm -- --compare`).
 //!
 //! Products of fewer than [`SPLIT_FLOPS`] multiply-adds run single-threaded so
@@ -22,7 +22,7 @@ mod microkernel;
 mod sgemm;
 
 pub(crate) use sgemm::warm_thread;
-pub use sgemm::{gemm_blocking, set_gemm_blocking, GemmBlocking, KC};
+pub use sgemm::{gemm_blocking, set_gemm_blocking, GemmBlocking};
 
 use super::pool;
 use crate::shape::{broadcast_shapes, broadcast_strides, offset_of};
@@ -85,10 +85,7 @@ pub(crate) fn sgemm_t(
 ///
 /// Panics on invalid shapes (the runtime checks first).
 pub(crate) fn matmul(a: &Tensor, b: &Tensor) -> Tensor {
-    let plan = MatmulPlan::new(a.shape(), Layout::Plain, b.shape(), Layout::Plain);
-    let mut out = pool::scratch(plan.out_len());
-    matmul_into(&plan, a.host(), b.host(), &mut out);
-    out.into_tensor(plan.out_shape)
+    matmul_op(a, false, b, false)
 }
 
 /// [`matmul`] of `a` and `b`, each with its last two axes swapped first when
@@ -255,17 +252,14 @@ pub(crate) fn matmul_into(plan: &MatmulPlan, xa: &[f32], xb: &[f32], out: &mut [
             parallel,
         );
     };
-    if flops >= SPLIT_FLOPS || nb == 1 {
-        for (i, c) in out.chunks_mut(m * n).enumerate() {
-            one(i, c, flops >= SPLIT_FLOPS);
-        }
-    } else if nb * flops >= PAR_FLOPS {
+    if nb > 1 && flops < SPLIT_FLOPS && nb * flops >= PAR_FLOPS {
+        // Small products, many of them: one per task.
         out.par_chunks_mut(m * n)
             .enumerate()
             .for_each(|(i, c)| one(i, c, false));
     } else {
         for (i, c) in out.chunks_mut(m * n).enumerate() {
-            one(i, c, false);
+            one(i, c, flops >= SPLIT_FLOPS);
         }
     }
 }

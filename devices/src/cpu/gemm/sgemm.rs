@@ -251,35 +251,32 @@ pub(crate) fn sgemm(
     } else {
         1
     };
-    sgemm_with(
-        Microkernel::of(isa()),
-        gemm_blocking(),
-        threads,
-        m,
-        n,
-        k,
-        a,
-        b,
-        c,
-    );
+    let product = Product { m, n, k, a, b };
+    sgemm_with(Microkernel::of(isa()), gemm_blocking(), threads, product, c);
+}
+
+/// The operands of `C = A·B`: `A` `m × k`, `B` `k × n` (`m`, `n`, `k` > 0).
+#[derive(Clone, Copy)]
+struct Product<'a> {
+    m: usize,
+    n: usize,
+    k: usize,
+    a: MatRef<'a>,
+    b: MatRef<'a>,
 }
 
 /// [`sgemm`] with a given kernel and blocking, split for `threads` threads
-/// (the caller checked the sizes; `m`, `n`, `k` > 0).
-#[allow(clippy::too_many_arguments)]
+/// (the caller checked the sizes).
 fn sgemm_with(
     kernel: Microkernel,
     blocking: GemmBlocking,
     threads: usize,
-    m: usize,
-    n: usize,
-    k: usize,
-    a: MatRef,
-    b: MatRef,
+    product: Product,
     c: &mut [f32],
 ) {
+    let Product { m, n, k, a, b } = product;
     if threads == 1 && m * n * k <= DIRECT_FLOPS {
-        return sgemm_direct(kernel, m, n, k, a, b, c);
+        return sgemm_direct(kernel, product, c);
     }
     let GemmBlocking { mc, nc } = blocking.for_kernel(&kernel);
     let (mr, nr) = (kernel.mr, kernel.nr);
@@ -388,21 +385,19 @@ const DIRECT_FLOPS: usize = 160 * 160 * 160;
 /// the edge tiles (fewer than `MR` rows or `NR` columns), are packed,
 /// zero-padded, into small panels, each once per block of `k`. Same operations
 /// per element as the packed path, so the same bits.
-fn sgemm_direct(
-    kernel: Microkernel,
-    m: usize,
-    n: usize,
-    k: usize,
-    a: MatRef,
-    b: MatRef,
-    c: &mut [f32],
-) {
+fn sgemm_direct(kernel: Microkernel, product: Product, c: &mut [f32]) {
+    let Product { m, n, k, a, b } = product;
     let (mr, nr) = (kernel.mr, kernel.nr);
     let c = SharedC(c.as_mut_ptr());
     with_buffer(&A_BUFFERS, mr * KC, |apanel| {
         with_buffer(&B_BUFFERS, nr * KC, |bpanel| {
+            // The last row tile, when partial, is read from a panel.
+            let edge = m - m % mr;
             for pc in (0..k).step_by(KC) {
                 let kc = KC.min(k - pc);
+                if edge < m {
+                    pack_panel(a, edge, m - edge, pc, kc, mr, &mut apanel[..mr * kc]);
+                }
                 for j in (0..n).step_by(nr) {
                     let cols = nr.min(n - j);
                     let (bp, brs) = if cols == nr && b.cs == 1 {
@@ -416,7 +411,6 @@ fn sgemm_direct(
                         let (ap, ars, acs) = if rows == mr {
                             (a.data[i * a.rs + pc * a.cs..].as_ptr(), a.rs, a.cs)
                         } else {
-                            pack_panel(a, i, rows, pc, kc, mr, &mut apanel[..mr * kc]);
                             (apanel.as_ptr(), 1, mr)
                         };
                         let x = Operands {
@@ -581,7 +575,8 @@ mod tests {
                         for threads in [1, 2, 3] {
                             let mut c = vec![f32::NAN; m * n];
                             let kernel = Microkernel::of(isa);
-                            sgemm_with(kernel, blocking, threads, m, n, k, a, b, &mut c);
+                            let product = Product { m, n, k, a, b };
+                            sgemm_with(kernel, blocking, threads, product, &mut c);
                             let got: Vec<u32> = c.iter().map(|v| v.to_bits()).collect();
                             assert!(
                                 got == want,
