@@ -39,7 +39,9 @@ async function screenshot(name) {
   }
   const done = path.join(shotsDir, `${name}.done`);
   console.log(`MLPL_E2E_SCREENSHOT ${name}`);
-  await waitFor(`screenshot ${name}`, () => fs.existsSync(done), 20000);
+  // Generous: the "running" shot is taken while a training loop keeps both
+  // cores busy, and one CI run saw it take over 20 s.
+  await waitFor(`screenshot ${name}`, () => fs.existsSync(done), 60000);
 }
 
 function codeOf(d) {
