@@ -36,7 +36,7 @@ build() {
   cargo build --release --locked --features mlpl-devices/cuda --bin mlpl --target-dir "$tdir"
   local tests
   tests=$(cargo test --release --locked --features mlpl-devices/cuda --target-dir "$tdir" \
-    -p mlpl-devices --test cuda_parity -p mlpl-runtime --test cuda_training --no-run \
+    -p mlpl-devices --test devices -p mlpl-lang --test lang --no-run \
     --message-format=json 2>/dev/null |
     python3 -c 'import json,sys
 for l in sys.stdin:
@@ -46,7 +46,7 @@ for l in sys.stdin:
   rm -rf "$BUNDLE" && mkdir -p "$BUNDLE"
   cp "$tdir/release/mlpl" "$BUNDLE/mlpl"
   while read -r name exe; do cp "$exe" "$BUNDLE/$name"; done <<<"$tests"
-  for t in cuda_parity cuda_training; do
+  for t in devices lang; do
     [ -x "$BUNDLE/$t" ] || { echo "gpu-check: test binary $t was not built" >&2; exit 1; }
   done
   du -sh "$BUNDLE"
@@ -139,7 +139,7 @@ PY
 }
 
 run() {
-  for t in mlpl cuda_parity cuda_training; do
+  for t in mlpl devices lang; do
     [ -x "$BUNDLE/$t" ] || { echo "gpu-check: $BUNDLE/$t is missing: run 'bash scripts/gpu-check.sh build' on a build machine first" >&2; exit 1; }
   done
   local libs
@@ -153,8 +153,10 @@ run() {
   echo "CUDA library directories: ${libs:-none found}"
   echo "== parity tests"
   local rc=0
-  "$BUNDLE/cuda_parity" --test-threads=4 || rc=1
-  "$BUNDLE/cuda_training" --test-threads=1 --nocapture || rc=1
+  # The CUDA modules of the two crates' test binaries (cuda_parity,
+  # cuda_fused_parity, cuda_kernels_compile; cuda_training).
+  "$BUNDLE/devices" cuda_ --test-threads=4 || rc=1
+  "$BUNDLE/lang" cuda_training:: --test-threads=1 --nocapture || rc=1
   local why
   why=$(echo '1' >"$WORK/probe.mlpl" && "$BUNDLE/mlpl" run "$WORK/probe.mlpl" --device cuda 2>&1 >/dev/null | grep "not available" || true)
   if [ -n "$why" ]; then

@@ -9,7 +9,7 @@ if [ ! -x bench/.venv/bin/python ]; then
   python3 -m venv bench/.venv
   bench/.venv/bin/pip install --quiet numpy
 fi
-cargo build --release -p mlpl-runtime --bench interp --quiet
+cargo build --release -p mlpl-lang --bench interp --quiet
 BIN=$(ls -t target/release/deps/interp-* | grep -v '\.d$' | head -1)
 out=$(mktemp)
 for _ in $(seq "$ROUNDS"); do

@@ -30,7 +30,7 @@ cats = [
     ("thread pool (rayon, user space)", lambda s: "rayon" in s or "crossbeam" in s),
     ("operating system (thread wake-ups and yields, page faults)", lambda s: s.startswith("[k]")),
     ("allocator", lambda s: re.search(r"\bmi_|_mi_|malloc|free\b", s)),
-    ("interpreter, autograd tape, capture", lambda s: "mlpl_runtime" in s or "capture" in s),
+    ("interpreter, autograd tape, capture", lambda s: "mlpl_lang" in s or "capture" in s),
 ]
 total = {}
 for line in sys.stdin:

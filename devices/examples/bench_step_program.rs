@@ -8,7 +8,7 @@
 //! The step is a two-layer perceptron's forward, cross-entropy, backward and
 //! Adam update (the tests' `mlp`), at three sizes.
 
-#[path = "../tests/cpu_program_support/mod.rs"]
+#[path = "../tests/devices/cpu_program_support/mod.rs"]
 mod support;
 
 use mlpl_devices::capture::{BackendReplay, StepProgram};

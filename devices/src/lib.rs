@@ -16,6 +16,7 @@ pub mod capture;
 mod counter_scope;
 pub mod cpu;
 pub mod cuda;
+mod host_reads;
 pub mod math;
 mod shape;
 mod tensor;

@@ -178,7 +178,7 @@ impl Tensor {
     /// The elements in row-major order. A device tensor is downloaded on first
     /// use (counted by its backend) and the host copy is kept.
     pub fn host(&self) -> &[f32] {
-        crate::capture::note_host_read(self);
+        crate::host_reads::note(self.storage_key());
         match &self.storage {
             Storage::Host(v) => v.as_slice(),
             Storage::Device(d) => d.host(),
@@ -205,7 +205,7 @@ impl Tensor {
     /// The elements in row-major order, without copying when this tensor is the
     /// only owner of its storage.
     pub fn into_vec(self) -> Vec<f32> {
-        crate::capture::note_host_read(&self);
+        crate::host_reads::note(self.storage_key());
         match self.storage {
             Storage::Host(v) => Arc::try_unwrap(v).unwrap_or_else(|shared| (*shared).clone()),
             Storage::Device(d) => d.host().to_vec(),

@@ -11,7 +11,9 @@
 //! outside it. The strict counts run the program on a pool thread (where
 //! parallel kernels queue locally); the count from a plain thread is printed.
 
+#[path = "devices/cpu_program_support/mod.rs"]
 mod cpu_program_support;
+#[path = "devices/fused_support/mod.rs"]
 mod fused_support;
 
 use cpu_program_support::{capture, every_kernel, mlp, mlp_products, StepFn};

@@ -13,7 +13,7 @@
 //!
 //! Usage: `cargo bench -p mlpl-lsp --bench latency [-- --rounds N]`.
 
-#[path = "../tests/common/mod.rs"]
+#[path = "../tests/lsp/common.rs"]
 mod common;
 
 use std::time::{Duration, Instant};
@@ -58,10 +58,10 @@ fn analysis_phases(text: &str, n: usize) -> (f64, f64, f64) {
             .fold(f64::INFINITY, f64::min)
     };
     let check = best(&mut || {
-        std::hint::black_box(mlpl_runtime::check::check_source(text));
+        std::hint::black_box(mlpl_lang::check::check_source(text));
     });
     let facts = best(&mut || {
-        std::hint::black_box(mlpl_runtime::check::query::check_with_facts(text));
+        std::hint::black_box(mlpl_lang::check::query::check_with_facts(text));
     });
     let whole = best(&mut || {
         std::hint::black_box(mlpl_lsp::analysis::Analysis::new(text));

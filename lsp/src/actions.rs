@@ -8,13 +8,13 @@ use lsp_types::{
     DiagnosticRelatedInformation, DiagnosticSeverity, DiagnosticTag, InlayHint, InlayHintKind,
     InlayHintLabel, Location, NumberOrString, Position, Range, TextEdit, Url, WorkspaceEdit,
 };
-use mlpl_runtime::diag::{Diagnostic, Severity, Span};
+use mlpl_diag::{Diagnostic, Severity, Span};
 use serde_json::json;
 
 use crate::analysis::Analysis;
 use crate::feasibility::DeviceProfile;
 use crate::features::train_estimate;
-use mlpl_runtime::check::AbsValue;
+use mlpl_lang::check::AbsValue;
 
 use crate::values::describe;
 
@@ -83,7 +83,7 @@ pub fn to_lsp(a: &Analysis, uri: &Url, d: &Diagnostic, docs_url: Option<&str>) -
         tags: UNNECESSARY
             .contains(&d.code)
             .then(|| vec![DiagnosticTag::UNNECESSARY]),
-        data: mlpl_runtime::diag::codes::explain(d.code).map(|e| json!({ "explain": e })),
+        data: mlpl_diag::codes::explain(d.code).map(|e| json!({ "explain": e })),
     }
 }
 

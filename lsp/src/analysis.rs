@@ -2,19 +2,19 @@
 //! diagnostics, the checker's facts (values of assignments, `train` blocks,
 //! optimizer calls), the cells and an index of every variable and axis-name
 //! occurrence. Every editor feature reads an [`Analysis`]; none runs code. Shapes
-//! come only from the runtime's checker (`mlpl_runtime::check`).
+//! come only from the runtime's checker (`mlpl_lang::check`).
 
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use mlpl_runtime::builtins::{self, ParamKind};
-use mlpl_runtime::check::query::{self, Assignment, Facts};
-use mlpl_runtime::check::AbsValue;
-use mlpl_runtime::diag::{Diagnostic, Span};
-use mlpl_runtime::syntax::cells::Cell;
-use mlpl_runtime::syntax::lexer::lex_full;
-use mlpl_runtime::syntax::token::Token;
-use mlpl_runtime::syntax::{Expr, ExprKind, Program, Stmt, StmtKind};
+use mlpl_diag::{Diagnostic, Span};
+use mlpl_lang::builtins::{self, ParamKind};
+use mlpl_lang::check::query::{self, Assignment, Facts};
+use mlpl_lang::check::AbsValue;
+use mlpl_syntax::cells::Cell;
+use mlpl_syntax::lexer::lex_full;
+use mlpl_syntax::token::Token;
+use mlpl_syntax::{Expr, ExprKind, Program, Stmt, StmtKind};
 
 use crate::lines::LineIndex;
 
@@ -83,7 +83,7 @@ impl Analysis {
         }
         occurrences.sort_by_key(|o| o.span.start);
         Analysis {
-            cells: mlpl_runtime::syntax::cells::split_lexed(text, &lexed),
+            cells: mlpl_syntax::cells::split_lexed(text, &lexed),
             lines,
             text: text.to_string(),
             program: checked.program,
@@ -302,7 +302,7 @@ fn collect_stmt(src: &str, s: &Stmt, out: &mut Vec<Occurrence>, params: &mut Has
             if matches!(
                 value.unparen().kind,
                 ExprKind::Ctor {
-                    kind: mlpl_runtime::syntax::CtorKind::Param,
+                    kind: mlpl_syntax::CtorKind::Param,
                     ..
                 }
             ) {
@@ -322,7 +322,7 @@ fn collect_stmt(src: &str, s: &Stmt, out: &mut Vec<Occurrence>, params: &mut Has
             if matches!(
                 value.unparen().kind,
                 ExprKind::Ctor {
-                    kind: mlpl_runtime::syntax::CtorKind::Param,
+                    kind: mlpl_syntax::CtorKind::Param,
                     ..
                 }
             ) {
@@ -465,11 +465,7 @@ mod tests {
             "s = \"\n# %% inside a string\n\"\n# %% real\n",
         ] {
             let a = Analysis::new(src);
-            assert_eq!(
-                a.cells,
-                mlpl_runtime::syntax::cells::split_cells(src),
-                "{src:?}"
-            );
+            assert_eq!(a.cells, mlpl_syntax::cells::split_cells(src), "{src:?}");
         }
     }
 

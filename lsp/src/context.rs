@@ -3,7 +3,7 @@
 //! annotation. Computed by one forward scan of the text up to the cursor, so it
 //! works on half-typed code that does not parse.
 
-use mlpl_runtime::diag::Span;
+use mlpl_diag::Span;
 
 /// An enclosing call `name(` of the cursor.
 #[derive(Clone, Debug, PartialEq, Eq)]

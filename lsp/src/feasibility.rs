@@ -1,7 +1,7 @@
 //! Feasibility estimates for hovers and code lenses (LANGUAGE §15): parameters,
 //! memory, FLOPs and time per step of a model's training, on each device.
 //!
-//! The formulas are the runtime's (`mlpl_runtime::nn::estimate`, the same as
+//! The formulas are the runtime's (`mlpl_lang::nn::estimate`, the same as
 //! `estimate_train`). What the server adds is where each device's numbers come
 //! from, said in every hover:
 //!
@@ -16,9 +16,9 @@ use mlpl_devices::math;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use mlpl_runtime::estimate::DEFAULT_GFLOPS;
-use mlpl_runtime::nn::estimate::cost;
-use mlpl_runtime::nn::Layer;
+use mlpl_lang::estimate::DEFAULT_GFLOPS;
+use mlpl_lang::nn::estimate::cost;
+use mlpl_lang::nn::Layer;
 use serde::Deserialize;
 
 use crate::values::group_digits;
@@ -626,7 +626,7 @@ impl TrainEstimate {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use mlpl_runtime::nn::layers::{Attention, Embed, Linear};
+    use mlpl_lang::nn::layers::{Attention, Embed, Linear};
     use std::sync::Arc;
 
     #[test]

@@ -5,14 +5,14 @@ use lsp_types::{
     InsertTextFormat, MarkupContent, MarkupKind, ParameterInformation, ParameterLabel,
     SignatureHelp, SignatureInformation, TextEdit,
 };
-use mlpl_runtime::builtins::{self, Builtin, ParamKind};
-use mlpl_runtime::check::query::{OptimizerCall, TrainBlock};
-use mlpl_runtime::check::AbsValue;
-use mlpl_runtime::data::corpora;
-use mlpl_runtime::diag::codes;
-use mlpl_runtime::diag::Span;
-use mlpl_runtime::estimate::hypothetical;
-use mlpl_runtime::nn::Layer;
+use mlpl_diag::codes;
+use mlpl_diag::Span;
+use mlpl_lang::builtins::{self, Builtin, ParamKind};
+use mlpl_lang::check::query::{OptimizerCall, TrainBlock};
+use mlpl_lang::check::AbsValue;
+use mlpl_lang::data::corpora;
+use mlpl_lang::estimate::hypothetical;
+use mlpl_lang::nn::Layer;
 
 use crate::analysis::{Analysis, OccKind};
 use crate::context::context;
@@ -86,7 +86,7 @@ pub fn builtin_doc(b: &Builtin) -> String {
 
 /// A model's summary: its layers, parameter count and weight memory.
 pub fn model_summary(name: &str, layer: &Layer) -> String {
-    let p = mlpl_runtime::nn::estimate::param_count(layer);
+    let p = mlpl_lang::nn::estimate::param_count(layer);
     let mut s = format!("**{name}**: model\n\n```\n");
     describe_tree(layer, 0, &mut s);
     s.push_str("```\n");
@@ -266,7 +266,7 @@ pub fn hover(a: &Analysis, offset: usize, cfg: &FeatureConfig) -> Option<Hover> 
                                 if c.len() <= 16 && !c.is_empty() {
                                     let vals: Vec<String> = c
                                         .iter()
-                                        .map(|x| mlpl_runtime::display::format_f64(*x))
+                                        .map(|x| mlpl_lang::display::format_f64(*x))
                                         .collect();
                                     s.push_str(&format!("\nvalue: `{}`", vals.join(" ")));
                                 }

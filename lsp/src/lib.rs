@@ -6,7 +6,7 @@
 //!
 //! Layout: [`document`] (ropes and versioned edits), [`lines`] (byte offsets ↔
 //! UTF-16 positions), [`analysis`] (one analysis of one text: the runtime
-//! checker's diagnostics and facts, `mlpl_runtime::check`), [`values`] (how the
+//! checker's diagnostics and facts, `mlpl_lang::check`), [`values`] (how the
 //! checker's values are shown), [`feasibility`] (estimates
 //! per device), [`context`] (cursor context), [`features`] (hover, completion,
 //! signature help), [`navigation`] (definition, references, rename, symbols,

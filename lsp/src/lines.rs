@@ -7,7 +7,7 @@
 //! and an offset inside a multi-byte character to the start of that character.
 
 use lsp_types::{Position, Range};
-use mlpl_runtime::diag::Span;
+use mlpl_diag::Span;
 
 /// The line table of a text (the text itself is passed to each call).
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -8,12 +8,12 @@ use lsp_types::{
     SemanticTokenModifier, SemanticTokenType, SemanticTokensLegend, SymbolKind, TextEdit, Url,
     WorkspaceEdit,
 };
-use mlpl_runtime::builtins;
-use mlpl_runtime::diag::Span;
-use mlpl_runtime::syntax::token::TokenKind;
-use mlpl_runtime::syntax::{ExprKind, Stmt, StmtKind};
+use mlpl_diag::Span;
+use mlpl_lang::builtins;
+use mlpl_syntax::token::TokenKind;
+use mlpl_syntax::{ExprKind, Stmt, StmtKind};
 
-use mlpl_runtime::check::AbsValue;
+use mlpl_lang::check::AbsValue;
 
 use crate::analysis::{visit_stmt, Analysis, OccKind};
 use crate::values::describe;

@@ -1,9 +1,9 @@
 //! How the server shows what the checker knows about a value (the runtime's
-//! [`AbsValue`], from `mlpl_runtime::check`): one line for hovers, completion
+//! [`AbsValue`], from `mlpl_lang::check`): one line for hovers, completion
 //! details, inlay hints and document symbols. Shapes print exactly as `mlpl check`
-//! prints them ([`AbsArray::shape_text`](mlpl_runtime::check::AbsArray::shape_text)).
+//! prints them ([`AbsArray::shape_text`](mlpl_lang::check::AbsArray::shape_text)).
 
-use mlpl_runtime::check::AbsValue;
+use mlpl_lang::check::AbsValue;
 
 /// A short description: `[batch=32, 10]`, `scalar 3`, `string "a"`, `model, 1,234
 /// parameters`, `unknown`.
@@ -11,7 +11,7 @@ pub fn describe(v: &AbsValue) -> String {
     match v {
         AbsValue::Unknown => "unknown".into(),
         AbsValue::Array(a) => match (a.rank(), a.scalar_value()) {
-            (Some(0), Some(x)) => format!("scalar {}", mlpl_runtime::display::format_f64(x)),
+            (Some(0), Some(x)) => format!("scalar {}", mlpl_lang::display::format_f64(x)),
             (Some(0), None) => "scalar".into(),
             _ => a.shape_text(),
         },
@@ -19,7 +19,7 @@ pub fn describe(v: &AbsValue) -> String {
         AbsValue::Str(Some(s)) => format!("string of {} bytes", s.len()),
         AbsValue::Str(None) => "string".into(),
         AbsValue::Model(Some(m)) => {
-            let p = mlpl_runtime::nn::estimate::param_count(&m.0);
+            let p = mlpl_lang::nn::estimate::param_count(&m.0);
             format!("model, {} parameters", group_digits(p))
         }
         AbsValue::Model(None) => "model".into(),
@@ -50,7 +50,7 @@ pub fn group_digits(x: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use mlpl_runtime::check::{AbsArray, Dim};
+    use mlpl_lang::check::{AbsArray, Dim};
 
     #[test]
     fn values_print_like_the_checker() {

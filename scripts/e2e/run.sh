@@ -29,7 +29,7 @@ mkdir -p "$work" "$shots"
 [ -d "$root/node_modules/@vscode/vsce" ] || npm ci --no-audit --no-fund
 target_dir="${CARGO_TARGET_DIR:-$root/target}"
 if [ ! -x "$target_dir/debug/mlpl" ] || [ ! -x "$target_dir/debug/mlpl-lsp" ]; then
-  cargo build --locked -p mlpl-runtime --bin mlpl -p mlpl-lsp --bin mlpl-lsp
+  cargo build --locked -p mlpl-runner --bin mlpl -p mlpl-lsp --bin mlpl-lsp
 fi
 node vscode-extension/scripts/package.mjs --debug --out "$work/mlpl-studio.vsix" >"$work/package.log" 2>&1 ||
   { cat "$work/package.log" >&2; echo "FAIL: packaging the .vsix" >&2; exit 1; }

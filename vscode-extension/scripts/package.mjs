@@ -34,8 +34,8 @@ const profile = debug ? "debug" : "release";
 const targetDir = process.env.CARGO_TARGET_DIR ? resolve(process.env.CARGO_TARGET_DIR) : join(repo, "target");
 
 if (!debug) {
-  console.log("package: cargo build --release -p mlpl-runtime --bin mlpl -p mlpl-lsp --bin mlpl-lsp");
-  const r = spawnSync("cargo", ["build", "--release", "--locked", "-p", "mlpl-runtime", "--bin", "mlpl", "-p", "mlpl-lsp", "--bin", "mlpl-lsp"], { cwd: repo, stdio: "inherit" });
+  console.log("package: cargo build --release -p mlpl-runner --bin mlpl -p mlpl-lsp --bin mlpl-lsp");
+  const r = spawnSync("cargo", ["build", "--release", "--locked", "-p", "mlpl-runner", "--bin", "mlpl", "-p", "mlpl-lsp", "--bin", "mlpl-lsp"], { cwd: repo, stdio: "inherit" });
   if (r.status !== 0) {
     fail("cargo build failed");
   }
@@ -48,7 +48,7 @@ const hasStrip = process.platform !== "win32" && spawnSync("strip", ["--version"
 for (const name of ["mlpl", "mlpl-lsp"]) {
   const from = join(targetDir, profile, name + exe);
   if (!existsSync(from)) {
-    fail(`${from} is missing: build it with \`cargo build${debug ? "" : " --release"} -p ${name === "mlpl" ? "mlpl-runtime --bin mlpl" : "mlpl-lsp"}\``);
+    fail(`${from} is missing: build it with \`cargo build${debug ? "" : " --release"} -p ${name === "mlpl" ? "mlpl-runner --bin mlpl" : "mlpl-lsp"}\``);
   }
   const to = join(bin, name + exe);
   if (hasStrip && process.platform === "linux") {

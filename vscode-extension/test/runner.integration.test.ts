@@ -13,7 +13,7 @@ import { startLocalRunner, type LocalRunner } from "../src/runner/serverProcess"
 const bin = resolve(__dirname, "..", "..", process.env.CARGO_TARGET_DIR ?? "target", "debug", "mlpl");
 const have = existsSync(bin);
 if (!have && process.env.CI) {
-  throw new Error(`${bin} is missing: run \`cargo build -p mlpl-runtime --bin mlpl\` first`);
+  throw new Error(`${bin} is missing: run \`cargo build -p mlpl-runner --bin mlpl\` first`);
 }
 
 describe.skipIf(!have)("runner client against mlpl serve", () => {

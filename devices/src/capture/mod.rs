@@ -23,7 +23,6 @@ pub mod trace;
 
 pub use plan::{plan, PlanInput, StepPlan};
 pub use program::{adam_step_of_run, BackendReplay, StepProgram};
-pub(crate) use recorder::note_host_read;
 pub use recorder::Recorder;
 pub use trace::{Call, Op, Origin, Trace, ValueId, ValueInfo};
 

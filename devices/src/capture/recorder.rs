@@ -5,34 +5,10 @@ use super::trace::{Call, Op, Origin, Trace, ValueId, ValueInfo};
 use crate::backend::{
     AdamStep, Backend, BinaryOp, Counters, DeviceKind, ReduceOp, Result, UnaryOp,
 };
+use crate::host_reads::{self, unnoted};
 use crate::tensor::Tensor;
-use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-
-thread_local! {
-    /// Whether host reads on this thread are being noted (a recorder is active
-    /// and no kernel of it is running).
-    static NOTING: Cell<bool> = const { Cell::new(false) };
-    /// The storages read on the host while noting.
-    static READS: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
-}
-
-/// Notes that code on this thread read `t`'s elements on the host, when a
-/// [`Recorder`] started on this thread is recording (called by [`Tensor::host`]).
-pub(crate) fn note_host_read(t: &Tensor) {
-    if NOTING.with(Cell::get) {
-        READS.with(|r| r.borrow_mut().push(t.storage_key()));
-    }
-}
-
-/// Runs `f` with host reads not noted (a kernel reading its own inputs).
-fn unnoted<T>(f: impl FnOnce() -> T) -> T {
-    let was = NOTING.with(|n| n.replace(false));
-    let out = f();
-    NOTING.with(|n| n.set(was));
-    out
-}
 
 #[derive(Debug, Default)]
 struct State {
@@ -131,8 +107,7 @@ impl Recorder {
     /// Starts recording the calls made through the returned backend; host reads
     /// on the calling thread are noted until [`Recorder::finish`].
     pub fn start(inner: Arc<dyn Backend>) -> Arc<Recorder> {
-        READS.with(|r| r.borrow_mut().clear());
-        NOTING.with(|n| n.set(true));
+        host_reads::start();
         Arc::new(Recorder {
             inner,
             state: Mutex::new(State::default()),
@@ -141,8 +116,7 @@ impl Recorder {
 
     /// Stops noting host reads and returns what was recorded.
     pub fn finish(&self) -> Trace {
-        NOTING.with(|n| n.set(false));
-        let reads = READS.with(|r| std::mem::take(&mut *r.borrow_mut()));
+        let reads = host_reads::stop();
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let mut seen = std::collections::HashSet::new();
         for key in reads {
@@ -175,7 +149,7 @@ impl Drop for Recorder {
     /// Stops noting host reads (when [`Recorder::finish`] was not reached, as
     /// when the step panicked).
     fn drop(&mut self) {
-        NOTING.with(|n| n.set(false));
+        host_reads::stop();
     }
 }
 

@@ -1,0 +1,110 @@
+//! Device placement (LANGUAGE §10.18, §14.5).
+
+use super::site::CallSite;
+use super::ParamKind::*;
+use super::{req, Builtin, Diff};
+use crate::errors::device_error;
+use crate::eval::Call;
+use crate::value::{Array, DeviceTarget, Placement, Value};
+use mlpl_devices::{DeviceKind, Tensor};
+use mlpl_diag::Diagnostic;
+use mlpl_diag::Span;
+use mlpl_syntax::ExprKind;
+
+/// The builtins of this group.
+pub const BUILTINS: &[Builtin] = &[Builtin {
+    name: "to_device",
+    params: &[req("x", Any), req("target", Any)],
+    summary: "place an array or a model's parameters on a device",
+    doc: "`to_device(x, target)` (or `to_device(target, x)`) places an array on \"cpu\", \"cuda\", \"cuda:N\" or \"mlx\"; a bare variable is re-bound to the placed array. A model's parameters are all placed and the result is 0. An unavailable target keeps the placement but the data stays in host memory (W0504). E0502 unknown target; E0311 for strings and tokenizers.",
+    example: "x = to_device([1, 2, 3], \"cpu\")\nx * 2",
+    diff: Diff::Effect,
+    section: "10.18",
+    run: to_device, shape: Some(super::devices_shapes::to_device)
+}];
+
+/// The array with its data in `target`'s memory when that device is available (one
+/// counted upload, or download for the CPU); names and tape node are kept.
+fn move_data(c: &Call, a: Array, target: DeviceTarget, span: Span) -> Result<Array, Diagnostic> {
+    let Some(t) = a.tensor_ref() else {
+        return Ok(a);
+    };
+    if c.it.devices.availability(target).is_err() {
+        return Ok(a);
+    }
+    let moved = if target.kind == DeviceKind::Cpu {
+        match t.device_buffer() {
+            Some(b) => b.to_host().map(|v| Tensor::from_vec(t.shape().to_vec(), v)),
+            None => return Ok(a),
+        }
+    } else {
+        c.it.devices.backend(target).upload(t)
+    }
+    .map_err(|e| device_error(e, "to_device", span))?;
+    let mut out = Array::from_tensor(moved).with_names(a.names().map(|n| n.to_vec()));
+    if let Some(node) = a.node() {
+        out = out.with_node(node);
+    }
+    Ok(out)
+}
+
+fn to_device(c: &mut Call) -> Result<Value, Diagnostic> {
+    let (ti, xi) = match (c.value(0), c.value(1)) {
+        (Value::Str(_), Value::Str(_)) => {
+            return Err(c
+                .error_at(0, "E0311", "value cannot be placed on a device", "a string")
+                .note(
+                    "exactly one argument is the target string; the other is an array or a model",
+                ))
+        }
+        (Value::Str(_), _) => (0, 1),
+        (_, Value::Str(_)) => (1, 0),
+        _ => {
+            return Err(c
+                .error_at(1, "E0302", "expected a string", "not a device target")
+                .note("one argument must be the target: \"cpu\", \"cuda\", \"cuda:N\" or \"mlx\""))
+        }
+    };
+    let name = c.string(ti)?.to_string();
+    let Some(target) = DeviceTarget::parse(&name) else {
+        return Err(c
+            .error_at(ti, "E0502", "unknown device target", format!("\"{name}\""))
+            .help("device targets are \"cpu\", \"cuda\", \"cuda:N\" and \"mlx\""));
+    };
+    if let Err(why) = c.it.devices.availability(target) {
+        c.warn_at(
+            ti,
+            "W0504",
+            format!("placement on `{target}` is not available; the data stays in host memory"),
+            why.reason(),
+        );
+    }
+    let span = c.args[xi].expr.span;
+    match c.value(xi).clone() {
+        Value::Array(a) => {
+            let placed = move_data(c, a, target, span)?.with_placement(Placement::Placed(target));
+            if let ExprKind::Var(var) = &c.args[xi].expr.unparen().kind {
+                let var = var.clone();
+                c.it.ws.bindings.insert(var, Value::Array(placed.clone()));
+            }
+            Ok(Value::Array(placed))
+        }
+        Value::Model(m) => {
+            for name in m.0.parameters() {
+                if let Some(Value::Array(a)) = c.it.ws.get(&name) {
+                    let a = a.clone();
+                    let placed =
+                        move_data(c, a, target, span)?.with_placement(Placement::Placed(target));
+                    c.it.ws.bindings.insert(name, Value::Array(placed));
+                }
+            }
+            Ok(Value::exact(0.0))
+        }
+        other => Err(c.error_at(
+            xi,
+            "E0311",
+            "value cannot be placed on a device",
+            format!("this is a {}", other.kind_name()),
+        )),
+    }
+}

@@ -1,0 +1,148 @@
+//! Feasibility builtins that need no model (LANGUAGE §10.17, §15).
+
+use super::site::CallSite;
+use std::time::Instant;
+
+use super::ParamKind::*;
+use super::{opt, req, Builtin, Diff};
+use crate::estimate::{self, hypothetical};
+use crate::eval::{Call, Interp};
+use crate::value::{named_shape, Array, Value};
+use mlpl_diag::Diagnostic;
+
+/// The builtins of this group.
+pub const BUILTINS: &[Builtin] = &[
+    Builtin { name: "estimate_train", params: &[req("model", Model), req("steps", Scalar), req("batch_size", Scalar), req("seq_len", Scalar), opt("dtype_bytes", Scalar)], summary: "feasibility of training a model", doc: "`estimate_train(model, steps, batch, seq [, dtype_bytes = 4])` returns `[params, vram_bytes, disk_bytes, flops, wall_seconds]` (LANGUAGE §15.2): parameters counted once each, memory for weights, gradients, two Adam moments of the unfrozen parameters and the activations of a `[batch, seq]` batch, FLOPs as three forward passes per step counted per layer from the rows that enter it, and the time at the configured throughput. E0309 for a model without parameters; E0401 for arguments that are not finite and positive.", example: "estimate_train(chain(embed(32, 8, 0), causal_attention(8, 2, 1), linear(8, 32, 2)), 100, 4, 8)", diff: Diff::Effect, section: "10.17", run: estimate_train, shape: Some(super::feasibility_shapes::estimate_train) },
+    Builtin { name: "estimate_hypothetical", params: &[req("name", Str), req("steps", Scalar), req("batch_size", Scalar), req("seq_len", Scalar), opt("dtype_bytes", Scalar), opt("lora_rank", Scalar)], summary: "feasibility of training a published architecture", doc: "`estimate_hypothetical(name, steps, batch, seq [, dtype_bytes [, lora_rank]])` returns `[params, vram_bytes, disk_bytes, flops, wall_seconds]` for smollm-135m, smollm-360m, smollm-1.7b, llama-3.2-1b or qwen-2.5-0.5b (LANGUAGE §15.3). Throughput comes from `mlpl_device_throughput_gflops_DEV`, then `mlpl_device_throughput_gflops`, else 50 GFLOPS.", example: "estimate_hypothetical(\"smollm-135m\", 100, 4, 512)", diff: Diff::Effect, section: "10.17", run: estimate_hypothetical, shape: Some(super::feasibility_shapes::estimate_hypothetical) },
+    Builtin { name: "calibrate_device", params: &[opt("size", Scalar)], summary: "measure the active device's GFLOPS", doc: "`calibrate_device([size])` times 10 `[size, size]` matmuls (after one warm-up) on the active device, stores the GFLOPS in `mlpl_device_throughput_gflops` and `mlpl_device_throughput_gflops_DEV`, and returns it.", example: "gt(calibrate_device(64), 0)", diff: Diff::Effect, section: "10.17", run: calibrate_device, shape: Some(super::feasibility_shapes::calibrate_device) },
+    Builtin { name: "feasible", params: &[req("est", Array), req("budget", Array)], summary: "whether an estimate fits a budget", doc: "`feasible(est, budget)`: 1 when est `[5]` respects budget `[vram_bytes, disk_bytes, wall_seconds]` (0 entries are not checked), else 0. E0218 for wrong sizes.", example: "feasible(estimate_hypothetical(\"smollm-135m\", 100, 4, 512), [8e9, 0, 0])", diff: Diff::Effect, section: "10.17", run: feasible, shape: Some(super::feasibility_shapes::feasible) },
+];
+
+/// The throughput for estimates on the active device (LANGUAGE §15.1).
+pub fn throughput_gflops(it: &Interp) -> f64 {
+    let kind = it.devices.active().kind.name();
+    let read = |name: &str| match it.ws.get(name) {
+        Some(Value::Str(s)) => s
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|g| g.is_finite() && *g > 0.0),
+        _ => None,
+    };
+    read(&format!("mlpl_device_throughput_gflops_{kind}"))
+        .or_else(|| read("mlpl_device_throughput_gflops"))
+        .unwrap_or(estimate::DEFAULT_GFLOPS)
+}
+
+/// A finite positive scalar argument (E0205, E0401).
+pub fn positive(c: &Call, i: usize) -> Result<f64, Diagnostic> {
+    let v = c.scalar(i)?;
+    if v.is_finite() && v > 0.0 {
+        Ok(v)
+    } else {
+        Err(c.invalid(
+            i,
+            format!("`{}` must be a finite positive number", c.param_name(i)),
+        ))
+    }
+}
+
+fn estimate_train(c: &mut Call) -> Result<Value, Diagnostic> {
+    let m = c.model(0)?.0.clone();
+    let steps = positive(c, 1)?;
+    let batch = positive(c, 2)?;
+    let seq = positive(c, 3)?;
+    let dt = if c.has(4) { positive(c, 4)? } else { 4.0 };
+    if crate::nn::estimate::param_count(&m) == 0.0 {
+        return Err(c
+            .error_at(0, "E0309", "model has no parameters", "nothing to train")
+            .note("`estimate_train` needs a model with at least one parameter"));
+    }
+    let g = throughput_gflops(c.it);
+    let e = crate::nn::estimate::estimate_train(&m, &c.it.ws.frozen, steps, batch, seq, dt, g);
+    Ok(Value::Array(Array::from_f64(vec![5], &e.to_array())))
+}
+
+fn estimate_hypothetical(c: &mut Call) -> Result<Value, Diagnostic> {
+    let name = c.string(0)?;
+    let Some(arch) = hypothetical::lookup(name) else {
+        return Err(c
+            .error_at(
+                0,
+                "E0105",
+                format!("unknown architecture `{name}`"),
+                "not a built-in architecture",
+            )
+            .note(format!("known architectures: {}", hypothetical::names())));
+    };
+    let steps = positive(c, 1)?;
+    let batch = positive(c, 2)?;
+    let seq = positive(c, 3)?;
+    let dt = if c.has(4) { positive(c, 4)? } else { 4.0 };
+    let r = if c.has(5) { positive(c, 5)? } else { 0.0 };
+    let e = arch.estimate(steps, batch, seq, dt, r, throughput_gflops(c.it));
+    Ok(Value::Array(Array::from_f64(vec![5], &e.to_array())))
+}
+
+fn calibrate_device(c: &mut Call) -> Result<Value, Diagnostic> {
+    let size = if c.has(0) { positive(c, 0)? } else { 1024.0 };
+    if size.fract() != 0.0 || size > 16384.0 {
+        return Err(c.invalid(0, "size must be an integer between 1 and 16384"));
+    }
+    let n = size as usize;
+    let (a, b) = estimate::calibration_matrices(n);
+    let a = Array::from_vec(vec![n, n], a).tensor();
+    let b = Array::from_vec(vec![n, n], b).tensor();
+    let backend = c.it.devices.active_backend();
+    let err = |e| crate::errors::device_error(e, "calibrate_device", c.span);
+    backend.matmul(&a, &b).map_err(err)?;
+    let start = Instant::now();
+    for _ in 0..10 {
+        backend.matmul(&a, &b).map_err(err)?;
+    }
+    let secs = start.elapsed().as_secs_f64().max(1e-9);
+    let g = 2.0 * size.powi(3) * 10.0 / secs / 1e9;
+    let text = crate::display::format_f64(g);
+    let kind = c.it.devices.active().kind.name();
+    c.it.ws.assign(
+        "mlpl_device_throughput_gflops",
+        Value::string(text.as_str()),
+        false,
+    );
+    c.it.ws.assign(
+        &format!("mlpl_device_throughput_gflops_{kind}"),
+        Value::string(text.as_str()),
+        false,
+    );
+    Ok(Value::exact(g))
+}
+
+fn feasible(c: &mut Call) -> Result<Value, Diagnostic> {
+    let est = c.array(0)?;
+    if est.shape() != [5] {
+        return Err(c
+            .error_at(
+                0,
+                "E0218",
+                "wrong argument size",
+                format!("has shape {}", named_shape(est)),
+            )
+            .note("estimate must be rank-1 [5]"));
+    }
+    let budget = c.array(1)?;
+    if budget.shape() != [3] {
+        return Err(c
+            .error_at(
+                1,
+                "E0218",
+                "wrong argument size",
+                format!("has shape {}", named_shape(budget)),
+            )
+            .note("budget must be rank-1 [3] [vram, disk, wall]"));
+    }
+    let e: [f64; 5] = est.to_f64().try_into().expect("checked shape");
+    let b: [f64; 3] = budget.to_f64().try_into().expect("checked shape");
+    Ok(Value::Array(Array::scalar_f32(
+        if estimate::feasible(&e, &b) { 1.0 } else { 0.0 },
+    )))
+}

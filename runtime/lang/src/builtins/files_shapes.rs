@@ -1,0 +1,155 @@
+//! Shape rules of the file builtins (LANGUAGE §10.9, §16), for the entries of
+//! `files.rs`: `load` of a CSV file gives a `[N, C]` array with symbolic sizes,
+//! `load_preloaded` the text of a compiled-in corpus. Paths are checked lexically
+//! (E0404); whether a file exists is only known at run time.
+//!
+//! These rules are reached through [`super::shape_rule`] until the entries of
+//! `files.rs` name them in their `shape` field.
+
+use super::site::CallSite;
+use std::path::{Component, Path};
+
+use crate::check::abstract_value::{AbsArray, AbsValue};
+use crate::check::ctx::ShapeCtx;
+use crate::data::corpora;
+use crate::data::files::PathError;
+use mlpl_diag::Diagnostic;
+
+type Rule = Result<AbsValue, Diagnostic>;
+
+/// The lexical part of the data-directory sandbox (as `data::files` applies it):
+/// an absolute or prefixed path, or one climbing above the directory, is E0404.
+pub fn lexical_path_error(rel: &str) -> Option<PathError> {
+    let path = Path::new(rel);
+    let bytes = rel.as_bytes();
+    let drive = bytes.len() >= 2 && bytes[0].is_ascii_alphabetic() && bytes[1] == b':';
+    let not_relative = || PathError::NotRelative {
+        path: rel.to_string(),
+    };
+    if path.is_absolute() || rel.starts_with('/') || rel.starts_with('\\') || drive {
+        return Some(not_relative());
+    }
+    let mut depth = 0usize;
+    for component in path.components() {
+        match component {
+            Component::Prefix(_) | Component::RootDir => return Some(not_relative()),
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if depth == 0 {
+                    return Some(PathError::Escapes {
+                        path: rel.to_string(),
+                    });
+                }
+                depth -= 1;
+            }
+            Component::Normal(_) => depth += 1,
+        }
+    }
+    None
+}
+
+/// E0404 for the path at argument `i`, worded as at run time.
+fn path_error(c: &ShapeCtx, i: usize, e: PathError) -> Diagnostic {
+    c.error_at(
+        i,
+        e.code(),
+        "path outside the data directory",
+        e.to_string(),
+    )
+    .help("use a relative path such as \"data/train.csv\" inside the data directory")
+}
+
+/// `load(path)`: `[N, C]` for a `.csv` file, an array for `.safetensors`, a
+/// string otherwise; E0404 for a path outside the data directory.
+pub fn load(c: &mut ShapeCtx) -> Rule {
+    let Some(path) = c.string(0)? else {
+        return Ok(AbsValue::Unknown);
+    };
+    if let Some(e) = lexical_path_error(&path) {
+        return Err(path_error(c, 0, e));
+    }
+    let ext = Path::new(&path)
+        .extension()
+        .and_then(|e| e.to_str())
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    Ok(match ext.as_str() {
+        "csv" => {
+            let (n, cols) = (c.fresh("N"), c.fresh("C"));
+            AbsValue::Array(AbsArray::of_dims(vec![n, cols]))
+        }
+        "safetensors" => AbsValue::any_array(),
+        _ => AbsValue::Str(None),
+    })
+}
+
+/// `load_preloaded(name)`: the corpus text; E0104 for an unknown name.
+pub fn load_preloaded(c: &mut ShapeCtx) -> Rule {
+    let Some(name) = c.string(0)? else {
+        return Ok(AbsValue::Str(None));
+    };
+    match corpora::preloaded(&name) {
+        Some(text) => Ok(AbsValue::Str(Some(text.to_string()))),
+        None => Err(c
+            .error_at(
+                0,
+                "E0104",
+                format!("unknown corpus `{name}`"),
+                "not a preloaded corpus",
+            )
+            .note(format!("known corpora: {}", corpora::NAMES.join(", ")))),
+    }
+}
+
+/// `save(value, path)`: the number of tensors written; E0401 unless the path ends
+/// in `.safetensors`, E0301 for a string or tokenizer, E0404.
+pub fn save(c: &mut ShapeCtx) -> Rule {
+    let path = c.string(1)?;
+    if let Some(p) = &path {
+        if !p.ends_with(".safetensors") {
+            return Err(c.invalid(1, "the path must end in `.safetensors`"));
+        }
+    }
+    match c.value(0) {
+        AbsValue::Str(_) | AbsValue::Tokenizer => {
+            let kind = c.value(0).kind_name().unwrap_or("value");
+            return Err(c.error_at(0, "E0301", "expected an array", format!("this is a {kind}")));
+        }
+        _ => {}
+    }
+    if let Some(e) = path.as_deref().and_then(lexical_path_error) {
+        return Err(path_error(c, 1, e));
+    }
+    Ok(match c.value(0) {
+        AbsValue::Array(_) => AbsValue::scalar(1.0),
+        AbsValue::Model(Some(m)) => AbsValue::scalar(m.0.param_specs().len() as f64),
+        _ => AbsValue::any_scalar(),
+    })
+}
+
+/// `load_weights(model, path)`: the number of parameters loaded; E0404.
+pub fn load_weights(c: &mut ShapeCtx) -> Rule {
+    let m = c.model(0)?;
+    if let Some(e) = c.string(1)?.as_deref().and_then(lexical_path_error) {
+        return Err(path_error(c, 1, e));
+    }
+    Ok(match m {
+        Some(m) => AbsValue::scalar(m.0.param_specs().len() as f64),
+        None => AbsValue::any_scalar(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_are_checked_lexically() {
+        assert!(lexical_path_error("data/train.csv").is_none());
+        assert!(lexical_path_error("a/../b.csv").is_none());
+        assert_eq!(lexical_path_error("/etc/passwd").unwrap().code(), "E0404");
+        assert_eq!(lexical_path_error("../x.csv").unwrap().code(), "E0404");
+        assert_eq!(lexical_path_error("a/../../x.csv").unwrap().code(), "E0404");
+        assert_eq!(lexical_path_error("C:x.csv").unwrap().code(), "E0404");
+    }
+}

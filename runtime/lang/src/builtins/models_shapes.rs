@@ -1,0 +1,407 @@
+//! Shape rules of the model layers and application (LANGUAGE §10.13, §11), for
+//! the entries of `models.rs`. A constructor whose sizes are all constants gives
+//! a model with its layer tree (parameter ids are placeholders), checked as the
+//! interpreter checks it (E0213, E0401); `chain` checks that its stages fit and
+//! `residual` that its block keeps the width (E0211, E0212 when provable for
+//! every input); `apply` runs the tree over the abstract input (E0211, E0212,
+//! E0402).
+//!
+//! These rules are reached through [`super::shape_rule`] until the entries of
+//! `models.rs` name them in their `shape` field.
+
+use super::site::CallSite;
+use std::sync::Arc;
+
+use crate::check::abstract_value::{AbsArray, AbsValue};
+use crate::check::ctx::ShapeCtx;
+use crate::check::models::{self, AbsModel, Forward};
+use crate::display::format_f64;
+use crate::nn::layers::{
+    Activation, Attention, Dropout, Embed, Layer, LayerNorm, Linear, Moe, RmsNorm, Rope, SwiGlu,
+};
+use mlpl_diag::Diagnostic;
+
+type Rule = Result<AbsValue, Diagnostic>;
+
+/// E0213 at argument `i`, worded as `models::dim_error`.
+pub fn dim_error(c: &ShapeCtx, i: usize, label: impl Into<String>) -> Diagnostic {
+    c.error_at(i, "E0213", "invalid dimension", label)
+        .note(format!(
+            "argument `{}` of `{}` is a size",
+            c.param_name(i),
+            c.name()
+        ))
+}
+
+/// Argument `i` as a size: its value when constant; E0213 when it is provably not
+/// a non-negative integer.
+pub fn dim(c: &ShapeCtx, i: usize) -> Result<Option<usize>, Diagnostic> {
+    match c.scalar(i)? {
+        Some(v) if v.is_finite() && v >= 0.0 && v.fract() == 0.0 && v <= 9.0e15 => {
+            Ok(Some(v as usize))
+        }
+        Some(v) => Err(dim_error(
+            c,
+            i,
+            format!("{} is not a non-negative integer", format_f64(v)),
+        )),
+        None => Ok(None),
+    }
+}
+
+fn model(layer: Layer) -> Rule {
+    Ok(AbsValue::Model(Some(AbsModel(Arc::new(layer)))))
+}
+
+fn unknown_model() -> Rule {
+    Ok(AbsValue::Model(None))
+}
+
+/// `linear(in, out, seed)`.
+pub fn linear(c: &mut ShapeCtx) -> Rule {
+    let (inp, out) = (dim(c, 0)?, dim(c, 1)?);
+    c.seed(2)?;
+    match (inp, out) {
+        (Some(inp), Some(out)) => model(Layer::Linear(Linear {
+            id: c.fresh_id(),
+            inp,
+            out,
+        })),
+        _ => unknown_model(),
+    }
+}
+
+/// `embed(vocab, d, seed)`.
+pub fn embed(c: &mut ShapeCtx) -> Rule {
+    let (vocab, d) = (dim(c, 0)?, dim(c, 1)?);
+    c.seed(2)?;
+    match (vocab, d) {
+        (Some(vocab), Some(d)) => model(Layer::Embed(Embed {
+            id: c.fresh_id(),
+            vocab,
+            d,
+        })),
+        _ => unknown_model(),
+    }
+}
+
+fn attention_like(c: &mut ShapeCtx, causal: bool) -> Rule {
+    let (d, heads) = (dim(c, 0)?, dim(c, 1)?);
+    c.seed(2)?;
+    let (Some(d), Some(heads)) = (d, heads) else {
+        return unknown_model();
+    };
+    if heads == 0 || d % heads != 0 {
+        return Err(
+            dim_error(c, 1, format!("{heads} heads do not divide d = {d}"))
+                .help("choose a number of heads ≥ 1 that divides the model width"),
+        );
+    }
+    let kv = if c.has(3) { dim(c, 3)? } else { Some(heads) };
+    let Some(kv) = kv else {
+        return unknown_model();
+    };
+    if kv == 0 || heads % kv != 0 {
+        return Err(dim_error(c, 3, format!("{kv} key/value heads do not divide {heads} heads"))
+            .help("kv_heads must be ≥ 1 and divide heads (kv_heads = heads is ordinary multi-head attention)"));
+    }
+    let hd = d / heads;
+    let rope = if c.has(4) {
+        let Some(m) = c.model(4)? else {
+            return unknown_model();
+        };
+        let Layer::Rope(r) = &*m.0 else {
+            return Err(c
+                .invalid(
+                    4,
+                    format!("this is a {}, not a `rope(…)` layer", m.0.describe()),
+                )
+                .help(format!("pass `rope({hd}, 10000)`")));
+        };
+        if r.head_dim != hd {
+            return Err(dim_error(
+                c,
+                4,
+                format!("rope size {} differs from d/heads = {hd}", r.head_dim),
+            ));
+        }
+        Some(*r)
+    } else {
+        None
+    };
+    model(Layer::Attention(Attention {
+        id: c.fresh_id(),
+        d,
+        heads,
+        kv_heads: kv,
+        causal,
+        rope,
+    }))
+}
+
+/// `attention(d, heads, seed [, kv_heads [, rope]])`: E0213 unless heads divides
+/// d, kv_heads divides heads and the rope size is d/heads.
+pub fn attention(c: &mut ShapeCtx) -> Rule {
+    attention_like(c, false)
+}
+
+/// `causal_attention(d, heads, seed [, kv_heads [, rope]])`.
+pub fn causal_attention(c: &mut ShapeCtx) -> Rule {
+    attention_like(c, true)
+}
+
+/// `rms_norm(dim [, gain])`: E0401 unless gain is 0 or 1.
+pub fn rms_norm(c: &mut ShapeCtx) -> Rule {
+    let d = dim(c, 0)?;
+    let gain = if c.has(1) { c.scalar(1)? } else { Some(0.0) };
+    if let Some(g) = gain {
+        if g != 0.0 && g != 1.0 {
+            return Err(c.invalid(1, "gain must be 0 (no gain) or 1 (a learned gain)"));
+        }
+    }
+    match (d, gain) {
+        (Some(dim), Some(g)) => {
+            let gain = (g == 1.0).then(|| c.fresh_id());
+            model(Layer::RmsNorm(RmsNorm { dim, gain }))
+        }
+        _ => unknown_model(),
+    }
+}
+
+/// `layer_norm(d)`.
+pub fn layer_norm(c: &mut ShapeCtx) -> Rule {
+    match dim(c, 0)? {
+        Some(d) => model(Layer::LayerNorm(LayerNorm {
+            id: c.fresh_id(),
+            d,
+        })),
+        None => unknown_model(),
+    }
+}
+
+/// `tanh_layer()`.
+pub fn tanh_layer(_: &mut ShapeCtx) -> Rule {
+    model(Layer::Activation(Activation::Tanh))
+}
+
+/// `relu_layer()`.
+pub fn relu_layer(_: &mut ShapeCtx) -> Rule {
+    model(Layer::Activation(Activation::Relu))
+}
+
+/// `gelu_layer()`.
+pub fn gelu_layer(_: &mut ShapeCtx) -> Rule {
+    model(Layer::Activation(Activation::Gelu))
+}
+
+/// `silu_layer()`.
+pub fn silu_layer(_: &mut ShapeCtx) -> Rule {
+    model(Layer::Activation(Activation::Silu))
+}
+
+/// `softmax_layer()`.
+pub fn softmax_layer(_: &mut ShapeCtx) -> Rule {
+    model(Layer::Activation(Activation::Softmax))
+}
+
+/// `dropout(p, seed)`: E0401 unless 0 ≤ p < 1.
+pub fn dropout(c: &mut ShapeCtx) -> Rule {
+    let p = c.scalar(0)?;
+    if let Some(p) = p {
+        if !(0.0..1.0).contains(&p) {
+            return Err(c.invalid(0, format!("p = {} is outside [0, 1)", format_f64(p))));
+        }
+    }
+    c.seed(1)?;
+    match p {
+        Some(p) => model(Layer::Dropout(Dropout { p, seed: 0 })),
+        None => unknown_model(),
+    }
+}
+
+/// `swiglu(d, hidden, seed)`: E0213 for hidden < 1.
+pub fn swiglu(c: &mut ShapeCtx) -> Rule {
+    let (d, hidden) = (dim(c, 0)?, dim(c, 1)?);
+    if hidden == Some(0) {
+        return Err(dim_error(c, 1, "hidden must be ≥ 1"));
+    }
+    c.seed(2)?;
+    match (d, hidden) {
+        (Some(d), Some(hidden)) => model(Layer::SwiGlu(SwiGlu {
+            id: c.fresh_id(),
+            d,
+            hidden,
+        })),
+        _ => unknown_model(),
+    }
+}
+
+/// `rope(head_dim, base)`: E0213 unless head_dim is even and ≥ 2, E0401 unless
+/// base > 0.
+pub fn rope(c: &mut ShapeCtx) -> Rule {
+    let n = dim(c, 0)?;
+    if let Some(n) = n {
+        if n < 2 || n % 2 != 0 {
+            return Err(dim_error(
+                c,
+                0,
+                format!("head_dim = {n} is not an even size ≥ 2"),
+            ));
+        }
+    }
+    let base = c.scalar(1)?;
+    if let Some(b) = base {
+        if !(b.is_finite() && b > 0.0) {
+            return Err(c.invalid(1, "base must be a finite number > 0"));
+        }
+    }
+    match (n, base) {
+        (Some(head_dim), Some(base)) => model(Layer::Rope(Rope { head_dim, base })),
+        _ => unknown_model(),
+    }
+}
+
+/// `moe(d, experts, top_k, hidden, seed)`: E0213 unless experts ≥ 1,
+/// 1 ≤ top_k ≤ experts and hidden ≥ 1.
+pub fn moe(c: &mut ShapeCtx) -> Rule {
+    let d = dim(c, 0)?;
+    let experts = dim(c, 1)?;
+    if experts == Some(0) {
+        return Err(dim_error(c, 1, "experts must be ≥ 1"));
+    }
+    let k = dim(c, 2)?;
+    if let (Some(k), Some(e)) = (k, experts) {
+        if k == 0 || k > e {
+            return Err(dim_error(c, 2, format!("top_k = {k} is outside 1..={e}")));
+        }
+    }
+    let hidden = dim(c, 3)?;
+    if hidden == Some(0) {
+        return Err(dim_error(c, 3, "hidden must be ≥ 1"));
+    }
+    c.seed(4)?;
+    match (d, experts, k, hidden) {
+        (Some(d), Some(experts), Some(top_k), Some(hidden)) => model(Layer::Moe(Moe {
+            id: c.fresh_id(),
+            d,
+            experts,
+            top_k,
+            hidden,
+        })),
+        _ => unknown_model(),
+    }
+}
+
+/// `chain(m1, …, mn)`: E0303 for an argument that is not a model; E0211 at the
+/// first stage whose input width differs from what the stages before it produce.
+pub fn chain(c: &mut ShapeCtx) -> Rule {
+    let mut children = Vec::with_capacity(c.len());
+    let mut known = true;
+    for i in 0..c.len() {
+        match c.model(i)? {
+            Some(m) => children.push(m.0),
+            None => known = false,
+        }
+    }
+    if !known {
+        return unknown_model();
+    }
+    let layer = Layer::Chain(children);
+    if let Err(e) = models::flow(&layer) {
+        let Layer::Chain(children) = &layer else {
+            return unknown_model();
+        };
+        let stage = children
+            .get(e.index)
+            .map_or_else(String::new, |l| l.describe());
+        return Err(Diagnostic::error("E0211", "layer input has the wrong shape")
+            .at(
+                c.arg_span(e.index),
+                format!("`{stage}` expects […, {}], got […, {}]", e.expected, e.got),
+            )
+            .note(format!(
+                "the stages before it produce a last axis of {}; every input of this chain fails here",
+                e.got
+            ))
+            .help(format!("make the previous stage output {} features", e.expected)));
+    }
+    model(layer)
+}
+
+/// `residual(m)`: E0212 when m provably changes the width of every input.
+pub fn residual(c: &mut ShapeCtx) -> Rule {
+    let Some(m) = c.model(0)? else {
+        return unknown_model();
+    };
+    if let Ok(f) = models::flow(&m.0) {
+        let changes = match (f.ids, f.input, f.output) {
+            (true, _, _) => true,
+            (false, Some(i), Some(o)) => i != o,
+            _ => false,
+        };
+        if changes {
+            let from = f.input.map_or("[…]".to_string(), |i| format!("[…, {i}]"));
+            let to = f.output.map_or("[…]".to_string(), |o| format!("[…, {o}]"));
+            return Err(models::residual_error(c.arg_span(0), &from, &to));
+        }
+    }
+    model(Layer::Residual(m.0))
+}
+
+/// `apply(model, x)`: the forward pass over the abstract input.
+pub fn apply(c: &mut ShapeCtx) -> Rule {
+    let m = c.model(0)?;
+    let x = c.array(1)?;
+    let (Some(m), Some(x)) = (m, x) else {
+        return Ok(AbsValue::any_array());
+    };
+    let mut f = Forward::new(c.arg_span(1));
+    Ok(AbsValue::Array(f.layer(&m.0, &x)?))
+}
+
+fn no_attention(c: &ShapeCtx) -> Diagnostic {
+    c.error_at(
+        0,
+        "E0308",
+        "model has no layer of the required kind",
+        "this model has no attention layer",
+    )
+    .note("`attention_weights` returns the probabilities of the first `attention` or `causal_attention` layer")
+}
+
+/// `attention_weights(model, x)`: `[T, T]`, `[heads, T, T]`, with a leading B
+/// for a batched input; E0308 without an attention layer.
+pub fn attention_weights(c: &mut ShapeCtx) -> Rule {
+    let Some(m) = c.model(0)? else {
+        c.array(1)?;
+        return Ok(AbsValue::any_array());
+    };
+    if !m.0.any(&|l| matches!(l, Layer::Attention(_))) {
+        return Err(no_attention(c));
+    }
+    let Some(x) = c.array(1)? else {
+        return Ok(AbsValue::any_array());
+    };
+    let mut f = Forward::new(c.arg_span(1));
+    f.layer(&m.0, &x)?;
+    Ok(AbsValue::Array(match f.first_attention {
+        Some((input, heads)) => models::attention_weights_shape(&input, heads),
+        None => AbsArray::unknown(),
+    }))
+}
+
+/// `aux_loss(model)`: a scalar; W0106 for a model without `moe` layers.
+pub fn aux_loss(c: &mut ShapeCtx) -> Rule {
+    if let Some(m) = c.model(0)? {
+        if !m.0.any(&|l| matches!(l, Layer::Moe(_))) {
+            c.warn_at(
+                0,
+                "W0106",
+                "model has no `moe` layer",
+                "`aux_loss` of this model is always 0",
+            );
+            return Ok(AbsValue::scalar(0.0));
+        }
+    }
+    Ok(AbsValue::any_scalar())
+}

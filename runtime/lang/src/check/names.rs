@@ -1,0 +1,191 @@
+//! Name and arity checks: E0101 (a variable read before any assignment can have
+//! bound it), E0102 (unknown function), E0103 (wrong number of arguments) and
+//! W0105 (a variable shadowing a builtin).
+
+use super::env::FxHashSet as HashSet;
+
+use crate::builtins;
+use crate::builtins::unknown_function;
+use mlpl_diag::Diagnostic;
+use mlpl_syntax::{Expr, ExprKind, Program, Stmt, StmtKind};
+
+/// Checks a program in source order with one flat scope (LANGUAGE §6.4).
+pub fn check(program: &Program) -> Vec<Diagnostic> {
+    let mut c = NameChecker {
+        bound: HashSet::default(),
+        out: Vec::new(),
+    };
+    for s in &program.stmts {
+        c.stmt(s);
+    }
+    c.out
+}
+
+struct NameChecker {
+    bound: HashSet<String>,
+    out: Vec<Diagnostic>,
+}
+
+impl NameChecker {
+    fn bind(&mut self, name: &str, span: mlpl_diag::Span) {
+        if builtins::lookup(name).is_some() {
+            self.out.push(
+                Diagnostic::warning("W0105", format!("variable `{name}` shadows a builtin"))
+                    .at(span, "this variable")
+                    .note(format!("calls like `{name}(...)` still reach the builtin")),
+            );
+        }
+        self.bound.insert(name.to_string());
+    }
+
+    fn stmts(&mut self, stmts: &[Stmt]) {
+        for s in stmts {
+            self.stmt(s);
+        }
+    }
+
+    /// A loop body runs repeatedly: names it binds anywhere are visible in later
+    /// iterations, so a first pass collects them before reporting.
+    fn loop_body(&mut self, stmts: &[Stmt]) {
+        let mut assigned = Vec::new();
+        collect_assigned(stmts, &mut assigned);
+        // Only the names the body assigns matter below: remember which of them
+        // were bound before the loop (copying the whole set would be quadratic).
+        let was_bound: HashSet<String> = assigned
+            .iter()
+            .filter(|n| self.bound.contains(n.as_str()))
+            .cloned()
+            .collect();
+        let out_len = self.out.len();
+        self.stmts(stmts);
+        // Keep only the E0101 reports that are errors in every iteration.
+        let later: HashSet<&str> = assigned.iter().map(|s| s.as_str()).collect();
+        let new: Vec<Diagnostic> = self.out.drain(out_len..).collect();
+        for d in new {
+            let spurious = d.code == "E0101"
+                && d.message
+                    .split('`')
+                    .nth(1)
+                    .is_some_and(|n| later.contains(n) && !was_bound.contains(n));
+            if !spurious {
+                self.out.push(d);
+            }
+        }
+    }
+
+    fn stmt(&mut self, s: &Stmt) {
+        match &s.kind {
+            StmtKind::Expr(e) => self.expr(e),
+            StmtKind::Assign { name, value } | StmtKind::Annotated { name, value, .. } => {
+                self.expr(value);
+                self.bind(&name.name, name.span);
+            }
+            StmtKind::Repeat { count, body } => {
+                self.expr(count);
+                self.loop_body(&body.stmts);
+            }
+            StmtKind::Train { count, body } => {
+                self.expr(count);
+                self.bound.insert("step".into());
+                self.loop_body(&body.stmts);
+                self.bound.insert("last_losses".into());
+            }
+            StmtKind::For { var, iter, body } => {
+                self.expr(iter);
+                self.bound.insert(var.name.clone());
+                self.loop_body(&body.stmts);
+                self.bound.insert("last_rows".into());
+            }
+            StmtKind::Experiment { name, body } => {
+                self.expr(name);
+                self.stmts(&body.stmts);
+            }
+            StmtKind::Error => {}
+        }
+    }
+
+    fn expr(&mut self, e: &Expr) {
+        match &e.kind {
+            ExprKind::Number(_) | ExprKind::Str(_) | ExprKind::Error => {}
+            ExprKind::Var(name) => {
+                if !self.bound.contains(name) && !is_implicit(name) {
+                    let mut d = Diagnostic::error("E0101", format!("undefined name `{name}`"))
+                        .at(e.span, "not bound before this point");
+                    if builtins::lookup(name).is_some() {
+                        d = d.help(format!("`{name}` is a builtin: call it as `{name}(...)`"));
+                    } else if let Some(s) =
+                        crate::errors::suggest::closest(name, self.bound.iter().map(|s| s.as_str()))
+                    {
+                        d = d.help(format!("a variable with a similar name exists: `{s}`"));
+                    }
+                    self.out.push(d);
+                }
+            }
+            ExprKind::Call { name, args } => {
+                match builtins::lookup(&name.name) {
+                    None => self.out.push(unknown_function(&name.name, name.span)),
+                    Some(b) => {
+                        let n = args.len();
+                        if n < b.min_args() || n > b.max_args() {
+                            self.out.push(
+                                Diagnostic::error("E0103", "wrong number of arguments")
+                                    .at(
+                                        e.span,
+                                        format!(
+                                            "{n} argument{} given",
+                                            if n == 1 { "" } else { "s" }
+                                        ),
+                                    )
+                                    .note(format!("{}, got {n}", b.arity_text()))
+                                    .help(format!("the accepted form is `{}`", b.signature())),
+                            );
+                        }
+                    }
+                }
+                for a in args {
+                    self.expr(a);
+                }
+            }
+            ExprKind::List(items) | ExprKind::Ctor { dims: items, .. } => {
+                items.iter().for_each(|i| self.expr(i))
+            }
+            ExprKind::Neg(x) | ExprKind::Paren(x) => self.expr(x),
+            ExprKind::Binary { lhs, rhs, .. } => {
+                self.expr(lhs);
+                self.expr(rhs);
+            }
+            ExprKind::Device { target, body } => {
+                self.expr(target);
+                self.stmts(&body.stmts);
+            }
+        }
+    }
+}
+
+/// Names bound by the runtime itself (LANGUAGE Appendix A) that a program may read
+/// without assigning: generated parameter names and throughput variables.
+fn is_implicit(name: &str) -> bool {
+    name.starts_with("__") || name.starts_with("mlpl_device_throughput_gflops")
+}
+
+fn collect_assigned(stmts: &[Stmt], out: &mut Vec<String>) {
+    for s in stmts {
+        match &s.kind {
+            StmtKind::Assign { name, .. } | StmtKind::Annotated { name, .. } => {
+                out.push(name.name.clone())
+            }
+            StmtKind::Repeat { body, .. } | StmtKind::Experiment { body, .. } => {
+                collect_assigned(&body.stmts, out)
+            }
+            StmtKind::Train { body, .. } => {
+                out.push("step".into());
+                collect_assigned(&body.stmts, out)
+            }
+            StmtKind::For { var, body, .. } => {
+                out.push(var.name.clone());
+                collect_assigned(&body.stmts, out)
+            }
+            StmtKind::Expr(_) | StmtKind::Error => {}
+        }
+    }
+}

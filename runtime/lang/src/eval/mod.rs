@@ -1,0 +1,504 @@
+//! The interpreter: evaluates a parsed program in a [`Workspace`] (LANGUAGE §6).
+//!
+//! Statements run in order; a run stops at its first error, keeping what was done
+//! before it. Every array operation goes through [`ops`], which applies the
+//! named-axis rules and dispatches to a device backend.
+
+mod call;
+pub mod capture;
+mod device;
+mod loops;
+pub mod loss;
+mod observer;
+pub mod ops;
+mod workspace;
+
+pub use call::{Arg, ArgValue, Call};
+pub use device::DeviceContext;
+pub use observer::{RunObserver, StepMode};
+pub use workspace::{OptimState, Workspace};
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use crate::builtins::{self, Diff, ParamKind};
+use crate::value::{Array, Value};
+use mlpl_devices::{BinaryOp, UnaryOp};
+use mlpl_diag::{Diagnostic, Span};
+use mlpl_syntax::{BinOp, CtorKind, Expr, ExprKind, Program, Stmt, StmtKind};
+
+/// Receives warnings as they happen (the CLI prints them, a session streams them).
+pub type WarningSink = Box<dyn FnMut(&Diagnostic) + Send>;
+
+/// An interpreter with its workspace; it lives as long as a CLI run or a session.
+pub struct Interp {
+    /// Bindings and persistent state.
+    pub ws: Workspace,
+    /// Set from another thread to cancel the current run (E0409).
+    pub cancel: Arc<AtomicBool>,
+    /// The device stack and backends.
+    pub devices: DeviceContext,
+    warned: HashSet<(&'static str, usize)>,
+    warnings: Vec<Diagnostic>,
+    on_warning: Option<WarningSink>,
+    /// Depth of `train` bodies being evaluated (training mode when > 0).
+    pub(crate) train_depth: usize,
+    /// The tape recorded while a loss is evaluated (LANGUAGE §12.2).
+    pub(crate) tape: Option<loss::LossTape>,
+    pub(crate) next_tape_id: u64,
+    /// The load-balancing loss of the latest application of each `moe` layer, by
+    /// layer id (LANGUAGE §12.7); it stays on the tape when read in the same loss.
+    pub(crate) moe_aux: HashMap<u64, Array>,
+    /// Told about runs and `train` steps (sessions, progress bars).
+    observer: Option<Box<dyn RunObserver>>,
+    /// The learning rate last reported by an optimizer in this `train` iteration.
+    reported_lr: Option<f64>,
+    /// Whether `train` loops capture their step and replay it (on by default;
+    /// off, every iteration is interpreted).
+    pub capture_steps: bool,
+    /// How the outermost `train` loops of the last run went, in order.
+    pub loop_stats: Vec<LoopStats>,
+}
+
+/// How one outermost `train` loop ran: its iterations, how many were replayed
+/// from the captured step, and where the time went (`mlpl run --profile`).
+#[derive(Clone, Debug, Default)]
+pub struct LoopStats {
+    /// The loop's body.
+    pub span: Span,
+    /// Iterations that ran.
+    pub iterations: usize,
+    /// Of these, the ones replayed from the captured step.
+    pub replayed: u64,
+    /// Why the loop was not captured, when it was not.
+    pub eager_reason: Option<String>,
+    /// How replays ran (`"arena"` or `"calls"`), when there were any.
+    pub replay_kind: Option<&'static str>,
+    /// Wall time of the whole loop.
+    pub wall: std::time::Duration,
+    /// Wall time of the replayed iterations.
+    pub replay_wall: std::time::Duration,
+    /// Time inside kernel calls during the replayed iterations.
+    pub replay_kernels: std::time::Duration,
+    /// The median wall time of one replayed iteration.
+    pub replay_median: Option<std::time::Duration>,
+}
+
+impl Default for Interp {
+    fn default() -> Self {
+        Interp::new(Workspace::new())
+    }
+}
+
+impl Interp {
+    /// An interpreter over a workspace.
+    pub fn new(ws: Workspace) -> Interp {
+        Interp {
+            ws,
+            cancel: Arc::new(AtomicBool::new(false)),
+            devices: DeviceContext::new(),
+            warned: HashSet::new(),
+            warnings: Vec::new(),
+            on_warning: None,
+            train_depth: 0,
+            moe_aux: HashMap::new(),
+            tape: None,
+            next_tape_id: 0,
+            observer: None,
+            reported_lr: None,
+            capture_steps: true,
+            loop_stats: Vec::new(),
+        }
+    }
+
+    /// Routes warnings to `sink` as they are emitted (instead of collecting them).
+    pub fn set_warning_sink(&mut self, sink: WarningSink) {
+        self.on_warning = Some(sink);
+    }
+
+    /// Installs an observer told about runs and `train` loop steps (replacing any).
+    pub fn set_observer(&mut self, observer: Box<dyn RunObserver>) {
+        self.observer = Some(observer);
+    }
+
+    /// Removes and returns the observer.
+    pub fn take_observer(&mut self) -> Option<Box<dyn RunObserver>> {
+        self.observer.take()
+    }
+
+    /// Forgets the state of a run that ended by a panic (no `train` loop or loss
+    /// tape is active any more), so the next run of this interpreter starts clean.
+    pub fn reset_after_panic(&mut self) {
+        self.train_depth = 0;
+        self.tape = None;
+    }
+
+    /// The observer, if one is installed (used by `train` loops).
+    pub(crate) fn observer_mut(&mut self) -> Option<&mut (dyn RunObserver + 'static)> {
+        self.observer.as_deref_mut()
+    }
+
+    /// Records the learning rate an optimizer used, for the current `train`
+    /// iteration's `step` event (optimizers may call it; otherwise a scalar
+    /// variable `lr` is reported).
+    pub fn report_lr(&mut self, lr: f64) {
+        self.reported_lr = Some(lr);
+    }
+
+    /// The learning rate to report for the iteration that just ended (taken, so
+    /// each iteration reports its own).
+    pub(crate) fn take_reported_lr(&mut self) -> Option<f64> {
+        let lr = self.peek_reported_lr();
+        self.reported_lr = None;
+        lr
+    }
+
+    /// The learning rate to report for the iteration that just ended, without
+    /// taking it.
+    pub(crate) fn peek_reported_lr(&self) -> Option<f64> {
+        self.reported_lr.or_else(|| {
+            self.ws
+                .get("lr")
+                .and_then(Value::as_array)
+                .and_then(Array::scalar_value)
+        })
+    }
+
+    /// Warnings collected since the last call (when no sink is set).
+    pub fn take_warnings(&mut self) -> Vec<Diagnostic> {
+        std::mem::take(&mut self.warnings)
+    }
+
+    /// Runs a program (a file or a cell): its value is its last statement's value,
+    /// `None` for an empty program. Per-run state (warning de-duplication, the
+    /// device stack) is reset first.
+    pub fn run(&mut self, program: &Program) -> Result<Option<Value>, Diagnostic> {
+        self.warned.clear();
+        self.loop_stats.clear();
+        self.devices.begin_run(self.ws.default_device);
+        self.cancel.store(false, Ordering::SeqCst);
+        if let Some(o) = &mut self.observer {
+            o.on_run_start();
+        }
+        let mut last = None;
+        for stmt in &program.stmts {
+            last = Some(self.stmt(stmt)?);
+        }
+        Ok(last)
+    }
+
+    /// Emits a warning once per (code, location) per run (LANGUAGE §20.1).
+    pub fn warn(&mut self, d: Diagnostic) {
+        let at = d.primary.as_ref().map_or(usize::MAX, |l| l.span.start);
+        if !self.warned.insert((d.code, at)) {
+            return;
+        }
+        match &mut self.on_warning {
+            Some(sink) => sink(&d),
+            None => self.warnings.push(d),
+        }
+    }
+
+    /// Fails with E0409 if the run was cancelled.
+    pub fn check_cancel(&self, span: Span) -> Result<(), Diagnostic> {
+        if self.cancel.load(Ordering::Relaxed) {
+            Err(Diagnostic::error("E0409", "run cancelled").at(span, "cancelled here"))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Evaluates one statement and returns its value (LANGUAGE §6.1).
+    pub fn stmt(&mut self, stmt: &Stmt) -> Result<Value, Diagnostic> {
+        self.check_cancel(stmt.span)?;
+        match &stmt.kind {
+            StmtKind::Expr(e) => self.expr(e),
+            StmtKind::Assign { name, value } => {
+                let v = self.expr(value)?;
+                let track = is_param_ctor(value);
+                self.ws.assign(&name.name, v.clone(), track);
+                Ok(assignment_value(v))
+            }
+            StmtKind::Annotated { name, axes, value } => {
+                let v = self.expr(value)?;
+                let Value::Array(a) = v else {
+                    return Err(Diagnostic::error("E0301", "expected an array")
+                        .at(value.span, format!("this is a {}", v.kind_name()))
+                        .note("an axis annotation names the axes of an array"));
+                };
+                let names: Vec<Option<String>> =
+                    axes.iter().map(|i| Some(i.name.clone())).collect();
+                let a = ops::label(self, a, names, value.span)?;
+                let v = Value::Array(a);
+                self.ws.assign(&name.name, v.clone(), is_param_ctor(value));
+                Ok(assignment_value(v))
+            }
+            StmtKind::Repeat { count, body } => loops::repeat(self, count, body),
+            StmtKind::Train { count, body } => loops::train(self, count, body),
+            StmtKind::For { var, iter, body } => loops::for_loop(self, var, iter, body),
+            StmtKind::Experiment { name, body } => loops::experiment(self, name, body, stmt.span),
+            StmtKind::Error => Err(Diagnostic::error(
+                "E0006",
+                "this statement could not be parsed",
+            )
+            .at(stmt.span, "")),
+        }
+    }
+
+    /// Evaluates a block's statements; the value is the last one's (exact 0 if empty).
+    pub fn block(&mut self, stmts: &[Stmt]) -> Result<Value, Diagnostic> {
+        let mut last = Value::exact(0.0);
+        for s in stmts {
+            last = self.stmt(s)?;
+        }
+        Ok(last)
+    }
+
+    /// Evaluates an expression.
+    pub fn expr(&mut self, e: &Expr) -> Result<Value, Diagnostic> {
+        match &e.kind {
+            ExprKind::Number(v) => Ok(Value::exact(*v)),
+            ExprKind::Str(s) => Ok(Value::string(s.as_str())),
+            ExprKind::Var(name) => self.var(name, e.span),
+            ExprKind::Paren(inner) => self.expr(inner),
+            ExprKind::Neg(inner) => {
+                let v = self.expr(inner)?;
+                let a = expect_array(&v, inner.span, "unary `-`")?;
+                Ok(Value::Array(ops::unary(self, UnaryOp::Neg, a, e.span)?))
+            }
+            ExprKind::Binary {
+                op,
+                op_span,
+                lhs,
+                rhs,
+            } => {
+                let l = self.expr(lhs)?;
+                let r = self.expr(rhs)?;
+                let la = expect_array(&l, lhs.span, op.symbol())?;
+                let ra = expect_array(&r, rhs.span, op.symbol())?;
+                let bop = match op {
+                    BinOp::Add => BinaryOp::Add,
+                    BinOp::Sub => BinaryOp::Sub,
+                    BinOp::Mul => BinaryOp::Mul,
+                    BinOp::Div => BinaryOp::Div,
+                };
+                let operands = ops::Operands {
+                    left: la,
+                    left_expr: lhs,
+                    right: ra,
+                    right_expr: rhs,
+                };
+                Ok(Value::Array(ops::binary(
+                    self,
+                    bop,
+                    op.symbol(),
+                    &operands,
+                    *op_span,
+                )?))
+            }
+            ExprKind::List(items) => self.list(items, e.span),
+            ExprKind::Ctor { kind, dims } => self.ctor(*kind, dims),
+            ExprKind::Call { name, args } => self.call(&name.name, name.span, args, e.span),
+            ExprKind::Device { target, body } => device::device_block(self, target, body, e.span),
+            ExprKind::Error => Err(Diagnostic::error(
+                "E0006",
+                "this expression could not be parsed",
+            )
+            .at(e.span, "")),
+        }
+    }
+
+    fn var(&mut self, name: &str, span: Span) -> Result<Value, Diagnostic> {
+        match self.ws.get(name) {
+            Some(v) => Ok(loss::read_variable(self, name, v.clone())),
+            None => {
+                let mut d = Diagnostic::error("E0101", format!("undefined name `{name}`"))
+                    .at(span, "not bound");
+                let known = self.ws.bindings.keys().map(|s| s.as_str());
+                if let Some(s) = crate::errors::suggest::closest(name, known) {
+                    d = d.help(format!("a variable with a similar name exists: `{s}`"));
+                }
+                if name == "step" {
+                    d = d.note("`step` is bound by `train` loops");
+                }
+                Err(d)
+            }
+        }
+    }
+
+    fn list(&mut self, items: &[Expr], span: Span) -> Result<Value, Diagnostic> {
+        let mut arrays = Vec::with_capacity(items.len());
+        for item in items {
+            match self.expr(item)? {
+                Value::Array(a) => arrays.push((a, item.span)),
+                Value::Str(_) => {
+                    return Err(Diagnostic::error("E0305", "strings in an array literal")
+                        .at(item.span, "a string")
+                        .note("arrays hold numbers; a list of strings is only accepted as axis names")
+                        .help("pass names to `label`, `relabel` or `reshape_labeled`, or write them as one string: \"a,b\""))
+                }
+                other => {
+                    return Err(Diagnostic::error("E0301", "expected an array")
+                        .at(item.span, format!("this is a {}", other.kind_name())))
+                }
+            }
+        }
+        Ok(Value::Array(ops::stack(self, &arrays, span)?))
+    }
+
+    fn ctor(&mut self, _kind: CtorKind, dims: &[Expr]) -> Result<Value, Diagnostic> {
+        let mut shape = Vec::with_capacity(dims.len());
+        for d in dims {
+            let v = self.expr(d)?;
+            let n = v.as_array().and_then(|a| a.scalar_value());
+            match n {
+                Some(n) if n >= 0.0 && n.fract() == 0.0 && n <= usize::MAX as f64 => shape.push(n as usize),
+                _ => {
+                    return Err(Diagnostic::error("E0213", "invalid dimension")
+                        .at(d.span, "expected a non-negative integer scalar")
+                        .note("each dimension of `param[...]` and `tensor[...]` must be a non-negative integer"))
+                }
+            }
+        }
+        Ok(Value::Array(ops::zeros(self, shape, Span::default())?))
+    }
+
+    fn call(
+        &mut self,
+        name: &str,
+        name_span: Span,
+        args: &[Expr],
+        span: Span,
+    ) -> Result<Value, Diagnostic> {
+        let Some(b) = builtins::lookup(name) else {
+            return Err(builtins::unknown_function(name, name_span));
+        };
+        let n = args.len();
+        if n < b.min_args() || n > b.max_args() {
+            return Err(Diagnostic::error("E0103", "wrong number of arguments")
+                .at(
+                    span,
+                    format!("{n} argument{} given", if n == 1 { "" } else { "s" }),
+                )
+                .note(format!("{}, got {n}", b.arity_text()))
+                .help(format!("the accepted form is `{}`", b.signature())));
+        }
+        let in_loss = self.tape.is_some();
+        if in_loss && b.diff == Diff::Effect && !builtins::ALLOWED_IN_LOSS.contains(&name) {
+            return Err(Diagnostic::error("E0306", "not allowed in a loss")
+                .at(name_span, format!("`{name}` cannot be part of a loss"))
+                .note(format!("`{name}` has side effects or does not return an array, so it cannot be differentiated"))
+                .help("compute it before the optimizer call and use the result as a constant"));
+        }
+        let mut evaluated = Vec::with_capacity(n);
+        for (arg, param) in args.iter().zip((0..).map_while(|i| b.param_at(i))) {
+            let value = match param.kind {
+                ParamKind::Names => call::eval_names(self, arg)?,
+                ParamKind::Lazy => ArgValue::Lazy,
+                _ => ArgValue::Value(self.expr(arg)?),
+            };
+            evaluated.push(Arg {
+                value,
+                span: arg.span,
+                expr: arg,
+            });
+        }
+        self.check_cancel(span)?;
+        let mut any_live = false;
+        if in_loss {
+            for (arg, param) in evaluated.iter_mut().zip((0..).map_while(|i| b.param_at(i))) {
+                let ArgValue::Value(Value::Array(a)) = &arg.value else {
+                    continue;
+                };
+                if loss::live(self, a).is_none() {
+                    continue;
+                }
+                match b.diff {
+                    Diff::Yes => any_live = true,
+                    // Piecewise-constant builtins see constants: no gradient flows.
+                    Diff::Zero | Diff::Effect => {
+                        arg.value = ArgValue::Value(Value::Array(a.clone().detached()))
+                    }
+                    Diff::No => {
+                        return Err(Diagnostic::error("E0306", "not allowed in a loss")
+                            .at(arg.span, format!("argument `{}` depends on a trainable parameter", param.name))
+                            .note(format!("`{name}` is not differentiable; inside a loss it may only be applied to values that do not depend on parameters"))
+                            .help("compute it outside the loss, or on data rather than on parameters"));
+                    }
+                }
+            }
+        }
+        call::check_placements(name, &evaluated)?;
+        let mut c = Call {
+            it: self,
+            builtin: b,
+            span,
+            name_span,
+            args: evaluated,
+        };
+        // A failing builtin ends the run with a diagnostic; it never takes the
+        // workspace (or a server holding it) down with it.
+        let result =
+            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (b.run)(&mut c))) {
+                Ok(result) => result,
+                Err(payload) => Err(internal_error(name, span, payload)),
+            }?;
+        // Safety net: a differentiable builtin must keep its result on the tape.
+        if any_live {
+            if let Value::Array(a) = &result {
+                if loss::live(self, a).is_none() && !a.is_exact() {
+                    return Err(Diagnostic::error("E0504", format!("internal failure in `{name}`"))
+                        .at(span, "no gradient rule was recorded")
+                        .note("this is a bug in MLPL Studio: the builtin is marked differentiable but dropped the gradient"));
+                }
+            }
+        }
+        Ok(result)
+    }
+}
+
+/// The diagnostic for a builtin that panicked (a bug in MLPL Studio).
+fn internal_error(name: &str, span: Span, payload: Box<dyn std::any::Any + Send>) -> Diagnostic {
+    let what = payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown failure".to_string());
+    Diagnostic::error("E0504", format!("internal failure in `{name}`"))
+        .at(span, "this call failed inside MLPL Studio")
+        .note(what)
+        .note("this is a bug in MLPL Studio, not in your program; the workspace is intact")
+}
+
+/// An assignment statement's value (LANGUAGE §5.7).
+fn assignment_value(v: Value) -> Value {
+    match v {
+        Value::Array(_) => v,
+        _ => Value::exact(0.0),
+    }
+}
+
+/// Whether `e` is syntactically `param[...]`.
+fn is_param_ctor(e: &Expr) -> bool {
+    matches!(
+        e.unparen().kind,
+        ExprKind::Ctor {
+            kind: CtorKind::Param,
+            ..
+        }
+    )
+}
+
+/// The array inside `v`, or E0301 naming what was found.
+pub fn expect_array<'v>(v: &'v Value, span: Span, what: &str) -> Result<&'v Array, Diagnostic> {
+    match v {
+        Value::Array(a) => Ok(a),
+        other => Err(Diagnostic::error("E0301", "expected an array")
+            .at(span, format!("this is a {}", other.kind_name()))
+            .note(format!(
+                "{what} works on arrays; no operator accepts a {}",
+                other.kind_name()
+            ))),
+    }
+}

@@ -1,0 +1,123 @@
+//! Multi-head, grouped-query and causal attention (LANGUAGE §11.3).
+//!
+//! All heads are computed at once with batched matrix products: queries are laid
+//! out `[B, kv, g, T, hd]` and keys and values `[B, kv, 1, T, hd]`, so the g
+//! consecutive query heads of a group broadcast against their shared key/value
+//! head. Rotary embeddings (§11.4) rotate queries and keys before the scores.
+//! Scaling, the causal mask and the softmax run as one fused backend kernel
+//! (`masked_softmax`), forward and backward.
+
+use super::apply::Forward;
+use super::layers::{Attention, Layer};
+use super::rope;
+use crate::eval::{loss, ops};
+use crate::value::Array;
+use mlpl_diag::Diagnostic;
+
+/// Applies an attention layer to `x` `[T, d]` or `[B, T, d]`. When the forward
+/// pass captures weights and none were captured yet, the probabilities are
+/// kept in `f.weights`, shaped as `attention_weights` returns them.
+pub fn forward(
+    f: &mut Forward<'_>,
+    layer: &Layer,
+    a: &Attention,
+    x: &Array,
+) -> Result<Array, Diagnostic> {
+    let s = x.shape();
+    if !(s.len() == 2 || s.len() == 3) || s[s.len() - 1] != a.d {
+        let pattern = format!("[T, {0}] or [B, T, {0}]", a.d);
+        return Err(f.wrong_input(layer, &pattern, x));
+    }
+    let (b, t) = if s.len() == 2 {
+        (1, s[0])
+    } else {
+        (s[0], s[1])
+    };
+    let (d, h, kv, hd) = (a.d, a.heads, a.kv_heads, a.head_dim());
+    let g = h / kv.max(1);
+    let k = a.id;
+    let wq = f.weight(&format!("__attn_Wq_{k}"), &[d, d])?;
+    let wk = f.weight(&format!("__attn_Wk_{k}"), &[d, kv * hd])?;
+    let wv = f.weight(&format!("__attn_Wv_{k}"), &[d, kv * hd])?;
+    let wo = f.weight(&format!("__attn_Wo_{k}"), &[d, d])?;
+    ops::check_size("attention", &[b, h, t, t], f.span)?;
+
+    let x2 = ops::reshape(f.it, x, vec![b * t, d], f.span)?;
+    let q = f.mm(&x2, &wq)?;
+    let kk = f.mm(&x2, &wk)?;
+    let v = f.mm(&x2, &wv)?;
+    // Heads to their own axis: [B·T, n·hd] → [B, n, T, hd].
+    let q = split_heads(f, &q, b, t, h, hd)?;
+    let kk = split_heads(f, &kk, b, t, kv, hd)?;
+    let v = split_heads(f, &v, b, t, kv, hd)?;
+    let mut q = ops::reshape(f.it, &q, vec![b, kv, g, t, hd], f.span)?;
+    let mut kk = ops::reshape(f.it, &kk, vec![b, kv, 1, t, hd], f.span)?;
+    let v = ops::reshape(f.it, &v, vec![b, kv, 1, t, hd], f.span)?;
+    if let Some(r) = &a.rope {
+        q = rope::rotate(f, r, &q)?;
+        kk = rope::rotate(f, r, &kk)?;
+    }
+    let kt = ops::permute(f.it, &kk, &[0, 1, 2, 4, 3], f.span)?;
+    let scores = f.mm(&q, &kt)?;
+    // softmax(scores / √hd), causally masked: one fused kernel each way.
+    let divisor = (hd as f64).sqrt() as f32;
+    let probs = probabilities(f, &scores, divisor, a.causal)?;
+    if f.capture && f.weights.is_none() {
+        // `[T, T]` for one head, `[heads, T, T]` otherwise, with a leading `B`
+        // axis for a batched input (LANGUAGE §10.13).
+        let mut shape = Vec::new();
+        if s.len() == 3 {
+            shape.push(b);
+        }
+        if h != 1 {
+            shape.push(h);
+        }
+        shape.extend([t, t]);
+        let w = ops::reshape(f.it, &probs.clone().detached(), shape, f.span)?;
+        f.weights = Some(w);
+    }
+    let o = f.mm(&probs, &v)?;
+    // [B, kv, g, T, hd] → [B, h, T, hd] → [B, T, h, hd] → [B·T, d].
+    let o = ops::reshape(f.it, &o, vec![b, h, t, hd], f.span)?;
+    let o = ops::permute(f.it, &o, &[0, 2, 1, 3], f.span)?;
+    let o = ops::reshape(f.it, &o, vec![b * t, d], f.span)?;
+    let y = f.mm(&o, &wo)?;
+    ops::reshape(f.it, &y, s.to_vec(), f.span)
+}
+
+/// The softmax over the last axis of `scores / divisor`, the entries above the
+/// diagonal masked first when `causal` (the backend's fused `masked_softmax`,
+/// recorded as one op when the scores are on the loss tape). Names are
+/// dropped, as `softmax` drops them.
+fn probabilities(
+    f: &mut Forward<'_>,
+    scores: &Array,
+    divisor: f32,
+    causal: bool,
+) -> Result<Array, Diagnostic> {
+    let (backend, placement) = ops::placement_for(f.it, "softmax", &[(scores, f.span)])?;
+    let out = match loss::live(f.it, scores) {
+        Some(v) => loss::record(f.it, "softmax", f.span, |t| {
+            t.masked_softmax(v, divisor, causal)
+        })?,
+        None => Array::from_tensor(
+            backend
+                .masked_softmax(&scores.tensor(), divisor, causal)
+                .map_err(|e| crate::errors::device_error(e, "softmax", f.span))?,
+        ),
+    };
+    Ok(out.with_placement(placement))
+}
+
+/// `[B·T, n·hd]` → `[B, n, T, hd]`.
+fn split_heads(
+    f: &mut Forward<'_>,
+    x: &Array,
+    b: usize,
+    t: usize,
+    n: usize,
+    hd: usize,
+) -> Result<Array, Diagnostic> {
+    let x = ops::reshape(f.it, x, vec![b, t, n, hd], f.span)?;
+    ops::permute(f.it, &x, &[0, 2, 1, 3], f.span)
+}

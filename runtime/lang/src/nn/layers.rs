@@ -1,0 +1,378 @@
+//! The layer tree of a model (LANGUAGE §11.1, §11.2): one variant per layer kind,
+//! each parameterised layer remembering the model id its parameter names carry.
+
+use std::sync::Arc;
+
+/// One node of a model tree.
+#[derive(Debug)]
+pub enum Layer {
+    /// `linear(in, out, seed)`: x·W + b.
+    Linear(Linear),
+    /// A linear layer wrapped with LoRA adapters by `lora` (LANGUAGE §11.7).
+    Lora(Lora),
+    /// `embed(vocab, d, seed)`: rows of a table.
+    Embed(Embed),
+    /// `attention(…)` and `causal_attention(…)` (LANGUAGE §11.3).
+    Attention(Attention),
+    /// `rms_norm(dim [, gain])`.
+    RmsNorm(RmsNorm),
+    /// `layer_norm(d)`.
+    LayerNorm(LayerNorm),
+    /// A parameterless element-wise or softmax layer.
+    Activation(Activation),
+    /// `dropout(p, seed)` (LANGUAGE §11.6).
+    Dropout(Dropout),
+    /// `swiglu(d, hidden, seed)`.
+    SwiGlu(SwiGlu),
+    /// `rope(head_dim, base)` (LANGUAGE §11.4).
+    Rope(Rope),
+    /// `moe(d, experts, top_k, hidden, seed)` (LANGUAGE §11.5).
+    Moe(Moe),
+    /// `chain(m1, ..., mn)`: composition, left to right.
+    Chain(Vec<Arc<Layer>>),
+    /// `residual(m)`: x + m(x).
+    Residual(Arc<Layer>),
+}
+
+/// A `linear` layer: W `[in, out]`, b `[1, out]`.
+#[derive(Clone, Copy, Debug)]
+pub struct Linear {
+    /// The model id in the parameter names.
+    pub id: u64,
+    /// Input width.
+    pub inp: usize,
+    /// Output width.
+    pub out: usize,
+}
+
+/// A LoRA-wrapped linear layer: the (cloned) base plus adapters A `[in, r]`, B `[r, out]`.
+#[derive(Clone, Copy, Debug)]
+pub struct Lora {
+    /// The wrapped linear layer (its W and b).
+    pub base: Linear,
+    /// The model id of the adapters' names (`__lora_A_j`, `__lora_B_j`).
+    pub adapter_id: u64,
+    /// The adapter rank r.
+    pub rank: usize,
+    /// The scale numerator: the update is (alpha / r)·(x·A)·B.
+    pub alpha: f64,
+}
+
+/// An `embed` layer: E `[vocab, d]`.
+#[derive(Clone, Copy, Debug)]
+pub struct Embed {
+    /// The model id in the parameter name.
+    pub id: u64,
+    /// Number of rows.
+    pub vocab: usize,
+    /// Row width.
+    pub d: usize,
+}
+
+/// An attention layer (LANGUAGE §11.3).
+#[derive(Clone, Copy, Debug)]
+pub struct Attention {
+    /// The model id in the parameter names.
+    pub id: u64,
+    /// Model width.
+    pub d: usize,
+    /// Query heads.
+    pub heads: usize,
+    /// Key/value heads (divides `heads`).
+    pub kv_heads: usize,
+    /// Whether the causal mask is applied.
+    pub causal: bool,
+    /// Rotary position embedding of queries and keys, if any.
+    pub rope: Option<Rope>,
+}
+
+impl Attention {
+    /// The width of one head, d / heads.
+    pub fn head_dim(&self) -> usize {
+        self.d / self.heads.max(1)
+    }
+}
+
+/// An `rms_norm` layer; `gain` holds the model id when it has a learned gain.
+#[derive(Clone, Copy, Debug)]
+pub struct RmsNorm {
+    /// The declared width (checked only with a gain).
+    pub dim: usize,
+    /// The model id of `__rms_g_k`, when the layer has a gain.
+    pub gain: Option<u64>,
+}
+
+/// A `layer_norm` layer: g `[d]`, b `[d]`.
+#[derive(Clone, Copy, Debug)]
+pub struct LayerNorm {
+    /// The model id in the parameter names.
+    pub id: u64,
+    /// Width.
+    pub d: usize,
+}
+
+/// The parameterless layers that apply one function.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Activation {
+    /// `tanh_layer()`.
+    Tanh,
+    /// `relu_layer()`.
+    Relu,
+    /// `gelu_layer()`.
+    Gelu,
+    /// `silu_layer()`.
+    Silu,
+    /// `softmax_layer()`: softmax over the last axis.
+    Softmax,
+}
+
+/// A `dropout` layer.
+#[derive(Clone, Copy, Debug)]
+pub struct Dropout {
+    /// Drop probability in [0, 1).
+    pub p: f64,
+    /// The mask seed (LANGUAGE §13.7).
+    pub seed: u64,
+}
+
+/// A `swiglu` layer: Wg, Wu `[d, hidden]`, Wd `[hidden, d]`.
+#[derive(Clone, Copy, Debug)]
+pub struct SwiGlu {
+    /// The model id in the parameter names.
+    pub id: u64,
+    /// Width.
+    pub d: usize,
+    /// Hidden width.
+    pub hidden: usize,
+}
+
+/// A `rope` layer (also the `rope` argument of attention).
+#[derive(Clone, Copy, Debug)]
+pub struct Rope {
+    /// The rotated width (even, ≥ 2).
+    pub head_dim: usize,
+    /// The frequency base (> 0).
+    pub base: f64,
+}
+
+/// A `moe` layer: R `[d, E]`, Wg, Wu `[E, d, hidden]`, Wd `[E, hidden, d]`.
+#[derive(Clone, Copy, Debug)]
+pub struct Moe {
+    /// The model id in the parameter names.
+    pub id: u64,
+    /// Width.
+    pub d: usize,
+    /// Number of experts E.
+    pub experts: usize,
+    /// Experts chosen per token.
+    pub top_k: usize,
+    /// Hidden width of each expert.
+    pub hidden: usize,
+}
+
+/// One parameter of one layer: its workspace name, its checkpoint kind and role
+/// (LANGUAGE §11.9) and its declared shape.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParamSpec {
+    /// The generated workspace name, e.g. `__linear_W_3`.
+    pub name: String,
+    /// The layer kind used in checkpoint keys (`linear`, `lora`, `attention`, …).
+    pub kind: &'static str,
+    /// The role used in checkpoint keys (`W`, `b`, `E`, `Wq`, …).
+    pub role: &'static str,
+    /// The shape the layer expects.
+    pub shape: Vec<usize>,
+}
+
+fn spec(name: String, kind: &'static str, role: &'static str, shape: Vec<usize>) -> ParamSpec {
+    ParamSpec {
+        name,
+        kind,
+        role,
+        shape,
+    }
+}
+
+impl Linear {
+    /// `__linear_W_k`.
+    pub fn w(&self) -> String {
+        format!("__linear_W_{}", self.id)
+    }
+    /// `__linear_b_k`.
+    pub fn b(&self) -> String {
+        format!("__linear_b_{}", self.id)
+    }
+}
+
+impl Lora {
+    /// `__lora_A_j`.
+    pub fn a(&self) -> String {
+        format!("__lora_A_{}", self.adapter_id)
+    }
+    /// `__lora_B_j`.
+    pub fn b_adapter(&self) -> String {
+        format!("__lora_B_{}", self.adapter_id)
+    }
+}
+
+impl Layer {
+    /// The names of the distinct parameters of this model in parameter order
+    /// (LANGUAGE §11.1): depth first, each layer's parameters in their order, a
+    /// parameter reached twice listed at its first position.
+    pub fn parameters(&self) -> Vec<String> {
+        self.param_specs().into_iter().map(|p| p.name).collect()
+    }
+
+    /// The distinct parameters of this model in parameter order, with their kinds,
+    /// roles and declared shapes.
+    pub fn param_specs(&self) -> Vec<ParamSpec> {
+        let mut out = Vec::new();
+        self.walk(&mut |l| out.extend(l.own_params()));
+        let mut seen = std::collections::HashSet::new();
+        out.retain(|p| seen.insert(p.name.clone()));
+        out
+    }
+
+    /// Calls `f` on every node, depth first in declaration order (shared layers
+    /// once per occurrence).
+    pub fn walk(&self, f: &mut dyn FnMut(&Layer)) {
+        f(self);
+        match self {
+            Layer::Chain(children) => children.iter().for_each(|c| c.walk(f)),
+            Layer::Residual(inner) => inner.walk(f),
+            _ => {}
+        }
+    }
+
+    /// The parameters this node owns itself (not its children's), in order.
+    pub fn own_params(&self) -> Vec<ParamSpec> {
+        match self {
+            Layer::Linear(l) => vec![
+                spec(l.w(), "linear", "W", vec![l.inp, l.out]),
+                spec(l.b(), "linear", "b", vec![1, l.out]),
+            ],
+            Layer::Lora(l) => vec![
+                spec(l.base.w(), "lora", "W", vec![l.base.inp, l.base.out]),
+                spec(l.base.b(), "lora", "b", vec![1, l.base.out]),
+                spec(l.a(), "lora", "A", vec![l.base.inp, l.rank]),
+                spec(l.b_adapter(), "lora", "B", vec![l.rank, l.base.out]),
+            ],
+            Layer::Embed(e) => vec![spec(
+                format!("__embed_E_{}", e.id),
+                "embed",
+                "E",
+                vec![e.vocab, e.d],
+            )],
+            Layer::Attention(a) => {
+                let kv = a.kv_heads * a.head_dim();
+                let k = a.id;
+                vec![
+                    spec(format!("__attn_Wq_{k}"), "attention", "Wq", vec![a.d, a.d]),
+                    spec(format!("__attn_Wk_{k}"), "attention", "Wk", vec![a.d, kv]),
+                    spec(format!("__attn_Wv_{k}"), "attention", "Wv", vec![a.d, kv]),
+                    spec(format!("__attn_Wo_{k}"), "attention", "Wo", vec![a.d, a.d]),
+                ]
+            }
+            Layer::RmsNorm(r) => match r.gain {
+                Some(k) => vec![spec(format!("__rms_g_{k}"), "rms_norm", "g", vec![r.dim])],
+                None => vec![],
+            },
+            Layer::LayerNorm(l) => vec![
+                spec(format!("__ln_g_{}", l.id), "layer_norm", "g", vec![l.d]),
+                spec(format!("__ln_b_{}", l.id), "layer_norm", "b", vec![l.d]),
+            ],
+            Layer::SwiGlu(s) => {
+                let k = s.id;
+                vec![
+                    spec(
+                        format!("__swiglu_Wg_{k}"),
+                        "swiglu",
+                        "Wg",
+                        vec![s.d, s.hidden],
+                    ),
+                    spec(
+                        format!("__swiglu_Wu_{k}"),
+                        "swiglu",
+                        "Wu",
+                        vec![s.d, s.hidden],
+                    ),
+                    spec(
+                        format!("__swiglu_Wd_{k}"),
+                        "swiglu",
+                        "Wd",
+                        vec![s.hidden, s.d],
+                    ),
+                ]
+            }
+            Layer::Moe(m) => {
+                let k = m.id;
+                let (e, d, h) = (m.experts, m.d, m.hidden);
+                vec![
+                    spec(format!("__moe_R_{k}"), "moe", "R", vec![d, e]),
+                    spec(format!("__moe_Wg_{k}"), "moe", "Wg", vec![e, d, h]),
+                    spec(format!("__moe_Wu_{k}"), "moe", "Wu", vec![e, d, h]),
+                    spec(format!("__moe_Wd_{k}"), "moe", "Wd", vec![e, h, d]),
+                ]
+            }
+            Layer::Activation(_)
+            | Layer::Dropout(_)
+            | Layer::Rope(_)
+            | Layer::Chain(_)
+            | Layer::Residual(_) => vec![],
+        }
+    }
+
+    /// How the layer is written in messages, e.g. `linear(3, 2)`.
+    pub fn describe(&self) -> String {
+        match self {
+            Layer::Linear(l) => format!("linear({}, {})", l.inp, l.out),
+            Layer::Lora(l) => format!(
+                "lora-wrapped linear({}, {}) of rank {}",
+                l.base.inp, l.base.out, l.rank
+            ),
+            Layer::Embed(e) => format!("embed({}, {})", e.vocab, e.d),
+            Layer::Attention(a) => {
+                let name = if a.causal {
+                    "causal_attention"
+                } else {
+                    "attention"
+                };
+                if a.kv_heads == a.heads {
+                    format!("{name}({}, {})", a.d, a.heads)
+                } else {
+                    format!("{name}({}, {}, kv_heads = {})", a.d, a.heads, a.kv_heads)
+                }
+            }
+            Layer::RmsNorm(r) => match r.gain {
+                Some(_) => format!("rms_norm({}, 1)", r.dim),
+                None => format!("rms_norm({})", r.dim),
+            },
+            Layer::LayerNorm(l) => format!("layer_norm({})", l.d),
+            Layer::Activation(a) => match a {
+                Activation::Tanh => "tanh_layer()",
+                Activation::Relu => "relu_layer()",
+                Activation::Gelu => "gelu_layer()",
+                Activation::Silu => "silu_layer()",
+                Activation::Softmax => "softmax_layer()",
+            }
+            .to_string(),
+            Layer::Dropout(d) => format!("dropout({})", crate::display::format_f64(d.p)),
+            Layer::SwiGlu(s) => format!("swiglu({}, {})", s.d, s.hidden),
+            Layer::Rope(r) => format!(
+                "rope({}, {})",
+                r.head_dim,
+                crate::display::format_f64(r.base)
+            ),
+            Layer::Moe(m) => format!("moe({}, {}, {}, {})", m.d, m.experts, m.top_k, m.hidden),
+            Layer::Chain(c) => format!("chain of {} layers", c.len()),
+            Layer::Residual(_) => "residual".to_string(),
+        }
+    }
+
+    /// Whether any node of this model satisfies `pred`.
+    pub fn any(&self, pred: &dyn Fn(&Layer) -> bool) -> bool {
+        let mut found = false;
+        self.walk(&mut |l| found |= pred(l));
+        found
+    }
+}

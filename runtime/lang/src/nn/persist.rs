@@ -1,0 +1,508 @@
+//! Model structure as data (for saving sessions): every model of a workspace is
+//! written as one table of layer nodes whose children are earlier entries, so a
+//! layer shared between models (or reached twice in one model) is rebuilt as one
+//! shared layer again. That matters for `aux_loss`, which reads the most recent
+//! application of each distinct `moe` layer.
+//!
+//! Only the structure is recorded here: parameters are ordinary workspace
+//! bindings under their generated names and are saved with the other arrays.
+//! Rebuilding checks every size the layer constructors check, so a corrupt file
+//! gives an error message, never a panic or a model that cannot be applied.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use super::layers::{
+    Activation, Attention, Dropout, Embed, Layer, LayerNorm, Linear, Lora, Moe, RmsNorm, Rope,
+    SwiGlu,
+};
+
+/// One saved layer node. Children are indices of earlier nodes of the same table.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "layer", rename_all = "snake_case")]
+pub enum LayerRecord {
+    /// `linear(inp, out)` with model id `id`.
+    Linear {
+        /// Model id of the parameter names.
+        id: u64,
+        /// Input width.
+        inp: usize,
+        /// Output width.
+        out: usize,
+    },
+    /// A LoRA-wrapped linear layer.
+    Lora {
+        /// Model id of the base W and b.
+        id: u64,
+        /// Input width.
+        inp: usize,
+        /// Output width.
+        out: usize,
+        /// Model id of the adapters A and B.
+        adapter_id: u64,
+        /// Adapter rank.
+        rank: usize,
+        /// Scale numerator.
+        alpha: f64,
+    },
+    /// `embed(vocab, d)`.
+    Embed {
+        /// Model id.
+        id: u64,
+        /// Rows.
+        vocab: usize,
+        /// Row width.
+        d: usize,
+    },
+    /// `attention` / `causal_attention`.
+    Attention {
+        /// Model id.
+        id: u64,
+        /// Model width.
+        d: usize,
+        /// Query heads.
+        heads: usize,
+        /// Key/value heads.
+        kv_heads: usize,
+        /// Causal mask.
+        causal: bool,
+        /// Rotary embedding `(head_dim, base)`, if any.
+        rope: Option<(usize, f64)>,
+    },
+    /// `rms_norm(dim [, 1])`.
+    RmsNorm {
+        /// Width.
+        dim: usize,
+        /// Model id of the learned gain, if any.
+        gain: Option<u64>,
+    },
+    /// `layer_norm(d)`.
+    LayerNorm {
+        /// Model id.
+        id: u64,
+        /// Width.
+        d: usize,
+    },
+    /// A parameterless activation layer.
+    Activation {
+        /// `tanh`, `relu`, `gelu`, `silu` or `softmax`.
+        function: String,
+    },
+    /// `dropout(p, seed)`.
+    Dropout {
+        /// Drop probability.
+        p: f64,
+        /// Mask seed.
+        seed: u64,
+    },
+    /// `swiglu(d, hidden)`.
+    SwiGlu {
+        /// Model id.
+        id: u64,
+        /// Width.
+        d: usize,
+        /// Hidden width.
+        hidden: usize,
+    },
+    /// `rope(head_dim, base)`.
+    Rope {
+        /// Rotated width.
+        head_dim: usize,
+        /// Frequency base.
+        base: f64,
+    },
+    /// `moe(d, experts, top_k, hidden)`.
+    Moe {
+        /// Model id.
+        id: u64,
+        /// Width.
+        d: usize,
+        /// Experts.
+        experts: usize,
+        /// Experts per token.
+        top_k: usize,
+        /// Hidden width of an expert.
+        hidden: usize,
+    },
+    /// `chain(...)` of earlier nodes.
+    Chain {
+        /// Node indices, in order.
+        children: Vec<usize>,
+    },
+    /// `residual(m)` of an earlier node.
+    Residual {
+        /// Node index.
+        inner: usize,
+    },
+}
+
+/// Writes models into one node table, sharing nodes by identity.
+#[derive(Debug, Default)]
+pub struct ModelWriter {
+    nodes: Vec<LayerRecord>,
+    seen: HashMap<*const Layer, usize>,
+}
+
+impl ModelWriter {
+    /// An empty table.
+    pub fn new() -> ModelWriter {
+        ModelWriter::default()
+    }
+
+    /// Adds `layer` (and its children not yet written); returns its node index.
+    pub fn add(&mut self, layer: &Arc<Layer>) -> usize {
+        let key = Arc::as_ptr(layer);
+        if let Some(&i) = self.seen.get(&key) {
+            return i;
+        }
+        let record = self.record(layer);
+        self.nodes.push(record);
+        let i = self.nodes.len() - 1;
+        self.seen.insert(key, i);
+        i
+    }
+
+    /// The node table.
+    pub fn finish(self) -> Vec<LayerRecord> {
+        self.nodes
+    }
+
+    /// The record of one node, writing its children first.
+    fn record(&mut self, layer: &Layer) -> LayerRecord {
+        match layer {
+            Layer::Linear(l) => LayerRecord::Linear {
+                id: l.id,
+                inp: l.inp,
+                out: l.out,
+            },
+            Layer::Lora(l) => LayerRecord::Lora {
+                id: l.base.id,
+                inp: l.base.inp,
+                out: l.base.out,
+                adapter_id: l.adapter_id,
+                rank: l.rank,
+                alpha: l.alpha,
+            },
+            Layer::Embed(e) => LayerRecord::Embed {
+                id: e.id,
+                vocab: e.vocab,
+                d: e.d,
+            },
+            Layer::Attention(a) => LayerRecord::Attention {
+                id: a.id,
+                d: a.d,
+                heads: a.heads,
+                kv_heads: a.kv_heads,
+                causal: a.causal,
+                rope: a.rope.map(|r| (r.head_dim, r.base)),
+            },
+            Layer::RmsNorm(r) => LayerRecord::RmsNorm {
+                dim: r.dim,
+                gain: r.gain,
+            },
+            Layer::LayerNorm(l) => LayerRecord::LayerNorm { id: l.id, d: l.d },
+            Layer::Activation(a) => LayerRecord::Activation {
+                function: activation_name(*a).to_string(),
+            },
+            Layer::Dropout(d) => LayerRecord::Dropout {
+                p: d.p,
+                seed: d.seed,
+            },
+            Layer::SwiGlu(s) => LayerRecord::SwiGlu {
+                id: s.id,
+                d: s.d,
+                hidden: s.hidden,
+            },
+            Layer::Rope(r) => LayerRecord::Rope {
+                head_dim: r.head_dim,
+                base: r.base,
+            },
+            Layer::Moe(m) => LayerRecord::Moe {
+                id: m.id,
+                d: m.d,
+                experts: m.experts,
+                top_k: m.top_k,
+                hidden: m.hidden,
+            },
+            Layer::Chain(children) => LayerRecord::Chain {
+                children: children.iter().map(|c| self.add(c)).collect(),
+            },
+            Layer::Residual(inner) => LayerRecord::Residual {
+                inner: self.add(inner),
+            },
+        }
+    }
+}
+
+fn activation_name(a: Activation) -> &'static str {
+    match a {
+        Activation::Tanh => "tanh",
+        Activation::Relu => "relu",
+        Activation::Gelu => "gelu",
+        Activation::Silu => "silu",
+        Activation::Softmax => "softmax",
+    }
+}
+
+/// Deepest nesting of `chain` and `residual` a saved model may have (the layer
+/// tree is walked recursively; real models nest a few levels).
+pub const MAX_DEPTH: usize = 4096;
+
+/// Rebuilds a node table written by [`ModelWriter`]: entry i of the result is
+/// node i. Errors name the node and what is wrong with it.
+pub fn rebuild(nodes: &[LayerRecord]) -> Result<Vec<Arc<Layer>>, String> {
+    let mut built: Vec<Arc<Layer>> = Vec::with_capacity(nodes.len());
+    let mut depths: Vec<usize> = Vec::with_capacity(nodes.len());
+    for (i, record) in nodes.iter().enumerate() {
+        let layer = rebuild_one(record, &built).map_err(|why| format!("model node {i}: {why}"))?;
+        let children: &[usize] = match record {
+            LayerRecord::Chain { children } => children,
+            LayerRecord::Residual { inner } => std::slice::from_ref(inner),
+            _ => &[],
+        };
+        // Children were checked to be earlier nodes by `rebuild_one`.
+        let depth = 1 + children
+            .iter()
+            .map(|&j| depths.get(j).copied().unwrap_or(0))
+            .max()
+            .unwrap_or(0);
+        if depth > MAX_DEPTH {
+            return Err(format!(
+                "model node {i}: nested {depth} levels deep (at most {MAX_DEPTH})"
+            ));
+        }
+        depths.push(depth);
+        built.push(Arc::new(layer));
+    }
+    Ok(built)
+}
+
+fn earlier(built: &[Arc<Layer>], j: usize) -> Result<Arc<Layer>, String> {
+    built
+        .get(j)
+        .cloned()
+        .ok_or_else(|| format!("child {j} is not an earlier node"))
+}
+
+fn ensure(ok: bool, what: impl FnOnce() -> String) -> Result<(), String> {
+    if ok {
+        Ok(())
+    } else {
+        Err(what())
+    }
+}
+
+fn rope_layer(head_dim: usize, base: f64) -> Result<Rope, String> {
+    ensure(head_dim >= 2 && head_dim.is_multiple_of(2), || {
+        format!("rope head_dim {head_dim} is not an even size ≥ 2")
+    })?;
+    ensure(base.is_finite() && base > 0.0, || {
+        format!("rope base {base} is not a finite number > 0")
+    })?;
+    Ok(Rope { head_dim, base })
+}
+
+fn rebuild_one(record: &LayerRecord, built: &[Arc<Layer>]) -> Result<Layer, String> {
+    Ok(match record {
+        &LayerRecord::Linear { id, inp, out } => Layer::Linear(Linear { id, inp, out }),
+        &LayerRecord::Lora {
+            id,
+            inp,
+            out,
+            adapter_id,
+            rank,
+            alpha,
+        } => {
+            ensure(rank >= 1, || "LoRA rank must be ≥ 1".to_string())?;
+            ensure(alpha.is_finite(), || "LoRA alpha is not finite".to_string())?;
+            Layer::Lora(Lora {
+                base: Linear { id, inp, out },
+                adapter_id,
+                rank,
+                alpha,
+            })
+        }
+        &LayerRecord::Embed { id, vocab, d } => Layer::Embed(Embed { id, vocab, d }),
+        &LayerRecord::Attention {
+            id,
+            d,
+            heads,
+            kv_heads,
+            causal,
+            rope,
+        } => {
+            ensure(heads >= 1 && d % heads == 0, || {
+                format!("{heads} heads do not divide d = {d}")
+            })?;
+            ensure(kv_heads >= 1 && heads % kv_heads == 0, || {
+                format!("{kv_heads} key/value heads do not divide {heads} heads")
+            })?;
+            let rope = match rope {
+                Some((hd, base)) => {
+                    let r = rope_layer(hd, base)?;
+                    ensure(hd == d / heads, || {
+                        format!("rope size {hd} differs from d/heads = {}", d / heads)
+                    })?;
+                    Some(r)
+                }
+                None => None,
+            };
+            Layer::Attention(Attention {
+                id,
+                d,
+                heads,
+                kv_heads,
+                causal,
+                rope,
+            })
+        }
+        &LayerRecord::RmsNorm { dim, gain } => Layer::RmsNorm(RmsNorm { dim, gain }),
+        &LayerRecord::LayerNorm { id, d } => Layer::LayerNorm(LayerNorm { id, d }),
+        LayerRecord::Activation { function } => Layer::Activation(match function.as_str() {
+            "tanh" => Activation::Tanh,
+            "relu" => Activation::Relu,
+            "gelu" => Activation::Gelu,
+            "silu" => Activation::Silu,
+            "softmax" => Activation::Softmax,
+            other => return Err(format!("unknown activation `{other}`")),
+        }),
+        &LayerRecord::Dropout { p, seed } => {
+            ensure((0.0..1.0).contains(&p), || {
+                format!("dropout p = {p} is outside [0, 1)")
+            })?;
+            Layer::Dropout(Dropout { p, seed })
+        }
+        &LayerRecord::SwiGlu { id, d, hidden } => {
+            ensure(hidden >= 1, || "swiglu hidden must be ≥ 1".to_string())?;
+            Layer::SwiGlu(SwiGlu { id, d, hidden })
+        }
+        &LayerRecord::Rope { head_dim, base } => Layer::Rope(rope_layer(head_dim, base)?),
+        &LayerRecord::Moe {
+            id,
+            d,
+            experts,
+            top_k,
+            hidden,
+        } => {
+            ensure(experts >= 1 && (1..=experts).contains(&top_k), || {
+                format!("top_k = {top_k} is outside 1..={experts}")
+            })?;
+            ensure(hidden >= 1, || "moe hidden must be ≥ 1".to_string())?;
+            Layer::Moe(Moe {
+                id,
+                d,
+                experts,
+                top_k,
+                hidden,
+            })
+        }
+        LayerRecord::Chain { children } => Layer::Chain(
+            children
+                .iter()
+                .map(|&j| earlier(built, j))
+                .collect::<Result<_, _>>()?,
+        ),
+        &LayerRecord::Residual { inner } => Layer::Residual(earlier(built, inner)?),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn linear(id: u64) -> Arc<Layer> {
+        Arc::new(Layer::Linear(Linear { id, inp: 2, out: 3 }))
+    }
+
+    #[test]
+    fn shared_layers_stay_shared_and_structure_round_trips() {
+        let moe = Arc::new(Layer::Moe(Moe {
+            id: 4,
+            d: 3,
+            experts: 2,
+            top_k: 1,
+            hidden: 5,
+        }));
+        let net = Arc::new(Layer::Chain(vec![
+            linear(1),
+            Arc::new(Layer::Residual(moe.clone())),
+            moe.clone(),
+            Arc::new(Layer::Activation(Activation::Gelu)),
+        ]));
+        let mut w = ModelWriter::new();
+        let (i_net, i_moe) = (w.add(&net), w.add(&moe));
+        let nodes = w.finish();
+        // linear, moe, residual, gelu, chain: the moe node is written once.
+        assert_eq!(nodes.len(), 5);
+        let json = serde_json::to_string(&nodes).unwrap();
+        let back: Vec<LayerRecord> = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, nodes);
+        let built = rebuild(&back).unwrap();
+        let (net2, moe2) = (&built[i_net], &built[i_moe]);
+        assert_eq!(net2.parameters(), net.parameters());
+        assert_eq!(net2.describe(), net.describe());
+        let Layer::Chain(children) = &**net2 else {
+            panic!("not a chain")
+        };
+        assert!(Arc::ptr_eq(&children[2], moe2));
+        let Layer::Residual(inner) = &*children[1] else {
+            panic!("not a residual")
+        };
+        assert!(Arc::ptr_eq(inner, moe2));
+    }
+
+    #[test]
+    fn invalid_records_are_errors() {
+        let bad = [
+            vec![LayerRecord::Chain { children: vec![0] }],
+            vec![LayerRecord::Residual { inner: 7 }],
+            vec![LayerRecord::Attention {
+                id: 0,
+                d: 6,
+                heads: 0,
+                kv_heads: 1,
+                causal: true,
+                rope: None,
+            }],
+            vec![LayerRecord::Attention {
+                id: 0,
+                d: 8,
+                heads: 2,
+                kv_heads: 2,
+                causal: true,
+                rope: Some((3, 1e4)),
+            }],
+            vec![LayerRecord::Moe {
+                id: 0,
+                d: 2,
+                experts: 2,
+                top_k: 3,
+                hidden: 1,
+            }],
+            vec![LayerRecord::Dropout { p: 1.0, seed: 0 }],
+            vec![LayerRecord::Activation {
+                function: "swish".into(),
+            }],
+        ];
+        for nodes in bad {
+            let err = rebuild(&nodes).err().expect("should fail");
+            assert!(err.starts_with("model node 0: "), "{err}");
+        }
+        // Nesting past MAX_DEPTH is refused (the tree is walked recursively).
+        let mut deep = vec![LayerRecord::Activation {
+            function: "relu".into(),
+        }];
+        for i in 0..MAX_DEPTH {
+            deep.push(LayerRecord::Residual { inner: i });
+        }
+        let err = rebuild(&deep).err().expect("too deep");
+        assert!(
+            err.starts_with(&format!("model node {MAX_DEPTH}: ")),
+            "{err}"
+        );
+        deep.pop();
+        assert_eq!(rebuild(&deep).unwrap().len(), MAX_DEPTH);
+    }
+}

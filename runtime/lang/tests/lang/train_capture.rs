@@ -1,0 +1,295 @@
+//! Captured `train` steps (DESIGN §5, LANGUAGE §6.3): a loop that replays its
+//! recorded step gives bit for bit what interpreting every iteration gives
+//! (recorded losses, bindings, optimizer state, `step`, the loop's value), and
+//! a loop whose iterations could differ stays interpreted and says why.
+
+use std::sync::{Arc, Mutex};
+
+use mlpl_lang::eval::{Interp, RunObserver, StepMode, Workspace};
+use mlpl_lang::value::Value;
+use mlpl_syntax::parse;
+
+/// One step mode the observer heard: (captured, reason, guard failed).
+type Mode = (bool, Option<String>, bool);
+
+/// What the observer heard about step modes.
+type Modes = Arc<Mutex<Vec<Mode>>>;
+
+struct ModeLog(Modes);
+
+impl RunObserver for ModeLog {
+    fn on_step_mode(&mut self, mode: &StepMode<'_>) {
+        self.0.lock().unwrap().push((
+            mode.captured,
+            mode.reason.map(str::to_string),
+            mode.guard_failed,
+        ));
+    }
+}
+
+/// Runs `src` with step capture on or off; returns the interpreter, the run's
+/// value and the step modes reported.
+fn run(src: &str, capture: bool) -> (Interp, Option<Value>, Vec<Mode>) {
+    let parsed = parse(src);
+    assert!(parsed.diagnostics.iter().all(|d| !d.is_error()), "parses");
+    let modes = Modes::default();
+    let mut it = Interp::new(Workspace::new());
+    it.capture_steps = capture;
+    it.set_observer(Box::new(ModeLog(modes.clone())));
+    let v = it
+        .run(&parsed.program)
+        .unwrap_or_else(|d| panic!("run failed: {} {}", d.code, d.message));
+    let modes = modes.lock().unwrap().clone();
+    (it, v, modes)
+}
+
+/// The bits of every element, so that comparisons are exact (NaN included).
+fn bits(v: &Value) -> String {
+    match v {
+        Value::Array(a) => {
+            let data: Vec<u32> = a.to_f32().iter().map(|x| x.to_bits()).collect();
+            format!(
+                "{:?} {:?} exact={} {:?}",
+                a.shape(),
+                a.names(),
+                a.is_exact(),
+                data
+            )
+        }
+        other => other.display(),
+    }
+}
+
+/// Asserts that two interpreters hold the same bindings and optimizer state,
+/// bit for bit.
+fn assert_same_state(a: &Interp, b: &Interp) {
+    assert_eq!(a.ws.names(), b.ws.names(), "the same variables");
+    for name in a.ws.names() {
+        let (x, y) = (a.ws.get(name).unwrap(), b.ws.get(name).unwrap());
+        assert_eq!(bits(x), bits(y), "variable `{name}` differs");
+    }
+    assert_eq!(a.ws.optim.len(), b.ws.optim.len(), "optimizer states");
+    for (key, s) in &a.ws.optim {
+        let t = &b.ws.optim[key];
+        assert_eq!(s.steps, t.steps, "{key:?}: update count");
+        let same = |x: &mlpl_devices::Tensor, y: &mlpl_devices::Tensor| {
+            x.host()
+                .iter()
+                .map(|v| v.to_bits())
+                .eq(y.host().iter().map(|v| v.to_bits()))
+        };
+        assert!(same(&s.m, &t.m), "{key:?}: first moment differs");
+        match (&s.v, &t.v) {
+            (Some(x), Some(y)) => assert!(same(x, y), "{key:?}: second moment differs"),
+            (None, None) => {}
+            _ => panic!("{key:?}: second moment present in one run only"),
+        }
+    }
+}
+
+/// Runs `src` both ways and asserts identical results; returns the modes the
+/// captured run reported.
+fn same_both_ways(src: &str) -> Vec<Mode> {
+    let (eager, ve, _) = run(src, false);
+    let (captured, vc, modes) = run(src, true);
+    assert_eq!(
+        ve.as_ref().map(bits),
+        vc.as_ref().map(bits),
+        "the run's value differs"
+    );
+    assert_same_state(&eager, &captured);
+    modes
+}
+
+const TINY_LM: &str = r#"
+text = load_preloaded("tiny_shakespeare_snippet")
+ids = tokenize_bytes(text)
+X = split(shift_pairs_x(ids, 16), 8 / 122, 0)
+Y = split(shift_pairs_y(ids, 16), 8 / 122, 0)
+V = 280
+d = 16
+model = chain(
+  embed(V, d, 0),
+  residual(chain(rms_norm(d), causal_attention(d, 2, 1))),
+  residual(chain(layer_norm(d), linear(d, 4 * d, 2), gelu_layer(), linear(4 * d, d, 3))),
+  rms_norm(d),
+  linear(d, V, 4),
+)
+reinit(model, "all_layers", 0.02, 5)
+train 12 {
+  adam(cross_entropy(apply(model, X), Y), model, 0.003, 0.9, 0.999, 1e-8)
+  loss_metric = cross_entropy(apply(model, X), Y)
+}
+[sum(last_losses), loss_metric, step]
+"#;
+
+#[test]
+fn a_captured_transformer_trains_bit_for_bit_like_the_interpreter() {
+    let modes = same_both_ways(TINY_LM);
+    assert_eq!(modes, vec![(true, None, false)], "the loop is captured");
+}
+
+#[test]
+fn other_optimizers_and_plain_parameters_are_captured_exactly() {
+    let src = r#"
+W = param[4, 3]
+W = W + reshape(iota(12), [4, 3]) / 10
+b = param[3]
+x = reshape(iota(8), [2, 4]) / 7
+train 6 {
+  adamw(sum((matmul(x, W) + b - 1) * (matmul(x, W) + b - 1)), [W, b], 0.05, 0.9, 0.99, 1e-8, 0.1)
+  momentum_sgd(mean(tanh(matmul(x, W))), W, 0.01, 0.9)
+  mean(softmax(matmul(x, W) + b, 1))
+}
+"#;
+    let modes = same_both_ways(src);
+    assert_eq!(modes, vec![(true, None, false)]);
+}
+
+#[test]
+fn a_non_scalar_body_value_records_its_mean() {
+    let src = r#"
+W = param[3]
+W = W + [1, 2, 3]
+train 5 {
+  adam(sum(W * W), W, 0.1, 0.9, 0.999, 1e-8)
+  W * 2
+}
+last_losses
+"#;
+    let modes = same_both_ways(src);
+    assert_eq!(modes, vec![(true, None, false)]);
+}
+
+#[test]
+fn a_body_that_reads_step_stays_interpreted() {
+    let src = r#"
+W = param[2]
+train 4 { adam(sum((W - step) * (W - step)), W, 0.1, 0.9, 0.999, 1e-8); sum(W) }
+"#;
+    let modes = same_both_ways(src);
+    assert_eq!(modes.len(), 1);
+    let (captured, reason, guard) = &modes[0];
+    assert!(!captured && !guard);
+    assert!(reason.as_deref().unwrap().contains("`step`"), "{reason:?}");
+}
+
+#[test]
+fn a_host_value_that_changes_every_iteration_keeps_the_loop_interpreted() {
+    // `c` counts on the host: a replay would not update it.
+    let src = r#"
+W = param[2]
+c = 0
+train 4 { c = c + 1; adam(sum(W * W) * c, W, 0.1, 0.9, 0.999, 1e-8); sum(W) }
+c
+"#;
+    let modes = same_both_ways(src);
+    let (captured, reason, guard) = &modes[0];
+    assert!(!captured && *guard, "{modes:?}");
+    assert!(reason.is_some());
+}
+
+#[test]
+fn gradient_clipping_reads_the_norm_on_the_host_and_stays_interpreted() {
+    let src = r#"
+W = param[3]
+W = W + [3, -4, 5]
+train 5 { adam(sum(W * W), W, 0.1, 0.9, 0.999, 1e-8, 1.0); sum(W) }
+"#;
+    let modes = same_both_ways(src);
+    let (captured, reason, guard) = &modes[0];
+    assert!(!captured && *guard, "{modes:?}");
+    assert!(reason.as_deref().unwrap().contains("host"), "{reason:?}");
+}
+
+#[test]
+fn dropout_masks_change_every_step_and_keep_the_loop_interpreted() {
+    let src = r#"
+x = reshape(iota(12), [3, 4]) / 12
+m = chain(linear(4, 4, 1), dropout(0.5, 3), linear(4, 1, 2))
+train 4 { adam(mean(apply(m, x)), m, 0.01, 0.9, 0.999, 1e-8); mean(apply(m, x)) }
+"#;
+    let modes = same_both_ways(src);
+    let (captured, _, guard) = &modes[0];
+    assert!(!captured && *guard, "{modes:?}");
+}
+
+#[test]
+fn short_and_nested_loops_are_not_captured() {
+    let modes = same_both_ways(
+        "W = param[2]\ntrain 2 { adam(sum(W * W), W, 0.1, 0.9, 0.999, 1e-8); sum(W) }",
+    );
+    assert!(!modes[0].0 && modes[0].1.as_deref().unwrap().contains("fewer than 3"));
+    let modes = same_both_ways(
+        "W = param[2]\ntrain 3 { repeat 2 { adam(sum(W * W), W, 0.1, 0.9, 0.999, 1e-8) }; sum(W) }",
+    );
+    assert!(!modes[0].0 && modes[0].1.as_deref().unwrap().contains("`repeat`"));
+}
+
+#[test]
+fn a_loop_that_fails_later_keeps_the_values_of_the_replayed_iterations() {
+    // Cancelling is the only way a replayed loop stops early on the CPU; the
+    // state written back must be that of the iterations that ran.
+    let src = r#"
+W = param[2]
+W = W + [1, 2]
+train 200000 { adam(sum(W * W), W, 0.01, 0.9, 0.999, 1e-8); sum(W) }
+"#;
+    let parsed = parse(src);
+    let mut it = Interp::new(Workspace::new());
+    let cancel = it.cancel.clone();
+    let stopper = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        cancel.store(true, std::sync::atomic::Ordering::SeqCst);
+    });
+    let err = it.run(&parsed.program).expect_err("the run is cancelled");
+    stopper.join().unwrap();
+    assert_eq!(err.code, "E0409");
+    let steps = it.ws.optim.values().next().expect("adam state").steps;
+    assert!(steps > 2 && steps < 200_000, "{steps} updates");
+    // W after `steps` updates equals an interpreted run of exactly that many.
+    let w = bits(it.ws.get("W").unwrap());
+    let replay = format!(
+        "W = param[2]\nW = W + [1, 2]\ntrain {steps} {{ adam(sum(W * W), W, 0.01, 0.9, 0.999, 1e-8); sum(W) }}"
+    );
+    let (eager, _, _) = run(&replay, false);
+    assert_eq!(w, bits(eager.ws.get("W").unwrap()));
+    assert_eq!(
+        bits(it.ws.get("step").unwrap()),
+        bits(&Value::exact((steps - 1) as f64)),
+        "`step` is the last iteration that ran"
+    );
+}
+
+/// Captured and interpreted training give the same bits at every
+/// instruction-set level this CPU supports, with 1 and 2 threads and with
+/// other GEMM blocking sizes. (The level and blocking are process-wide, so the
+/// other tests of this binary may run under the ones set here; by the GEMM's
+/// numeric contract their results cannot change.)
+#[test]
+fn captured_training_is_bit_identical_on_every_isa_thread_count_and_blocking() {
+    use mlpl_devices::cpu::{force_isa, set_gemm_blocking, supported_isas, GemmBlocking};
+    let (base, vb, _) = run(TINY_LM, true);
+    let small = GemmBlocking { mc: 12, nc: 48 };
+    for isa in supported_isas() {
+        for (threads, blocking) in [(1, None), (2, Some(small))] {
+            force_isa(Some(isa)).expect("a supported level");
+            set_gemm_blocking(blocking);
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .expect("a thread pool");
+            for capture in [true, false] {
+                let (it, v, _) = pool.install(|| run(TINY_LM, capture));
+                assert_eq!(
+                    vb.as_ref().map(bits),
+                    v.as_ref().map(bits),
+                    "{isa}, {threads} threads, {blocking:?}, capture {capture}: the run's value differs"
+                );
+                assert_same_state(&base, &it);
+            }
+        }
+    }
+    force_isa(None).expect("the initial level");
+    set_gemm_blocking(None);
+}

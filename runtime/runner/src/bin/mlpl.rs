@@ -1,0 +1,679 @@
+//! `mlpl`: run, check and explain MLPL programs and serve the runner (LANGUAGE §21.2).
+
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use mlpl_diag::render::{render_with, to_json, RenderOptions};
+use mlpl_diag::{codes, Diagnostic, SourceFile};
+use mlpl_lang::check::check_source;
+use mlpl_lang::eval::{Interp, Workspace};
+use mlpl_lang::value::{DeviceTarget, Value};
+use mlpl_runner::serve::{self, ServeConfig};
+use mlpl_runner::session::progress::ProgressRenderer;
+use mlpl_runner::session::{
+    CellRef, Emitter, RunRequest, RunStatus, Session, SessionOptions, StepObserver, STEP_INTERVAL,
+};
+use mlpl_syntax::lexer::decode_source;
+
+/// mimalloc: the checker and the interpreter allocate many small, short-lived
+/// values, which it serves markedly faster than the system allocator
+/// (docs/benchmarks.md, static checker).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// MLPL: a typed array language for machine learning, with named axes.
+#[derive(Parser)]
+#[command(name = "mlpl", version, long_about = None, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a script and print the value of its last statement.
+    ///
+    /// Diagnostics and warnings go to standard error. Exit status: 0 on success,
+    /// 1 on an error in the program, 2 on a usage error.
+    ///
+    /// On the CPU the printed numbers are bit-identical on every x86-64 machine
+    /// and thread count (docs/reproducibility.md). Environment: RAYON_NUM_THREADS
+    /// (CPU threads), MLPL_CPU_ISA=scalar|avx2|avx512 (the GEMM's instruction
+    /// set; the default is the best the CPU has) and MLPL_GEMM_BLOCKING=MC,NC
+    /// (its cache blocks) change speed only, never results.
+    Run(RunArgs),
+    /// Check scripts without running them and print their diagnostics.
+    ///
+    /// Exit status 1 if any file has an error.
+    Check(CheckArgs),
+    /// Explain a diagnostic code, e.g. `mlpl explain E0201`.
+    Explain {
+        /// The code (E0201, W0001, ...).
+        code: String,
+    },
+    /// Measure each available device as `calibrate_device` does and store the
+    /// results for the editor's feasibility estimates (LANGUAGE §21.2).
+    ///
+    /// Writes `calibration.json` in $MLPL_CACHE_DIR, else $XDG_CACHE_HOME/mlpl, else
+    /// ~/.cache/mlpl: `{"version": 1, "devices": [{"device", "gflops", "size",
+    /// "measured_at", "source"}]}`. Entries of devices not measured now are kept.
+    Calibrate(CalibrateArgs),
+    /// Start the runner the editor uses: sessions, cells and live events over HTTP.
+    ///
+    /// Prints `mlpl serve listening on http://ADDR` (and the token when it generated
+    /// one) on standard output. Routes: docs/runner-protocol.md.
+    Serve(ServeArgs),
+}
+
+#[derive(clap::Args)]
+struct CalibrateArgs {
+    /// Matrix size of the measurement (`calibrate_device(size)`).
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..=16384))]
+    size: u32,
+    /// Write the cache here instead of the default location.
+    #[arg(long, value_name = "FILE")]
+    output: Option<PathBuf>,
+}
+
+#[derive(clap::Args)]
+struct ServeArgs {
+    /// Address to listen on; port 0 picks a free port. Non-loopback addresses need a token.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7878")]
+    bind: String,
+    /// Bearer token clients must send (default: a random token, printed).
+    #[arg(long, conflicts_with = "token_file")]
+    token: Option<String>,
+    /// Read the bearer token from a file (its first line).
+    #[arg(long, value_name = "PATH")]
+    token_file: Option<PathBuf>,
+    /// Save sessions here after every run and restore them on start.
+    #[arg(long, value_name = "DIR")]
+    state_dir: Option<PathBuf>,
+    /// Directory that `load` and `save` may access (default: none; file builtins fail).
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+    /// Largest accepted request body in bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = serve::MAX_BODY_BYTES)]
+    max_body_bytes: usize,
+    /// Stop when standard input closes: an editor that starts the server with a
+    /// pipe on its input stops it by exiting, even when it is killed.
+    #[arg(long)]
+    exit_with_stdin: bool,
+}
+
+#[derive(clap::Args)]
+struct RunArgs {
+    /// The script to run.
+    file: PathBuf,
+    /// Directory that `load` and `save` may access (default: the script's directory).
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+    /// Write experiment records under DIR/NAME/TIMESTAMP/run.json.
+    #[arg(long, value_name = "DIR")]
+    exp_dir: Option<PathBuf>,
+    /// Directory for SVG charts (default: $MLPL_CACHE_DIR, the user cache dir, or the temp dir).
+    #[arg(long, value_name = "DIR")]
+    svg_out: Option<PathBuf>,
+    /// Device for code outside `device` blocks: cpu, cuda, cuda:N or mlx.
+    #[arg(long, default_value = "cpu")]
+    device: String,
+    /// Print the run's telemetry events (docs/telemetry.md) on standard output
+    /// instead of its value and diagnostics.
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    events: Option<EventsFormat>,
+    /// Interpret every iteration of `train` loops instead of replaying the step
+    /// recorded in their first two iterations (the results are the same; for
+    /// comparing speed or ruling out a capture problem).
+    #[arg(long)]
+    no_capture: bool,
+    /// After the run, print on standard error how each top-level `train` loop
+    /// ran: iterations replayed from the captured step (or why none were),
+    /// and the share of the replayed iterations' time spent inside kernels.
+    #[arg(long)]
+    profile: bool,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum EventsFormat {
+    /// One JSON object per line.
+    Jsonl,
+}
+
+#[derive(clap::Args)]
+struct CheckArgs {
+    /// Scripts to check.
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Human)]
+    format: Format,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Format {
+    /// rustc-style text.
+    Human,
+    /// A JSON array of diagnostics.
+    Json,
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    match cli.command {
+        Command::Run(args) => run(args),
+        Command::Check(args) => check(args),
+        Command::Explain { code } => explain(&code),
+        Command::Calibrate(args) => calibrate(args),
+        Command::Serve(args) => serve_cmd(args),
+    }
+}
+
+fn color() -> bool {
+    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none()
+}
+
+fn read_source(path: &Path) -> Result<String, ExitCode> {
+    let bytes = std::fs::read(path).map_err(|e| {
+        eprintln!("error: cannot read {}: {e}", path.display());
+        ExitCode::from(2)
+    })?;
+    decode_source(&bytes).map_err(|d| {
+        let src = SourceFile::new(path.display().to_string(), String::new());
+        eprintln!(
+            "{}",
+            render_with(&d, &src, &RenderOptions { color: color() })
+        );
+        ExitCode::from(1)
+    })
+}
+
+fn run(args: RunArgs) -> ExitCode {
+    let text = match read_source(&args.file) {
+        Ok(t) => t,
+        Err(code) => return code,
+    };
+    let src = SourceFile::new(args.file.display().to_string(), text);
+    let Some(device) = DeviceTarget::parse(&args.device) else {
+        eprintln!(
+            "error: unknown device `{}`; use cpu, cuda, cuda:N or mlx",
+            args.device
+        );
+        return ExitCode::from(2);
+    };
+    if args.events.is_some() {
+        return run_events(&args, src, device);
+    }
+    let parsed = mlpl_syntax::parse(src.text());
+    let opts = RenderOptions { color: color() };
+    let mut failed = false;
+    for d in &parsed.diagnostics {
+        eprintln!("{}", render_with(d, &src, &opts));
+        failed |= d.is_error();
+    }
+    if failed {
+        return ExitCode::from(1);
+    }
+    let mut ws = Workspace::new();
+    ws.data_dir = args
+        .data_dir
+        .clone()
+        .or_else(|| Some(script_dir(&args.file)));
+    ws.exp_dir = args.exp_dir.clone();
+    ws.default_device = Some(device);
+    join_thread_pool();
+    let mut it = Interp::new(ws);
+    it.capture_steps = !args.no_capture;
+    if let Err(why) = it.devices.availability(device) {
+        eprintln!(
+            "warning: device `{device}` is not available ({}); running on the CPU",
+            why.reason()
+        );
+    }
+    // On a terminal, each `train` loop gets a progress bar drawn from `step` events.
+    let progress = std::io::stderr()
+        .is_terminal()
+        .then(|| Arc::new(ProgressRenderer::new()));
+    if let Some(p) = &progress {
+        let p2 = p.clone();
+        let emitter = Arc::new(Emitter::new("cli", 0, Box::new(move |e| p2.handle(e))));
+        let backend = it.devices.backend(device);
+        it.set_observer(Box::new(StepObserver::new(
+            emitter,
+            "run-1",
+            STEP_INTERVAL,
+            backend,
+            device.to_string(),
+        )));
+    }
+    let warn_src = src.clone();
+    let warn_progress = progress.clone();
+    it.set_warning_sink(Box::new(move |d: &Diagnostic| {
+        let text = render_with(d, &warn_src, &opts);
+        match &warn_progress {
+            Some(p) => p.suspend(|| eprintln!("{text}")),
+            None => eprintln!("{text}"),
+        }
+    }));
+    let started = std::time::Instant::now();
+    let result = it.run(&parsed.program);
+    if let Some(p) = &progress {
+        p.finish_all();
+    }
+    let elapsed = started.elapsed();
+    let code = match result {
+        Ok(Some(v)) => {
+            print_value(&v, args.svg_out.as_deref());
+            ExitCode::SUCCESS
+        }
+        Ok(None) => ExitCode::SUCCESS,
+        Err(d) => {
+            eprintln!("{}", render_with(&d, &src, &opts));
+            ExitCode::from(1)
+        }
+    };
+    if args.profile {
+        let _ = std::io::stdout().flush();
+        eprint!("{}", profile_report(&it, &src, elapsed));
+    }
+    code
+}
+
+/// Makes this thread, which runs the program, worker 0 of rayon's global pool
+/// (with one thread fewer spawned): the kernels' parallel work is then queued
+/// on this thread's own deque, for the other workers to take, instead of being
+/// handed to the pool from outside and waited for. Fails harmlessly when the
+/// pool already exists.
+fn join_thread_pool() {
+    let _ = rayon::ThreadPoolBuilder::new()
+        .use_current_thread()
+        .build_global();
+}
+
+/// `--profile`: one paragraph per top-level `train` loop of the run.
+fn profile_report(it: &Interp, src: &SourceFile, total: std::time::Duration) -> String {
+    let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+    let kernels: std::time::Duration = it.loop_stats.iter().map(|s| s.replay_kernels).sum();
+    let mut out = format!(
+        "profile: run {:.1} ms, of which {:.1} ms ({:.1}%) inside the kernels of replayed steps (interpreted code is not timed)\n",
+        ms(total),
+        ms(kernels),
+        100.0 * ms(kernels) / ms(total).max(1e-9)
+    );
+    for s in &it.loop_stats {
+        let (line, _) = src.line_col(s.span.start);
+        out += &format!(
+            "  train loop at line {line}: {} iterations in {:.1} ms ({:.1}% of the run)\n",
+            s.iterations,
+            ms(s.wall),
+            100.0 * ms(s.wall) / ms(total).max(1e-9)
+        );
+        match (&s.eager_reason, s.replay_kind) {
+            (_, Some(kind)) if s.replayed > 0 => {
+                let share = 100.0 * ms(s.replay_kernels) / ms(s.replay_wall).max(1e-9);
+                out += &format!(
+                    "    {} replayed from the captured step ({kind}) in {:.1} ms, {:.2} ms each (median {:.2} ms); {:.1} ms inside kernels ({share:.1}%)\n",
+                    s.replayed,
+                    ms(s.replay_wall),
+                    ms(s.replay_wall) / s.replayed as f64,
+                    s.replay_median.map_or(f64::NAN, ms),
+                    ms(s.replay_kernels),
+                );
+            }
+            (Some(why), _) => out += &format!("    not captured: {why}\n"),
+            _ => out += "    not captured\n",
+        }
+    }
+    out
+}
+
+fn script_dir(file: &Path) -> PathBuf {
+    match file.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+fn print_value(v: &Value, svg_out: Option<&Path>) {
+    let text = v.display();
+    let mut out = std::io::stdout().lock();
+    if v.is_svg() {
+        if let Some(path) = write_svg(&text, svg_out) {
+            let _ = writeln!(out, "viz: {}", path.display());
+            return;
+        }
+    }
+    let _ = writeln!(out, "{text}");
+}
+
+/// The directory for SVG charts (LANGUAGE §21.2).
+fn svg_dir(svg_out: Option<&Path>) -> PathBuf {
+    svg_out
+        .map(Path::to_path_buf)
+        .or_else(|| std::env::var_os("MLPL_CACHE_DIR").map(PathBuf::from))
+        .or_else(|| std::env::var_os("XDG_CACHE_HOME").map(|d| PathBuf::from(d).join("mlpl")))
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache").join("mlpl")))
+        .unwrap_or_else(std::env::temp_dir)
+}
+
+/// Writes a chart to DIR/H.svg (LANGUAGE §21.2) and returns the path.
+fn write_svg(text: &str, svg_out: Option<&Path>) -> Option<PathBuf> {
+    mlpl_runner::session::write_svg(text, &svg_dir(svg_out))
+}
+
+/// `mlpl run --events jsonl`: the file runs as one cell of a session whose
+/// events are printed one JSON object per line.
+fn run_events(args: &RunArgs, src: SourceFile, device: mlpl_lang::value::DeviceTarget) -> ExitCode {
+    let sink = Box::new(|e: &mlpl_runner::session::Event| {
+        let mut out = std::io::stdout().lock();
+        if let Ok(line) = serde_json::to_string(e) {
+            let _ = writeln!(out, "{line}");
+            let _ = out.flush();
+        }
+    });
+    let opts = SessionOptions {
+        data_dir: args
+            .data_dir
+            .clone()
+            .or_else(|| Some(script_dir(&args.file))),
+        exp_dir: args.exp_dir.clone(),
+        device,
+        artifact_dir: Some(svg_dir(args.svg_out.as_deref())),
+        capture_steps: !args.no_capture,
+        ..SessionOptions::default()
+    };
+    join_thread_pool();
+    let mut session = Session::new("cli", opts, sink);
+    let req = RunRequest {
+        code: src.text().to_string(),
+        cell: Some(CellRef {
+            uri: src.name().to_string(),
+            index: 0,
+            start_line: 0,
+        }),
+        device: None,
+    };
+    match session.run("run-1", &req).status {
+        RunStatus::Ok => ExitCode::SUCCESS,
+        RunStatus::Error | RunStatus::Cancelled => ExitCode::from(1),
+    }
+}
+
+fn serve_cmd(args: ServeArgs) -> ExitCode {
+    let addr: std::net::SocketAddr = match args.bind.parse() {
+        Ok(a) => a,
+        Err(_) => {
+            eprintln!(
+                "error: `{}` is not an address such as 127.0.0.1:7878",
+                args.bind
+            );
+            return ExitCode::from(2);
+        }
+    };
+    let given = match (&args.token, &args.token_file) {
+        (Some(t), _) => Some(t.trim().to_string()),
+        (None, Some(path)) => match std::fs::read_to_string(path) {
+            Ok(text) => Some(text.lines().next().unwrap_or("").trim().to_string()),
+            Err(e) => {
+                eprintln!("error: cannot read {}: {e}", path.display());
+                return ExitCode::from(2);
+            }
+        },
+        (None, None) => None,
+    };
+    if given.as_deref() == Some("") {
+        eprintln!("error: the token is empty");
+        return ExitCode::from(2);
+    }
+    if given.is_none() && serve::needs_token(&addr) {
+        eprintln!("error: refusing to listen on {addr} without a token: it is not a loopback address; pass --token or --token-file");
+        return ExitCode::from(2);
+    }
+    let generated = given.is_none();
+    let token = match given.map_or_else(serve::random_token, Ok) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let data_dir = match &args.data_dir {
+        Some(d) => match d.canonicalize() {
+            Ok(p) if p.is_dir() => Some(p),
+            _ => {
+                eprintln!("error: the data directory {} does not exist", d.display());
+                return ExitCode::from(2);
+            }
+        },
+        None => None,
+    };
+    if let Some(d) = &args.state_dir {
+        if let Err(e) = std::fs::create_dir_all(d) {
+            eprintln!(
+                "error: cannot create the state directory {}: {e}",
+                d.display()
+            );
+            return ExitCode::from(2);
+        }
+    }
+    let config = ServeConfig {
+        state_dir: args.state_dir.clone(),
+        data_dir,
+        max_body_bytes: args.max_body_bytes,
+        ..ServeConfig::new(token.clone())
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the server runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let result = runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
+            eprintln!("error: cannot listen on {addr}: {e}");
+        })?;
+        let bound = listener.local_addr().unwrap_or(addr);
+        let on_restore = move |lines: Vec<String>| {
+            for l in lines {
+                eprintln!("mlpl serve: {l}");
+            }
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "mlpl serve listening on http://{bound}");
+            if generated {
+                let _ = writeln!(out, "token: {token}");
+            }
+            let _ = out.flush();
+        };
+        let stdin_closed = args.exit_with_stdin.then(stdin_closed);
+        let shutdown = async move {
+            match stdin_closed {
+                Some(closed) => {
+                    tokio::select! {
+                        _ = tokio::signal::ctrl_c() => {}
+                        _ = closed => {}
+                    }
+                }
+                None => {
+                    let _ = tokio::signal::ctrl_c().await;
+                }
+            }
+        };
+        serve::serve(listener, config, on_restore, shutdown)
+            .await
+            .map_err(|e| eprintln!("error: {e}"))
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(()) => ExitCode::from(1),
+    }
+}
+
+/// Completes when standard input reaches its end (or fails): read on a thread of
+/// its own, since reading a pipe blocks.
+fn stdin_closed() -> tokio::sync::oneshot::Receiver<()> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::thread::spawn(move || {
+        use std::io::Read;
+        let mut buf = [0u8; 4096];
+        let mut input = std::io::stdin().lock();
+        while matches!(input.read(&mut buf), Ok(n) if n > 0) {}
+        let _ = tx.send(());
+    });
+    rx
+}
+
+fn check(args: CheckArgs) -> ExitCode {
+    let mut any_error = false;
+    let mut json = Vec::new();
+    let opts = RenderOptions { color: color() };
+    for file in &args.files {
+        let text = match read_source(file) {
+            Ok(t) => t,
+            Err(code) => return code,
+        };
+        let src = SourceFile::new(file.display().to_string(), text);
+        let checked = check_source(src.text());
+        any_error |= checked.diagnostics.iter().any(Diagnostic::is_error);
+        match args.format {
+            Format::Human => {
+                for d in &checked.diagnostics {
+                    eprintln!("{}", render_with(d, &src, &opts));
+                }
+            }
+            Format::Json => {
+                if let serde_json::Value::Array(items) = to_json(&checked.diagnostics, &src) {
+                    json.extend(items);
+                }
+            }
+        }
+    }
+    if let Format::Json = args.format {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json).expect("JSON values serialize")
+        );
+    }
+    if any_error {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+fn explain(code: &str) -> ExitCode {
+    match codes::explain(code) {
+        Some(text) => {
+            println!("{text}");
+            ExitCode::SUCCESS
+        }
+        None => {
+            eprintln!("error: `{code}` is not a diagnostic code; codes look like E0201 or W0001 (see docs/diagnostics.md)");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Where `mlpl calibrate` stores its results (the editor reads the same file).
+fn calibration_path() -> Option<PathBuf> {
+    let dir = std::env::var_os("MLPL_CACHE_DIR")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("XDG_CACHE_HOME").map(|d| PathBuf::from(d).join("mlpl")))
+        .or_else(|| {
+            std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache").join("mlpl"))
+        })?;
+    Some(dir.join("calibration.json"))
+}
+
+fn calibrate(args: CalibrateArgs) -> ExitCode {
+    let Some(path) = args.output.clone().or_else(calibration_path) else {
+        eprintln!("error: no cache directory (set MLPL_CACHE_DIR or pass --output FILE)");
+        return ExitCode::from(2);
+    };
+    let previous: Vec<serde_json::Value> = std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .and_then(|v| v.get("devices").and_then(|d| d.as_array()).cloned())
+        .unwrap_or_default();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let probe = Interp::new(Workspace::new());
+    let mut measured = Vec::new();
+    for name in ["cpu", "cuda", "mlx"] {
+        let target = DeviceTarget::parse(name).expect("a known device target");
+        if let Err(why) = probe.devices.availability(target) {
+            println!("{name}: not available ({})", why.reason());
+            continue;
+        }
+        // The measurement itself is the `calibrate_device` builtin on that device.
+        let src = format!("device(\"{name}\") {{ calibrate_device({}) }}", args.size);
+        let parsed = mlpl_syntax::parse(&src);
+        let mut it = Interp::new(Workspace::new());
+        let gflops = match it.run(&parsed.program) {
+            Ok(Some(Value::Array(a))) => a.exact_value().or_else(|| a.scalar_value()),
+            Ok(_) => None,
+            Err(d) => {
+                let src = SourceFile::new("<calibrate>", src.clone());
+                eprintln!(
+                    "{}",
+                    render_with(&d, &src, &RenderOptions { color: color() })
+                );
+                None
+            }
+        };
+        match gflops {
+            Some(g) => {
+                println!(
+                    "{name}: {} GFLOPS (calibrate_device({}))",
+                    mlpl_lang::display::format_f64(g),
+                    args.size
+                );
+                measured.push(serde_json::json!({
+                    "device": name,
+                    "gflops": g,
+                    "size": args.size,
+                    "measured_at": now,
+                    "source": "`mlpl calibrate`",
+                }));
+            }
+            None => println!("{name}: measurement failed"),
+        }
+    }
+    let mut devices: Vec<serde_json::Value> = previous
+        .into_iter()
+        .filter(|e| {
+            let d = e.get("device").and_then(|d| d.as_str()).unwrap_or("");
+            !measured.iter().any(|m| m["device"] == d)
+        })
+        .collect();
+    devices.extend(measured);
+    let doc = serde_json::json!({"version": 1, "devices": devices});
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    let text = serde_json::to_string_pretty(&doc).expect("JSON values serialize");
+    match std::fs::write(&path, text + "\n") {
+        Ok(()) => {
+            println!("wrote {}", path.display());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: cannot write {}: {e}", path.display());
+            ExitCode::from(1)
+        }
+    }
+}

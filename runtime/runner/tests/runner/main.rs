@@ -1,0 +1,13 @@
+//! Integration tests of `mlpl-runner`: the `mlpl` binary, its examples and snapshots, `mlpl serve`.
+//!
+//! One test binary for the crate (each module was once its own binary): the
+//! crate builds and links once for all of them.
+
+mod cli;
+mod cli_calibrate;
+mod cli_events;
+mod examples;
+mod serve_api;
+mod serve_persist;
+mod serve_runs;
+mod serve_support;
