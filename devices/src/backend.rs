@@ -241,6 +241,10 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     fn softmax(&self, x: &Tensor, axis: usize) -> Result<Tensor>;
     /// `x - max - log sum exp(x - max)` along `axis`.
     fn log_softmax(&self, x: &Tensor, axis: usize) -> Result<Tensor>;
+    /// `log Σ exp(x)` along `axis`, which is removed from the shape: the axis
+    /// maximum plus the log of Σ exp(x − max), summed in f64 (the shift
+    /// `log_softmax` subtracts, so `log_softmax(x) = x − logsumexp(x)`).
+    fn logsumexp(&self, x: &Tensor, axis: usize) -> Result<Tensor>;
     /// Given `y = softmax(x)` along `axis` and `dy`, returns `dx = y * (dy - sum(dy*y, axis))`.
     fn softmax_backward(&self, y: &Tensor, dy: &Tensor, axis: usize) -> Result<Tensor>;
     /// `logits [N, V]`, `targets [N]` (integer-valued f32, validated by the caller). Fused:

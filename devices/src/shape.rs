@@ -109,6 +109,32 @@ pub fn offset_of(mut index: usize, shape: &[usize], strides: &[usize]) -> usize 
     off
 }
 
+/// The shape of reducing `shape` along `axis` (removed), or over everything
+/// (`[]`).
+pub fn reduced_shape(shape: &[usize], axis: Option<usize>) -> Vec<usize> {
+    match axis {
+        None => Vec::new(),
+        Some(ax) => {
+            assert!(
+                ax < shape.len(),
+                "reduce: axis {ax} out of range for {shape:?}"
+            );
+            let mut s = shape.to_vec();
+            s.remove(ax);
+            s
+        }
+    }
+}
+
+/// `(rows, d)` of an array of `shape` normalised over its last axis (a scalar
+/// is one row of 1).
+pub fn rows_of(shape: &[usize]) -> (usize, usize) {
+    match shape.last() {
+        None => (1, 1),
+        Some(&d) => (shape[..shape.len() - 1].iter().product(), d),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

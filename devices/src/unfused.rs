@@ -58,6 +58,9 @@ impl<B: Backend> Backend for Unfused<B> {
     fn log_softmax(&self, x: &Tensor, axis: usize) -> Result<Tensor> {
         self.0.log_softmax(x, axis)
     }
+    fn logsumexp(&self, x: &Tensor, axis: usize) -> Result<Tensor> {
+        self.0.logsumexp(x, axis)
+    }
     fn softmax_backward(&self, y: &Tensor, dy: &Tensor, axis: usize) -> Result<Tensor> {
         self.0.softmax_backward(y, dy, axis)
     }

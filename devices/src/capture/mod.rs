@@ -13,18 +13,21 @@
 //! [`crate::cpu::program`]), else [`BackendReplay`], which calls the backend's
 //! kernels again in order.
 //!
-//! Layout: [`trace`] (the recorded calls as data), [`recorder`], [`plan`],
+//! Layout: [`op`] (one kernel call as data and its metadata), [`trace`] (the
+//! recorded calls), [`recorder`], [`plan`],
 //! [`program`] (the program interface and the generic replay).
 
+pub mod op;
 pub mod plan;
 pub mod program;
 pub mod recorder;
 pub mod trace;
 
+pub use op::Op;
 pub use plan::{plan, PlanInput, StepPlan};
 pub use program::{adam_step_of_run, BackendReplay, StepProgram};
 pub use recorder::Recorder;
-pub use trace::{Call, Op, Origin, Trace, ValueId, ValueInfo};
+pub use trace::{Call, Origin, Trace, ValueId, ValueInfo};
 
 use crate::backend::{Backend, Result};
 use std::sync::Arc;

@@ -1,7 +1,8 @@
 //! [`plan`]: turning two recorded steps into a [`StepPlan`] that can be
 //! replayed, or the reason it cannot.
 
-use super::trace::{Op, Origin, Trace, ValueId};
+use super::op::Op;
+use super::trace::{Origin, Trace, ValueId};
 use crate::tensor::Tensor;
 
 /// Where a replayed step's input comes from.

@@ -1,8 +1,9 @@
 //! [`StepProgram`]: a compiled, replayable step, and [`BackendReplay`], the
 //! program every backend can run (its kernels called again, call by call).
 
+use super::op::Op;
 use super::plan::StepPlan;
-use super::trace::{Op, Origin, ValueId};
+use super::trace::{Origin, ValueId};
 use crate::backend::{Backend, Result};
 use crate::tensor::Tensor;
 use std::sync::Arc;
@@ -124,6 +125,7 @@ impl StepProgram for BackendReplay {
                 Op::Argmax { axis } => vec![b.argmax(&ins[0], *axis)?],
                 Op::Softmax { axis } => vec![b.softmax(&ins[0], *axis)?],
                 Op::LogSoftmax { axis } => vec![b.log_softmax(&ins[0], *axis)?],
+                Op::LogSumExp { axis } => vec![b.logsumexp(&ins[0], *axis)?],
                 Op::SoftmaxBackward { axis } => {
                     vec![b.softmax_backward(&ins[0], &ins[1], *axis)?]
                 }
@@ -164,9 +166,8 @@ impl StepProgram for BackendReplay {
                 Op::MaskedSoftmaxBackward { divisor, causal } => {
                     vec![b.masked_softmax_backward(&ins[0], &ins[1], *divisor, *causal)?]
                 }
-                Op::DropoutMask { key, p } => {
-                    let shape = out_shape(0);
-                    let mask = b.dropout_mask(&shape, *key, *p)?;
+                Op::DropoutMask { shape, key, p } => {
+                    let mask = b.dropout_mask(shape, *key, *p)?;
                     vec![mask.unwrap_or_else(|| panic!("the backend stopped making dropout masks"))]
                 }
                 Op::AdamUpdate(step) => {

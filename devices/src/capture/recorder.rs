@@ -1,7 +1,8 @@
 //! [`Recorder`]: a [`Backend`] that runs every kernel on another backend and
 //! writes the call into a [`Trace`].
 
-use super::trace::{Call, Op, Origin, Trace, ValueId, ValueInfo};
+use super::op::Op;
+use super::trace::{Call, Origin, Trace, ValueId, ValueInfo};
 use crate::backend::{
     AdamStep, Backend, BinaryOp, Counters, DeviceKind, ReduceOp, Result, UnaryOp,
 };
@@ -240,6 +241,10 @@ impl Backend for Recorder {
         )
     }
 
+    fn logsumexp(&self, x: &Tensor, axis: usize) -> Result<Tensor> {
+        self.run(Op::LogSumExp { axis }, &[x], |b| b.logsumexp(x, axis), one)
+    }
+
     fn softmax_backward(&self, y: &Tensor, dy: &Tensor, axis: usize) -> Result<Tensor> {
         self.run(
             Op::SoftmaxBackward { axis },
@@ -398,7 +403,11 @@ impl Backend for Recorder {
 
     fn dropout_mask(&self, shape: &[usize], key: u64, p: f64) -> Result<Option<Tensor>> {
         self.run(
-            Op::DropoutMask { key, p },
+            Op::DropoutMask {
+                shape: shape.to_vec(),
+                key,
+                p,
+            },
             &[],
             |b| b.dropout_mask(shape, key, p),
             |m| m.iter().collect(),

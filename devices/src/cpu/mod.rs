@@ -189,6 +189,11 @@ impl Backend for CpuBackend {
         Ok(nn::softmax(x, axis, true))
     }
 
+    fn logsumexp(&self, x: &Tensor, axis: usize) -> Result<Tensor> {
+        self.launch();
+        Ok(nn::logsumexp(x, axis))
+    }
+
     fn softmax_backward(&self, y: &Tensor, dy: &Tensor, axis: usize) -> Result<Tensor> {
         self.launch();
         Ok(nn::softmax_backward(y, dy, axis))

@@ -65,6 +65,8 @@ enum Kernel {
         dims: (usize, usize, usize),
         log: bool,
     },
+    /// `logsumexp` over `(outer, n, inner)`.
+    LogSumExp { dims: (usize, usize, usize) },
     /// `softmax_backward` over `(outer, n, inner)`.
     SoftmaxBackward { dims: (usize, usize, usize) },
     /// `cross_entropy` of `(rows, v)` logits.
@@ -162,209 +164,6 @@ fn unsupported(message: String) -> DeviceError {
     }
 }
 
-/// The numbers of inputs and outputs a call of `op` has.
-fn arity(op: &Op) -> (usize, usize) {
-    match op {
-        Op::Upload | Op::Download | Op::Unary(_) | Op::View => (1, 1),
-        Op::Reduce { .. } | Op::Argmax { .. } | Op::Softmax { .. } | Op::LogSoftmax { .. } => {
-            (1, 1)
-        }
-        Op::Permute { .. } | Op::SumToShape { .. } => (1, 1),
-        Op::Binary(_) | Op::Matmul | Op::MatmulT { .. } | Op::SoftmaxBackward { .. } => (2, 1),
-        Op::GatherRows | Op::ScatterAddRows { .. } => (2, 1),
-        Op::CrossEntropy { want_grad } => (2, 1 + *want_grad as usize),
-        Op::RmsNorm { .. } => (1, 2),
-        Op::RmsNormBackward => (3, 1),
-        Op::LayerNorm { .. } => (1, 3),
-        Op::LayerNormBackward => (4, 1),
-        Op::DropoutMask { .. } => (0, 1),
-        Op::UnaryBackward(_) => (3, 1),
-        Op::BiasAct(_) | Op::MaskedSoftmaxBackward { .. } => (2, 1),
-        Op::BiasActBackward { want_bias, .. } => (4, 1 + *want_bias as usize),
-        Op::MaskedSoftmax { .. } => (1, 1),
-        Op::AdamUpdate(_) => (4, 3),
-    }
-}
-
-/// Checks that a call of `op` with inputs of shapes `ins` and outputs of
-/// shapes `outs` is one the eager kernel accepts and that its outputs have the
-/// element counts the kernel writes (the program's buffers are flat), so that
-/// building the kernel plan and running it cannot fail.
-fn check_shapes(op: &Op, ins: &[&[usize]], outs: &[&[usize]]) -> std::result::Result<(), String> {
-    let n = |s: &[usize]| numel_of(s);
-    let axis_ok = |s: &[usize], a: usize| {
-        if a < s.len() {
-            Ok(())
-        } else {
-            Err(format!("axis {a} is out of range for shape {s:?}"))
-        }
-    };
-    let rows_of = |s: &[usize]| nn::rows_of(s).0;
-    let expected: Vec<usize> = match op {
-        Op::Upload | Op::Download | Op::Unary(_) | Op::View => vec![n(ins[0])],
-        Op::Binary(_) => {
-            let plan = BinaryPlan::new(ins[0], ins[1])
-                .ok_or_else(|| format!("shapes {:?} and {:?} do not broadcast", ins[0], ins[1]))?;
-            vec![n(&plan.out_shape)]
-        }
-        Op::Matmul | Op::MatmulT { .. } => {
-            let (ta, tb) = match op {
-                Op::MatmulT {
-                    transpose_a,
-                    transpose_b,
-                } => (*transpose_a, *transpose_b),
-                _ => (false, false),
-            };
-            let (sa, sb) = (ins[0], ins[1]);
-            if sa.len() < 2 || sb.len() < 2 {
-                return Err(format!("operands {sa:?} and {sb:?} need rank >= 2"));
-            }
-            let last2 = |s: &[usize], t: bool| {
-                let (r, c) = (s[s.len() - 2], s[s.len() - 1]);
-                if t {
-                    (c, r)
-                } else {
-                    (r, c)
-                }
-            };
-            let ((m, k), (k2, nn)) = (last2(sa, ta), last2(sb, tb));
-            let batch = crate::shape::broadcast_shapes(&sa[..sa.len() - 2], &sb[..sb.len() - 2]);
-            match batch {
-                Some(b) if k == k2 => vec![n(&b) * m * nn],
-                _ => return Err(format!("{sa:?} and {sb:?} do not multiply")),
-            }
-        }
-        Op::Reduce { axis, .. } | Op::Argmax { axis } => {
-            if let Some(a) = axis {
-                axis_ok(ins[0], *a)?;
-            }
-            vec![n(&super::reduce::reduced_shape(ins[0], *axis))]
-        }
-        Op::Softmax { axis } | Op::LogSoftmax { axis } => {
-            axis_ok(ins[0], *axis)?;
-            vec![n(ins[0])]
-        }
-        Op::SoftmaxBackward { axis } => {
-            axis_ok(ins[0], *axis)?;
-            if ins[0] != ins[1] {
-                return Err(format!("y {:?} and dy {:?} differ", ins[0], ins[1]));
-            }
-            vec![n(ins[0])]
-        }
-        Op::CrossEntropy { want_grad } => {
-            let rows = match ins[0].split_last() {
-                Some((_, lead)) => n(lead),
-                None => return Err("scalar logits".into()),
-            };
-            if n(ins[1]) != rows {
-                return Err(format!("{} targets for {rows} rows", n(ins[1])));
-            }
-            let mut e = vec![1];
-            if *want_grad {
-                e.push(n(ins[0]));
-            }
-            e
-        }
-        Op::Permute { perm } => {
-            let mut seen = vec![false; perm.len()];
-            let ok = perm.len() == ins[0].len()
-                && perm
-                    .iter()
-                    .all(|&p| p < seen.len() && !std::mem::replace(&mut seen[p], true));
-            if !ok {
-                return Err(format!(
-                    "{perm:?} does not permute the axes of {:?}",
-                    ins[0]
-                ));
-            }
-            vec![n(ins[0])]
-        }
-        Op::GatherRows => match ins[0] {
-            &[_, d] => vec![n(ins[1]) * d],
-            t => return Err(format!("table {t:?} is not [V, d]")),
-        },
-        Op::ScatterAddRows { vocab } => {
-            let d = ins[1].last().copied().unwrap_or(0);
-            if ins[1].is_empty() || n(ins[1]) != n(ins[0]) * d {
-                return Err(format!(
-                    "src {:?} is not one row per id of {:?}",
-                    ins[1], ins[0]
-                ));
-            }
-            vec![vocab * d]
-        }
-        Op::SumToShape { shape } => {
-            let g = ins[0];
-            let fits = shape.len() <= g.len()
-                && shape
-                    .iter()
-                    .zip(&g[g.len() - shape.len()..])
-                    .all(|(&t, &d)| t == d || t == 1);
-            if !fits {
-                return Err(format!("{shape:?} does not broadcast to {g:?}"));
-            }
-            vec![n(shape)]
-        }
-        Op::RmsNorm { .. } => vec![n(ins[0]), rows_of(ins[0])],
-        Op::LayerNorm { .. } => vec![n(ins[0]), rows_of(ins[0]), rows_of(ins[0])],
-        Op::RmsNormBackward | Op::LayerNormBackward => {
-            let last = ins.len() - 1;
-            let stats_ok = ins[1..last].iter().all(|s| n(s) == rows_of(ins[0]));
-            if !stats_ok || n(ins[last]) != n(ins[0]) {
-                return Err(format!(
-                    "x {:?} and its statistics or dy {:?} differ",
-                    ins[0],
-                    &ins[1..]
-                ));
-            }
-            vec![n(ins[0])]
-        }
-        Op::UnaryBackward(_) | Op::MaskedSoftmaxBackward { .. } => {
-            if ins.iter().any(|s| *s != ins[0]) {
-                return Err(format!("the operands' shapes {ins:?} differ"));
-            }
-            vec![n(ins[0])]
-        }
-        Op::MaskedSoftmax { causal, .. } => {
-            if ins[0].is_empty() || (*causal && ins[0].len() < 2) {
-                return Err(format!("scores {:?} have too low a rank", ins[0]));
-            }
-            vec![n(ins[0])]
-        }
-        Op::BiasAct(_) | Op::BiasActBackward { .. } => {
-            let (x, b) = (ins[0], ins[1]);
-            let fits = x.last().is_some_and(|&w| {
-                b.len() <= x.len()
-                    && b.last() == Some(&w)
-                    && b[..b.len() - 1].iter().all(|&d| d == 1)
-            });
-            if !fits || ins[2..].iter().any(|s| *s != x) {
-                return Err(format!("bias {b:?} is not one row of x {x:?}"));
-            }
-            match op {
-                Op::BiasActBackward {
-                    want_bias: true, ..
-                } => vec![n(x), n(b)],
-                _ => vec![n(x)],
-            }
-        }
-        Op::DropoutMask { .. } => vec![n(outs[0])],
-        Op::AdamUpdate(_) => {
-            if ins.iter().any(|s| n(s) != n(ins[0])) {
-                return Err(format!("p, g, m and v sizes differ: {ins:?}"));
-            }
-            vec![n(ins[0]); 3]
-        }
-    };
-    let got: Vec<usize> = outs.iter().map(|s| n(s)).collect();
-    if got != expected {
-        return Err(format!(
-            "outputs of {got:?} elements recorded where the kernel writes {expected:?}"
-        ));
-    }
-    Ok(())
-}
-
 /// The kernel of a call with inputs of shapes `ins`.
 fn kernel_of(op: &Op, ins: &[&[usize]]) -> Result<Kernel> {
     Ok(match op {
@@ -402,6 +201,9 @@ fn kernel_of(op: &Op, ins: &[&[usize]]) -> Result<Kernel> {
             dims: nn::split_at_axis(ins[0], *axis),
             log: matches!(op, Op::LogSoftmax { .. }),
         },
+        Op::LogSumExp { axis } => Kernel::LogSumExp {
+            dims: nn::split_at_axis(ins[0], *axis),
+        },
         Op::SoftmaxBackward { axis } => Kernel::SoftmaxBackward {
             dims: nn::split_at_axis(ins[0], *axis),
         },
@@ -423,20 +225,20 @@ fn kernel_of(op: &Op, ins: &[&[usize]]) -> Result<Kernel> {
         },
         Op::SumToShape { shape } => Kernel::SumToShape(SumToShapePlan::new(ins[0], shape)),
         Op::RmsNorm { eps } => Kernel::RmsNorm {
-            dims: nn::rows_of(ins[0]),
+            dims: crate::shape::rows_of(ins[0]),
             eps: *eps,
         },
         Op::RmsNormBackward => Kernel::RmsNormBackward {
-            dims: nn::rows_of(ins[0]),
+            dims: crate::shape::rows_of(ins[0]),
         },
         Op::LayerNorm { eps } => Kernel::LayerNorm {
-            dims: nn::rows_of(ins[0]),
+            dims: crate::shape::rows_of(ins[0]),
             eps: *eps,
         },
         Op::LayerNormBackward => Kernel::LayerNormBackward {
-            dims: nn::rows_of(ins[0]),
+            dims: crate::shape::rows_of(ins[0]),
         },
-        Op::DropoutMask { key, p } => Kernel::DropoutMask { key: *key, p: *p },
+        Op::DropoutMask { key, p, .. } => Kernel::DropoutMask { key: *key, p: *p },
         Op::UnaryBackward(u) => Kernel::UnaryBackward(*u),
         Op::BiasAct(act) => Kernel::BiasAct(*act),
         Op::BiasActBackward { act, want_bias } => Kernel::BiasActBackward {
@@ -464,11 +266,33 @@ impl Kernel {
                 let n = nn::softmax_scratch_lens(*dims);
                 (n, n)
             }
-            Kernel::SoftmaxBackward { dims } => (0, nn::softmax_scratch_lens(*dims)),
+            Kernel::SoftmaxBackward { dims } | Kernel::LogSumExp { dims } => {
+                (0, nn::softmax_scratch_lens(*dims))
+            }
             Kernel::CrossEntropy { dims, .. } => (0, dims.0),
             Kernel::SumToShape(p) => (0, p.acc_len()),
             Kernel::BiasActBackward { dbias: Some(p), .. } => (0, p.acc_len()),
-            _ => (0, 0),
+            // The kernels below need no scratch; each is named, so that a new
+            // kernel must say what it needs.
+            Kernel::Copy
+            | Kernel::Unary(_)
+            | Kernel::Binary(..)
+            | Kernel::Matmul(_)
+            | Kernel::Reduce { .. }
+            | Kernel::Argmax { .. }
+            | Kernel::Permute(_)
+            | Kernel::GatherRows { .. }
+            | Kernel::ScatterAddRows { .. }
+            | Kernel::RmsNorm { .. }
+            | Kernel::RmsNormBackward { .. }
+            | Kernel::LayerNorm { .. }
+            | Kernel::LayerNormBackward { .. }
+            | Kernel::UnaryBackward(_)
+            | Kernel::BiasAct(_)
+            | Kernel::BiasActBackward { dbias: None, .. }
+            | Kernel::MaskedSoftmax { .. }
+            | Kernel::DropoutMask { .. }
+            | Kernel::Adam(_) => (0, 0),
         }
     }
 }
@@ -533,7 +357,7 @@ pub(crate) fn compile(plan: &StepPlan, launches: Arc<AtomicU64>) -> Result<CpuPr
         .map(|v| matches!(v.origin, Origin::Input(_)))
         .collect();
     for (k, c) in trace.calls.iter().enumerate() {
-        let (ni, no) = arity(&c.op);
+        let (ni, no) = c.op.arity();
         if c.inputs.len() != ni || c.outputs.len() != no {
             return Err(unsupported(format!(
                 "call {} (`{}`) has {} inputs and {} outputs, expected {ni} and {no}",
@@ -697,7 +521,7 @@ pub(crate) fn compile(plan: &StepPlan, launches: Arc<AtomicU64>) -> Result<CpuPr
         }
         let in_shapes: Vec<&[usize]> = c.inputs.iter().map(|v| shape(*v)).collect();
         let out_shapes: Vec<&[usize]> = c.outputs.iter().map(|v| shape(*v)).collect();
-        check_shapes(&c.op, &in_shapes, &out_shapes)
+        c.op.check_output_sizes(&in_shapes, &out_shapes)
             .map_err(|e| unsupported(format!("call {} (`{}`): {e}", k + 1, c.op.name())))?;
         let kernel = kernel_of(&c.op, &in_shapes)?;
         steps.push(Step {
@@ -811,6 +635,10 @@ fn execute(step: &Step, bufs: &mut [Vec<f32>], scratch: &mut Scratch, runs: u64)
             Kernel::Softmax { dims, log } => {
                 let s = nn::softmax_scratch_lens(*dims);
                 nn::softmax_into(x(0), *dims, *log, o0, &mut a[..s], &mut f64s[..s])
+            }
+            Kernel::LogSumExp { dims } => {
+                let s = nn::softmax_scratch_lens(*dims);
+                nn::logsumexp_into(x(0), *dims, o0, &mut f64s[..s])
             }
             Kernel::SoftmaxBackward { dims } => {
                 let s = nn::softmax_scratch_lens(*dims);

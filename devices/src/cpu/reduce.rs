@@ -9,6 +9,7 @@
 
 use super::{pool, PAR_CHUNK, PAR_THRESHOLD};
 use crate::backend::ReduceOp;
+use crate::shape::reduced_shape;
 use crate::tensor::{numel_of, Tensor};
 use rayon::prelude::*;
 
@@ -139,23 +140,6 @@ where
         match axis {
             None => out[0] = self.all(x),
             Some(ax) => self.axis_into(x, shape, ax, out),
-        }
-    }
-}
-
-/// The shape of reducing `shape` along `axis` (removed), or over everything
-/// (`[]`).
-pub(crate) fn reduced_shape(shape: &[usize], axis: Option<usize>) -> Vec<usize> {
-    match axis {
-        None => Vec::new(),
-        Some(ax) => {
-            assert!(
-                ax < shape.len(),
-                "reduce: axis {ax} out of range for {shape:?}"
-            );
-            let mut s = shape.to_vec();
-            s.remove(ax);
-            s
         }
     }
 }

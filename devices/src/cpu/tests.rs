@@ -595,6 +595,49 @@ fn softmax_and_log_softmax_every_axis() {
     }
 }
 
+/// logsumexp against an f64 reference on every axis; it is exactly the shift
+/// log-softmax subtracts; large logits stay finite; empty axes give −∞.
+#[test]
+fn logsumexp_every_axis() {
+    let b = be();
+    for shape in [vec![3, 4, 5], vec![2, 7], vec![5], vec![64, 1200]] {
+        let x = rand_t(&shape, 22);
+        let xs = to64(x.host());
+        for axis in 0..shape.len() {
+            let (outer, n) = (shape[..axis].iter().product::<usize>(), shape[axis]);
+            let inner: usize = shape[axis + 1..].iter().product();
+            let want: Vec<f64> = (0..outer * inner)
+                .map(|r| {
+                    let (o, i) = (r / inner, r % inner);
+                    let v: Vec<f64> = (0..n).map(|j| xs[(o * n + j) * inner + i]).collect();
+                    let m = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                    m + v.iter().map(|a| (a - m).exp()).sum::<f64>().ln()
+                })
+                .collect();
+            let got = b.logsumexp(&x, axis).unwrap();
+            let mut out_shape = shape.clone();
+            out_shape.remove(axis);
+            assert_eq!(got.shape(), &out_shape[..]);
+            assert_close(got.host(), &to32(&want), 1e-5);
+            // log_softmax(x) = x − logsumexp(x), bit for bit.
+            let mut keep = shape.clone();
+            keep[axis] = 1;
+            let shifted = b.binary(BinaryOp::Sub, &x, &got.reshape(keep)).unwrap();
+            assert_eq!(shifted.host(), b.log_softmax(&x, axis).unwrap().host());
+        }
+    }
+    let big = Tensor::from_vec(vec![3], vec![1000.0, 1001.0, 1002.0]);
+    let y = b.logsumexp(&big, 0).unwrap();
+    assert!((y.host()[0] - 1002.407_6).abs() < 1e-3, "{:?}", y.host());
+    let empty = b.logsumexp(&Tensor::zeros(vec![2, 0]), 1).unwrap();
+    assert_eq!(empty.shape(), &[2]);
+    assert!(empty.host().iter().all(|v| *v == f32::NEG_INFINITY));
+    assert_eq!(
+        b.logsumexp(&Tensor::zeros(vec![0, 3]), 1).unwrap().shape(),
+        &[0]
+    );
+}
+
 #[test]
 fn softmax_backward_matches_finite_differences() {
     let b = be();

@@ -481,6 +481,10 @@ impl Backend for CudaBackend {
         self.softmax_op(x, axis, "log_softmax_fwd")
     }
 
+    fn logsumexp(&self, x: &Tensor, axis: usize) -> Result<Tensor> {
+        self.logsumexp_op(x, axis)
+    }
+
     fn softmax_backward(&self, y: &Tensor, dy: &Tensor, axis: usize) -> Result<Tensor> {
         self.softmax_backward_op(y, dy, axis)
     }

@@ -90,6 +90,7 @@ pub const MODULES: &[KernelModule] = &[
         functions: &[
             "softmax_fwd",
             "log_softmax_fwd",
+            "logsumexp_fwd",
             "softmax_bwd",
             "cross_entropy_fwd_bwd",
         ],

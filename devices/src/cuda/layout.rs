@@ -88,14 +88,6 @@ pub(super) fn split_at_axis(shape: &[usize], axis: usize) -> (usize, usize, usiz
     (outer, shape[axis], inner)
 }
 
-/// `(rows, d)` of a tensor normalised over its last axis (a scalar is one row of 1).
-pub(super) fn rows_of(shape: &[usize]) -> (usize, usize) {
-    match shape.last() {
-        None => (1, 1),
-        Some(&d) => (shape[..shape.len() - 1].iter().product(), d),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -169,7 +161,7 @@ mod tests {
     fn axis_splits() {
         assert_eq!(split_at_axis(&[2, 3, 4], 1), (2, 3, 4));
         assert_eq!(split_at_axis(&[5], 0), (1, 5, 1));
-        assert_eq!(rows_of(&[]), (1, 1));
-        assert_eq!(rows_of(&[4, 6]), (4, 6));
+        assert_eq!(crate::shape::rows_of(&[]), (1, 1));
+        assert_eq!(crate::shape::rows_of(&[4, 6]), (4, 6));
     }
 }

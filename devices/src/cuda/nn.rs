@@ -1,11 +1,13 @@
 //! Neural-network kernels on the GPU: softmax / log-softmax and their backward,
+//! logsumexp,
 //! fused cross-entropy, RMS norm and layer norm forward and backward.
 
 use cudarc::driver::PushKernelArg;
 
 use super::backend::{row_grid, CudaBackend};
-use super::layout::{rows_of, split_at_axis};
+use super::layout::split_at_axis;
 use crate::backend::Result;
+use crate::shape::rows_of;
 use crate::tensor::Tensor;
 
 impl CudaBackend {
@@ -31,6 +33,29 @@ impl CudaBackend {
             .arg(&i);
         self.launch(args, row_grid(outer * inner, len), kernel)?;
         Ok(self.tensor(x.shape().to_vec(), out))
+    }
+
+    /// `logsumexp_fwd` along `axis`, which is removed from the shape.
+    pub(super) fn logsumexp_op(&self, x: &Tensor, axis: usize) -> Result<Tensor> {
+        let (outer, len, inner) = split_at_axis(x.shape(), axis);
+        let shape = crate::shape::reduced_shape(x.shape(), Some(axis));
+        if outer * inner == 0 {
+            return Ok(Tensor::zeros(shape));
+        }
+        let op = "logsumexp";
+        let xin = self.operand(x, op)?;
+        let mut out = self.alloc(outer * inner, op)?;
+        let (o, l, i) = (outer as u64, len as u64, inner as u64);
+        let mut args = self
+            .stream()
+            .launch_builder(self.function("logsumexp_fwd")?);
+        args.arg(xin.slice())
+            .arg(out.slice_mut())
+            .arg(&o)
+            .arg(&l)
+            .arg(&i);
+        self.launch(args, row_grid(outer * inner, len), op)?;
+        Ok(self.tensor(shape, out))
     }
 
     pub(super) fn softmax_backward_op(

@@ -291,6 +291,11 @@ fn softmax_family_forward_and_backward_match_the_cpu() {
             &g.softmax_backward(&yc, &dy, axis).unwrap(),
             &c.softmax_backward(&yc, &dy, axis).unwrap(),
         );
+        assert_close(
+            &format!("logsumexp {axis}"),
+            &g.logsumexp(&x, axis).unwrap(),
+            &c.logsumexp(&x, axis).unwrap(),
+        );
     }
 }
 

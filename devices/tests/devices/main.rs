@@ -11,6 +11,7 @@ mod cuda_fused_parity;
 mod cuda_kernels_compile;
 mod cuda_parity;
 mod device_storage;
+mod forwarding;
 mod fused_capture;
 mod fused_kernels;
 mod fused_support;

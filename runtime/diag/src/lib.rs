@@ -2,8 +2,10 @@
 //! interpreter, with stable codes (LANGUAGE §20), labelled spans, notes and help.
 //!
 //! [`render`] prints them rustc-style; [`codes`] is the catalog behind
-//! `mlpl explain`; [`source`] maps byte offsets to lines and columns.
+//! `mlpl explain`, read from the data files in `runtime/diag/catalog/`; [`source`] maps byte offsets to lines and columns.
 
+mod catalog;
+pub mod code;
 pub mod codes;
 pub mod render;
 pub mod source;
@@ -88,6 +90,21 @@ impl Diagnostic {
     /// A warning with a code and headline.
     pub fn warning(code: &'static str, message: impl Into<String>) -> Diagnostic {
         Diagnostic::new(code, Severity::Warning, message)
+    }
+    /// The diagnostic of `code` with its catalog headline as the message: an
+    /// error or a warning by the code's letter. Write `code::E0409`.
+    pub fn of(code: &'static str) -> Diagnostic {
+        let info = codes::lookup(code)
+            .unwrap_or_else(|| panic!("`{code}` is not in the diagnostic catalog"));
+        Diagnostic::new(code, info.severity, info.headline)
+    }
+    /// [`Diagnostic::of`] with `OP` in the headline replaced by the operator or
+    /// builtin `op` (``shapes do not broadcast in `+` ``).
+    pub fn of_op(code: &'static str, op: &str) -> Diagnostic {
+        let info = codes::lookup(code)
+            .unwrap_or_else(|| panic!("`{code}` is not in the diagnostic catalog"));
+        let message = info.headline.replace("`OP`", &format!("`{op}`"));
+        Diagnostic::new(code, info.severity, message)
     }
     fn new(code: &'static str, severity: Severity, message: impl Into<String>) -> Diagnostic {
         Diagnostic {

@@ -33,6 +33,21 @@ extern "C" __global__ void log_softmax_fwd(const float* x, float* y, u64 outer, 
     }
 }
 
+// out[r] = max + log(sum(exp(x - max))) of each vector: the shift log_softmax_fwd
+// subtracts. `out` holds one element per (outer, inner) vector.
+extern "C" __global__ void logsumexp_fwd(const float* x, float* out, u64 outer, u64 len, u64 inner) {
+    FOR_EACH_ROW(r, outer * inner) {
+        const float* xr = VEC_BASE(x, r);
+        float m = -INFINITY;
+        for (u64 j = threadIdx.x; j < len; j += blockDim.x) m = nan_max(m, xr[j * inner]);
+        m = block_max(m);
+        double s = 0.0;
+        for (u64 j = threadIdx.x; j < len; j += blockDim.x) s += (double)expf(xr[j * inner] - m);
+        s = block_sum(s);
+        if (threadIdx.x == 0) out[r] = m + (float)log(s);
+    }
+}
+
 // dx = y * (dy - sum(dy * y)).
 extern "C" __global__ void softmax_bwd(const float* y, const float* dy, float* dx, u64 outer, u64 len,
                                        u64 inner) {

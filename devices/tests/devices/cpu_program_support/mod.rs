@@ -297,6 +297,7 @@ pub fn every_kernel(rows: usize, cols: usize, products: bool) -> (Vec<Tensor>, B
             out.push(b.softmax_backward(&y, &dy3, axis).unwrap());
             out.push(y);
             out.push(b.log_softmax(&x3, axis).unwrap());
+            out.push(b.logsumexp(&x3, axis).unwrap());
         }
         let (loss, grad) = b.cross_entropy(x, &targets, true).unwrap();
         out.push(loss);

@@ -3,7 +3,7 @@
 
 use super::site::CallSite;
 use super::ParamKind::*;
-use super::{req, Builtin, Diff};
+use super::{req, Builtin, Diff, Facts};
 use crate::data::analysis::{self, AnalysisError};
 use crate::eval::Call;
 use crate::value::{Array, Value};
@@ -11,10 +11,54 @@ use mlpl_diag::Diagnostic;
 
 /// The builtins of this group.
 pub const BUILTINS: &[Builtin] = &[
-    Builtin { name: "pairwise_sqdist", params: &[req("X", Array)], summary: "squared distances between all rows", doc: "`pairwise_sqdist(X)` returns `[N, N]` squared Euclidean distances between the rows of `X: [N, D]` (symmetric, zero diagonal).", example: "pairwise_sqdist([[0, 0], [3, 4], [1, 1]])", diff: Diff::No, section: "10.15", run: pairwise_sqdist, shape: Some(super::analysis_shapes::pairwise_sqdist) },
-    Builtin { name: "knn", params: &[req("X", Array), req("k", Scalar)], summary: "indices of each row's k nearest rows", doc: "`knn(X, k)` returns `[N, k]`: for each row the indices of the k nearest other rows, nearest first, ties to the lower index. E0401 unless 1 ≤ k < N.", example: "knn([[0, 0], [3, 4], [1, 1], [0, 1]], 2)", diff: Diff::No, section: "10.15", run: knn, shape: Some(super::analysis_shapes::knn) },
-    Builtin { name: "pca", params: &[req("X", Array), req("k", Scalar)], summary: "project rows onto the top k principal components", doc: "`pca(X, k)` centres the columns and projects onto k components found by power iteration with deflation (LANGUAGE §10.15): `[N, k]`. E0401 unless 1 ≤ k ≤ D and X is finite.", example: "pca([[1, 2], [3, 4], [5, 7]], 1)", diff: Diff::No, section: "10.15", run: pca, shape: Some(super::analysis_shapes::pca) },
-    Builtin { name: "tsne", params: &[req("X", Array), req("perplexity", Scalar), req("iters", Scalar), req("seed", Seed)], summary: "exact t-SNE embedding into 2-D", doc: "`tsne(X, perplexity, iters, seed)` returns `[N, 2]` by exact t-SNE (LANGUAGE §10.15). E0401 unless 0 < perplexity < N, iters ≥ 1 and X is finite.", example: "tsne(randn(1, [6, 3]), 2, 50, 0)", diff: Diff::No, section: "10.15", run: tsne, shape: Some(super::analysis_shapes::tsne) },
+    Builtin {
+        name: "pairwise_sqdist",
+        params: &[req("X", Array)],
+        summary: "squared distances between all rows",
+        doc: "`pairwise_sqdist(X)` returns `[N, N]` squared Euclidean distances between the rows of `X: [N, D]` (symmetric, zero diagonal).",
+        example: "pairwise_sqdist([[0, 0], [3, 4], [1, 1]])",
+        diff: Diff::No,
+        facts: Facts::NONE,
+        section: "10.15",
+        run: pairwise_sqdist,
+        shape: Some(super::analysis_shapes::pairwise_sqdist),
+    },
+    Builtin {
+        name: "knn",
+        params: &[req("X", Array), req("k", Scalar)],
+        summary: "indices of each row's k nearest rows",
+        doc: "`knn(X, k)` returns `[N, k]`: for each row the indices of the k nearest other rows, nearest first, ties to the lower index. E0401 unless 1 ≤ k < N.",
+        example: "knn([[0, 0], [3, 4], [1, 1], [0, 1]], 2)",
+        diff: Diff::No,
+        facts: Facts::NONE,
+        section: "10.15",
+        run: knn,
+        shape: Some(super::analysis_shapes::knn),
+    },
+    Builtin {
+        name: "pca",
+        params: &[req("X", Array), req("k", Scalar)],
+        summary: "project rows onto the top k principal components",
+        doc: "`pca(X, k)` centres the columns and projects onto k components found by power iteration with deflation (LANGUAGE §10.15): `[N, k]`. E0401 unless 1 ≤ k ≤ D and X is finite.",
+        example: "pca([[1, 2], [3, 4], [5, 7]], 1)",
+        diff: Diff::No,
+        facts: Facts::NONE,
+        section: "10.15",
+        run: pca,
+        shape: Some(super::analysis_shapes::pca),
+    },
+    Builtin {
+        name: "tsne",
+        params: &[req("X", Array), req("perplexity", Scalar), req("iters", Scalar), req("seed", Seed)],
+        summary: "exact t-SNE embedding into 2-D",
+        doc: "`tsne(X, perplexity, iters, seed)` returns `[N, 2]` by exact t-SNE (LANGUAGE §10.15). E0401 unless 0 < perplexity < N, iters ≥ 1 and X is finite.",
+        example: "tsne(randn(1, [6, 3]), 2, 50, 0)",
+        diff: Diff::No,
+        facts: Facts::NONE,
+        section: "10.15",
+        run: tsne,
+        shape: Some(super::analysis_shapes::tsne),
+    },
 ];
 
 fn matrix(c: &Call) -> Result<(Vec<f64>, usize, usize), Diagnostic> {

@@ -2,7 +2,7 @@
 
 use super::site::CallSite;
 use super::ParamKind::*;
-use super::{req, Builtin, Diff};
+use super::{req, Builtin, Diff, Facts};
 use crate::eval::{ops, Call};
 use crate::value::{Array, Value};
 use mlpl_diag::Diagnostic;
@@ -10,10 +10,54 @@ use mlpl_syntax::ExprKind;
 
 /// The builtins of this group.
 pub const BUILTINS: &[Builtin] = &[
-    Builtin { name: "label", params: &[req("x", Array), req("names", Names)], summary: "name the axes of x", doc: "`label(x, names)` returns x with its axes named; `names` is a list of strings (\"\" leaves an axis unnamed) or one comma-separated string as `labels` returns. E0209 when the count differs from the rank; W0201 for a duplicate name.", example: "labels(label(zeros([2, 3]), [\"batch\", \"feat\"]))", diff: Diff::Yes, section: "10.11", run: label, shape: Some(super::axes_shapes::label) },
-    Builtin { name: "relabel", params: &[req("x", Array), req("names", Names)], summary: "rename the axes of x", doc: "`relabel(x, names)` is identical to `label`: it replaces any existing names.", example: "x : [a, b] = zeros([2, 3])\nlabels(relabel(x, [\"rows\", \"\"]))", diff: Diff::Yes, section: "10.11", run: label, shape: Some(super::axes_shapes::label) },
-    Builtin { name: "reshape_labeled", params: &[req("x", Array), req("dims", Array), req("names", Names)], summary: "reshape, then name the axes", doc: "`reshape_labeled(x, dims, names)` is `label(reshape(x, dims), names)`.", example: "labels(reshape_labeled(iota(6), [2, 3], [\"r\", \"c\"]))", diff: Diff::Yes, section: "10.11", run: reshape_labeled, shape: Some(super::axes_shapes::reshape_labeled) },
-    Builtin { name: "labels", params: &[req("x", Array)], summary: "the axis names as a comma-separated string", doc: "`labels(x)` returns the names joined with `,`, an empty segment per unnamed axis: `\"batch,feat\"`, `\",\"` for an unnamed matrix, `\"\"` for a scalar or unnamed vector.", example: "M : [batch, feat] = zeros([2, 3])\nlabels(M)", diff: Diff::Effect, section: "10.11", run: labels, shape: Some(super::axes_shapes::labels) },
+    Builtin {
+        name: "label",
+        params: &[req("x", Array), req("names", Names)],
+        summary: "name the axes of x",
+        doc: "`label(x, names)` returns x with its axes named; `names` is a list of strings (\"\" leaves an axis unnamed) or one comma-separated string as `labels` returns. E0209 when the count differs from the rank; W0201 for a duplicate name.",
+        example: "labels(label(zeros([2, 3]), [\"batch\", \"feat\"]))",
+        diff: Diff::Yes,
+        facts: Facts::NONE,
+        section: "10.11",
+        run: label,
+        shape: Some(super::axes_shapes::label),
+    },
+    Builtin {
+        name: "relabel",
+        params: &[req("x", Array), req("names", Names)],
+        summary: "rename the axes of x",
+        doc: "`relabel(x, names)` is identical to `label`: it replaces any existing names.",
+        example: "x : [a, b] = zeros([2, 3])\nlabels(relabel(x, [\"rows\", \"\"]))",
+        diff: Diff::Yes,
+        facts: Facts::NONE,
+        section: "10.11",
+        run: label,
+        shape: Some(super::axes_shapes::label),
+    },
+    Builtin {
+        name: "reshape_labeled",
+        params: &[req("x", Array), req("dims", Array), req("names", Names)],
+        summary: "reshape, then name the axes",
+        doc: "`reshape_labeled(x, dims, names)` is `label(reshape(x, dims), names)`.",
+        example: "labels(reshape_labeled(iota(6), [2, 3], [\"r\", \"c\"]))",
+        diff: Diff::Yes,
+        facts: Facts::NONE,
+        section: "10.11",
+        run: reshape_labeled,
+        shape: Some(super::axes_shapes::reshape_labeled),
+    },
+    Builtin {
+        name: "labels",
+        params: &[req("x", Array)],
+        summary: "the axis names as a comma-separated string",
+        doc: "`labels(x)` returns the names joined with `,`, an empty segment per unnamed axis: `\"batch,feat\"`, `\",\"` for an unnamed matrix, `\"\"` for a scalar or unnamed vector.",
+        example: "M : [batch, feat] = zeros([2, 3])\nlabels(M)",
+        diff: Diff::Effect,
+        facts: Facts::NONE.allowed_in_loss(),
+        section: "10.11",
+        run: labels,
+        shape: Some(super::axes_shapes::labels),
+    },
 ];
 
 /// The names argument, treating `""` given as one string for a vector as one

@@ -3,7 +3,7 @@
 
 use super::site::CallSite;
 use super::ParamKind::*;
-use super::{req, Builtin, Diff};
+use super::{req, Builtin, Diff, Facts};
 use crate::data::{datasets, rng};
 use crate::eval::Call;
 use crate::value::{Array, Value};
@@ -11,13 +11,90 @@ use mlpl_diag::Diagnostic;
 
 /// The builtins of this group.
 pub const BUILTINS: &[Builtin] = &[
-    Builtin { name: "shuffle", params: &[req("x", Array), req("seed", Seed)], summary: "permute the rows", doc: "`shuffle(x, seed)` returns x with its rows permuted by Fisher–Yates (LANGUAGE §13.4). Axis 0 becomes unnamed. E0205 for a scalar.", example: "shuffle(reshape(iota(12), [6, 2]), 9)", diff: Diff::No, section: "10.8", run: shuffle, shape: Some(super::dataprep_shapes::shuffle) },
-    Builtin { name: "batch", params: &[req("x", Array), req("size", Scalar)], summary: "group rows into batches", doc: "`batch(x, size)` returns `[⌈n/size⌉, size, …rest]`; the last batch is padded with zero rows. E0401 unless size is an integer ≥ 1.", example: "batch(iota(5), 2)", diff: Diff::No, section: "10.8", run: batch, shape: Some(super::dataprep_shapes::batch) },
-    Builtin { name: "batch_mask", params: &[req("x", Array), req("size", Scalar)], summary: "1 for real rows, 0 for padding", doc: "`batch_mask(x, size)` returns `[⌈n/size⌉, size]` with 1 for a real row of `batch(x, size)` and 0 for padding.", example: "batch_mask(iota(5), 2)", diff: Diff::Zero, section: "10.8", run: batch_mask, shape: Some(super::dataprep_shapes::batch_mask) },
-    Builtin { name: "split", params: &[req("x", Array), req("frac", Scalar), req("seed", Seed)], summary: "the training part of a shuffled split", doc: "`split(x, frac, seed)` returns rows perm[0..n_tr) of the `shuffle` permutation, n_tr = clamp(⌊n·frac⌋, 1, n−1). E0216 for fewer than 2 rows; E0401 unless 0 < frac < 1.", example: "split(reshape(iota(20), [10, 2]), 0.7, 3)", diff: Diff::No, section: "10.8", run: split, shape: Some(super::dataprep_shapes::split) },
-    Builtin { name: "val_split", params: &[req("x", Array), req("frac", Scalar), req("seed", Seed)], summary: "the validation part of a shuffled split", doc: "`val_split(x, frac, seed)` returns the rows `split` leaves out: perm[n_tr..n).", example: "val_split(reshape(iota(20), [10, 2]), 0.7, 3)", diff: Diff::No, section: "10.8", run: val_split, shape: Some(super::dataprep_shapes::val_split) },
-    Builtin { name: "shift_pairs_x", params: &[req("ids", Array), req("block", Scalar)], summary: "language-model input windows", doc: "`shift_pairs_x(ids, block)` cuts `[N]` ids into B = ⌊N/(block+1)⌋ non-overlapping windows of block+1 tokens and returns the first `block` tokens of each: `[B, block]`.", example: "shift_pairs_x(iota(8), 3)", diff: Diff::No, section: "10.8", run: shift_pairs_x, shape: Some(super::dataprep_shapes::shift_pairs_x) },
-    Builtin { name: "shift_pairs_y", params: &[req("ids", Array), req("block", Scalar)], summary: "language-model target windows", doc: "`shift_pairs_y(ids, block)` returns the last `block` tokens of each window: the targets for `shift_pairs_x`.", example: "shift_pairs_y(iota(8), 3)", diff: Diff::No, section: "10.8", run: shift_pairs_y, shape: Some(super::dataprep_shapes::shift_pairs_y) },
+    Builtin {
+        name: "shuffle",
+        params: &[req("x", Array), req("seed", Seed)],
+        summary: "permute the rows",
+        doc: "`shuffle(x, seed)` returns x with its rows permuted by Fisher–Yates (LANGUAGE §13.4). Axis 0 becomes unnamed. E0205 for a scalar.",
+        example: "shuffle(reshape(iota(12), [6, 2]), 9)",
+        diff: Diff::No,
+        facts: Facts::NONE,
+        section: "10.8",
+        run: shuffle,
+        shape: Some(super::dataprep_shapes::shuffle),
+    },
+    Builtin {
+        name: "batch",
+        params: &[req("x", Array), req("size", Scalar)],
+        summary: "group rows into batches",
+        doc: "`batch(x, size)` returns `[⌈n/size⌉, size, …rest]`; the last batch is padded with zero rows. E0401 unless size is an integer ≥ 1.",
+        example: "batch(iota(5), 2)",
+        diff: Diff::No,
+        facts: Facts::NONE,
+        section: "10.8",
+        run: batch,
+        shape: Some(super::dataprep_shapes::batch),
+    },
+    Builtin {
+        name: "batch_mask",
+        params: &[req("x", Array), req("size", Scalar)],
+        summary: "1 for real rows, 0 for padding",
+        doc: "`batch_mask(x, size)` returns `[⌈n/size⌉, size]` with 1 for a real row of `batch(x, size)` and 0 for padding.",
+        example: "batch_mask(iota(5), 2)",
+        diff: Diff::Zero,
+        facts: Facts::NONE,
+        section: "10.8",
+        run: batch_mask,
+        shape: Some(super::dataprep_shapes::batch_mask),
+    },
+    Builtin {
+        name: "split",
+        params: &[req("x", Array), req("frac", Scalar), req("seed", Seed)],
+        summary: "the training part of a shuffled split",
+        doc: "`split(x, frac, seed)` returns rows perm[0..n_tr) of the `shuffle` permutation, n_tr = clamp(⌊n·frac⌋, 1, n−1). E0216 for fewer than 2 rows; E0401 unless 0 < frac < 1.",
+        example: "split(reshape(iota(20), [10, 2]), 0.7, 3)",
+        diff: Diff::No,
+        facts: Facts::NONE,
+        section: "10.8",
+        run: split,
+        shape: Some(super::dataprep_shapes::split),
+    },
+    Builtin {
+        name: "val_split",
+        params: &[req("x", Array), req("frac", Scalar), req("seed", Seed)],
+        summary: "the validation part of a shuffled split",
+        doc: "`val_split(x, frac, seed)` returns the rows `split` leaves out: perm[n_tr..n).",
+        example: "val_split(reshape(iota(20), [10, 2]), 0.7, 3)",
+        diff: Diff::No,
+        facts: Facts::NONE,
+        section: "10.8",
+        run: val_split,
+        shape: Some(super::dataprep_shapes::val_split),
+    },
+    Builtin {
+        name: "shift_pairs_x",
+        params: &[req("ids", Array), req("block", Scalar)],
+        summary: "language-model input windows",
+        doc: "`shift_pairs_x(ids, block)` cuts `[N]` ids into B = ⌊N/(block+1)⌋ non-overlapping windows of block+1 tokens and returns the first `block` tokens of each: `[B, block]`.",
+        example: "shift_pairs_x(iota(8), 3)",
+        diff: Diff::No,
+        facts: Facts::NONE,
+        section: "10.8",
+        run: shift_pairs_x,
+        shape: Some(super::dataprep_shapes::shift_pairs_x),
+    },
+    Builtin {
+        name: "shift_pairs_y",
+        params: &[req("ids", Array), req("block", Scalar)],
+        summary: "language-model target windows",
+        doc: "`shift_pairs_y(ids, block)` returns the last `block` tokens of each window: the targets for `shift_pairs_x`.",
+        example: "shift_pairs_y(iota(8), 3)",
+        diff: Diff::No,
+        facts: Facts::NONE,
+        section: "10.8",
+        run: shift_pairs_y,
+        shape: Some(super::dataprep_shapes::shift_pairs_y),
+    },
 ];
 
 fn rows_of(c: &Call, i: usize) -> Result<Array, Diagnostic> {

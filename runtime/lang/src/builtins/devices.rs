@@ -2,7 +2,7 @@
 
 use super::site::CallSite;
 use super::ParamKind::*;
-use super::{req, Builtin, Diff};
+use super::{req, Builtin, Diff, Facts};
 use crate::errors::device_error;
 use crate::eval::Call;
 use crate::value::{Array, DeviceTarget, Placement, Value};
@@ -19,6 +19,7 @@ pub const BUILTINS: &[Builtin] = &[Builtin {
     doc: "`to_device(x, target)` (or `to_device(target, x)`) places an array on \"cpu\", \"cuda\", \"cuda:N\" or \"mlx\"; a bare variable is re-bound to the placed array. A model's parameters are all placed and the result is 0. An unavailable target keeps the placement but the data stays in host memory (W0504). E0502 unknown target; E0311 for strings and tokenizers.",
     example: "x = to_device([1, 2, 3], \"cpu\")\nx * 2",
     diff: Diff::Effect,
+    facts: Facts::NONE,
     section: "10.18",
     run: to_device, shape: Some(super::devices_shapes::to_device)
 }];

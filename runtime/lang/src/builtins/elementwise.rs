@@ -5,7 +5,7 @@ use super::site::CallSite;
 use mlpl_devices::{BinaryOp, UnaryOp};
 
 use super::ParamKind::*;
-use super::{req, Builtin, Diff};
+use super::{req, Builtin, Diff, Facts};
 use crate::eval::{ops, Call};
 use crate::value::Value;
 use mlpl_diag::Diagnostic;
@@ -22,6 +22,7 @@ macro_rules! unary_builtin {
             doc: $doc,
             example: $example,
             diff: Diff::Yes,
+            facts: Facts::NONE,
             section: "10.3",
             run: $fn_name,
             shape: Some(super::elementwise_shapes::$rule),
@@ -38,6 +39,7 @@ macro_rules! binary_builtin {
             doc: $doc,
             example: $example,
             diff: $diff,
+            facts: Facts::NONE,
             section: "10.3",
             run: $fn_name,
             shape: Some(super::elementwise_shapes::$fn_name),

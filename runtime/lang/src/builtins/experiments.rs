@@ -2,7 +2,7 @@
 
 use super::site::CallSite;
 use super::ParamKind::*;
-use super::{req, Builtin, Diff};
+use super::{req, Builtin, Diff, Facts};
 use crate::data::experiments::{self, RunRecord};
 use crate::eval::Call;
 use crate::value::Value;
@@ -16,6 +16,7 @@ pub const BUILTINS: &[Builtin] = &[Builtin {
     doc: "`compare(a, b)` takes the most recent runs named a and b (from this workspace and the experiment directory) and reports each metric as `key: VA vs VB (delta +D)`. E0108 when a run does not exist.",
     example: "experiment \"a\" { loss_metric = 0.5 }\nexperiment \"b\" { loss_metric = 0.25 }\ncompare(\"a\", \"b\")",
     diff: Diff::Effect,
+    facts: Facts::NONE,
     section: "10.16",
     run: compare, shape: Some(super::experiments_shapes::compare)
 }];

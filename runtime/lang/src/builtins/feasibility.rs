@@ -4,7 +4,7 @@ use super::site::CallSite;
 use std::time::Instant;
 
 use super::ParamKind::*;
-use super::{opt, req, Builtin, Diff};
+use super::{opt, req, Builtin, Diff, Facts};
 use crate::estimate::{self, hypothetical};
 use crate::eval::{Call, Interp};
 use crate::value::{named_shape, Array, Value};
@@ -12,10 +12,54 @@ use mlpl_diag::Diagnostic;
 
 /// The builtins of this group.
 pub const BUILTINS: &[Builtin] = &[
-    Builtin { name: "estimate_train", params: &[req("model", Model), req("steps", Scalar), req("batch_size", Scalar), req("seq_len", Scalar), opt("dtype_bytes", Scalar)], summary: "feasibility of training a model", doc: "`estimate_train(model, steps, batch, seq [, dtype_bytes = 4])` returns `[params, vram_bytes, disk_bytes, flops, wall_seconds]` (LANGUAGE §15.2): parameters counted once each, memory for weights, gradients, two Adam moments of the unfrozen parameters and the activations of a `[batch, seq]` batch, FLOPs as three forward passes per step counted per layer from the rows that enter it, and the time at the configured throughput. E0309 for a model without parameters; E0401 for arguments that are not finite and positive.", example: "estimate_train(chain(embed(32, 8, 0), causal_attention(8, 2, 1), linear(8, 32, 2)), 100, 4, 8)", diff: Diff::Effect, section: "10.17", run: estimate_train, shape: Some(super::feasibility_shapes::estimate_train) },
-    Builtin { name: "estimate_hypothetical", params: &[req("name", Str), req("steps", Scalar), req("batch_size", Scalar), req("seq_len", Scalar), opt("dtype_bytes", Scalar), opt("lora_rank", Scalar)], summary: "feasibility of training a published architecture", doc: "`estimate_hypothetical(name, steps, batch, seq [, dtype_bytes [, lora_rank]])` returns `[params, vram_bytes, disk_bytes, flops, wall_seconds]` for smollm-135m, smollm-360m, smollm-1.7b, llama-3.2-1b or qwen-2.5-0.5b (LANGUAGE §15.3). Throughput comes from `mlpl_device_throughput_gflops_DEV`, then `mlpl_device_throughput_gflops`, else 50 GFLOPS.", example: "estimate_hypothetical(\"smollm-135m\", 100, 4, 512)", diff: Diff::Effect, section: "10.17", run: estimate_hypothetical, shape: Some(super::feasibility_shapes::estimate_hypothetical) },
-    Builtin { name: "calibrate_device", params: &[opt("size", Scalar)], summary: "measure the active device's GFLOPS", doc: "`calibrate_device([size])` times 10 `[size, size]` matmuls (after one warm-up) on the active device, stores the GFLOPS in `mlpl_device_throughput_gflops` and `mlpl_device_throughput_gflops_DEV`, and returns it.", example: "gt(calibrate_device(64), 0)", diff: Diff::Effect, section: "10.17", run: calibrate_device, shape: Some(super::feasibility_shapes::calibrate_device) },
-    Builtin { name: "feasible", params: &[req("est", Array), req("budget", Array)], summary: "whether an estimate fits a budget", doc: "`feasible(est, budget)`: 1 when est `[5]` respects budget `[vram_bytes, disk_bytes, wall_seconds]` (0 entries are not checked), else 0. E0218 for wrong sizes.", example: "feasible(estimate_hypothetical(\"smollm-135m\", 100, 4, 512), [8e9, 0, 0])", diff: Diff::Effect, section: "10.17", run: feasible, shape: Some(super::feasibility_shapes::feasible) },
+    Builtin {
+        name: "estimate_train",
+        params: &[req("model", Model), req("steps", Scalar), req("batch_size", Scalar), req("seq_len", Scalar), opt("dtype_bytes", Scalar)],
+        summary: "feasibility of training a model",
+        doc: "`estimate_train(model, steps, batch, seq [, dtype_bytes = 4])` returns `[params, vram_bytes, disk_bytes, flops, wall_seconds]` (LANGUAGE §15.2): parameters counted once each, memory for weights, gradients, two Adam moments of the unfrozen parameters and the activations of a `[batch, seq]` batch, FLOPs as three forward passes per step counted per layer from the rows that enter it, and the time at the configured throughput. E0309 for a model without parameters; E0401 for arguments that are not finite and positive.",
+        example: "estimate_train(chain(embed(32, 8, 0), causal_attention(8, 2, 1), linear(8, 32, 2)), 100, 4, 8)",
+        diff: Diff::Effect,
+        facts: Facts::NONE,
+        section: "10.17",
+        run: estimate_train,
+        shape: Some(super::feasibility_shapes::estimate_train),
+    },
+    Builtin {
+        name: "estimate_hypothetical",
+        params: &[req("name", Str), req("steps", Scalar), req("batch_size", Scalar), req("seq_len", Scalar), opt("dtype_bytes", Scalar), opt("lora_rank", Scalar)],
+        summary: "feasibility of training a published architecture",
+        doc: "`estimate_hypothetical(name, steps, batch, seq [, dtype_bytes [, lora_rank]])` returns `[params, vram_bytes, disk_bytes, flops, wall_seconds]` for smollm-135m, smollm-360m, smollm-1.7b, llama-3.2-1b or qwen-2.5-0.5b (LANGUAGE §15.3). Throughput comes from `mlpl_device_throughput_gflops_DEV`, then `mlpl_device_throughput_gflops`, else 50 GFLOPS.",
+        example: "estimate_hypothetical(\"smollm-135m\", 100, 4, 512)",
+        diff: Diff::Effect,
+        facts: Facts::NONE,
+        section: "10.17",
+        run: estimate_hypothetical,
+        shape: Some(super::feasibility_shapes::estimate_hypothetical),
+    },
+    Builtin {
+        name: "calibrate_device",
+        params: &[opt("size", Scalar)],
+        summary: "measure the active device's GFLOPS",
+        doc: "`calibrate_device([size])` times 10 `[size, size]` matmuls (after one warm-up) on the active device, stores the GFLOPS in `mlpl_device_throughput_gflops` and `mlpl_device_throughput_gflops_DEV`, and returns it.",
+        example: "gt(calibrate_device(64), 0)",
+        diff: Diff::Effect,
+        facts: Facts::NONE.effectful(),
+        section: "10.17",
+        run: calibrate_device,
+        shape: Some(super::feasibility_shapes::calibrate_device),
+    },
+    Builtin {
+        name: "feasible",
+        params: &[req("est", Array), req("budget", Array)],
+        summary: "whether an estimate fits a budget",
+        doc: "`feasible(est, budget)`: 1 when est `[5]` respects budget `[vram_bytes, disk_bytes, wall_seconds]` (0 entries are not checked), else 0. E0218 for wrong sizes.",
+        example: "feasible(estimate_hypothetical(\"smollm-135m\", 100, 4, 512), [8e9, 0, 0])",
+        diff: Diff::Effect,
+        facts: Facts::NONE,
+        section: "10.17",
+        run: feasible,
+        shape: Some(super::feasibility_shapes::feasible),
+    },
 ];
 
 /// The throughput for estimates on the active device (LANGUAGE §15.1).

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use safetensors::tensor::{Dtype, SafeTensors, TensorView};
 
 use super::ParamKind::*;
-use super::{req, Builtin, Diff};
+use super::{req, Builtin, Diff, Facts};
 use crate::data::{corpora, files};
 use crate::eval::Call;
 use crate::value::{Array, Value};
@@ -15,10 +15,54 @@ use mlpl_diag::Diagnostic;
 
 /// The builtins of this group.
 pub const BUILTINS: &[Builtin] = &[
-    Builtin { name: "load", params: &[req("path", Str)], summary: "read a CSV, safetensors or text file from the data directory", doc: "`load(path)` reads a file inside the data directory: `.csv` gives a `[rows, cols]` array (a non-numeric first line is a header), `.safetensors` the single array stored there with its axis names, anything else the text. Paths must be relative and stay inside the data directory (E0404). E0403 no data directory; E0405 unreadable; E0406 malformed.", example: "save(label(reshape(iota(6), [2, 3]), [\"r\", \"c\"]), \"example.safetensors\")\nlabels(load(\"example.safetensors\"))", diff: Diff::Effect, section: "10.9", run: load, shape: Some(super::files_shapes::load) },
-    Builtin { name: "load_preloaded", params: &[req("name", Str)], summary: "a corpus compiled into the runtime", doc: "`load_preloaded(name)` returns the text of a built-in corpus: \"tiny_corpus\" (two pangram lines) or \"tiny_shakespeare_snippet\" (2028 bytes of Shakespeare). No data directory is needed. E0104 for an unknown name.", example: "load_preloaded(\"tiny_corpus\")", diff: Diff::Effect, section: "10.9", run: load_preloaded, shape: Some(super::files_shapes::load_preloaded) },
-    Builtin { name: "save", params: &[req("value", Any), req("path", Str)], summary: "write an array (or a model) to a safetensors file", doc: "`save(value, path)` writes a `.safetensors` file inside the data directory, creating missing directories and replacing an existing file. An array is stored under the key `array` with its axis names in the metadata (`mlpl.names.array`); a model stores one float32 tensor per distinct parameter under its structural key (`0.embed.E`, `1.1.attention.Wq`, `2.linear.W`, …, LANGUAGE §11.9). Returns the number of tensors written. E0401 unless the path ends in `.safetensors`.", example: "save(iota(3), \"iota.safetensors\")", diff: Diff::Effect, section: "10.9", run: save, shape: Some(super::files_shapes::save) },
-    Builtin { name: "load_weights", params: &[req("model", Model), req("path", Str)], summary: "load a model checkpoint written by `save`", doc: "`load_weights(model, path)` reads a safetensors file and writes, for every distinct parameter in parameter order, the tensor stored under its structural key (LANGUAGE §11.9) into the parameter, keeping its placement; F32, F64, F16 and BF16 tensors are converted to float32. Returns the number of parameters loaded. Nothing is changed when any tensor is missing (E0407, naming the key) or has another shape (E0217); unused tensors in the file are W0401. Frozen flags and optimizer state are kept.", example: "m = linear(2, 2, 0)\nsave(m, \"m.safetensors\")\nload_weights(clone_model(m), \"m.safetensors\")", diff: Diff::Effect, section: "10.9", run: load_weights, shape: Some(super::files_shapes::load_weights) },
+    Builtin {
+        name: "load",
+        params: &[req("path", Str)],
+        summary: "read a CSV, safetensors or text file from the data directory",
+        doc: "`load(path)` reads a file inside the data directory: `.csv` gives a `[rows, cols]` array (a non-numeric first line is a header), `.safetensors` the single array stored there with its axis names, anything else the text. Paths must be relative and stay inside the data directory (E0404). E0403 no data directory; E0405 unreadable; E0406 malformed.",
+        example: "save(label(reshape(iota(6), [2, 3]), [\"r\", \"c\"]), \"example.safetensors\")\nlabels(load(\"example.safetensors\"))",
+        diff: Diff::Effect,
+        facts: Facts::NONE.effectful(),
+        section: "10.9",
+        run: load,
+        shape: Some(super::files_shapes::load),
+    },
+    Builtin {
+        name: "load_preloaded",
+        params: &[req("name", Str)],
+        summary: "a corpus compiled into the runtime",
+        doc: "`load_preloaded(name)` returns the text of a built-in corpus: \"tiny_corpus\" (two pangram lines) or \"tiny_shakespeare_snippet\" (2028 bytes of Shakespeare). No data directory is needed. E0104 for an unknown name.",
+        example: "load_preloaded(\"tiny_corpus\")",
+        diff: Diff::Effect,
+        facts: Facts::NONE.effectful(),
+        section: "10.9",
+        run: load_preloaded,
+        shape: Some(super::files_shapes::load_preloaded),
+    },
+    Builtin {
+        name: "save",
+        params: &[req("value", Any), req("path", Str)],
+        summary: "write an array (or a model) to a safetensors file",
+        doc: "`save(value, path)` writes a `.safetensors` file inside the data directory, creating missing directories and replacing an existing file. An array is stored under the key `array` with its axis names in the metadata (`mlpl.names.array`); a model stores one float32 tensor per distinct parameter under its structural key (`0.embed.E`, `1.1.attention.Wq`, `2.linear.W`, …, LANGUAGE §11.9). Returns the number of tensors written. E0401 unless the path ends in `.safetensors`.",
+        example: "save(iota(3), \"iota.safetensors\")",
+        diff: Diff::Effect,
+        facts: Facts::NONE.effectful(),
+        section: "10.9",
+        run: save,
+        shape: Some(super::files_shapes::save),
+    },
+    Builtin {
+        name: "load_weights",
+        params: &[req("model", Model), req("path", Str)],
+        summary: "load a model checkpoint written by `save`",
+        doc: "`load_weights(model, path)` reads a safetensors file and writes, for every distinct parameter in parameter order, the tensor stored under its structural key (LANGUAGE §11.9) into the parameter, keeping its placement; F32, F64, F16 and BF16 tensors are converted to float32. Returns the number of parameters loaded. Nothing is changed when any tensor is missing (E0407, naming the key) or has another shape (E0217); unused tensors in the file are W0401. Frozen flags and optimizer state are kept.",
+        example: "m = linear(2, 2, 0)\nsave(m, \"m.safetensors\")\nload_weights(clone_model(m), \"m.safetensors\")",
+        diff: Diff::Effect,
+        facts: Facts::NONE.effectful(),
+        section: "10.9",
+        run: load_weights,
+        shape: Some(super::files_shapes::load_weights),
+    },
 ];
 
 fn load_preloaded(c: &mut Call) -> Result<Value, Diagnostic> {

@@ -1,7 +1,7 @@
 //! Linear algebra (LANGUAGE §10.4): `dot` and the forms of `matmul`.
 
 use super::ParamKind::*;
-use super::{req, Builtin, Diff};
+use super::{req, Builtin, Diff, Facts};
 use crate::eval::{ops, Call, Interp};
 use crate::value::{named_shape, Array, Value};
 use mlpl_diag::{Diagnostic, Span};
@@ -9,8 +9,30 @@ use mlpl_syntax::Expr;
 
 /// The builtins of this group.
 pub const BUILTINS: &[Builtin] = &[
-    Builtin { name: "dot", params: &[req("a", Array), req("b", Array)], summary: "inner product of two vectors", doc: "`dot(a, b)` is Σ aᵢbᵢ for two `[n]` vectors. E0205 unless both have rank 1; E0203 when the lengths differ.", example: "dot([1, 2, 3], [4, 5, 6])", diff: Diff::Yes, section: "10.4", run: dot, shape: Some(super::linalg_shapes::dot) },
-    Builtin { name: "matmul", params: &[req("a", Array), req("b", Array)], summary: "matrix product (batched, with vectors)", doc: "`matmul(a, b)` multiplies `[m, k]` by `[k, n]` into `[m, n]`; vectors on either side contract their only axis; leading batch axes broadcast (`[…, m, k]` × `[…, k, n]`). Result names: merged batch names, then a's row name and b's column name. E0203 inner sizes differ; E0204 contracted axes named differently; E0205 a scalar operand.", example: "matmul(reshape(iota(6), [2, 3]), reshape(iota(6), [3, 2]))", diff: Diff::Yes, section: "10.4", run: matmul, shape: Some(super::linalg_shapes::matmul) },
+    Builtin {
+        name: "dot",
+        params: &[req("a", Array), req("b", Array)],
+        summary: "inner product of two vectors",
+        doc: "`dot(a, b)` is Σ aᵢbᵢ for two `[n]` vectors. E0205 unless both have rank 1; E0203 when the lengths differ.",
+        example: "dot([1, 2, 3], [4, 5, 6])",
+        diff: Diff::Yes,
+        facts: Facts::NONE,
+        section: "10.4",
+        run: dot,
+        shape: Some(super::linalg_shapes::dot),
+    },
+    Builtin {
+        name: "matmul",
+        params: &[req("a", Array), req("b", Array)],
+        summary: "matrix product (batched, with vectors)",
+        doc: "`matmul(a, b)` multiplies `[m, k]` by `[k, n]` into `[m, n]`; vectors on either side contract their only axis; leading batch axes broadcast (`[…, m, k]` × `[…, k, n]`). Result names: merged batch names, then a's row name and b's column name. E0203 inner sizes differ; E0204 contracted axes named differently; E0205 a scalar operand.",
+        example: "matmul(reshape(iota(6), [2, 3]), reshape(iota(6), [3, 2]))",
+        diff: Diff::Yes,
+        facts: Facts::NONE,
+        section: "10.4",
+        run: matmul,
+        shape: Some(super::linalg_shapes::matmul),
+    },
 ];
 
 fn dot(c: &mut Call) -> Result<Value, Diagnostic> {

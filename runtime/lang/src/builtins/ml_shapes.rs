@@ -53,22 +53,8 @@ pub fn one_hot(c: &mut ShapeCtx) -> Rule {
     if let (Some(ids), Some(k)) = (ids.as_ref().and_then(|i| i.constant.clone()), k) {
         let mut d = vec![0.0; ids.len().saturating_mul(k).min(MAX_CONST + 1)];
         for (r, &id) in ids.iter().enumerate() {
-            let id = if id.is_nan() || id < 0.0 {
-                0.0
-            } else {
-                id.trunc()
-            };
-            if id >= k as f64 {
-                return Err(c
-                    .error_at(
-                        0,
-                        "E0402",
-                        "id or index out of range",
-                        format!("id {} at position {r}", format_f64(id)),
-                    )
-                    .note(format!("ids must be below k = {k}")));
-            }
-            let at = r.checked_mul(k).and_then(|x| x.checked_add(id as usize));
+            let col = super::site::one_hot_column(c, r, id, k)?;
+            let at = r.checked_mul(k).and_then(|x| x.checked_add(col));
             if let Some(slot) = at.and_then(|at| d.get_mut(at)) {
                 *slot = 1.0;
             }

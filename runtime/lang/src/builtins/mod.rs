@@ -175,6 +175,69 @@ pub enum Diff {
     Effect,
 }
 
+/// What the checker and the interpreter need to know about a builtin beyond its
+/// parameters and differentiability. Written on the entry as
+/// `Facts::NONE.effectful()` and so on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Facts {
+    /// A builtin with side effects (∂ = —) that may still appear inside a loss
+    /// (LANGUAGE §12.2): `labels` as an argument, and the model constructors.
+    pub allowed_in_loss: bool,
+    /// Its effects reach beyond the arrays a step computes (files, charts, the
+    /// workspace's parameter set, wall-clock timing): a `train` body calling it
+    /// is never captured and replayed.
+    pub effectful: bool,
+    /// It constructs a layer with fresh parameters each time it is evaluated
+    /// (W0102 inside a loop body or a loss).
+    pub parameterised: bool,
+    /// An optimizer: a call is one training step that updates the parameters
+    /// it lists in place (LANGUAGE §12.4).
+    pub optimizer: bool,
+}
+
+impl Facts {
+    /// No fact holds.
+    pub const NONE: Facts = Facts {
+        allowed_in_loss: false,
+        effectful: false,
+        parameterised: false,
+        optimizer: false,
+    };
+    /// With [`Facts::allowed_in_loss`].
+    pub const fn allowed_in_loss(self) -> Facts {
+        Facts {
+            allowed_in_loss: true,
+            ..self
+        }
+    }
+    /// With [`Facts::effectful`].
+    pub const fn effectful(self) -> Facts {
+        Facts {
+            effectful: true,
+            ..self
+        }
+    }
+    /// With [`Facts::parameterised`].
+    pub const fn parameterised(self) -> Facts {
+        Facts {
+            parameterised: true,
+            ..self
+        }
+    }
+    /// With [`Facts::optimizer`].
+    pub const fn optimizer(self) -> Facts {
+        Facts {
+            optimizer: true,
+            ..self
+        }
+    }
+}
+
+/// Whether `name` is a builtin whose entry has the fact `fact`.
+pub fn has_fact(name: &str, fact: impl Fn(&Facts) -> bool) -> bool {
+    lookup(name).is_some_and(|b| fact(&b.facts))
+}
+
 /// A builtin's runtime implementation.
 pub type RunFn = fn(&mut Call<'_, '_>) -> Result<Value, Diagnostic>;
 
@@ -193,6 +256,9 @@ pub struct Builtin {
     pub example: &'static str,
     /// Differentiability.
     pub diff: Diff,
+    /// Facts the checker and the interpreter read (allowed in a loss, effectful,
+    /// parameterised, optimizer).
+    pub facts: Facts,
     /// The LANGUAGE.md section defining it.
     pub section: &'static str,
     /// The runtime implementation.
@@ -309,29 +375,6 @@ pub fn lookup(name: &str) -> Option<&'static Builtin> {
         .get(name)
         .copied()
 }
-
-/// Builtins with side effects (∂ = —) that may still appear inside a loss
-/// (LANGUAGE §12.2): `labels` as an argument, and the model constructors.
-pub const ALLOWED_IN_LOSS: &[&str] = &[
-    "labels",
-    "linear",
-    "embed",
-    "attention",
-    "causal_attention",
-    "rms_norm",
-    "layer_norm",
-    "tanh_layer",
-    "relu_layer",
-    "gelu_layer",
-    "silu_layer",
-    "softmax_layer",
-    "dropout",
-    "swiglu",
-    "rope",
-    "moe",
-    "chain",
-    "residual",
-];
 
 /// Builtins of the language reference that this build does not provide yet
 /// (they arrive with visualisation and language model calls).

@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use mlpl_devices::{AdamStep, BinaryOp, ReduceOp, Tensor};
 
 use super::ParamKind::*;
-use super::{opt, req, Builtin, Diff};
+use super::{opt, req, Builtin, Diff, Facts};
 use crate::eval::{loss, Call, OptimState};
 use crate::value::{named_shape, Array, Value};
 use mlpl_diag::{Diagnostic, Span};
@@ -15,12 +15,78 @@ use mlpl_syntax::ExprKind;
 
 /// The builtins of this group.
 pub const BUILTINS: &[Builtin] = &[
-    Builtin { name: "grad", params: &[req("loss", Lazy), req("wrt", Lazy)], summary: "gradient of a loss with respect to a variable", doc: "`grad(loss, wrt)` evaluates `loss` on a fresh tape and returns its gradient with respect to the variable `wrt` (a tracked parameter or any array variable), with `wrt`'s shape and names. A non-scalar loss is summed (W0301). E0109 when `wrt` is not a variable name.", example: "W = param[3]\nW = W + [1, 2, 3]\ngrad(sum(W * W), W)", diff: Diff::Effect, section: "10.12", run: grad, shape: Some(super::optim_shapes::grad) },
-    Builtin { name: "adam", params: &[req("loss", Lazy), req("params", Lazy), req("lr", Scalar), req("b1", Scalar), req("b2", Scalar), req("eps", Scalar), opt("max_grad_norm", Scalar)], summary: "one Adam step on the parameters", doc: "`adam(loss, params, lr, b1, b2, eps [, max_grad_norm])` evaluates the loss once, computes the gradients of every listed, non-frozen parameter at the same point, optionally clips their global norm, and applies one Adam update with per-parameter step counts (LANGUAGE §12.4–12.5). `params` is a parameter name, a model, or a list of these. Returns 0.", example: "W = param[2]\ntrain 3 { adam(sum((W - [1, 2]) * (W - [1, 2])), W, 0.1, 0.9, 0.999, 1e-8); sum(W) }", diff: Diff::Effect, section: "10.12", run: adam, shape: Some(super::optim_shapes::adam) },
-    Builtin { name: "adamw", params: &[req("loss", Lazy), req("params", Lazy), req("lr", Scalar), req("b1", Scalar), req("b2", Scalar), req("eps", Scalar), req("weight_decay", Scalar), opt("max_grad_norm", Scalar)], summary: "one AdamW step (decoupled weight decay)", doc: "`adamw(loss, params, lr, b1, b2, eps, weight_decay [, max_grad_norm])` is `adam` with decoupled weight decay `p -= lr·weight_decay·p`, not applied to layer biases and normalisation gains.", example: "W = param[2]\ntrain 3 { adamw(sum((W - [1, 2]) * (W - [1, 2])), W, 0.1, 0.9, 0.999, 1e-8, 0.01); sum(W) }", diff: Diff::Effect, section: "10.12", run: adamw, shape: Some(super::optim_shapes::adamw) },
-    Builtin { name: "momentum_sgd", params: &[req("loss", Lazy), req("params", Lazy), req("lr", Scalar), req("beta", Scalar)], summary: "one SGD step with momentum", doc: "`momentum_sgd(loss, params, lr, beta)`: v = beta·v + g; p = p − lr·v, for every listed non-frozen parameter, from one evaluation of the loss.", example: "W = param[2]\ntrain 3 { momentum_sgd(sum(W * W - W), W, 0.1, 0.9); sum(W) }", diff: Diff::Effect, section: "10.12", run: momentum_sgd, shape: Some(super::optim_shapes::momentum_sgd) },
-    Builtin { name: "cosine_schedule", params: &[req("step", Scalar), req("total", Scalar), req("lr_min", Scalar), req("lr_max", Scalar)], summary: "cosine learning-rate decay", doc: "`cosine_schedule(step, total, lr_min, lr_max)` = lr_min + ½·(lr_max − lr_min)·(1 + cos(π·t)), t = clamp(step, 0, total) / total; lr_max when total ≤ 0.", example: "cosine_schedule(50, 100, 0.0001, 0.01)", diff: Diff::Zero, section: "10.12", run: cosine_schedule, shape: Some(super::optim_shapes::cosine_schedule) },
-    Builtin { name: "linear_warmup", params: &[req("step", Scalar), req("warmup", Scalar), req("lr", Scalar)], summary: "linear learning-rate warm-up", doc: "`linear_warmup(step, warmup, lr)` = lr · clamp(step / warmup, 0, 1); lr when warmup ≤ 0.", example: "linear_warmup(5, 10, 0.001)", diff: Diff::Zero, section: "10.12", run: linear_warmup, shape: Some(super::optim_shapes::linear_warmup) },
+    Builtin {
+        name: "grad",
+        params: &[req("loss", Lazy), req("wrt", Lazy)],
+        summary: "gradient of a loss with respect to a variable",
+        doc: "`grad(loss, wrt)` evaluates `loss` on a fresh tape and returns its gradient with respect to the variable `wrt` (a tracked parameter or any array variable), with `wrt`'s shape and names. A non-scalar loss is summed (W0301). E0109 when `wrt` is not a variable name.",
+        example: "W = param[3]\nW = W + [1, 2, 3]\ngrad(sum(W * W), W)",
+        diff: Diff::Effect,
+        facts: Facts::NONE,
+        section: "10.12",
+        run: grad,
+        shape: Some(super::optim_shapes::grad),
+    },
+    Builtin {
+        name: "adam",
+        params: &[req("loss", Lazy), req("params", Lazy), req("lr", Scalar), req("b1", Scalar), req("b2", Scalar), req("eps", Scalar), opt("max_grad_norm", Scalar)],
+        summary: "one Adam step on the parameters",
+        doc: "`adam(loss, params, lr, b1, b2, eps [, max_grad_norm])` evaluates the loss once, computes the gradients of every listed, non-frozen parameter at the same point, optionally clips their global norm, and applies one Adam update with per-parameter step counts (LANGUAGE §12.4–12.5). `params` is a parameter name, a model, or a list of these. Returns 0.",
+        example: "W = param[2]\ntrain 3 { adam(sum((W - [1, 2]) * (W - [1, 2])), W, 0.1, 0.9, 0.999, 1e-8); sum(W) }",
+        diff: Diff::Effect,
+        facts: Facts::NONE.optimizer(),
+        section: "10.12",
+        run: adam,
+        shape: Some(super::optim_shapes::adam),
+    },
+    Builtin {
+        name: "adamw",
+        params: &[req("loss", Lazy), req("params", Lazy), req("lr", Scalar), req("b1", Scalar), req("b2", Scalar), req("eps", Scalar), req("weight_decay", Scalar), opt("max_grad_norm", Scalar)],
+        summary: "one AdamW step (decoupled weight decay)",
+        doc: "`adamw(loss, params, lr, b1, b2, eps, weight_decay [, max_grad_norm])` is `adam` with decoupled weight decay `p -= lr·weight_decay·p`, not applied to layer biases and normalisation gains.",
+        example: "W = param[2]\ntrain 3 { adamw(sum((W - [1, 2]) * (W - [1, 2])), W, 0.1, 0.9, 0.999, 1e-8, 0.01); sum(W) }",
+        diff: Diff::Effect,
+        facts: Facts::NONE.optimizer(),
+        section: "10.12",
+        run: adamw,
+        shape: Some(super::optim_shapes::adamw),
+    },
+    Builtin {
+        name: "momentum_sgd",
+        params: &[req("loss", Lazy), req("params", Lazy), req("lr", Scalar), req("beta", Scalar)],
+        summary: "one SGD step with momentum",
+        doc: "`momentum_sgd(loss, params, lr, beta)`: v = beta·v + g; p = p − lr·v, for every listed non-frozen parameter, from one evaluation of the loss.",
+        example: "W = param[2]\ntrain 3 { momentum_sgd(sum(W * W - W), W, 0.1, 0.9); sum(W) }",
+        diff: Diff::Effect,
+        facts: Facts::NONE.optimizer(),
+        section: "10.12",
+        run: momentum_sgd,
+        shape: Some(super::optim_shapes::momentum_sgd),
+    },
+    Builtin {
+        name: "cosine_schedule",
+        params: &[req("step", Scalar), req("total", Scalar), req("lr_min", Scalar), req("lr_max", Scalar)],
+        summary: "cosine learning-rate decay",
+        doc: "`cosine_schedule(step, total, lr_min, lr_max)` = lr_min + ½·(lr_max − lr_min)·(1 + cos(π·t)), t = clamp(step, 0, total) / total; lr_max when total ≤ 0.",
+        example: "cosine_schedule(50, 100, 0.0001, 0.01)",
+        diff: Diff::Zero,
+        facts: Facts::NONE,
+        section: "10.12",
+        run: cosine_schedule,
+        shape: Some(super::optim_shapes::cosine_schedule),
+    },
+    Builtin {
+        name: "linear_warmup",
+        params: &[req("step", Scalar), req("warmup", Scalar), req("lr", Scalar)],
+        summary: "linear learning-rate warm-up",
+        doc: "`linear_warmup(step, warmup, lr)` = lr · clamp(step / warmup, 0, 1); lr when warmup ≤ 0.",
+        example: "linear_warmup(5, 10, 0.001)",
+        diff: Diff::Zero,
+        facts: Facts::NONE,
+        section: "10.12",
+        run: linear_warmup,
+        shape: Some(super::optim_shapes::linear_warmup),
+    },
 ];
 
 /// A scalar result: exact when every argument was exact (LANGUAGE §5.2).

@@ -4,19 +4,85 @@ use super::site::CallSite;
 use mlpl_devices::ReduceOp;
 
 use super::ParamKind::*;
-use super::{opt, req, Builtin, Diff};
+use super::{opt, req, Builtin, Diff, Facts};
 use crate::eval::{ops, Call};
 use crate::value::{named_shape, Array, Value};
 use mlpl_diag::Diagnostic;
 
 /// The builtins of this group.
 pub const BUILTINS: &[Builtin] = &[
-    Builtin { name: "reduce_add", params: &[req("x", Array), opt("axis", Axis)], summary: "sum of elements, optionally along an axis", doc: "`reduce_add(x)` sums all elements (0 when empty); `reduce_add(x, axis)` sums along one axis. Same as `sum`.", example: "reduce_add(reshape(iota(6), [2, 3]), 1)", diff: Diff::Yes, section: "10.2", run: sum, shape: Some(super::reduce_shapes::sum) },
-    Builtin { name: "sum", params: &[req("x", Array), opt("axis", Axis)], summary: "sum of elements, optionally along an axis", doc: "`sum(x)` / `sum(x, axis)`: the same as `reduce_add`.", example: "M : [batch, feat] = reshape(iota(6), [2, 3])\nsum(M, \"batch\")", diff: Diff::Yes, section: "10.2", run: sum, shape: Some(super::reduce_shapes::sum) },
-    Builtin { name: "reduce_mul", params: &[req("x", Array), opt("axis", Axis)], summary: "product of elements, optionally along an axis", doc: "`reduce_mul(x)` multiplies all elements (1 when empty); with an axis, along that axis.", example: "reduce_mul([1, 2, 3, 4])", diff: Diff::Yes, section: "10.2", run: prod, shape: Some(super::reduce_shapes::prod) },
-    Builtin { name: "mean", params: &[req("x", Array), opt("axis", Axis)], summary: "mean of elements, optionally along an axis", doc: "`mean(x)` is the sum divided by max(n, 1); `mean(x, axis)` averages along one axis.", example: "mean([[1, 2], [3, 4]], 0)", diff: Diff::Yes, section: "10.2", run: mean, shape: Some(super::reduce_shapes::mean) },
-    Builtin { name: "argmax", params: &[req("x", Array), opt("axis", Axis)], summary: "index of the first maximum", doc: "`argmax(x)` is the row-major flat index of the first maximum; `argmax(x, axis)` the index along an axis. E0216 for an empty array or axis.", example: "argmax([[1, 5, 2], [7, 0, 3]], 1)", diff: Diff::Zero, section: "10.2", run: argmax, shape: Some(super::reduce_shapes::argmax) },
-    Builtin { name: "argtop_k", params: &[req("v", Array), req("k", Scalar)], summary: "indices of the k largest values", doc: "`argtop_k(v, k)` returns the indices of the k largest entries of the vector v in descending order of value; equal values keep index order. E0205 unless v is a vector; E0401 unless 0 ≤ k ≤ N.", example: "argtop_k([0.1, 2, -1, 0.5], 2)", diff: Diff::Zero, section: "10.2", run: argtop_k, shape: Some(super::reduce_shapes::argtop_k) },
+    Builtin {
+        name: "reduce_add",
+        params: &[req("x", Array), opt("axis", Axis)],
+        summary: "sum of elements, optionally along an axis",
+        doc: "`reduce_add(x)` sums all elements (0 when empty); `reduce_add(x, axis)` sums along one axis. Same as `sum`.",
+        example: "reduce_add(reshape(iota(6), [2, 3]), 1)",
+        diff: Diff::Yes,
+        facts: Facts::NONE,
+        section: "10.2",
+        run: sum,
+        shape: Some(super::reduce_shapes::sum),
+    },
+    Builtin {
+        name: "sum",
+        params: &[req("x", Array), opt("axis", Axis)],
+        summary: "sum of elements, optionally along an axis",
+        doc: "`sum(x)` / `sum(x, axis)`: the same as `reduce_add`.",
+        example: "M : [batch, feat] = reshape(iota(6), [2, 3])\nsum(M, \"batch\")",
+        diff: Diff::Yes,
+        facts: Facts::NONE,
+        section: "10.2",
+        run: sum,
+        shape: Some(super::reduce_shapes::sum),
+    },
+    Builtin {
+        name: "reduce_mul",
+        params: &[req("x", Array), opt("axis", Axis)],
+        summary: "product of elements, optionally along an axis",
+        doc: "`reduce_mul(x)` multiplies all elements (1 when empty); with an axis, along that axis.",
+        example: "reduce_mul([1, 2, 3, 4])",
+        diff: Diff::Yes,
+        facts: Facts::NONE,
+        section: "10.2",
+        run: prod,
+        shape: Some(super::reduce_shapes::prod),
+    },
+    Builtin {
+        name: "mean",
+        params: &[req("x", Array), opt("axis", Axis)],
+        summary: "mean of elements, optionally along an axis",
+        doc: "`mean(x)` is the sum divided by max(n, 1); `mean(x, axis)` averages along one axis.",
+        example: "mean([[1, 2], [3, 4]], 0)",
+        diff: Diff::Yes,
+        facts: Facts::NONE,
+        section: "10.2",
+        run: mean,
+        shape: Some(super::reduce_shapes::mean),
+    },
+    Builtin {
+        name: "argmax",
+        params: &[req("x", Array), opt("axis", Axis)],
+        summary: "index of the first maximum",
+        doc: "`argmax(x)` is the row-major flat index of the first maximum; `argmax(x, axis)` the index along an axis. E0216 for an empty array or axis.",
+        example: "argmax([[1, 5, 2], [7, 0, 3]], 1)",
+        diff: Diff::Zero,
+        facts: Facts::NONE,
+        section: "10.2",
+        run: argmax,
+        shape: Some(super::reduce_shapes::argmax),
+    },
+    Builtin {
+        name: "argtop_k",
+        params: &[req("v", Array), req("k", Scalar)],
+        summary: "indices of the k largest values",
+        doc: "`argtop_k(v, k)` returns the indices of the k largest entries of the vector v in descending order of value; equal values keep index order. E0205 unless v is a vector; E0401 unless 0 ≤ k ≤ N.",
+        example: "argtop_k([0.1, 2, -1, 0.5], 2)",
+        diff: Diff::Zero,
+        facts: Facts::NONE,
+        section: "10.2",
+        run: argtop_k,
+        shape: Some(super::reduce_shapes::argtop_k),
+    },
 ];
 
 fn optional_axis(c: &Call, x: &Array) -> Result<Option<usize>, Diagnostic> {

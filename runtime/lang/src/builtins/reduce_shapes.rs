@@ -16,6 +16,7 @@ enum Op {
     Prod,
     Mean,
     Argmax,
+    LogSumExp,
 }
 
 fn apply(op: Op, lane: &[f64]) -> f64 {
@@ -32,7 +33,26 @@ fn apply(op: Op, lane: &[f64]) -> f64 {
             }
             best as f64
         }
+        Op::LogSumExp => logsumexp_lane(lane),
     }
+}
+
+/// The logsumexp of one lane exactly as the CPU kernel computes it (float32
+/// maximum and `expf`, the sum in float64): the checker's constant and the
+/// runtime's value agree bit for bit. A one-element lane is its element.
+fn logsumexp_lane(lane: &[f64]) -> f64 {
+    use mlpl_devices::math;
+    if let [v] = lane {
+        return *v;
+    }
+    let m = lane
+        .iter()
+        .map(|&v| v as f32)
+        .fold(f32::NEG_INFINITY, f32::max);
+    let s = lane
+        .iter()
+        .fold(0.0f64, |s, &v| s + math::expf(v as f32 - m) as f64);
+    (m + math::log(s) as f32) as f64
 }
 
 /// The array without `axis` (or a scalar), with the constant folded.
@@ -129,6 +149,11 @@ pub fn mean(c: &mut ShapeCtx) -> Rule {
 /// `argmax(x [, axis])`: E0216 for an empty array or axis.
 pub fn argmax(c: &mut ShapeCtx) -> Rule {
     reduction(c, Op::Argmax)
+}
+
+/// `logsumexp(x [, axis])`: as `sum`, the axis and its name removed.
+pub fn logsumexp(c: &mut ShapeCtx) -> Rule {
+    reduction(c, Op::LogSumExp)
 }
 
 /// `argtop_k(v, k)`: `[k]`; E0205 unless `v` is a vector, E0401 unless 0 ≤ k ≤ N.

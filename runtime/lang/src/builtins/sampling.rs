@@ -2,7 +2,7 @@
 
 use super::site::CallSite;
 use super::ParamKind::*;
-use super::{req, Builtin, Diff};
+use super::{req, Builtin, Diff, Facts};
 use crate::data::sampling;
 use crate::eval::Call;
 use crate::value::{Array, Value};
@@ -10,8 +10,30 @@ use mlpl_diag::Diagnostic;
 
 /// The builtins of this group.
 pub const BUILTINS: &[Builtin] = &[
-    Builtin { name: "sample", params: &[req("logits", Array), req("temperature", Scalar), req("seed", Seed)], summary: "draw a token id from logits", doc: "`sample(logits, temperature, seed)` returns an id drawn from softmax(logits / temperature) (LANGUAGE §13.6); temperature 0 takes the first maximum. `-inf` entries are never drawn. E0216 for empty logits; E0401 for a negative temperature.", example: "sample([0.1, 2.0, -1.0, 0.5, 0.3], 0.8, 5)", diff: Diff::Zero, section: "10.7", run: sample, shape: Some(super::sampling_shapes::sample) },
-    Builtin { name: "top_k", params: &[req("logits", Array), req("k", Scalar)], summary: "keep the k largest logits, -inf elsewhere", doc: "`top_k(logits, k)` keeps the k largest entries of a `[V]` vector and sets the others to `-inf`; among equal values the lower index is kept. E0401 unless 1 ≤ k ≤ V.", example: "top_k([0.1, 2.0, -1.0, 0.5, 0.3], 2)", diff: Diff::Yes, section: "10.7", run: top_k, shape: Some(super::sampling_shapes::top_k) },
+    Builtin {
+        name: "sample",
+        params: &[req("logits", Array), req("temperature", Scalar), req("seed", Seed)],
+        summary: "draw a token id from logits",
+        doc: "`sample(logits, temperature, seed)` returns an id drawn from softmax(logits / temperature) (LANGUAGE §13.6); temperature 0 takes the first maximum. `-inf` entries are never drawn. E0216 for empty logits; E0401 for a negative temperature.",
+        example: "sample([0.1, 2.0, -1.0, 0.5, 0.3], 0.8, 5)",
+        diff: Diff::Zero,
+        facts: Facts::NONE,
+        section: "10.7",
+        run: sample,
+        shape: Some(super::sampling_shapes::sample),
+    },
+    Builtin {
+        name: "top_k",
+        params: &[req("logits", Array), req("k", Scalar)],
+        summary: "keep the k largest logits, -inf elsewhere",
+        doc: "`top_k(logits, k)` keeps the k largest entries of a `[V]` vector and sets the others to `-inf`; among equal values the lower index is kept. E0401 unless 1 ≤ k ≤ V.",
+        example: "top_k([0.1, 2.0, -1.0, 0.5, 0.3], 2)",
+        diff: Diff::Yes,
+        facts: Facts::NONE,
+        section: "10.7",
+        run: top_k,
+        shape: Some(super::sampling_shapes::top_k),
+    },
 ];
 
 fn sample(c: &mut Call) -> Result<Value, Diagnostic> {

@@ -49,6 +49,18 @@ pub trait CallSite {
         )
     }
 
+    /// E0205: argument `i`, of named shape `shape`, has the wrong rank; it must
+    /// be `expected` (such as "of rank 0 or 1").
+    fn rank_error_for(&self, i: usize, shape: &str, expected: &str) -> Diagnostic {
+        Diagnostic::error("E0205", "wrong rank")
+            .at(self.arg_span(i), format!("has shape {shape}"))
+            .note(format!(
+                "argument `{}` of `{}` must be {expected}",
+                self.param_name(i),
+                self.name()
+            ))
+    }
+
     /// A warning at argument `i` with a label.
     fn warn_at(
         &mut self,
@@ -94,4 +106,60 @@ pub fn reshape_sizes(
         }
     }
     Ok((shape, infer))
+}
+
+/// The token ids `values` of argument `i`: E0402 for one that is negative, not
+/// an integer, or above `max` (when given; else above `u32::MAX`). Shared by the
+/// tokenizer builtins and their shape rules.
+pub fn token_ids(
+    c: &impl CallSite,
+    i: usize,
+    values: &[f64],
+    max: Option<u32>,
+) -> Result<Vec<u32>, Diagnostic> {
+    values
+        .iter()
+        .enumerate()
+        .map(|(k, &x)| {
+            let ok =
+                x.fract() == 0.0 && x >= 0.0 && max.map_or(x <= u32::MAX as f64, |m| x <= m as f64);
+            if ok {
+                Ok(x as u32)
+            } else {
+                let range = max.map_or("non-negative integers".to_string(), |m| {
+                    format!("integers in 0..={m}")
+                });
+                Err(c
+                    .error_at(
+                        i,
+                        "E0402",
+                        "id or index out of range",
+                        format!("{} at position {k}", crate::display::format_f64(x)),
+                    )
+                    .note(format!("ids must be {range}")))
+            }
+        })
+        .collect()
+}
+
+/// The column of `one_hot`'s row `r` for the id `id` (NaN and negative ids are
+/// 0, others truncated); E0402 when it is not below `k`. Shared by the
+/// implementation and the shape rule.
+pub fn one_hot_column(c: &impl CallSite, r: usize, id: f64, k: usize) -> Result<usize, Diagnostic> {
+    let id = if id.is_nan() || id < 0.0 {
+        0.0
+    } else {
+        id.trunc()
+    };
+    if id >= k as f64 {
+        return Err(c
+            .error_at(
+                0,
+                "E0402",
+                "id or index out of range",
+                format!("id {} at position {r}", crate::display::format_f64(id)),
+            )
+            .note(format!("ids must be below k = {k}")));
+    }
+    Ok(id as usize)
 }

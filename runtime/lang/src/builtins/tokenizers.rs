@@ -4,7 +4,7 @@ use super::site::CallSite;
 use std::sync::Arc;
 
 use super::ParamKind::*;
-use super::{req, Builtin, Diff};
+use super::{req, Builtin, Diff, Facts};
 use crate::data::tokenizer::{self, Tokenizer};
 use crate::eval::Call;
 use crate::value::{Array, Value};
@@ -12,12 +12,78 @@ use mlpl_diag::Diagnostic;
 
 /// The builtins of this group.
 pub const BUILTINS: &[Builtin] = &[
-    Builtin { name: "tokenizer", params: &[], summary: "the byte-level tokenizer", doc: "`tokenizer()` returns the byte-level tokenizer: tokens are UTF-8 bytes, vocabulary 256.", example: "tokenizer()", diff: Diff::Effect, section: "10.10", run: byte_tokenizer, shape: Some(super::tokenizers_shapes::byte_tokenizer) },
-    Builtin { name: "tokenize_bytes", params: &[req("text", Str)], summary: "the UTF-8 bytes of a string", doc: "`tokenize_bytes(text)` returns `[nbytes]` with the text's UTF-8 bytes (0..255).", example: "tokenize_bytes(\"hé!\")", diff: Diff::No, section: "10.10", run: tokenize_bytes, shape: Some(super::tokenizers_shapes::tokenize_bytes) },
-    Builtin { name: "decode_bytes", params: &[req("ids", Array)], summary: "text from UTF-8 byte ids", doc: "`decode_bytes(ids)` turns byte ids (rank ≤ 1, integers 0..255) into text; invalid UTF-8 becomes U+FFFD. E0402 for an id outside 0..255.", example: "decode_bytes([104, 105])", diff: Diff::Effect, section: "10.10", run: decode_bytes, shape: Some(super::tokenizers_shapes::decode_bytes) },
-    Builtin { name: "train_bpe", params: &[req("corpus", Any), req("vocab_size", Count), req("seed", Seed)], summary: "train a byte-level BPE tokenizer", doc: "`train_bpe(corpus, vocab_size, seed)` learns merges on a string (or `[n]` byte array) until the vocabulary reaches `vocab_size` or fewer than two tokens remain (W0403). Ties go to the smallest pair. The seed is recorded only.", example: "train_bpe(load_preloaded(\"tiny_corpus\"), 270, 0)", diff: Diff::Effect, section: "10.10", run: train_bpe, shape: Some(super::tokenizers_shapes::train_bpe) },
-    Builtin { name: "apply_tokenizer", params: &[req("tok", Tokenizer), req("text", Any)], summary: "token ids of a text", doc: "`apply_tokenizer(tok, text)` encodes a string (or byte array) into `[n_tokens]` ids, applying BPE merges in training order.", example: "tok = train_bpe(load_preloaded(\"tiny_corpus\"), 270, 0)\napply_tokenizer(tok, \"the quick brown fox\")", diff: Diff::No, section: "10.10", run: apply_tokenizer, shape: Some(super::tokenizers_shapes::apply_tokenizer) },
-    Builtin { name: "decode", params: &[req("tok", Tokenizer), req("ids", Array)], summary: "text of token ids", doc: "`decode(tok, ids)` expands ids (rank ≤ 1, non-negative integers) into text. BPE ids at or above the vocabulary are dropped (W0402); byte-level ids above 255 are E0402.", example: "decode(tokenizer(), [104, 105])", diff: Diff::Effect, section: "10.10", run: decode, shape: Some(super::tokenizers_shapes::decode) },
+    Builtin {
+        name: "tokenizer",
+        params: &[],
+        summary: "the byte-level tokenizer",
+        doc: "`tokenizer()` returns the byte-level tokenizer: tokens are UTF-8 bytes, vocabulary 256.",
+        example: "tokenizer()",
+        diff: Diff::Effect,
+        facts: Facts::NONE,
+        section: "10.10",
+        run: byte_tokenizer,
+        shape: Some(super::tokenizers_shapes::byte_tokenizer),
+    },
+    Builtin {
+        name: "tokenize_bytes",
+        params: &[req("text", Str)],
+        summary: "the UTF-8 bytes of a string",
+        doc: "`tokenize_bytes(text)` returns `[nbytes]` with the text's UTF-8 bytes (0..255).",
+        example: "tokenize_bytes(\"hé!\")",
+        diff: Diff::No,
+        facts: Facts::NONE,
+        section: "10.10",
+        run: tokenize_bytes,
+        shape: Some(super::tokenizers_shapes::tokenize_bytes),
+    },
+    Builtin {
+        name: "decode_bytes",
+        params: &[req("ids", Array)],
+        summary: "text from UTF-8 byte ids",
+        doc: "`decode_bytes(ids)` turns byte ids (rank ≤ 1, integers 0..255) into text; invalid UTF-8 becomes U+FFFD. E0402 for an id outside 0..255.",
+        example: "decode_bytes([104, 105])",
+        diff: Diff::Effect,
+        facts: Facts::NONE,
+        section: "10.10",
+        run: decode_bytes,
+        shape: Some(super::tokenizers_shapes::decode_bytes),
+    },
+    Builtin {
+        name: "train_bpe",
+        params: &[req("corpus", Any), req("vocab_size", Count), req("seed", Seed)],
+        summary: "train a byte-level BPE tokenizer",
+        doc: "`train_bpe(corpus, vocab_size, seed)` learns merges on a string (or `[n]` byte array) until the vocabulary reaches `vocab_size` or fewer than two tokens remain (W0403). Ties go to the smallest pair. The seed is recorded only.",
+        example: "train_bpe(load_preloaded(\"tiny_corpus\"), 270, 0)",
+        diff: Diff::Effect,
+        facts: Facts::NONE,
+        section: "10.10",
+        run: train_bpe,
+        shape: Some(super::tokenizers_shapes::train_bpe),
+    },
+    Builtin {
+        name: "apply_tokenizer",
+        params: &[req("tok", Tokenizer), req("text", Any)],
+        summary: "token ids of a text",
+        doc: "`apply_tokenizer(tok, text)` encodes a string (or byte array) into `[n_tokens]` ids, applying BPE merges in training order.",
+        example: "tok = train_bpe(load_preloaded(\"tiny_corpus\"), 270, 0)\napply_tokenizer(tok, \"the quick brown fox\")",
+        diff: Diff::No,
+        facts: Facts::NONE,
+        section: "10.10",
+        run: apply_tokenizer,
+        shape: Some(super::tokenizers_shapes::apply_tokenizer),
+    },
+    Builtin {
+        name: "decode",
+        params: &[req("tok", Tokenizer), req("ids", Array)],
+        summary: "text of token ids",
+        doc: "`decode(tok, ids)` expands ids (rank ≤ 1, non-negative integers) into text. BPE ids at or above the vocabulary are dropped (W0402); byte-level ids above 255 are E0402.",
+        example: "decode(tokenizer(), [104, 105])",
+        diff: Diff::Effect,
+        facts: Facts::NONE,
+        section: "10.10",
+        run: decode,
+        shape: Some(super::tokenizers_shapes::decode),
+    },
 ];
 
 fn byte_tokenizer(_c: &mut Call) -> Result<Value, Diagnostic> {
@@ -41,29 +107,7 @@ fn ids_arg(c: &Call, i: usize, max: Option<u32>) -> Result<Vec<u32>, Diagnostic>
     if a.rank() > 1 {
         return Err(c.rank_error(i, "of rank 0 or 1"));
     }
-    a.to_f64()
-        .iter()
-        .enumerate()
-        .map(|(k, &x)| {
-            let ok =
-                x.fract() == 0.0 && x >= 0.0 && max.map_or(x <= u32::MAX as f64, |m| x <= m as f64);
-            if ok {
-                Ok(x as u32)
-            } else {
-                let range = max.map_or("non-negative integers".to_string(), |m| {
-                    format!("integers in 0..={m}")
-                });
-                Err(c
-                    .error_at(
-                        i,
-                        "E0402",
-                        "id or index out of range",
-                        format!("{} at position {k}", crate::display::format_f64(x)),
-                    )
-                    .note(format!("ids must be {range}")))
-            }
-        })
-        .collect()
+    super::site::token_ids(c, i, &a.to_f64(), max)
 }
 
 fn decode_bytes(c: &mut Call) -> Result<Value, Diagnostic> {

@@ -7,7 +7,6 @@ use super::site::CallSite;
 use crate::check::abstract_value::{AbsArray, AbsValue};
 use crate::check::ctx::ShapeCtx;
 use crate::data::tokenizer;
-use crate::display::format_f64;
 use mlpl_diag::Diagnostic;
 
 type Rule = Result<AbsValue, Diagnostic>;
@@ -40,29 +39,7 @@ fn ids_arg(c: &ShapeCtx, i: usize, max: Option<u32>) -> Result<Option<Vec<u32>>,
     let Some(data) = &a.constant else {
         return Ok(None);
     };
-    data.iter()
-        .enumerate()
-        .map(|(k, &x)| {
-            let ok =
-                x.fract() == 0.0 && x >= 0.0 && max.map_or(x <= u32::MAX as f64, |m| x <= m as f64);
-            if ok {
-                Ok(x as u32)
-            } else {
-                let range = max.map_or("non-negative integers".to_string(), |m| {
-                    format!("integers in 0..={m}")
-                });
-                Err(c
-                    .error_at(
-                        i,
-                        "E0402",
-                        "id or index out of range",
-                        format!("{} at position {k}", format_f64(x)),
-                    )
-                    .note(format!("ids must be {range}")))
-            }
-        })
-        .collect::<Result<Vec<u32>, Diagnostic>>()
-        .map(Some)
+    super::site::token_ids(c, i, data, max).map(Some)
 }
 
 /// `decode_bytes(ids)`: a string; E0402 for an id outside 0..255.

@@ -3,7 +3,7 @@
 
 use super::site::CallSite;
 use super::ParamKind::*;
-use super::{opt, req, Builtin, Diff};
+use super::{opt, req, Builtin, Diff, Facts};
 use crate::data::svg;
 use crate::eval::Call;
 use crate::value::{named_shape, Array, Value};
@@ -21,12 +21,78 @@ pub const SVG_TYPES: &[&str] = &[
 
 /// The builtins of this group.
 pub const BUILTINS: &[Builtin] = &[
-    Builtin { name: "svg", params: &[req("data", Array), req("type", Str), opt("aux", Array)], summary: "an SVG chart of an array", doc: "`svg(data, type [, aux])` draws `data` as \"scatter\" (`[N, 2]`), \"scatter3d\" (`[N, 3]`, or `[N, 4]` with a cluster id), \"line\" (`[]`, `[N]` or `[N, 2]`), \"bar\" (rank ≤ 1), \"heatmap\" (rank 2) or \"decision_boundary\" (rank-2 grid plus the required `aux` `[N, 3]` of (x, y, label) points). E0106 unknown type; E0205/E0218 shapes; E0103 missing aux.", example: "svg(moons(1, 20, 0.1), \"scatter3d\")", diff: Diff::Effect, section: "10.20", run: svg_chart, shape: Some(super::viz_shapes::svg) },
-    Builtin { name: "hist", params: &[req("data", Array), req("bins", Scalar)], summary: "a histogram chart", doc: "`hist(data, bins)` draws an equal-width histogram of the `[N]` values with `bins` bins (an integer > 0; E0401).", example: "hist(randn(1, [200]), 10)", diff: Diff::Effect, section: "10.20", run: hist, shape: Some(super::viz_shapes::hist) },
-    Builtin { name: "scatter_labeled", params: &[req("points", Array), req("labels", Array)], summary: "a scatter plot coloured by label", doc: "`scatter_labeled(points, labels)` draws `[N, 2]` points coloured by the `[N]` class labels (E0218 when the counts differ).", example: "d = blobs(1, 10, [[0, 0], [2, 2]])\nscatter_labeled(matmul(d, [[1, 0], [0, 1], [0, 0]]), matmul(d, [0, 0, 1]))", diff: Diff::Effect, section: "10.20", run: scatter_labeled, shape: Some(super::viz_shapes::scatter_labeled) },
-    Builtin { name: "loss_curve", params: &[req("losses", Array)], summary: "a line chart of losses", doc: "`loss_curve(losses)` draws the `[N]` losses against their index, e.g. `loss_curve(last_losses)` after a `train` loop.", example: "loss_curve([3, 2, 1.5, 1.2, 1.1])", diff: Diff::Effect, section: "10.20", run: loss_curve, shape: Some(super::viz_shapes::loss_curve) },
-    Builtin { name: "confusion_matrix", params: &[req("pred", Array), req("actual", Array)], summary: "a confusion-matrix chart", doc: "`confusion_matrix(pred, actual)` counts `[N]` integer predictions against actual classes in a K×K grid (K = max id + 1; rows are actual classes, columns predicted), with the counts written in the cells.", example: "confusion_matrix([0, 1, 1, 0], [0, 1, 0, 0])", diff: Diff::Effect, section: "10.20", run: confusion_matrix, shape: Some(super::viz_shapes::confusion_matrix) },
-    Builtin { name: "boundary_2d", params: &[req("grid_outputs", Array), req("dims", Array), req("points", Array), req("labels", Array)], summary: "a decision-boundary chart", doc: "`boundary_2d(grid_outputs, dims, points, labels)` draws model outputs over a `[rows, cols]` grid (`dims` = [rows, cols]) with the `[N, 2]` training points coloured by their `[N]` labels on top.", example: "g = grid([0, 1, 0, 1], 4)\nboundary_2d(matmul(g, [1, 1]), [4, 4], [[0.2, 0.3], [0.8, 0.9]], [0, 1])", diff: Diff::Effect, section: "10.20", run: boundary_2d, shape: Some(super::viz_shapes::boundary_2d) },
+    Builtin {
+        name: "svg",
+        params: &[req("data", Array), req("type", Str), opt("aux", Array)],
+        summary: "an SVG chart of an array",
+        doc: "`svg(data, type [, aux])` draws `data` as \"scatter\" (`[N, 2]`), \"scatter3d\" (`[N, 3]`, or `[N, 4]` with a cluster id), \"line\" (`[]`, `[N]` or `[N, 2]`), \"bar\" (rank ≤ 1), \"heatmap\" (rank 2) or \"decision_boundary\" (rank-2 grid plus the required `aux` `[N, 3]` of (x, y, label) points). E0106 unknown type; E0205/E0218 shapes; E0103 missing aux.",
+        example: "svg(moons(1, 20, 0.1), \"scatter3d\")",
+        diff: Diff::Effect,
+        facts: Facts::NONE.effectful(),
+        section: "10.20",
+        run: svg_chart,
+        shape: Some(super::viz_shapes::svg),
+    },
+    Builtin {
+        name: "hist",
+        params: &[req("data", Array), req("bins", Scalar)],
+        summary: "a histogram chart",
+        doc: "`hist(data, bins)` draws an equal-width histogram of the `[N]` values with `bins` bins (an integer > 0; E0401).",
+        example: "hist(randn(1, [200]), 10)",
+        diff: Diff::Effect,
+        facts: Facts::NONE.effectful(),
+        section: "10.20",
+        run: hist,
+        shape: Some(super::viz_shapes::hist),
+    },
+    Builtin {
+        name: "scatter_labeled",
+        params: &[req("points", Array), req("labels", Array)],
+        summary: "a scatter plot coloured by label",
+        doc: "`scatter_labeled(points, labels)` draws `[N, 2]` points coloured by the `[N]` class labels (E0218 when the counts differ).",
+        example: "d = blobs(1, 10, [[0, 0], [2, 2]])\nscatter_labeled(matmul(d, [[1, 0], [0, 1], [0, 0]]), matmul(d, [0, 0, 1]))",
+        diff: Diff::Effect,
+        facts: Facts::NONE.effectful(),
+        section: "10.20",
+        run: scatter_labeled,
+        shape: Some(super::viz_shapes::scatter_labeled),
+    },
+    Builtin {
+        name: "loss_curve",
+        params: &[req("losses", Array)],
+        summary: "a line chart of losses",
+        doc: "`loss_curve(losses)` draws the `[N]` losses against their index, e.g. `loss_curve(last_losses)` after a `train` loop.",
+        example: "loss_curve([3, 2, 1.5, 1.2, 1.1])",
+        diff: Diff::Effect,
+        facts: Facts::NONE.effectful(),
+        section: "10.20",
+        run: loss_curve,
+        shape: Some(super::viz_shapes::loss_curve),
+    },
+    Builtin {
+        name: "confusion_matrix",
+        params: &[req("pred", Array), req("actual", Array)],
+        summary: "a confusion-matrix chart",
+        doc: "`confusion_matrix(pred, actual)` counts `[N]` integer predictions against actual classes in a K×K grid (K = max id + 1; rows are actual classes, columns predicted), with the counts written in the cells.",
+        example: "confusion_matrix([0, 1, 1, 0], [0, 1, 0, 0])",
+        diff: Diff::Effect,
+        facts: Facts::NONE.effectful(),
+        section: "10.20",
+        run: confusion_matrix,
+        shape: Some(super::viz_shapes::confusion_matrix),
+    },
+    Builtin {
+        name: "boundary_2d",
+        params: &[req("grid_outputs", Array), req("dims", Array), req("points", Array), req("labels", Array)],
+        summary: "a decision-boundary chart",
+        doc: "`boundary_2d(grid_outputs, dims, points, labels)` draws model outputs over a `[rows, cols]` grid (`dims` = [rows, cols]) with the `[N, 2]` training points coloured by their `[N]` labels on top.",
+        example: "g = grid([0, 1, 0, 1], 4)\nboundary_2d(matmul(g, [1, 1]), [4, 4], [[0.2, 0.3], [0.8, 0.9]], [0, 1])",
+        diff: Diff::Effect,
+        facts: Facts::NONE.effectful(),
+        section: "10.20",
+        run: boundary_2d,
+        shape: Some(super::viz_shapes::boundary_2d),
+    },
 ];
 
 fn matrix_of(

@@ -231,13 +231,7 @@ impl<'a> ShapeCtx<'a> {
 
     /// E0205 for argument `i` (of shape `got`) having the wrong rank.
     pub fn rank_error(&self, i: usize, got: &AbsArray, expected: &str) -> Diagnostic {
-        Diagnostic::error("E0205", "wrong rank")
-            .at(self.arg_span(i), format!("has shape {}", got.shape_text()))
-            .note(format!(
-                "argument `{}` of `{}` must be {expected}",
-                self.param_name(i),
-                self.name()
-            ))
+        self.rank_error_for(i, &got.shape_text(), expected)
     }
 
     /// Argument `i` as an array whose rank, when known, is `rank` (E0205 otherwise).

@@ -353,10 +353,7 @@ impl Checker {
             }
             return AbsValue::Unknown;
         }
-        if self.loss.is_some()
-            && b.diff == Diff::Effect
-            && !builtins::ALLOWED_IN_LOSS.contains(&b.name)
-        {
+        if self.loss.is_some() && b.diff == Diff::Effect && !b.facts.allowed_in_loss {
             self.report(
                 Diagnostic::error("E0306", "not allowed in a loss")
                     .at(name.span, format!("`{}` cannot be part of a loss", b.name))
@@ -448,22 +445,13 @@ impl Checker {
 
     /// W0102: a parameterised layer constructor inside a loop body or a loss.
     fn constructor_warning(&mut self, b: &'static Builtin, args: &[Expr], span: Span) {
-        const PARAMETERISED: &[&str] = &[
-            "linear",
-            "embed",
-            "attention",
-            "causal_attention",
-            "layer_norm",
-            "swiglu",
-            "moe",
-        ];
         if self.loop_depth == 0 && self.loss.is_none() {
             return;
         }
         let gain = b.name == "rms_norm"
             && args.len() == 2
             && !matches!(args[1].unparen().kind, ExprKind::Number(g) if g == 0.0);
-        if PARAMETERISED.contains(&b.name) || gain {
+        if b.facts.parameterised || gain {
             self.report(
                 Diagnostic::warning("W0102", "layer constructed on every iteration")
                     .at(span, "creates new parameters each time it is evaluated")

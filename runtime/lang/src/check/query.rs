@@ -33,9 +33,6 @@ use crate::nn::layers::Layer;
 use mlpl_diag::Span;
 use mlpl_syntax::{Block, Expr, ExprKind, Program, Stmt, StmtKind};
 
-/// The optimizer builtins, whose calls are training steps.
-pub const OPTIMIZERS: &[&str] = &["adam", "adamw", "momentum_sgd"];
-
 /// One assignment (or `for` variable), at any depth, and the value it binds.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Assignment {
@@ -561,7 +558,7 @@ impl Walker {
                     }
                 }
             }
-            n if OPTIMIZERS.contains(&n) => self.optimizer(s, e, n, name.span, args),
+            n if builtins::has_fact(n, |f| f.optimizer) => self.optimizer(s, e, n, name.span, args),
             _ => {}
         }
     }

@@ -199,7 +199,7 @@ impl Checker {
         if let Some(last) = body.stmts.last() {
             if let StmtKind::Expr(e) = &last.kind {
                 if let ExprKind::Call { name, .. } = &e.unparen().kind {
-                    if matches!(name.name.as_str(), "adam" | "adamw" | "momentum_sgd") {
+                    if crate::builtins::has_fact(&name.name, |f| f.optimizer) {
                         self.report(
                             Diagnostic::warning("W0104", "train body ends with an optimizer call")
                                 .at(last.span, "the recorded loss will be 0")
@@ -542,7 +542,7 @@ fn assigned_in_expr(e: &Expr, out: &mut Vec<String>) {
                 }
             }
             // Optimizers update the parameters they list in place.
-            if matches!(name.name.as_str(), "adam" | "adamw" | "momentum_sgd") {
+            if crate::builtins::has_fact(&name.name, |f| f.optimizer) {
                 if let Some(p) = args.get(1) {
                     let items = match &p.unparen().kind {
                         ExprKind::List(items) => items.iter().collect(),

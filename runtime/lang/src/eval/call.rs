@@ -149,13 +149,7 @@ impl<'i, 'e> Call<'i, 'e> {
             .as_array()
             .map(named_shape)
             .unwrap_or_default();
-        Diagnostic::error("E0205", "wrong rank")
-            .at(self.arg_span(i), format!("has shape {got}"))
-            .note(format!(
-                "argument `{}` of `{}` must be {expected}",
-                self.param_name(i),
-                self.name()
-            ))
+        self.rank_error_for(i, &got, expected)
     }
 
     /// Argument `i` as an array of rank `rank` (E0205 otherwise).

@@ -29,29 +29,6 @@ use crate::value::{Array, Value};
 use mlpl_diag::{Diagnostic, Span};
 use mlpl_syntax::{Block, Expr, ExprKind, Stmt, StmtKind};
 
-/// Builtins whose effects reach beyond the arrays a step computes (files,
-/// charts, the workspace's parameter set, wall-clock timing): a body calling
-/// one is never replayed.
-const EFFECTFUL: &[&str] = &[
-    "save",
-    "load",
-    "load_weights",
-    "load_preloaded",
-    "svg",
-    "hist",
-    "scatter_labeled",
-    "loss_curve",
-    "confusion_matrix",
-    "boundary_2d",
-    "calibrate_device",
-    "freeze",
-    "unfreeze",
-    "reinit",
-    "perturb_params",
-    "clone_model",
-    "lora",
-];
-
 /// Why a body with these statements cannot be captured, judged from its
 /// syntax alone; `None` when it may be.
 pub fn static_reason(body: &Block) -> Option<String> {
@@ -78,7 +55,7 @@ fn expr_reason(e: &Expr) -> Option<String> {
         }
         ExprKind::Var(_) => None,
         ExprKind::Call { name, args } => {
-            if EFFECTFUL.contains(&name.name.as_str()) {
+            if crate::builtins::has_fact(&name.name, |f| f.effectful) {
                 return Some(format!(
                     "the body calls `{}`, which has effects beyond its result",
                     name.name

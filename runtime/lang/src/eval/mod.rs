@@ -385,7 +385,7 @@ impl Interp {
                 .help(format!("the accepted form is `{}`", b.signature())));
         }
         let in_loss = self.tape.is_some();
-        if in_loss && b.diff == Diff::Effect && !builtins::ALLOWED_IN_LOSS.contains(&name) {
+        if in_loss && b.diff == Diff::Effect && !b.facts.allowed_in_loss {
             return Err(Diagnostic::error("E0306", "not allowed in a loss")
                 .at(name_span, format!("`{name}` cannot be part of a loss"))
                 .note(format!("`{name}` has side effects or does not return an array, so it cannot be differentiated"))

@@ -1,5 +1,5 @@
-//! ML primitives (LANGUAGE §10.5): softmax, log_softmax, one_hot, cross_entropy,
-//! sinusoidal_encoding.
+//! ML primitives (LANGUAGE §10.5): softmax, log_softmax, logsumexp, one_hot,
+//! cross_entropy, sinusoidal_encoding.
 
 use crate::common;
 
@@ -120,6 +120,50 @@ fn softmax_errors() {
         assert_eq!(error_code(&format!("{f}(\"x\")")), "E0301", "{f}");
         assert_eq!(error_code(&format!("{f}()")), "E0103", "{f}");
     }
+}
+
+/// log Σ exp([1, 2, 3]) = 3 + log(e⁻² + e⁻¹ + 1).
+const LSE123: f64 = 3.4076059644443806;
+
+#[test]
+fn logsumexp_values_axes_and_names() {
+    assert_close("logsumexp([1, 2, 3])", &[LSE123], 1e-6);
+    assert_close("logsumexp([[1, 2, 3], [1, 2, 3]], 1)", &[LSE123; 2], 1e-6);
+    assert_close("logsumexp([[1, 1], [2, 2], [3, 3]], 0)", &[LSE123; 2], 1e-6);
+    assert_close("logsumexp([[1, 2], [3, 4]])", &[4.440189698561196], 1e-6);
+    // Stable for large values; a one-element axis is the element itself.
+    assert_close(
+        "logsumexp([1000, 1001, 1002])",
+        &[1000.0 + LSE123 - 1.0],
+        1e-3,
+    );
+    assert_eq!(eval("logsumexp(7)"), "7");
+    assert_eq!(eval("logsumexp([[5], [6]], 1)"), "5 6");
+    // log_softmax(x) = x − logsumexp(x), exactly.
+    assert_eq!(
+        eval("x = [0.3, -1.2, 2.5]\nlog_softmax(x) - (x - logsumexp(x))"),
+        "0 0 0"
+    );
+    // The reduced axis goes with its name; the others keep theirs.
+    let s = "S : [batch, vocab] = [[1, 2, 3], [0, 0, 0]]\n";
+    assert_eq!(
+        eval(&format!("{s}labels(logsumexp(S, \"vocab\"))")),
+        "batch"
+    );
+    assert_eq!(
+        eval(&format!("{s}labels(logsumexp(S, \"batch\"))")),
+        "vocab"
+    );
+    assert_eq!(eval(&format!("{s}rank(logsumexp(S))")), "0");
+    assert_eq!(eval("logsumexp(zeros([2, 0]), 1)"), "-inf -inf");
+}
+
+#[test]
+fn logsumexp_errors() {
+    assert_eq!(error_code("logsumexp([1, 2], 1)"), "E0206");
+    assert_eq!(error_code("v : [a] = [1, 2]\nlogsumexp(v, \"b\")"), "E0207");
+    assert_eq!(error_code("logsumexp(\"x\")"), "E0301");
+    assert_eq!(error_code("logsumexp()"), "E0103");
 }
 
 #[test]

@@ -32,6 +32,25 @@ pub fn run_in(src: &str, data_dir: Option<&std::path::Path>) -> Outcome {
     }
 }
 
+/// Runs `src` in `it` and returns its value; panics with the diagnostic when it
+/// does not parse, fails or has no value.
+pub fn run_value(it: &mut Interp, src: &str) -> Value {
+    let p = parse(src);
+    assert!(
+        p.diagnostics.iter().all(|d| !d.is_error()),
+        "{src}: {:?}",
+        p.diagnostics
+    );
+    match it.run(&p.program) {
+        Ok(Some(v)) => v,
+        Ok(None) => panic!("{src}: no value"),
+        Err(d) => panic!(
+            "{src}: {} {} {:?} {:?}",
+            d.code, d.message, d.primary, d.notes
+        ),
+    }
+}
+
 /// Runs `src` and returns the displayed value; panics with the diagnostic on error.
 pub fn eval(src: &str) -> String {
     match run_in(src, None).result {

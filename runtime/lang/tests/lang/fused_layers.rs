@@ -8,17 +8,12 @@ use mlpl_lang::eval::{Interp, Workspace};
 use mlpl_lang::value::{Array, Value};
 use mlpl_syntax::parse;
 
+use crate::common::run_value;
+
 fn run(it: &mut Interp, src: &str) -> Array {
-    let p = parse(src);
-    assert!(
-        p.diagnostics.iter().all(|d| !d.is_error()),
-        "{src}: {:?}",
-        p.diagnostics
-    );
-    match it.run(&p.program) {
-        Ok(Some(Value::Array(a))) => a,
-        Ok(other) => panic!("{src}: {other:?}"),
-        Err(d) => panic!("{src}: {} {}", d.code, d.message),
+    match run_value(it, src) {
+        Value::Array(a) => a,
+        other => panic!("{src}: {other:?}"),
     }
 }
 

@@ -3,71 +3,24 @@
 //! broadcasting and batched matmul.
 //!
 //! Each case differentiates L = sum(e ⊙ e) for an expression e of a parameter W
-//! and compares with central differences (step 1e-2, evaluated in float32). The
-//! tolerance |analytic − numeric| ≤ 2e-2·max(|a|, |n|) + 5e-3 covers the O(h²)
-//! truncation error and float32 rounding of L divided by 2h.
+//! and compares with central differences (step 1e-2, evaluated in float32), with
+//! the checker of `finite_differences.rs`.
 
-use mlpl_lang::eval::{Interp, Workspace};
-use mlpl_lang::value::{Array, Value};
-use mlpl_syntax::parse;
+use crate::finite_differences::Check;
 
-fn run(it: &mut Interp, src: &str) -> Value {
-    let p = parse(src);
-    assert!(
-        p.diagnostics.iter().all(|d| !d.is_error()),
-        "{src}: {:?}",
-        p.diagnostics
-    );
-    match it.run(&p.program) {
-        Ok(Some(v)) => v,
-        Ok(None) => panic!("{src}: no value"),
-        Err(d) => panic!("{src}: {} {} {:?}", d.code, d.message, d.notes),
-    }
-}
-
-fn scalar(v: &Value) -> f64 {
-    v.as_array()
-        .and_then(|a| a.scalar_value())
-        .expect("a scalar")
-}
-
-/// Checks d/dW sum(e ⊙ e) where `e` is written in terms of W (shape `shape`).
+/// Checks d/dW sum(e ⊙ e) where `e` is written in terms of W (shape `shape`),
+/// at every element of W.
 fn check(shape: &str, expr: &str) {
-    let mut it = Interp::new(Workspace::new());
-    run(
-        &mut it,
-        &format!("W = param{shape}\nW = randn(11, {shape}) * 0.8 + 0.05\nK = 0"),
-    );
-    let loss = format!("sum(({expr}) * ({expr}))");
-    let g = run(&mut it, &format!("grad({loss}, W)"));
-    let g = g.as_array().unwrap().to_f64();
-    let Some(Value::Array(w)) = it.ws.get("W").cloned() else {
-        panic!()
-    };
-    let base = w.to_f32();
-    let h = 1e-2f32;
-    for i in 0..base.len() {
-        let mut at = |delta: f32| {
-            let mut d = base.clone();
-            d[i] += delta;
-            it.ws.bindings.insert(
-                "W".into(),
-                Value::Array(
-                    Array::from_vec(w.shape().to_vec(), d)
-                        .with_names(w.names().map(|n| n.to_vec())),
-                ),
-            );
-            scalar(&run(&mut it, &loss))
-        };
-        let numeric = (at(h) - at(-h)) / (2.0 * h as f64);
-        let analytic = g[i];
-        let tol = 2e-2 * analytic.abs().max(numeric.abs()) + 5e-3;
-        assert!(
-            (analytic - numeric).abs() <= tol,
-            "{expr} with W{shape}: element {i}: analytic {analytic} vs numeric {numeric}"
-        );
+    Check {
+        setup: &format!("W = param{shape}\nW = randn(11, {shape}) * 0.8 + 0.05\nK = 0"),
+        loss: format!("sum(({expr}) * ({expr}))"),
+        wrt: &["W"],
+        training: false,
+        h: 1e-2,
+        points: usize::MAX,
+        nonzero: false,
     }
-    it.ws.bindings.insert("W".into(), Value::Array(w));
+    .run();
 }
 
 #[test]
@@ -122,6 +75,9 @@ fn ml_primitives() {
     check("[2, 3]", "softmax(W, 0)");
     check("[2, 3]", "log_softmax(W)");
     check("[2, 3]", "log_softmax(W, 0)");
+    check("[2, 3]", "logsumexp(W)");
+    check("[2, 3]", "logsumexp(W, 0)");
+    check("[2, 3, 2]", "logsumexp(W, 1) * [1, -2]");
     check("[3, 4]", "cross_entropy(W, [0, 3, 1])");
     check("[2, 2, 3]", "cross_entropy(W, [[0, 2], [1, 1]])");
 }

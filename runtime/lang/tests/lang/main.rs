@@ -27,6 +27,7 @@ mod check_support;
 mod common;
 mod conformance;
 mod cuda_training;
+mod finite_differences;
 mod fused_layers;
 mod gradients;
 mod interp_props;

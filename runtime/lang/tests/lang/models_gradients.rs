@@ -4,108 +4,13 @@
 //!
 //! Each case differentiates a scalar loss (usually sum(y ⊙ y) of the model's
 //! output y) with respect to model parameters (by their generated names) and to
-//! the input X, and compares with central differences evaluated in float32.
+//! the input X, and compares with central differences evaluated in float32
+//! (the checker of `finite_differences.rs`).
 
 use mlpl_lang::eval::{Interp, Workspace};
-use mlpl_lang::value::{Array, Value};
-use mlpl_syntax::parse;
 
-fn run(it: &mut Interp, src: &str) -> Value {
-    let p = parse(src);
-    assert!(
-        p.diagnostics.iter().all(|d| !d.is_error()),
-        "{src}: {:?}",
-        p.diagnostics
-    );
-    match it.run(&p.program) {
-        Ok(Some(v)) => v,
-        Ok(None) => panic!("{src}: no value"),
-        Err(d) => panic!(
-            "{src}: {} {} {:?} {:?}",
-            d.code, d.message, d.primary, d.notes
-        ),
-    }
-}
-
-fn array(it: &Interp, name: &str) -> Array {
-    match it.ws.get(name) {
-        Some(Value::Array(a)) => a.clone(),
-        other => panic!("`{name}` is {other:?}"),
-    }
-}
-
-/// Options of one check.
-struct Check<'a> {
-    setup: &'a str,
-    loss: String,
-    wrt: &'a [&'a str],
-    training: bool,
-    h: f32,
-}
-
-impl Check<'_> {
-    fn loss_value(&self, it: &mut Interp) -> f64 {
-        if self.training {
-            run(it, &format!("train 1 {{ L__ = {}; L__ }}", self.loss));
-            array(it, "L__").scalar_value().unwrap()
-        } else {
-            run(it, &self.loss)
-                .as_array()
-                .unwrap()
-                .scalar_value()
-                .unwrap()
-        }
-    }
-
-    fn gradient(&self, it: &mut Interp, name: &str) -> Vec<f64> {
-        let src = format!("grad({}, {name})", self.loss);
-        if self.training {
-            run(it, &format!("train 1 {{ G__ = {src}; 0 }}"));
-            array(it, "G__").to_f64()
-        } else {
-            run(it, &src).as_array().unwrap().to_f64()
-        }
-    }
-
-    fn run(&self) {
-        let mut it = Interp::new(Workspace::new());
-        run(&mut it, self.setup);
-        for &name in self.wrt {
-            let g = self.gradient(&mut it, name);
-            let w = array(&it, name);
-            assert_eq!(g.len(), w.numel(), "{name}: gradient size");
-            let base = w.to_f32();
-            let stride = (base.len() / 12).max(1);
-            let mut nonzero = false;
-            for i in (0..base.len()).step_by(stride) {
-                let mut at = |delta: f32| {
-                    let mut d = base.clone();
-                    d[i] += delta;
-                    let a = Array::from_vec(w.shape().to_vec(), d)
-                        .with_names(w.names().map(|n| n.to_vec()));
-                    it.ws.bindings.insert(name.into(), Value::Array(a));
-                    self.loss_value(&mut it)
-                };
-                let numeric = (at(self.h) - at(-self.h)) / (2.0 * self.h as f64);
-                let analytic = g[i];
-                nonzero |= analytic.abs() > 1e-6;
-                let tol = 2e-2 * analytic.abs().max(numeric.abs()) + 5e-3;
-                assert!(
-                    (analytic - numeric).abs() <= tol,
-                    "{} / {}: d/d{name}[{i}]: analytic {analytic} vs numeric {numeric}",
-                    self.setup,
-                    self.loss
-                );
-            }
-            it.ws.bindings.insert(name.into(), Value::Array(w));
-            assert!(
-                nonzero,
-                "{}: the gradient for {name} is all zero",
-                self.setup
-            );
-        }
-    }
-}
+use crate::common::run_value as run;
+use crate::finite_differences::Check;
 
 /// Checks sum(apply(m, X)²) for the model `m` built by `setup`.
 fn check(setup: &str, wrt: &[&str]) {
@@ -120,6 +25,8 @@ fn check_loss(setup: &str, loss: &str, wrt: &[&str]) {
         wrt,
         training: false,
         h: 3e-3,
+        points: 12,
+        nonzero: true,
     }
     .run();
 }
@@ -248,6 +155,8 @@ fn dropout_in_training_mode() {
         wrt: &["__linear_W_0", "X"],
         training: true,
         h: 3e-3,
+        points: 12,
+        nonzero: true,
     }
     .run();
 }
@@ -275,6 +184,8 @@ fn mixture_of_experts_and_its_aux_loss() {
         wrt: &["__moe_R_0", "X"],
         training: false,
         h: 1e-3,
+        points: 12,
+        nonzero: true,
     }
     .run();
     Check {
@@ -283,6 +194,8 @@ fn mixture_of_experts_and_its_aux_loss() {
         wrt: &["__moe_R_0"],
         training: false,
         h: 1e-3,
+        points: 12,
+        nonzero: true,
     }
     .run();
 }

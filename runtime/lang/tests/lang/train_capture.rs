@@ -146,6 +146,23 @@ train 6 {
     assert_eq!(modes, vec![(true, None, false)]);
 }
 
+/// `logsumexp` in a loss is recorded, compiled into the CPU's step program and
+/// replayed with the same bits as interpreting every step.
+#[test]
+fn a_logsumexp_loss_is_captured_exactly() {
+    let src = r#"
+W = param[4, 3]
+W = W + reshape(iota(12), [4, 3]) / 10
+x = reshape(iota(8), [2, 4]) / 7
+train 6 {
+  adam(mean(logsumexp(matmul(x, W), 1)) + logsumexp(W) / 10, W, 0.05, 0.9, 0.99, 1e-8)
+  logsumexp(matmul(x, W))
+}
+"#;
+    let modes = same_both_ways(src);
+    assert_eq!(modes, vec![(true, None, false)]);
+}
+
 #[test]
 fn a_non_scalar_body_value_records_its_mean() {
     let src = r#"

@@ -1,6 +1,6 @@
 //! The diagnostic catalog's examples and fixes are real MLPL, as the parser sees it.
 
-use mlpl_diag::codes::CODES;
+use mlpl_diag::codes;
 
 /// Examples and fixes are real MLPL: every syntax example (E00xx, W0001–W0003)
 /// makes the parser report its own code, every other program parses without a
@@ -8,7 +8,7 @@ use mlpl_diag::codes::CODES;
 /// example is valid UTF-8 by necessity.)
 #[test]
 fn examples_and_fixes_parse_as_documented() {
-    for c in CODES {
+    for c in codes::all() {
         let syntax_code = c.code.starts_with("E00") || c.code.starts_with("W000");
         let example: Vec<&str> = mlpl_syntax::parse(c.example)
             .diagnostics

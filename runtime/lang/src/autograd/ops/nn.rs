@@ -1,7 +1,9 @@
-//! Softmax, log-softmax and the fused cross-entropy loss.
+//! Softmax, log-softmax, logsumexp and the fused cross-entropy loss.
 //!
 //! Backward: softmax → the backend's `softmax_backward(y, g)`; log-softmax →
 //! `g − exp(y)·sum(g, axis)` (composed: `exp`, `reduce`, `mul`, `sub`);
+//! logsumexp → `exp(x − y)·g`, `y` and `g` with the axis kept as 1 (the softmax
+//! of `x` times the incoming gradient);
 //! cross-entropy → the `dlogits` the fused forward kernel returned, times `g`.
 
 use crate::autograd::tape::{Ctx, Rule, Tape, Var};
@@ -27,6 +29,24 @@ impl Rule for SoftmaxRule {
             k.0.softmax_backward(y, g, self.axis)?
         };
         Ok(vec![Some(dx)])
+    }
+}
+
+/// Backward of [`Tape::logsumexp`].
+#[derive(Debug)]
+struct LogSumExpRule {
+    axis: usize,
+}
+
+impl Rule for LogSumExpRule {
+    fn backward(&self, cx: &Ctx<'_>, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
+        let k = cx.k;
+        let x = cx.inputs[0];
+        let mut keep = x.shape().to_vec();
+        keep[self.axis] = 1;
+        let y = cx.out.reshape(keep.clone());
+        let softmax = k.un(UnaryOp::Exp, &k.sub(x, &y)?)?;
+        Ok(vec![Some(k.mul(&softmax, &g.reshape(keep))?)])
     }
 }
 
@@ -69,6 +89,18 @@ impl Tape {
     /// `x − max − log Σ exp(x − max)` along `axis`.
     pub fn log_softmax(&mut self, x: Var, axis: usize) -> Result<Var> {
         self.softmax_op(x, axis, true)
+    }
+
+    /// `log Σ exp(x)` along `axis`, which is removed from the shape: the
+    /// backend's `logsumexp` kernel (LANGUAGE reference: docs/language.md).
+    pub fn logsumexp(&mut self, x: Var, axis: usize) -> Result<Var> {
+        let s = self.shape(x);
+        assert!(
+            axis < s.len(),
+            "logsumexp: axis {axis} out of range for shape {s:?}"
+        );
+        let y = self.backend().logsumexp(self.value(x), axis)?;
+        Ok(self.record(y, &[x], Box::new(LogSumExpRule { axis })))
     }
 
     /// The mean cross-entropy (shape `[]`) of `logits: [N, V]` (or `[B, T, V]`,

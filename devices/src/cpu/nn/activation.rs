@@ -1,0 +1,271 @@
+//! Fused activations: the backward of every element-wise function, and
+//! bias + activation forward and backward.
+
+use crate::backend::UnaryOp;
+use crate::cpu::{pool, PAR_CHUNK, PAR_THRESHOLD};
+use crate::math;
+use crate::tensor::Tensor;
+
+/// √(2/π), the GELU tanh-approximation constant (as in the element-wise kernels).
+const GELU_C: f32 = 0.797_884_6;
+/// The cubic coefficient of the GELU tanh approximation.
+const GELU_KAPPA: f32 = 0.044_715;
+
+/// Runs `body` with the scalar form of `op` as a closure, so each activation
+/// gets its own monomorphised loop. The closures are those of the element-wise
+/// `unary` kernel (a test compares every op bit for bit).
+macro_rules! with_unary {
+    ($op:expr, |$f:ident| $body:expr) => {{
+        use crate::backend::UnaryOp as U;
+        use crate::cpu::elementwise::{gelu, sigmoid};
+        match $op {
+            U::Neg => {
+                let $f = |v: f32| -v;
+                $body
+            }
+            U::Exp => {
+                let $f = math::expf;
+                $body
+            }
+            U::Log => {
+                let $f = math::logf;
+                $body
+            }
+            U::Sqrt => {
+                let $f = f32::sqrt;
+                $body
+            }
+            U::Abs => {
+                let $f = f32::abs;
+                $body
+            }
+            U::Sigmoid => {
+                let $f = sigmoid;
+                $body
+            }
+            U::Tanh => {
+                let $f = math::tanhf;
+                $body
+            }
+            U::Relu => {
+                let $f = |v: f32| if v > 0.0 { v } else { 0.0 };
+                $body
+            }
+            U::Gelu => {
+                let $f = gelu;
+                $body
+            }
+            U::Silu => {
+                let $f = |v: f32| v * sigmoid(v);
+                $body
+            }
+        }
+    }};
+}
+
+/// Runs `body` with the derivative of `op` as a closure `(x, y, g) -> dx`:
+/// the per-element operations of the composed backward (the backend's default
+/// `unary_backward`), in the same order, so the results are the same bits.
+macro_rules! with_unary_grad {
+    ($op:expr, |$f:ident| $body:expr) => {{
+        use crate::backend::UnaryOp as U;
+        use crate::cpu::elementwise::sigmoid;
+        match $op {
+            U::Neg => {
+                let $f = |_x: f32, _y: f32, g: f32| -g;
+                $body
+            }
+            U::Exp => {
+                let $f = |_x: f32, y: f32, g: f32| g * y;
+                $body
+            }
+            U::Log => {
+                let $f = |x: f32, _y: f32, g: f32| g / x;
+                $body
+            }
+            U::Sqrt => {
+                let $f = |_x: f32, y: f32, g: f32| (g / y) * 0.5;
+                $body
+            }
+            U::Abs => {
+                let $f = |x: f32, _y: f32, g: f32| {
+                    g * (((x > 0.0) as u8 as f32) - ((x < 0.0) as u8 as f32))
+                };
+                $body
+            }
+            U::Sigmoid => {
+                let $f = |_x: f32, y: f32, g: f32| g * (y * (1.0 - y));
+                $body
+            }
+            U::Tanh => {
+                let $f = |_x: f32, y: f32, g: f32| g * (1.0 - y * y);
+                $body
+            }
+            U::Relu => {
+                let $f = |x: f32, _y: f32, g: f32| g * ((x > 0.0) as u8 as f32);
+                $body
+            }
+            U::Gelu => {
+                let $f = |x: f32, _y: f32, g: f32| {
+                    let x2 = x * x;
+                    let t = math::tanhf((x * (x2 * GELU_KAPPA + 1.0)) * GELU_C);
+                    let du = (x2 * (3.0 * GELU_KAPPA) + 1.0) * GELU_C;
+                    let second = (x * (1.0 - t * t)) * du;
+                    g * (((t + 1.0) + second) * 0.5)
+                };
+                $body
+            }
+            U::Silu => {
+                let $f = |x: f32, _y: f32, g: f32| {
+                    let s = sigmoid(x);
+                    g * (s * (x * (1.0 - s) + 1.0))
+                };
+                $body
+            }
+        }
+    }};
+}
+
+/// `dx = op'(x)·dy` in one pass (see [`with_unary_grad`]); `x`, `y`, `dy` share a shape.
+pub(crate) fn unary_backward(op: UnaryOp, x: &Tensor, y: &Tensor, dy: &Tensor) -> Tensor {
+    assert!(
+        x.shape() == y.shape() && x.shape() == dy.shape(),
+        "unary_backward: x {:?}, y {:?} and dy {:?} differ",
+        x.shape(),
+        y.shape(),
+        dy.shape()
+    );
+    let mut out = pool::scratch(x.numel());
+    unary_backward_into(op, x.host(), y.host(), dy.host(), &mut out);
+    out.into_tensor(x.shape().to_vec())
+}
+
+/// [`unary_backward`] on slices of one length into `out`.
+pub(crate) fn unary_backward_into(
+    op: UnaryOp,
+    xs: &[f32],
+    ys: &[f32],
+    gs: &[f32],
+    out: &mut [f32],
+) {
+    let par = xs.len() >= PAR_THRESHOLD;
+    with_unary_grad!(op, |f| crate::cpu::for_chunks(
+        out,
+        PAR_CHUNK,
+        par,
+        |s, o| {
+            let e = s + o.len();
+            for (((d, &xv), &yv), &gv) in o.iter_mut().zip(&xs[s..e]).zip(&ys[s..e]).zip(&gs[s..e])
+            {
+                *d = f(xv, yv, gv);
+            }
+        }
+    ));
+}
+
+/// Checks that a bias of shape `b` is one row of an `x` of shape `x`: `x` is
+/// `[.., n]` and the bias has `n` elements, with only leading axes of size 1
+/// and no more axes than `x`.
+fn check_bias(x: &[usize], b: &[usize]) {
+    let n = x.last().copied();
+    assert!(
+        n.is_some()
+            && b.len() <= x.len()
+            && b.last().copied() == n
+            && b[..b.len() - 1].iter().all(|&d| d == 1),
+        "bias_act: bias {b:?} is not one row of x {x:?}"
+    );
+}
+
+/// `act(x + bias)` with `bias` added to every row, in one pass: the same
+/// per-element operations as `binary(Add)` followed by `unary(act)`.
+pub(crate) fn bias_act(x: &Tensor, bias: &Tensor, act: UnaryOp) -> Tensor {
+    check_bias(x.shape(), bias.shape());
+    let mut out = pool::scratch(x.numel());
+    bias_act_into(act, x.host(), bias.host(), &mut out);
+    out.into_tensor(x.shape().to_vec())
+}
+
+/// [`bias_act`] of rows `xs` (a multiple of `bs.len()` elements) into `out`.
+pub(crate) fn bias_act_into(act: UnaryOp, xs: &[f32], bs: &[f32], out: &mut [f32]) {
+    let n = bs.len();
+    if n == 0 {
+        return;
+    }
+    let par = xs.len() >= PAR_THRESHOLD;
+    with_unary!(act, |f| crate::cpu::for_chunks(
+        out,
+        crate::cpu::row_chunk(n),
+        par,
+        |s, o| {
+            let e = s + o.len();
+            for (orow, xrow) in o.chunks_mut(n).zip(xs[s..e].chunks(n)) {
+                for ((d, &xv), &bv) in orow.iter_mut().zip(xrow).zip(bs) {
+                    *d = f(xv + bv);
+                }
+            }
+        }
+    ));
+}
+
+/// Gradients of [`bias_act`]: `dx = act'(x + bias)·dy` in one pass, and, when
+/// `want_bias`, `dbias` = `dx` summed over the rows by `sum_to_shape` (the same
+/// reduction, in the same order, as the unfused backward).
+pub(crate) fn bias_act_backward(
+    x: &Tensor,
+    bias: &Tensor,
+    y: &Tensor,
+    dy: &Tensor,
+    act: UnaryOp,
+    want_bias: bool,
+) -> (Tensor, Option<Tensor>) {
+    check_bias(x.shape(), bias.shape());
+    assert!(
+        x.shape() == y.shape() && x.shape() == dy.shape(),
+        "bias_act_backward: x {:?}, y {:?} and dy {:?} differ",
+        x.shape(),
+        y.shape(),
+        dy.shape()
+    );
+    let mut out = pool::scratch(x.numel());
+    bias_act_backward_into(act, x.host(), bias.host(), y.host(), dy.host(), &mut out);
+    let dx = out.into_tensor(x.shape().to_vec());
+    let dbias = want_bias.then(|| crate::cpu::layout::sum_to_shape(&dx, bias.shape()));
+    (dx, dbias)
+}
+
+/// `dx` of [`bias_act_backward`] on slices (rows of `bs.len()`) into `dx`; the
+/// bias gradient is `dx` summed to the bias's shape (`sum_to_shape_into`).
+pub(crate) fn bias_act_backward_into(
+    act: UnaryOp,
+    xs: &[f32],
+    bs: &[f32],
+    ys: &[f32],
+    gs: &[f32],
+    dx: &mut [f32],
+) {
+    let n = bs.len();
+    if n == 0 {
+        return;
+    }
+    let par = xs.len() >= PAR_THRESHOLD;
+    with_unary_grad!(act, |f| crate::cpu::for_chunks(
+        dx,
+        crate::cpu::row_chunk(n),
+        par,
+        |s, o| {
+            let e = s + o.len();
+            let rows = o
+                .chunks_mut(n)
+                .zip(xs[s..e].chunks(n))
+                .zip(ys[s..e].chunks(n))
+                .zip(gs[s..e].chunks(n));
+            for (((orow, xrow), yrow), grow) in rows {
+                let it = orow.iter_mut().zip(xrow).zip(bs).zip(yrow).zip(grow);
+                for ((((d, &xv), &bv), &yv), &gv) in it {
+                    *d = f(xv + bv, yv, gv);
+                }
+            }
+        }
+    ));
+}
