@@ -1,6 +1,7 @@
 //! Diagnostics in protocol form, code actions for the fixes the checker suggests,
 //! inlay hints with inferred shapes, and code lenses (cells and `train` estimates).
 
+use mlpl_diag::code;
 use std::collections::HashMap;
 
 use lsp_types::{
@@ -27,7 +28,7 @@ pub const SHOW_ESTIMATE: &str = "mlpl.showEstimate";
 /// optimizer step whose gradients are all zero (W0103), a parameter listed twice
 /// (W0302), a loop count that makes the body never run (W0203). No diagnostic
 /// code marks a deprecated form, so none carries the `deprecated` tag.
-const UNNECESSARY: &[&str] = &["W0103", "W0302", "W0203"];
+const UNNECESSARY: &[&str] = &[code::W0103, code::W0302, code::W0203];
 
 /// The protocol form of one diagnostic: code, message with its label, notes and
 /// help, related information for the secondary spans (where operands got their
@@ -114,14 +115,14 @@ pub fn fixes(a: &Analysis, d: &Diagnostic) -> Vec<(String, Vec<(Span, String)>)>
     let src = |s: Span| &a.text[s.start..s.end];
     let mut out = Vec::new();
     match d.code {
-        "E0101" | "E0102" | "E0207" => {
+        code::E0101 | code::E0102 | code::E0207 => {
             let marker = match d.code {
-                "E0101" => "a variable with a similar name exists:",
-                "E0102" => "a builtin with a similar name exists:",
+                code::E0101 => "a variable with a similar name exists:",
+                code::E0102 => "a builtin with a similar name exists:",
                 _ => "an axis with a similar name exists:",
             };
             if let Some(name) = quoted_after(help, marker) {
-                let replacement = if d.code == "E0207" {
+                let replacement = if d.code == code::E0207 {
                     format!("\"{name}\"")
                 } else {
                     name.to_string()
@@ -129,7 +130,7 @@ pub fn fixes(a: &Analysis, d: &Diagnostic) -> Vec<(String, Vec<(Span, String)>)>
                 out.push((format!("Replace with `{name}`"), vec![(p, replacement)]));
             }
         }
-        "W0001" => {
+        code::W0001 => {
             if let Some(fixed) = quoted_after(help, "write").filter(|f| f.contains(" * ")) {
                 out.push((format!("Write `{fixed}`"), vec![(p, fixed.to_string())]));
             } else if let Some(first) = d.secondary.iter().find(|l| l.message == "first statement")
@@ -140,7 +141,7 @@ pub fn fixes(a: &Analysis, d: &Diagnostic) -> Vec<(String, Vec<(Span, String)>)>
                 ));
             }
         }
-        "W0002" => {
+        code::W0002 => {
             out.push((
                 "Subtract: add a space after `-`".into(),
                 vec![(p, "- ".into())],
@@ -162,13 +163,13 @@ pub fn fixes(a: &Analysis, d: &Diagnostic) -> Vec<(String, Vec<(Span, String)>)>
                 ));
             }
         }
-        "E0203" if help.contains("transposed") => {
+        code::E0203 if help.contains("transposed") => {
             out.push((
                 "Transpose the right operand".into(),
                 vec![(p, format!("transpose({})", src(p)))],
             ));
         }
-        "E0202" => {
+        code::E0202 => {
             if let Some(example) = quoted_after(help, "for example") {
                 if let Some(list_start) = example.find('[') {
                     let names = example[list_start..].trim_end_matches(')');
@@ -330,12 +331,20 @@ mod tests {
     #[test]
     fn suggested_fixes_apply() {
         let a = Analysis::new("x = matmull([[1]], [[2]])");
-        let d = a.diagnostics.iter().find(|d| d.code == "E0102").unwrap();
+        let d = a
+            .diagnostics
+            .iter()
+            .find(|d| d.code == code::E0102)
+            .unwrap();
         let f = fixes(&a, d);
         assert_eq!(apply(&a, &f[0].1), "x = matmul([[1]], [[2]])");
 
         let a = Analysis::new("a = zeros([2, 3])\nb = zeros([2, 3])\nc = matmul(a, b)");
-        let d = a.diagnostics.iter().find(|d| d.code == "E0203").unwrap();
+        let d = a
+            .diagnostics
+            .iter()
+            .find(|d| d.code == code::E0203)
+            .unwrap();
         assert_eq!(
             apply(&a, &fixes(&a, d)[0].1),
             "a = zeros([2, 3])\nb = zeros([2, 3])\nc = matmul(a, transpose(b))"
@@ -344,11 +353,19 @@ mod tests {
         let a = Analysis::new(
             "x : [batch, feat] = zeros([2, 3])\nh : [hidden] = zeros([3])\ny = x + h",
         );
-        let d = a.diagnostics.iter().find(|d| d.code == "E0202").unwrap();
+        let d = a
+            .diagnostics
+            .iter()
+            .find(|d| d.code == code::E0202)
+            .unwrap();
         assert!(apply(&a, &fixes(&a, d)[0].1).ends_with("y = x + relabel(h, [\"feat\"])"));
 
         let a = Analysis::new("x = 1 y = 2");
-        let d = a.diagnostics.iter().find(|d| d.code == "W0001").unwrap();
+        let d = a
+            .diagnostics
+            .iter()
+            .find(|d| d.code == code::W0001)
+            .unwrap();
         assert_eq!(apply(&a, &fixes(&a, d)[0].1), "x = 1; y = 2");
     }
 

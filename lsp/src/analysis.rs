@@ -14,7 +14,7 @@ use mlpl_lang::check::AbsValue;
 use mlpl_syntax::cells::Cell;
 use mlpl_syntax::lexer::lex_full;
 use mlpl_syntax::token::Token;
-use mlpl_syntax::{Expr, ExprKind, Program, Stmt, StmtKind};
+use mlpl_syntax::{walk, Expr, ExprKind, Program, Stmt, StmtKind};
 
 use crate::lines::LineIndex;
 
@@ -162,7 +162,7 @@ impl Analysis {
             if !(s.span.start <= offset && offset <= s.span.end) {
                 continue;
             }
-            visit_stmt(s, &mut |e| {
+            walk::each_stmt_expr(s, &mut |e| {
                 if let ExprKind::Call { name, .. } = &e.kind {
                     if name.span.start <= offset && offset <= name.span.end {
                         found = Some((name.name.clone(), name.span, e.span));
@@ -212,46 +212,6 @@ impl Analysis {
             }
         }
         out
-    }
-}
-
-/// Calls `f` on `e` and every sub-expression (`device` blocks included).
-pub fn visit(e: &Expr, f: &mut dyn FnMut(&Expr)) {
-    f(e);
-    match &e.kind {
-        ExprKind::Call { args, .. } => args.iter().for_each(|a| visit(a, f)),
-        ExprKind::List(items) | ExprKind::Ctor { dims: items, .. } => {
-            items.iter().for_each(|a| visit(a, f))
-        }
-        ExprKind::Neg(x) | ExprKind::Paren(x) => visit(x, f),
-        ExprKind::Binary { lhs, rhs, .. } => {
-            visit(lhs, f);
-            visit(rhs, f);
-        }
-        ExprKind::Device { target, body } => {
-            visit(target, f);
-            for s in &body.stmts {
-                visit_stmt(s, f);
-            }
-        }
-        ExprKind::Number(_) | ExprKind::Str(_) | ExprKind::Var(_) | ExprKind::Error => {}
-    }
-}
-
-/// Calls `f` on every expression of a statement (nested blocks included).
-pub fn visit_stmt(s: &Stmt, f: &mut dyn FnMut(&Expr)) {
-    match &s.kind {
-        StmtKind::Expr(e)
-        | StmtKind::Assign { value: e, .. }
-        | StmtKind::Annotated { value: e, .. } => visit(e, f),
-        StmtKind::Repeat { count: e, body }
-        | StmtKind::Train { count: e, body }
-        | StmtKind::For { iter: e, body, .. }
-        | StmtKind::Experiment { name: e, body } => {
-            visit(e, f);
-            body.stmts.iter().for_each(|s| visit_stmt(s, f));
-        }
-        StmtKind::Error => {}
     }
 }
 

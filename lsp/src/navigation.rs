@@ -15,8 +15,9 @@ use mlpl_syntax::{ExprKind, Stmt, StmtKind};
 
 use mlpl_lang::check::AbsValue;
 
-use crate::analysis::{visit_stmt, Analysis, OccKind};
+use crate::analysis::{Analysis, OccKind};
 use crate::values::describe;
+use mlpl_syntax::walk;
 
 /// The location of the definition of the name at `offset`.
 pub fn definition(a: &Analysis, uri: &Url, offset: usize) -> Option<Location> {
@@ -328,7 +329,7 @@ pub fn semantic_tokens(a: &Analysis) -> Vec<SemanticToken> {
     // Names from the AST first: they decide what an identifier token is.
     let mut classified: HashMap<usize, (u32, u32)> = HashMap::new();
     for s in &a.program.stmts {
-        visit_stmt(s, &mut |e| {
+        walk::each_stmt_expr(s, &mut |e| {
             if let ExprKind::Call { name, .. } = &e.kind {
                 let m = if builtins::lookup(&name.name).is_some() {
                     DEFAULT_LIBRARY

@@ -5,6 +5,7 @@
 //! still yields a literal, an unexpected character yields [`TokenKind::Unknown`]).
 
 use crate::token::{Token, TokenKind};
+use mlpl_diag::code;
 use mlpl_diag::{Diagnostic, Span};
 
 /// A `# %%` cell-marker line found while lexing (LANGUAGE §3.2).
@@ -61,7 +62,7 @@ pub fn decode_source(bytes: &[u8]) -> Result<String, Diagnostic> {
                     }
                 }
             }
-            let mut diag = Diagnostic::error("E0005", "invalid UTF-8")
+            let mut diag = Diagnostic::of(code::E0005)
                 .at(
                     Span::new(start + offset, end + offset),
                     format!(
@@ -323,7 +324,7 @@ impl<'a> Lexer<'a> {
                 "a decimal point needs a digit after it"
             };
             self.error(
-                Diagnostic::error("E0002", "malformed number")
+                Diagnostic::of(code::E0002)
                     .at(span, label)
                     .help(format!("write `{fixed}`")),
             );
@@ -332,7 +333,7 @@ impl<'a> Lexer<'a> {
             self.push(TokenKind::Number(value), start, i);
         } else {
             self.error(
-                Diagnostic::error("E0002", "malformed number")
+                Diagnostic::of(code::E0002)
                     .at(span, "this number is too large to be represented")
                     .note(format!(
                         "`{text}` rounds to infinity; the largest finite number is about 1.7976931348623157e308"
@@ -349,7 +350,7 @@ impl<'a> Lexer<'a> {
         let mut saw_newline = false;
         loop {
             let Some(c) = self.char_at(i) else {
-                let mut diag = Diagnostic::error("E0003", "unterminated string")
+                let mut diag = Diagnostic::of(code::E0003)
                     .at(Span::new(start, start + 1), "this string is never closed")
                     .help("add the closing `\"`");
                 if saw_newline {
@@ -391,7 +392,7 @@ impl<'a> Lexer<'a> {
                         '\r' | '\n' => "a line break".to_string(),
                         c => format!("`\\{c}`"),
                     };
-                    let mut diag = Diagnostic::error("E0004", "unknown escape in string")
+                    let mut diag = Diagnostic::of(code::E0004)
                         .at(Span::new(i, esc_end), format!("{shown} is not an escape"))
                         .note("the escapes are `\\\"` `\\\\` `\\n` `\\t` `\\r`");
                     diag = match n {
@@ -467,7 +468,7 @@ impl<'a> Lexer<'a> {
     ) {
         let text = &self.src[start..end];
         let mut diag = Diagnostic::error(
-            "E0001",
+            code::E0001,
             format!("unexpected character `{}`", text.escape_debug()),
         )
         .at(Span::new(start, end), label);
@@ -647,7 +648,7 @@ impl<'a> Lexer<'a> {
             "these are not ASCII quotes"
         };
         self.error(
-            Diagnostic::error("E0001", format!("unexpected character `{open}`"))
+            Diagnostic::error(code::E0001, format!("unexpected character `{open}`"))
                 .at(Span::new(start, end), label)
                 .help(format!("write `\"{content}\"`")),
         );
@@ -769,13 +770,13 @@ mod tests {
         let (tokens, diags) = lex("1.");
         assert_eq!(tokens[0].kind, Number(1.0));
         assert_eq!(diags.len(), 1);
-        assert_eq!(diags[0].code, "E0002");
+        assert_eq!(diags[0].code, code::E0002);
         assert_eq!(diags[0].help.as_deref(), Some("write `1.0`"));
         assert_eq!(diags[0].primary.as_ref().unwrap().span, Span::new(0, 2));
 
         let (tokens, diags) = lex("x = .5");
         assert_eq!(tokens[2].kind, Number(0.5));
-        assert_eq!(diags[0].code, "E0002");
+        assert_eq!(diags[0].code, code::E0002);
         assert_eq!(diags[0].help.as_deref(), Some("write `0.5`"));
         assert_eq!(diags[0].primary.as_ref().unwrap().span, Span::new(4, 6));
 
@@ -788,10 +789,10 @@ mod tests {
         let (tokens, diags) = lex("1e400");
         assert_eq!(tokens[0].kind, BadNumber);
         assert_eq!(diags.len(), 1);
-        assert_eq!(diags[0].code, "E0002");
+        assert_eq!(diags[0].code, code::E0002);
         assert_eq!(codes("1e308"), Vec::<&str>::new());
         let digits = "9".repeat(400);
-        assert_eq!(codes(&digits), vec!["E0002"]);
+        assert_eq!(codes(&digits), vec![code::E0002]);
     }
 
     #[test]
@@ -930,17 +931,17 @@ mod tests {
     fn string_errors() {
         let (tokens, diags) = lex("x = \"abc");
         assert_eq!(diags.len(), 1);
-        assert_eq!(diags[0].code, "E0003");
+        assert_eq!(diags[0].code, code::E0003);
         assert_eq!(diags[0].primary.as_ref().unwrap().span, Span::new(4, 5));
         assert_eq!(tokens[2].kind, Str("abc".into()));
 
         let (tokens, diags) = lex(r#""a\qb""#);
         assert_eq!(diags.len(), 1);
-        assert_eq!(diags[0].code, "E0004");
+        assert_eq!(diags[0].code, code::E0004);
         assert_eq!(diags[0].primary.as_ref().unwrap().span, Span::new(2, 4));
         assert_eq!(tokens[0].kind, Str("a\\qb".into()));
-        assert_eq!(codes(r#""\u{41}" "\é""#), vec!["E0004", "E0004"]);
-        assert_eq!(codes("\"\\"), vec!["E0003"]);
+        assert_eq!(codes(r#""\u{41}" "\é""#), vec![code::E0004, code::E0004]);
+        assert_eq!(codes("\"\\"), vec![code::E0003]);
     }
 
     #[test]
@@ -961,23 +962,23 @@ mod tests {
         ] {
             let (_, diags) = lex(src);
             assert_eq!(diags.len(), 1, "{src}: {diags:?}");
-            assert_eq!(diags[0].code, "E0001", "{src}");
+            assert_eq!(diags[0].code, code::E0001, "{src}");
             let help = diags[0].help.clone().unwrap_or_default();
             assert!(
                 help.contains(needle),
                 "{src}: help {help:?} should mention {needle:?}"
             );
         }
-        assert_eq!(codes("a % b"), vec!["E0001"]);
-        assert_eq!(codes("$$$ ok"), vec!["E0001"]);
-        assert_eq!(codes("x\u{a0}= 1"), vec!["E0001"]);
+        assert_eq!(codes("a % b"), vec![code::E0001]);
+        assert_eq!(codes("$$$ ok"), vec![code::E0001]);
+        assert_eq!(codes("x\u{a0}= 1"), vec![code::E0001]);
     }
 
     #[test]
     fn repl_command_line() {
         let (tokens, diags) = lex(":vars # hi\nx");
         assert_eq!(diags.len(), 1);
-        assert_eq!(diags[0].code, "E0001");
+        assert_eq!(diags[0].code, code::E0001);
         assert_eq!(diags[0].primary.as_ref().unwrap().span, Span::new(0, 5));
         assert_eq!(tokens[0].kind, Unknown);
         assert_eq!(tokens[1].kind, Newline);
@@ -998,7 +999,7 @@ mod tests {
         assert_eq!(decode_source(b"\xEF\xBB\xBFx = 1").unwrap(), "x = 1");
         assert_eq!(decode_source(b"x = 1").unwrap(), "x = 1");
         let err = decode_source(b"x = 1\ny = \"\xff\xfe\"").unwrap_err();
-        assert_eq!(err.code, "E0005");
+        assert_eq!(err.code, code::E0005);
         assert_eq!(err.primary.as_ref().unwrap().span, Span::new(11, 12));
         assert!(err.notes[0].contains("1 more"));
         let err = decode_source(b"\xEF\xBB\xBF\xc3").unwrap_err();

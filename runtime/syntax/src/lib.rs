@@ -6,6 +6,7 @@ pub mod cells;
 pub mod lexer;
 pub mod parser;
 pub mod token;
+pub mod walk;
 
 pub use ast::*;
 pub use parser::{parse, Parsed};

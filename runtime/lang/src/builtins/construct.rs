@@ -2,6 +2,7 @@
 
 use super::site::CallSite;
 use mlpl_devices::BinaryOp;
+use mlpl_diag::code;
 
 use super::ParamKind::*;
 use super::{req, Builtin, Diff, Facts};
@@ -161,12 +162,7 @@ fn iota(c: &mut Call) -> Result<Value, Diagnostic> {
     let n = c.count(0)?;
     checked_numel(c, 0, &[n])?;
     if n > 1 << 24 {
-        c.warn_at(
-            0,
-            "W0204",
-            "integer not exact in float32",
-            "indices above 16777216 are rounded",
-        );
+        c.warn_of(0, code::W0204, "indices above 16777216 are rounded");
     }
     Ok(Value::Array(Array::from_vec(
         vec![n],
@@ -208,10 +204,9 @@ pub fn checked_numel(c: &Call, i: usize, shape: &[usize]) -> Result<usize, Diagn
         .try_fold(1usize, |acc, &d| acc.checked_mul(d))
         .filter(|&n| n <= MAX_ELEMENTS)
         .ok_or_else(|| {
-            c.error_at(
+            c.error_of(
                 i,
-                "E0410",
-                "out of host memory",
+                code::E0410,
                 format!(
                     "{} elements requested",
                     shape
@@ -228,14 +223,8 @@ fn filled(c: &mut Call, v: f32) -> Result<Value, Diagnostic> {
     let s = shape_arg(c, 0)?;
     let n = checked_numel(c, 0, &s)?;
     let mut data = Vec::new();
-    data.try_reserve_exact(n).map_err(|_| {
-        c.error_at(
-            0,
-            "E0410",
-            "out of host memory",
-            format!("{n} elements requested"),
-        )
-    })?;
+    data.try_reserve_exact(n)
+        .map_err(|_| c.error_of(0, code::E0410, format!("{n} elements requested")))?;
     data.resize(n, v);
     Ok(Value::Array(Array::from_vec(s, data)))
 }
@@ -282,12 +271,7 @@ fn reshape(c: &mut Call) -> Result<Value, Diagnostic> {
     if let Some(k) = infer {
         if known == 0 || count % known != 0 {
             return Err(c
-                .error_at(
-                    1,
-                    "E0210",
-                    "reshape changes the element count",
-                    "−1 cannot be inferred",
-                )
+                .error_of(1, code::E0210, "−1 cannot be inferred")
                 .note(format!(
                     "{} has {count} elements, which is not a multiple of {known}",
                     named_shape(&x)
@@ -296,12 +280,7 @@ fn reshape(c: &mut Call) -> Result<Value, Diagnostic> {
         shape[k] = count / known;
     } else if known != count {
         return Err(c
-            .error_at(
-                1,
-                "E0210",
-                "reshape changes the element count",
-                format!("{known} elements"),
-            )
+            .error_of(1, code::E0210, format!("{known} elements"))
             .with_label(
                 c.arg_span(0),
                 format!("{count} elements: {}", named_shape(&x)),
@@ -325,12 +304,7 @@ fn grid(c: &mut Call) -> Result<Value, Diagnostic> {
     let b = c.array(0)?.to_f64();
     if b.len() != 4 || c.array(0)?.rank() > 1 {
         return Err(c
-            .error_at(
-                0,
-                "E0218",
-                "wrong argument size",
-                format!("{} elements", b.len()),
-            )
+            .error_of(0, code::E0218, format!("{} elements", b.len()))
             .note("bounds are [xmin, xmax, ymin, ymax]"));
     }
     let n = c.scalar(1)?;
@@ -360,12 +334,7 @@ fn last_row(c: &mut Call) -> Result<Value, Diagnostic> {
     let m = c.array_of_rank(0, 2, "a matrix `[r, c]`")?;
     let (r, cols) = (m.shape()[0], m.shape()[1]);
     if r == 0 {
-        return Err(c.error_at(
-            0,
-            "E0216",
-            "empty array",
-            format!("{} has no rows", named_shape(m)),
-        ));
+        return Err(c.error_of(0, code::E0216, format!("{} has no rows", named_shape(m))));
     }
     if crate::eval::loss::live(c.it, m).is_some() {
         let m = m.clone();
@@ -387,10 +356,9 @@ fn scatter(c: &mut Call) -> Result<Value, Diagnostic> {
     let v = c.scalar(2)?;
     if i.fract() != 0.0 || !(i >= 0.0 && i < n as f64) {
         return Err(c
-            .error_at(
+            .error_of(
                 1,
-                "E0402",
-                "id or index out of range",
+                code::E0402,
                 format!("index {}", crate::display::format_f64(i)),
             )
             .note(format!("the index must be an integer in [0, {n})")));

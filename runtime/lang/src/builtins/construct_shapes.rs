@@ -5,6 +5,7 @@ use super::site::CallSite;
 use crate::check::abstract_value::{AbsArray, AbsValue, Dim, MAX_CONST};
 use crate::check::ctx::ShapeCtx;
 use crate::display::format_f64;
+use mlpl_diag::code;
 use mlpl_diag::Diagnostic;
 
 type Rule = Result<AbsValue, Diagnostic>;
@@ -15,12 +16,7 @@ pub fn iota(c: &mut ShapeCtx) -> Rule {
         return Ok(AbsValue::Array(AbsArray::of_dims(vec![Dim::Unknown])));
     };
     if n > 1 << 24 {
-        c.warn_at(
-            0,
-            "W0204",
-            "integer not exact in float32",
-            "indices above 16777216 are rounded",
-        );
+        c.warn_of(0, code::W0204, "indices above 16777216 are rounded");
     }
     let data = (n <= MAX_CONST).then(|| (0..n).map(|i| i as f64).collect());
     Ok(AbsValue::Array(
@@ -82,12 +78,7 @@ pub fn reshaped(c: &mut ShapeCtx) -> Result<AbsArray, Diagnostic> {
             if known == 0 || count % known != 0 {
                 let xs = x.as_ref().map_or_else(String::new, |x| x.shape_text());
                 return Err(c
-                    .error_at(
-                        1,
-                        "E0210",
-                        "reshape changes the element count",
-                        "−1 cannot be inferred",
-                    )
+                    .error_of(1, code::E0210, "−1 cannot be inferred")
                     .note(format!(
                         "{xs} has {count} elements, which is not a multiple of {known}"
                     )));
@@ -98,12 +89,7 @@ pub fn reshaped(c: &mut ShapeCtx) -> Result<AbsArray, Diagnostic> {
         (None, Some(count)) if known != count => {
             let xs = x.as_ref().map_or_else(String::new, |x| x.shape_text());
             return Err(c
-                .error_at(
-                    1,
-                    "E0210",
-                    "reshape changes the element count",
-                    format!("{known} elements"),
-                )
+                .error_of(1, code::E0210, format!("{known} elements"))
                 .with_label(c.arg_span(0), format!("{count} elements: {xs}")));
         }
         (None, _) => {}
@@ -205,7 +191,7 @@ pub fn grid(c: &mut ShapeCtx) -> Rule {
         if let Some(len) = b.numel() {
             if len != 4 || b.rank().is_some_and(|r| r > 1) {
                 return Err(c
-                    .error_at(0, "E0218", "wrong argument size", format!("{len} elements"))
+                    .error_of(0, code::E0218, format!("{len} elements"))
                     .note("bounds are [xmin, xmax, ymin, ymax]"));
             }
         }
@@ -270,12 +256,7 @@ pub fn last_row(c: &mut ShapeCtx) -> Rule {
         return Ok(AbsValue::Array(AbsArray::of_dims(vec![Dim::Unknown])));
     };
     if d[0] == Dim::Known(0) {
-        return Err(c.error_at(
-            0,
-            "E0216",
-            "empty array",
-            format!("{} has no rows", m.shape_text()),
-        ));
+        return Err(c.error_of(0, code::E0216, format!("{} has no rows", m.shape_text())));
     }
     let data = match (&m.constant, d[1].known()) {
         (Some(x), Some(cols)) if x.len() >= cols => Some(x[x.len() - cols..].to_vec()),
@@ -299,12 +280,7 @@ pub fn scatter(c: &mut ShapeCtx) -> Rule {
     if let (Some(i), Some(nk)) = (i, n.known()) {
         if i.fract() != 0.0 || !(i >= 0.0 && i < nk as f64) {
             return Err(c
-                .error_at(
-                    1,
-                    "E0402",
-                    "id or index out of range",
-                    format!("index {}", format_f64(i)),
-                )
+                .error_of(1, code::E0402, format!("index {}", format_f64(i)))
                 .note(format!("the index must be an integer in [0, {nk})")));
         }
     }

@@ -7,6 +7,7 @@ use super::{req, Builtin, Diff, Facts};
 use crate::data::{datasets, rng};
 use crate::eval::Call;
 use crate::value::{Array, Value};
+use mlpl_diag::code;
 use mlpl_diag::Diagnostic;
 
 /// The builtins of this group.
@@ -172,7 +173,7 @@ fn split_rows(c: &mut Call, train: bool) -> Result<Value, Diagnostic> {
     let frac = c.scalar(1)?;
     let n = x.shape()[0];
     let n_tr = datasets::split_sizes(n, frac).map_err(|e| {
-        let i = if e.code() == "E0216" { 0 } else { 1 };
+        let i = if e.code() == code::E0216 { 0 } else { 1 };
         c.error_at(
             i,
             e.code(),

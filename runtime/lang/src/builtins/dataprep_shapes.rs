@@ -9,6 +9,7 @@ use crate::check::ctx::ShapeCtx;
 use crate::check::dims;
 use crate::data::datasets;
 use crate::display::format_f64;
+use mlpl_diag::code;
 use mlpl_diag::Diagnostic;
 
 type Rule = Result<AbsValue, Diagnostic>;
@@ -104,7 +105,7 @@ fn split_rows(c: &mut ShapeCtx, train: bool) -> Rule {
     let n = x.dims.as_ref().map_or(Dim::Unknown, |d| d[0].clone());
     if let (Dim::Known(n), Some(frac)) = (&n, frac) {
         if let Err(e) = datasets::split_sizes(*n, frac) {
-            let i = if e.code() == "E0216" { 0 } else { 1 };
+            let i = if e.code() == code::E0216 { 0 } else { 1 };
             let headline = if i == 0 {
                 "empty array"
             } else {

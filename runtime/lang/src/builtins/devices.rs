@@ -7,6 +7,7 @@ use crate::errors::device_error;
 use crate::eval::Call;
 use crate::value::{Array, DeviceTarget, Placement, Value};
 use mlpl_devices::{DeviceKind, Tensor};
+use mlpl_diag::code;
 use mlpl_diag::Diagnostic;
 use mlpl_diag::Span;
 use mlpl_syntax::ExprKind;
@@ -52,30 +53,28 @@ fn move_data(c: &Call, a: Array, target: DeviceTarget, span: Span) -> Result<Arr
 fn to_device(c: &mut Call) -> Result<Value, Diagnostic> {
     let (ti, xi) = match (c.value(0), c.value(1)) {
         (Value::Str(_), Value::Str(_)) => {
-            return Err(c
-                .error_at(0, "E0311", "value cannot be placed on a device", "a string")
-                .note(
-                    "exactly one argument is the target string; the other is an array or a model",
-                ))
+            return Err(c.error_of(0, code::E0311, "a string").note(
+                "exactly one argument is the target string; the other is an array or a model",
+            ))
         }
         (Value::Str(_), _) => (0, 1),
         (_, Value::Str(_)) => (1, 0),
         _ => {
             return Err(c
-                .error_at(1, "E0302", "expected a string", "not a device target")
+                .error_of(1, code::E0302, "not a device target")
                 .note("one argument must be the target: \"cpu\", \"cuda\", \"cuda:N\" or \"mlx\""))
         }
     };
     let name = c.string(ti)?.to_string();
     let Some(target) = DeviceTarget::parse(&name) else {
         return Err(c
-            .error_at(ti, "E0502", "unknown device target", format!("\"{name}\""))
+            .error_of(ti, code::E0502, format!("\"{name}\""))
             .help("device targets are \"cpu\", \"cuda\", \"cuda:N\" and \"mlx\""));
     };
     if let Err(why) = c.it.devices.availability(target) {
         c.warn_at(
             ti,
-            "W0504",
+            code::W0504,
             format!("placement on `{target}` is not available; the data stays in host memory"),
             why.reason(),
         );
@@ -101,11 +100,6 @@ fn to_device(c: &mut Call) -> Result<Value, Diagnostic> {
             }
             Ok(Value::exact(0.0))
         }
-        other => Err(c.error_at(
-            xi,
-            "E0311",
-            "value cannot be placed on a device",
-            format!("this is a {}", other.kind_name()),
-        )),
+        other => Err(c.error_of(xi, code::E0311, format!("this is a {}", other.kind_name()))),
     }
 }

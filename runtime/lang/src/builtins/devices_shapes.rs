@@ -10,6 +10,7 @@ use super::site::CallSite;
 use crate::check::abstract_value::AbsValue;
 use crate::check::ctx::ShapeCtx;
 use crate::value::DeviceTarget;
+use mlpl_diag::code;
 use mlpl_diag::Diagnostic;
 
 /// `to_device(x, target)` or `to_device(target, x)`.
@@ -21,17 +22,15 @@ pub fn to_device(c: &mut ShapeCtx) -> Result<AbsValue, Diagnostic> {
     };
     let (ti, xi) = match (is_str(c.value(0)), is_str(c.value(1))) {
         (Some(true), Some(true)) => {
-            return Err(c
-                .error_at(0, "E0311", "value cannot be placed on a device", "a string")
-                .note(
-                    "exactly one argument is the target string; the other is an array or a model",
-                ))
+            return Err(c.error_of(0, code::E0311, "a string").note(
+                "exactly one argument is the target string; the other is an array or a model",
+            ))
         }
         (Some(true), Some(false)) => (0, 1),
         (Some(false), Some(true)) => (1, 0),
         (Some(false), Some(false)) => {
             return Err(c
-                .error_at(1, "E0302", "expected a string", "not a device target")
+                .error_of(1, code::E0302, "not a device target")
                 .note("one argument must be the target: \"cpu\", \"cuda\", \"cuda:N\" or \"mlx\""))
         }
         _ => return Ok(AbsValue::Unknown),
@@ -41,7 +40,7 @@ pub fn to_device(c: &mut ShapeCtx) -> Result<AbsValue, Diagnostic> {
             Some(t) => Some(t),
             None => {
                 return Err(c
-                    .error_at(ti, "E0502", "unknown device target", format!("\"{name}\""))
+                    .error_of(ti, code::E0502, format!("\"{name}\""))
                     .help("device targets are \"cpu\", \"cuda\", \"cuda:N\" and \"mlx\""))
             }
         },
@@ -55,12 +54,7 @@ pub fn to_device(c: &mut ShapeCtx) -> Result<AbsValue, Diagnostic> {
         }
         // A model's parameters are placed; the result is the exact scalar 0.
         AbsValue::Model(_) => Ok(AbsValue::scalar(0.0)),
-        AbsValue::Tokenizer => Err(c.error_at(
-            xi,
-            "E0311",
-            "value cannot be placed on a device",
-            "this is a tokenizer",
-        )),
+        AbsValue::Tokenizer => Err(c.error_of(xi, code::E0311, "this is a tokenizer")),
         _ => Ok(AbsValue::Unknown),
     }
 }

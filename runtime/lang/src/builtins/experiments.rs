@@ -6,6 +6,7 @@ use super::{req, Builtin, Diff, Facts};
 use crate::data::experiments::{self, RunRecord};
 use crate::eval::Call;
 use crate::value::Value;
+use mlpl_diag::code;
 use mlpl_diag::Diagnostic;
 
 /// The builtins of this group.
@@ -41,7 +42,7 @@ fn compare(c: &mut Call) -> Result<Value, Diagnostic> {
             .max_by_key(|r| r.timestamp_ns)
     };
     let find = |i: usize, name: &str| {
-        latest(name).ok_or_else(|| c.error_at(i, "E0108", format!("no run named \"{name}\""), "no experiment with this name").help("run an `experiment NAME { ... }` block first, or pass --exp-dir to read recorded runs"))
+        latest(name).ok_or_else(|| c.error_at(i, code::E0108, format!("no run named \"{name}\""), "no experiment with this name").help("run an `experiment NAME { ... }` block first, or pass --exp-dir to read recorded runs"))
     };
     let (ra, rb) = (find(0, &a)?, find(1, &b)?);
     Ok(Value::string(experiments::compare_report(&a, ra, &b, rb)))

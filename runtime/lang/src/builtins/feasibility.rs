@@ -1,6 +1,7 @@
 //! Feasibility builtins that need no model (LANGUAGE §10.17, §15).
 
 use super::site::CallSite;
+use mlpl_diag::code;
 use std::time::Instant;
 
 use super::ParamKind::*;
@@ -99,7 +100,7 @@ fn estimate_train(c: &mut Call) -> Result<Value, Diagnostic> {
     let dt = if c.has(4) { positive(c, 4)? } else { 4.0 };
     if crate::nn::estimate::param_count(&m) == 0.0 {
         return Err(c
-            .error_at(0, "E0309", "model has no parameters", "nothing to train")
+            .error_of(0, code::E0309, "nothing to train")
             .note("`estimate_train` needs a model with at least one parameter"));
     }
     let g = throughput_gflops(c.it);
@@ -113,7 +114,7 @@ fn estimate_hypothetical(c: &mut Call) -> Result<Value, Diagnostic> {
         return Err(c
             .error_at(
                 0,
-                "E0105",
+                code::E0105,
                 format!("unknown architecture `{name}`"),
                 "not a built-in architecture",
             )
@@ -165,23 +166,13 @@ fn feasible(c: &mut Call) -> Result<Value, Diagnostic> {
     let est = c.array(0)?;
     if est.shape() != [5] {
         return Err(c
-            .error_at(
-                0,
-                "E0218",
-                "wrong argument size",
-                format!("has shape {}", named_shape(est)),
-            )
+            .error_of(0, code::E0218, format!("has shape {}", named_shape(est)))
             .note("estimate must be rank-1 [5]"));
     }
     let budget = c.array(1)?;
     if budget.shape() != [3] {
         return Err(c
-            .error_at(
-                1,
-                "E0218",
-                "wrong argument size",
-                format!("has shape {}", named_shape(budget)),
-            )
+            .error_of(1, code::E0218, format!("has shape {}", named_shape(budget)))
             .note("budget must be rank-1 [3] [vram, disk, wall]"));
     }
     let e: [f64; 5] = est.to_f64().try_into().expect("checked shape");

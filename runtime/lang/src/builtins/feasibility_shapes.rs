@@ -5,6 +5,7 @@ use super::site::CallSite;
 use crate::check::abstract_value::{AbsArray, AbsValue, Dim};
 use crate::check::ctx::ShapeCtx;
 use crate::estimate::hypothetical;
+use mlpl_diag::code;
 use mlpl_diag::Diagnostic;
 
 type Rule = Result<AbsValue, Diagnostic>;
@@ -30,7 +31,7 @@ pub fn estimate_train(c: &mut ShapeCtx) -> Rule {
     if let Some(m) = m {
         if crate::nn::estimate::param_count(&m.0) == 0.0 {
             return Err(c
-                .error_at(0, "E0309", "model has no parameters", "nothing to train")
+                .error_of(0, code::E0309, "nothing to train")
                 .note("`estimate_train` needs a model with at least one parameter"));
         }
     }
@@ -45,7 +46,7 @@ pub fn estimate_hypothetical(c: &mut ShapeCtx) -> Rule {
             return Err(c
                 .error_at(
                     0,
-                    "E0105",
+                    code::E0105,
                     format!("unknown architecture `{name}`"),
                     "not a built-in architecture",
                 )
@@ -85,24 +86,14 @@ pub fn feasible(c: &mut ShapeCtx) -> Rule {
     if let Some(est) = c.array(0)? {
         if not_vector_of(&est, 5) {
             return Err(c
-                .error_at(
-                    0,
-                    "E0218",
-                    "wrong argument size",
-                    format!("has shape {}", est.shape_text()),
-                )
+                .error_of(0, code::E0218, format!("has shape {}", est.shape_text()))
                 .note("estimate must be rank-1 [5]"));
         }
     }
     if let Some(budget) = c.array(1)? {
         if not_vector_of(&budget, 3) {
             return Err(c
-                .error_at(
-                    1,
-                    "E0218",
-                    "wrong argument size",
-                    format!("has shape {}", budget.shape_text()),
-                )
+                .error_of(1, code::E0218, format!("has shape {}", budget.shape_text()))
                 .note("budget must be rank-1 [3] [vram, disk, wall]"));
         }
     }

@@ -2,6 +2,7 @@
 //! directory, and the compiled-in corpora of `load_preloaded`.
 
 use super::site::CallSite;
+use mlpl_diag::code;
 use std::collections::HashMap;
 
 use safetensors::tensor::{Dtype, SafeTensors, TensorView};
@@ -72,7 +73,7 @@ fn load_preloaded(c: &mut Call) -> Result<Value, Diagnostic> {
         None => Err(c
             .error_at(
                 0,
-                "E0104",
+                code::E0104,
                 format!("unknown corpus `{name}`"),
                 "not a preloaded corpus",
             )
@@ -82,8 +83,8 @@ fn load_preloaded(c: &mut Call) -> Result<Value, Diagnostic> {
 
 fn path_error(c: &Call, e: files::PathError) -> Diagnostic {
     let headline = match e.code() {
-        "E0403" => "no data directory",
-        "E0404" => "path outside the data directory",
+        code::E0403 => "no data directory",
+        code::E0404 => "path outside the data directory",
         _ => "file cannot be read or written",
     };
     let mut d = c.error_at(1.min(c.len() - 1), e.code(), headline, e.to_string());
@@ -97,10 +98,10 @@ fn path_error(c: &Call, e: files::PathError) -> Diagnostic {
         };
     }
     match e.code() {
-        "E0403" => d.help(
+        code::E0403 => d.help(
             "pass `--data-dir DIR` to `mlpl run`, or use `load_preloaded` for the built-in corpora",
         ),
-        "E0404" => {
+        code::E0404 => {
             d.help("use a relative path such as \"data/train.csv\" inside the data directory")
         }
         _ => d,
@@ -108,7 +109,7 @@ fn path_error(c: &Call, e: files::PathError) -> Diagnostic {
 }
 
 fn malformed(c: &Call, message: String) -> Diagnostic {
-    c.error_at(0, "E0406", "malformed data file", message)
+    c.error_of(0, code::E0406, message)
 }
 
 fn load(c: &mut Call) -> Result<Value, Diagnostic> {
@@ -116,14 +117,7 @@ fn load(c: &mut Call) -> Result<Value, Diagnostic> {
     let path = files::resolve(c.it.ws.data_dir.as_deref(), &rel).map_err(|e| path_error(c, e))?;
     let stop = super::stop_requested(c);
     let bytes = files::read_until(&path, &stop)
-        .map_err(|e| {
-            c.error_at(
-                0,
-                "E0405",
-                "file cannot be read or written",
-                format!("{}: {e}", path.display()),
-            )
-        })?
+        .map_err(|e| c.error_of(0, code::E0405, format!("{}: {e}", path.display())))?
         .ok_or_else(|| super::cancelled(c))?;
     let ext = path
         .extension()
@@ -259,37 +253,19 @@ fn save(c: &mut Call) -> Result<Value, Diagnostic> {
             out
         }
         other => {
-            return Err(c.error_at(
-                0,
-                "E0301",
-                "expected an array",
-                format!("this is a {}", other.kind_name()),
-            ))
+            return Err(c.error_of(0, code::E0301, format!("this is a {}", other.kind_name())))
         }
     };
     let path = files::resolve_for_write(c.it.ws.data_dir.as_deref(), &rel)
         .map_err(|e| path_error(c, e))?;
     let refs: Vec<(String, &Array)> = tensors.iter().map(|(k, a)| (k.clone(), a)).collect();
-    let bytes = write_safetensors(&refs)
-        .map_err(|e| c.error_at(0, "E0405", "file cannot be read or written", e))?;
+    let bytes = write_safetensors(&refs).map_err(|e| c.error_of(0, code::E0405, e))?;
     if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).map_err(|e| {
-            c.error_at(
-                1,
-                "E0405",
-                "file cannot be read or written",
-                format!("{}: {e}", parent.display()),
-            )
-        })?;
+        std::fs::create_dir_all(parent)
+            .map_err(|e| c.error_of(1, code::E0405, format!("{}: {e}", parent.display())))?;
     }
-    std::fs::write(&path, bytes).map_err(|e| {
-        c.error_at(
-            1,
-            "E0405",
-            "file cannot be read or written",
-            format!("{}: {e}", path.display()),
-        )
-    })?;
+    std::fs::write(&path, bytes)
+        .map_err(|e| c.error_of(1, code::E0405, format!("{}: {e}", path.display())))?;
     Ok(Value::exact(tensors.len() as f64))
 }
 
@@ -297,15 +273,9 @@ fn load_weights(c: &mut Call) -> Result<Value, Diagnostic> {
     let model = c.model(0)?.0.clone();
     let rel = c.string(1)?.to_string();
     let path = files::resolve(c.it.ws.data_dir.as_deref(), &rel).map_err(|e| path_error(c, e))?;
-    let bytes = std::fs::read(&path).map_err(|e| {
-        c.error_at(
-            1,
-            "E0405",
-            "file cannot be read or written",
-            format!("{}: {e}", path.display()),
-        )
-    })?;
-    let bad = |c: &Call, message: String| c.error_at(1, "E0406", "malformed data file", message);
+    let bytes = std::fs::read(&path)
+        .map_err(|e| c.error_of(1, code::E0405, format!("{}: {e}", path.display())))?;
+    let bad = |c: &Call, message: String| c.error_of(1, code::E0406, message);
     let st = SafeTensors::deserialize(&bytes)
         .map_err(|e| bad(c, format!("not a safetensors file: {e}")))?;
     let keyed = crate::nn::checkpoint::keyed_params(&model);
@@ -313,10 +283,7 @@ fn load_weights(c: &mut Call) -> Result<Value, Diagnostic> {
     let mut updates = Vec::with_capacity(keyed.len());
     for (key, p) in &keyed {
         let view = st.tensor(key).map_err(|_| {
-            c.error_at(
-                1,
-                "E0407",
-                "tensor missing from checkpoint",
+            c.error_of(1, code::E0407,
                 format!("no tensor `{key}` in this file"),
             )
             .note(format!(
@@ -330,10 +297,9 @@ fn load_weights(c: &mut Call) -> Result<Value, Diagnostic> {
         let old = crate::nn::param(c.it, &p.name, span)?;
         if view.shape() != old.shape() {
             return Err(c
-                .error_at(
+                .error_of(
                     1,
-                    "E0217",
-                    "checkpoint shape differs",
+                    code::E0217,
                     format!(
                         "`{key}` is {} in the file",
                         crate::display::format_named_shape(view.shape(), None)
@@ -375,7 +341,7 @@ fn load_weights(c: &mut Call) -> Result<Value, Diagnostic> {
             unused.len(),
             if unused.len() == 1 { "" } else { "s" }
         );
-        c.warn_at(1, "W0401", "checkpoint has unused tensors", label);
+        c.warn_of(1, code::W0401, label);
     }
     let n = updates.len();
     for (name, value) in updates {

@@ -7,6 +7,7 @@
 //! `files.rs` name them in their `shape` field.
 
 use super::site::CallSite;
+use mlpl_diag::code;
 use std::path::{Component, Path};
 
 use crate::check::abstract_value::{AbsArray, AbsValue};
@@ -93,7 +94,7 @@ pub fn load_preloaded(c: &mut ShapeCtx) -> Rule {
         None => Err(c
             .error_at(
                 0,
-                "E0104",
+                code::E0104,
                 format!("unknown corpus `{name}`"),
                 "not a preloaded corpus",
             )
@@ -113,7 +114,7 @@ pub fn save(c: &mut ShapeCtx) -> Rule {
     match c.value(0) {
         AbsValue::Str(_) | AbsValue::Tokenizer => {
             let kind = c.value(0).kind_name().unwrap_or("value");
-            return Err(c.error_at(0, "E0301", "expected an array", format!("this is a {kind}")));
+            return Err(c.error_of(0, code::E0301, format!("this is a {kind}")));
         }
         _ => {}
     }
@@ -147,9 +148,15 @@ mod tests {
     fn paths_are_checked_lexically() {
         assert!(lexical_path_error("data/train.csv").is_none());
         assert!(lexical_path_error("a/../b.csv").is_none());
-        assert_eq!(lexical_path_error("/etc/passwd").unwrap().code(), "E0404");
-        assert_eq!(lexical_path_error("../x.csv").unwrap().code(), "E0404");
-        assert_eq!(lexical_path_error("a/../../x.csv").unwrap().code(), "E0404");
-        assert_eq!(lexical_path_error("C:x.csv").unwrap().code(), "E0404");
+        assert_eq!(
+            lexical_path_error("/etc/passwd").unwrap().code(),
+            code::E0404
+        );
+        assert_eq!(lexical_path_error("../x.csv").unwrap().code(), code::E0404);
+        assert_eq!(
+            lexical_path_error("a/../../x.csv").unwrap().code(),
+            code::E0404
+        );
+        assert_eq!(lexical_path_error("C:x.csv").unwrap().code(), code::E0404);
     }
 }

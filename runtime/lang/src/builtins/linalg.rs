@@ -4,6 +4,7 @@ use super::ParamKind::*;
 use super::{req, Builtin, Diff, Facts};
 use crate::eval::{ops, Call, Interp};
 use crate::value::{named_shape, Array, Value};
+use mlpl_diag::code;
 use mlpl_diag::{Diagnostic, Span};
 use mlpl_syntax::Expr;
 
@@ -110,7 +111,7 @@ pub fn inner_dims_error(
     } else {
         "the only axis"
     };
-    let mut d = Diagnostic::error("E0203", format!("inner dimensions differ in `{op}`"))
+    let mut d = Diagnostic::of_op(code::E0203, op)
         .at(b.0, format!("right operand: {}", b.1))
         .with_label(a.0, format!("left operand: {}", a.1))
         .note(format!("the last axis of the left operand ({ka}) must equal {which} of the right operand ({kb})"));
@@ -128,7 +129,7 @@ pub fn contraction_names_error(
     na: &str,
     nb: &str,
 ) -> Diagnostic {
-    Diagnostic::error("E0204", "contraction axes are named differently")
+    Diagnostic::of(code::E0204)
         .at(b.0, format!("right operand: {}", b.1))
         .with_label(a.0, format!("left operand: {}", a.1))
         .note(format!(
@@ -141,7 +142,7 @@ pub fn contraction_names_error(
 
 /// E0205: an operand of `op` (at `span`, of named shape `shape`) is a scalar.
 pub fn scalar_operand_error(op: &str, span: Span, shape: &str) -> Diagnostic {
-    Diagnostic::error("E0205", "wrong rank")
+    Diagnostic::of(code::E0205)
         .at(span, format!("has shape {shape}"))
         .note(format!("`{op}` needs operands of rank 1 or more"))
 }

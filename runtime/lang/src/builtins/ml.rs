@@ -6,6 +6,7 @@ use super::{opt, req, Builtin, Diff, Facts};
 use crate::eval::{ops, Call};
 use crate::value::{named_shape, Array, Value};
 use mlpl_devices::math;
+use mlpl_diag::code;
 use mlpl_diag::Diagnostic;
 
 /// The builtins of this group.
@@ -137,12 +138,7 @@ pub fn check_cross_entropy(
     let rows: usize = s[..s.len() - 1].iter().product();
     if targets.numel() != rows {
         return Err(c
-            .error_at(
-                1,
-                "E0214",
-                "target count differs from the rows of the logits",
-                format!("targets: {}", named_shape(targets)),
-            )
+            .error_of(1, code::E0214, format!("targets: {}", named_shape(targets)))
             .with_label(c.arg_span(0), format!("logits: {}", named_shape(logits)))
             .note(format!(
                 "expected [{rows}] targets (one per row of the logits), got {}",
@@ -152,10 +148,9 @@ pub fn check_cross_entropy(
     for (r, &t) in targets.to_f64().iter().enumerate() {
         if t.fract() != 0.0 || !(t >= 0.0 && t < v as f64) {
             return Err(c
-                .error_at(
+                .error_of(
                     1,
-                    "E0402",
-                    "id or index out of range",
+                    code::E0402,
                     format!("target {} at position {r}", crate::display::format_f64(t)),
                 )
                 .note(format!("targets must be integers in [0, {v})")));

@@ -6,6 +6,7 @@ use crate::check::abstract_value::{AbsArray, AbsValue, Dim, MAX_CONST};
 use crate::check::ctx::ShapeCtx;
 use crate::check::dims;
 use crate::display::format_f64;
+use mlpl_diag::code;
 use mlpl_diag::Diagnostic;
 
 type Rule = Result<AbsValue, Diagnostic>;
@@ -94,12 +95,7 @@ pub fn cross_entropy(c: &mut ShapeCtx) -> Rule {
     if rows.provably_ne(&n) {
         let ts = targets.shape_text();
         return Err(c
-            .error_at(
-                1,
-                "E0214",
-                "target count differs from the rows of the logits",
-                format!("targets: {ts}"),
-            )
+            .error_of(1, code::E0214, format!("targets: {ts}"))
             .with_label(c.arg_span(0), format!("logits: {}", logits.shape_text()))
             .note(format!(
                 "expected [{}] targets (one per row of the logits), got {ts}",
@@ -113,10 +109,9 @@ pub fn cross_entropy(c: &mut ShapeCtx) -> Rule {
         for (r, &t) in t.iter().enumerate() {
             if t.fract() != 0.0 || !(t >= 0.0 && t < v as f64) {
                 return Err(c
-                    .error_at(
+                    .error_of(
                         1,
-                        "E0402",
-                        "id or index out of range",
+                        code::E0402,
                         format!("target {} at position {r}", format_f64(t)),
                     )
                     .note(format!("targets must be integers in [0, {v})")));

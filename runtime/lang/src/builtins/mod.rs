@@ -3,6 +3,7 @@
 //! slot for its static shape rule. Completion, hover, the checker and the
 //! interpreter all read these entries.
 
+use mlpl_diag::code;
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
@@ -67,7 +68,7 @@ fn cancelled(c: &Call) -> Diagnostic {
     match c.it.check_cancel(c.span) {
         Err(d) => d,
         // Only reached if the flag was cleared meanwhile: still say why.
-        Ok(()) => Diagnostic::error("E0409", "run cancelled").at(c.span, "cancelled here"),
+        Ok(()) => Diagnostic::of(code::E0409).at(c.span, "cancelled here"),
     }
 }
 
@@ -382,8 +383,8 @@ pub const NOT_YET_AVAILABLE: &[&str] = &["llm_call"];
 
 /// E0102 for a call to a name that is not a builtin, with close suggestions.
 pub fn unknown_function(name: &str, span: mlpl_diag::Span) -> Diagnostic {
-    let mut d =
-        Diagnostic::error("E0102", format!("unknown function `{name}`")).at(span, "not a builtin");
+    let mut d = Diagnostic::error(code::E0102, format!("unknown function `{name}`"))
+        .at(span, "not a builtin");
     if NOT_YET_AVAILABLE.contains(&name) {
         return d.note(format!(
             "`{name}` is part of MLPL but is not available in this build yet"

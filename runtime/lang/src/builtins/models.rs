@@ -3,6 +3,7 @@
 //! themselves live in `crate::nn`.
 
 use super::site::CallSite;
+use mlpl_diag::code;
 use std::collections::HashSet;
 use std::sync::Arc;
 
@@ -285,19 +286,18 @@ pub fn dim(c: &Call, i: usize) -> Result<usize, Diagnostic> {
 
 /// E0213 at argument `i`.
 pub fn dim_error(c: &Call, i: usize, label: impl Into<String>) -> Diagnostic {
-    c.error_at(i, "E0213", "invalid dimension", label)
-        .note(format!(
-            "argument `{}` of `{}` is a size",
-            c.param_name(i),
-            c.name()
-        ))
+    c.error_of(i, code::E0213, label).note(format!(
+        "argument `{}` of `{}` is a size",
+        c.param_name(i),
+        c.name()
+    ))
 }
 
 /// E0410 when the parameters of a new layer would exceed the allocation limit.
 pub fn check_elements(c: &Call, shapes: &[Vec<usize>]) -> Result<(), Diagnostic> {
     match init::elements(shapes) {
         Some(n) if n <= super::MAX_ELEMENTS => Ok(()),
-        _ => Err(c.error("E0410", "out of host memory").note(format!(
+        _ => Err(c.error(code::E0410, "out of host memory").note(format!(
             "the parameters of `{}` would not fit in memory",
             c.name()
         ))),
@@ -503,10 +503,7 @@ fn apply(c: &mut Call) -> Result<Value, Diagnostic> {
 }
 
 fn no_attention(c: &Call) -> Diagnostic {
-    c.error_at(
-        0,
-        "E0308",
-        "model has no layer of the required kind",
+    c.error_of(0, code::E0308,
         "this model has no attention layer",
     )
     .note("`attention_weights` returns the probabilities of the first `attention` or `causal_attention` layer")
@@ -545,12 +542,7 @@ fn aux_loss(c: &mut Call) -> Result<Value, Diagnostic> {
         }
     });
     if seen.is_empty() {
-        c.warn_at(
-            0,
-            "W0106",
-            "model has no `moe` layer",
-            "`aux_loss` of this model is always 0",
-        );
+        c.warn_of(0, code::W0106, "`aux_loss` of this model is always 0");
         return Ok(Value::exact(0.0));
     }
     let span = c.span;

@@ -10,6 +10,7 @@
 //! `models.rs` name them in their `shape` field.
 
 use super::site::CallSite;
+use mlpl_diag::code;
 use std::sync::Arc;
 
 use crate::check::abstract_value::{AbsArray, AbsValue};
@@ -25,12 +26,11 @@ type Rule = Result<AbsValue, Diagnostic>;
 
 /// E0213 at argument `i`, worded as `models::dim_error`.
 pub fn dim_error(c: &ShapeCtx, i: usize, label: impl Into<String>) -> Diagnostic {
-    c.error_at(i, "E0213", "invalid dimension", label)
-        .note(format!(
-            "argument `{}` of `{}` is a size",
-            c.param_name(i),
-            c.name()
-        ))
+    c.error_of(i, code::E0213, label).note(format!(
+        "argument `{}` of `{}` is a size",
+        c.param_name(i),
+        c.name()
+    ))
 }
 
 /// Argument `i` as a size: its value when constant; E0213 when it is provably not
@@ -314,7 +314,7 @@ pub fn chain(c: &mut ShapeCtx) -> Rule {
         let stage = children
             .get(e.index)
             .map_or_else(String::new, |l| l.describe());
-        return Err(Diagnostic::error("E0211", "layer input has the wrong shape")
+        return Err(Diagnostic::of(code::E0211)
             .at(
                 c.arg_span(e.index),
                 format!("`{stage}` expects […, {}], got […, {}]", e.expected, e.got),
@@ -360,10 +360,7 @@ pub fn apply(c: &mut ShapeCtx) -> Rule {
 }
 
 fn no_attention(c: &ShapeCtx) -> Diagnostic {
-    c.error_at(
-        0,
-        "E0308",
-        "model has no layer of the required kind",
+    c.error_of(0, code::E0308,
         "this model has no attention layer",
     )
     .note("`attention_weights` returns the probabilities of the first `attention` or `causal_attention` layer")
@@ -394,12 +391,7 @@ pub fn attention_weights(c: &mut ShapeCtx) -> Rule {
 pub fn aux_loss(c: &mut ShapeCtx) -> Rule {
     if let Some(m) = c.model(0)? {
         if !m.0.any(&|l| matches!(l, Layer::Moe(_))) {
-            c.warn_at(
-                0,
-                "W0106",
-                "model has no `moe` layer",
-                "`aux_loss` of this model is always 0",
-            );
+            c.warn_of(0, code::W0106, "`aux_loss` of this model is always 0");
             return Ok(AbsValue::scalar(0.0));
         }
     }

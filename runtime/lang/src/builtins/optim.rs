@@ -2,6 +2,7 @@
 
 use super::site::CallSite;
 use mlpl_devices::math;
+use mlpl_diag::code;
 use std::collections::HashSet;
 
 use mlpl_devices::{AdamStep, BinaryOp, ReduceOp, Tensor};
@@ -123,7 +124,7 @@ fn linear_warmup(c: &mut Call) -> Result<Value, Diagnostic> {
 
 /// E0109 at `span`.
 fn not_a_reference(span: Span, what: &str) -> Diagnostic {
-    Diagnostic::error("E0109", "not a parameter reference")
+    Diagnostic::of(code::E0109)
         .at(span, what)
         .note("an optimizer's parameters are a tracked parameter name, a model, or a list of these, like `[W, b, model]`")
 }
@@ -131,7 +132,7 @@ fn not_a_reference(span: Span, what: &str) -> Diagnostic {
 fn grad(c: &mut Call) -> Result<Value, Diagnostic> {
     let wrt = c.args[1].expr.unparen();
     let ExprKind::Var(name) = &wrt.kind else {
-        return Err(Diagnostic::error("E0109", "not a parameter reference")
+        return Err(Diagnostic::of(code::E0109)
             .at(wrt.span, "not a variable name")
             .note("`grad`'s second argument names the variable to differentiate with respect to, written directly: `grad(loss, W)`"));
     };
@@ -139,12 +140,12 @@ fn grad(c: &mut Call) -> Result<Value, Diagnostic> {
     let target = match c.it.ws.get(&name) {
         Some(Value::Array(a)) => a.clone(),
         Some(other) => {
-            return Err(Diagnostic::error("E0301", "expected an array")
+            return Err(Diagnostic::of(code::E0301)
                 .at(wrt.span, format!("`{name}` is a {}", other.kind_name())))
         }
         None => {
             return Err(
-                Diagnostic::error("E0101", format!("undefined name `{name}`"))
+                Diagnostic::error(code::E0101, format!("undefined name `{name}`"))
                     .at(wrt.span, "not bound"),
             )
         }
@@ -154,7 +155,7 @@ fn grad(c: &mut Call) -> Result<Value, Diagnostic> {
     let loss_expr = c.args[0].expr;
     let out = loss::evaluate(c.it, loss_expr, trainable, std::slice::from_ref(&name))?;
     if out.value.rank() > 0 {
-        c.it.warn(Diagnostic::warning("W0301", "loss is not a scalar").at(
+        c.it.warn(Diagnostic::of(code::W0301).at(
             loss_expr.span,
             format!(
                 "has shape {}; the sum of its elements is differentiated",
@@ -187,7 +188,7 @@ fn resolve_params(c: &mut Call, i: usize) -> Result<Vec<String>, Diagnostic> {
             ExprKind::Var(name) => match c.it.ws.get(name) {
                 Some(Value::Array(_)) => {
                     if !c.it.ws.tracked.contains(name) {
-                        return Err(Diagnostic::error("E0110", "not a tracked parameter")
+                        return Err(Diagnostic::of(code::E0110)
                             .at(item.span, format!("`{name}` is an ordinary variable"))
                             .help(format!(
                                 "create it with `{name} = param[...]` to make it trainable"
@@ -204,7 +205,7 @@ fn resolve_params(c: &mut Call, i: usize) -> Result<Vec<String>, Diagnostic> {
                 }
                 None => {
                     return Err(
-                        Diagnostic::error("E0101", format!("undefined name `{name}`"))
+                        Diagnostic::error(code::E0101, format!("undefined name `{name}`"))
                             .at(item.span, "not bound"),
                     )
                 }
@@ -225,8 +226,7 @@ fn resolve_params(c: &mut Call, i: usize) -> Result<Vec<String>, Diagnostic> {
         for n in found {
             if names.contains(&n) {
                 c.it.warn(
-                    Diagnostic::warning("W0302", "parameter listed twice")
-                        .at(item.span, format!("`{n}` is updated once")),
+                    Diagnostic::of(code::W0302).at(item.span, format!("`{n}` is updated once")),
                 );
             } else {
                 names.push(n);
@@ -261,13 +261,10 @@ fn optimize(
     let loss_expr = c.args[0].expr;
     let out = loss::evaluate(c.it, loss_expr, trainable, &updated)?;
     if !out.depends_on_params || updated.iter().all(|p| !out.grads.contains_key(p)) {
-        c.it.warn(
-            Diagnostic::warning("W0103", "loss does not depend on the updated parameters")
-                .at(loss_expr.span, "every gradient is zero"),
-        );
+        c.it.warn(Diagnostic::of(code::W0103).at(loss_expr.span, "every gradient is zero"));
     }
     if out.value.rank() > 0 {
-        c.it.warn(Diagnostic::warning("W0301", "loss is not a scalar").at(
+        c.it.warn(Diagnostic::of(code::W0301).at(
             loss_expr.span,
             format!(
                 "has shape {}; the sum of its elements is differentiated",

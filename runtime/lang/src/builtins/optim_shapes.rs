@@ -7,6 +7,7 @@ use super::site::CallSite;
 use crate::check::abstract_value::AbsValue;
 use crate::check::ctx::ShapeCtx;
 use mlpl_devices::math;
+use mlpl_diag::code;
 use mlpl_diag::Diagnostic;
 
 type Rule = Result<AbsValue, Diagnostic>;
@@ -16,10 +17,9 @@ fn scalar_loss(c: &mut ShapeCtx) {
     if let AbsValue::Array(a) = c.value(0) {
         if a.rank().is_some_and(|r| r > 0) {
             let shape = a.shape_text();
-            c.warn_at(
+            c.warn_of(
                 0,
-                "W0301",
-                "loss is not a scalar",
+                code::W0301,
                 format!("has shape {shape}; the sum of its elements is differentiated"),
             );
         }

@@ -2,6 +2,7 @@
 
 use super::site::CallSite;
 use mlpl_devices::ReduceOp;
+use mlpl_diag::code;
 
 use super::ParamKind::*;
 use super::{opt, req, Builtin, Diff, Facts};
@@ -120,12 +121,7 @@ fn argmax(c: &mut Call) -> Result<Value, Diagnostic> {
     };
     if empty {
         return Err(c
-            .error_at(
-                0,
-                "E0216",
-                "empty array",
-                format!("has shape {}", named_shape(&x)),
-            )
+            .error_of(0, code::E0216, format!("has shape {}", named_shape(&x)))
             .note("`argmax` needs at least one element"));
     }
     if x.is_exact() {

@@ -5,6 +5,7 @@ use super::site::CallSite;
 use crate::check::abstract_value::{AbsArray, AbsValue, AxisName, Dim};
 use crate::check::ctx::ShapeCtx;
 use crate::check::dims::fold_axis;
+use mlpl_diag::code;
 use mlpl_diag::Diagnostic;
 
 type Rule = Result<AbsValue, Diagnostic>;
@@ -119,12 +120,7 @@ fn reduction(c: &mut ShapeCtx, op: Op) -> Rule {
         };
         if empty {
             return Err(c
-                .error_at(
-                    0,
-                    "E0216",
-                    "empty array",
-                    format!("has shape {}", x.shape_text()),
-                )
+                .error_of(0, code::E0216, format!("has shape {}", x.shape_text()))
                 .note("`argmax` needs at least one element"));
         }
     }

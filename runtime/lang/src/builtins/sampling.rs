@@ -6,6 +6,7 @@ use super::{req, Builtin, Diff, Facts};
 use crate::data::sampling;
 use crate::eval::Call;
 use crate::value::{Array, Value};
+use mlpl_diag::code;
 use mlpl_diag::Diagnostic;
 
 /// The builtins of this group.
@@ -41,7 +42,7 @@ fn sample(c: &mut Call) -> Result<Value, Diagnostic> {
     let t = c.scalar(1)?;
     let seed = c.seed(2)?;
     let i = sampling::sample(&logits, t, seed).map_err(|e| {
-        let at = if e.code() == "E0216" { 0 } else { 1 };
+        let at = if e.code() == code::E0216 { 0 } else { 1 };
         c.error_at(
             at,
             e.code(),

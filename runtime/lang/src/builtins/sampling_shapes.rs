@@ -5,6 +5,7 @@ use super::site::CallSite;
 use crate::check::abstract_value::{AbsValue, Dim};
 use crate::check::ctx::ShapeCtx;
 use crate::data::sampling::SamplingError;
+use mlpl_diag::code;
 use mlpl_diag::Diagnostic;
 
 type Rule = Result<AbsValue, Diagnostic>;
@@ -17,12 +18,12 @@ pub fn sample(c: &mut ShapeCtx) -> Rule {
     c.seed(2)?;
     let len = logits.and_then(|l| l.dims.map(|d| d[0].clone()));
     if len == Some(Dim::Known(0)) {
-        return Err(c.error_at(0, "E0216", "empty array", SamplingError::Empty.to_string()));
+        return Err(c.error_of(0, code::E0216, SamplingError::Empty.to_string()));
     }
     if let (Some(t), Some(Dim::Known(_))) = (t, &len) {
         if t.is_nan() || t < 0.0 {
             let e = SamplingError::BadTemperature { temperature: t };
-            return Err(c.error_at(1, "E0401", "invalid argument value", e.to_string()));
+            return Err(c.error_of(1, code::E0401, e.to_string()));
         }
     }
     Ok(AbsValue::any_scalar())

@@ -4,6 +4,7 @@
 //! same way, so that a static error reads exactly like the runtime one.
 
 use super::Builtin;
+use mlpl_diag::code;
 use mlpl_diag::{Diagnostic, Span};
 
 /// A call of a builtin, seen at run time or by the checker.
@@ -38,12 +39,18 @@ pub trait CallSite {
         Diagnostic::error(code, message).at(self.arg_span(i), label)
     }
 
+    /// The diagnostic of `code`, with its catalog headline, at argument `i`
+    /// with a label.
+    fn error_of(&self, i: usize, code: &'static str, label: impl Into<String>) -> Diagnostic {
+        Diagnostic::of(code).at(self.arg_span(i), label)
+    }
+
     /// E0401 (invalid argument value) at argument `i`.
     fn invalid(&self, i: usize, what: impl Into<String>) -> Diagnostic {
         let param = self.param_name(i);
         self.error_at(
             i,
-            "E0401",
+            code::E0401,
             format!("invalid argument value for `{param}` of `{}`", self.name()),
             what,
         )
@@ -52,13 +59,19 @@ pub trait CallSite {
     /// E0205: argument `i`, of named shape `shape`, has the wrong rank; it must
     /// be `expected` (such as "of rank 0 or 1").
     fn rank_error_for(&self, i: usize, shape: &str, expected: &str) -> Diagnostic {
-        Diagnostic::error("E0205", "wrong rank")
+        Diagnostic::of(code::E0205)
             .at(self.arg_span(i), format!("has shape {shape}"))
             .note(format!(
                 "argument `{}` of `{}` must be {expected}",
                 self.param_name(i),
                 self.name()
             ))
+    }
+
+    /// Reports the warning `code`, with its catalog headline, at argument `i`.
+    fn warn_of(&mut self, i: usize, code: &'static str, label: impl Into<String>) {
+        let d = Diagnostic::of(code).at(self.arg_span(i), label);
+        self.push_warning(d);
     }
 
     /// A warning at argument `i` with a label.
@@ -88,16 +101,15 @@ pub fn reshape_sizes(
         if v == -1.0 {
             if infer.replace(k).is_some() {
                 return Err(c
-                    .error_at(1, "E0213", "invalid dimension", "more than one −1")
+                    .error_of(1, code::E0213, "more than one −1")
                     .note("only one dimension of `reshape` can be inferred"));
             }
             shape.push(0);
         } else if v < 0.0 || v.fract() != 0.0 || !v.is_finite() {
             return Err(c
-                .error_at(
+                .error_of(
                     1,
-                    "E0213",
-                    "invalid dimension",
+                    code::E0213,
                     format!("{} is not a valid size", crate::display::format_f64(v)),
                 )
                 .note("sizes are non-negative integers; −1 infers one size"));
@@ -130,10 +142,9 @@ pub fn token_ids(
                     format!("integers in 0..={m}")
                 });
                 Err(c
-                    .error_at(
+                    .error_of(
                         i,
-                        "E0402",
-                        "id or index out of range",
+                        code::E0402,
                         format!("{} at position {k}", crate::display::format_f64(x)),
                     )
                     .note(format!("ids must be {range}")))
@@ -153,10 +164,9 @@ pub fn one_hot_column(c: &impl CallSite, r: usize, id: f64, k: usize) -> Result<
     };
     if id >= k as f64 {
         return Err(c
-            .error_at(
+            .error_of(
                 0,
-                "E0402",
-                "id or index out of range",
+                code::E0402,
                 format!("id {} at position {r}", crate::display::format_f64(id)),
             )
             .note(format!("ids must be below k = {k}")));

@@ -9,6 +9,7 @@ use crate::eval::Call;
 use crate::nn::families::{self, Family};
 use crate::nn::{clone, layers::Layer, lora};
 use crate::value::{Model as Handle, Value};
+use mlpl_diag::code;
 use mlpl_diag::Diagnostic;
 
 /// The builtins of this group.
@@ -121,13 +122,10 @@ fn lora_builtin(c: &mut Call) -> Result<Value, Diagnostic> {
     let m = c.model(0)?.0.clone();
     if lora::has_adapters(&m) {
         return Err(c
-            .error_at(
-                0,
-                "E0310",
-                "model already has LoRA adapters",
-                "this model is a LoRA student",
-            )
-            .help("apply `lora` to the original model, or `unfreeze` the student for full fine-tuning"));
+            .error_of(0, code::E0310, "this model is a LoRA student")
+            .help(
+            "apply `lora` to the original model, or `unfreeze` the student for full fine-tuning",
+        ));
     }
     let r = c.scalar(1)?;
     if !(r.is_finite() && r.fract() == 0.0 && r >= 1.0) {
@@ -167,7 +165,7 @@ fn family(c: &Call, i: usize) -> Result<Family, Diagnostic> {
     Family::parse(name).ok_or_else(|| {
         c.error_at(
             i,
-            "E0107",
+            code::E0107,
             format!("unknown parameter family `{name}`"),
             "not a parameter family",
         )
@@ -206,12 +204,7 @@ fn embed_table(c: &mut Call) -> Result<Value, Diagnostic> {
     });
     let Some(name) = first else {
         return Err(c
-            .error_at(
-                0,
-                "E0308",
-                "model has no layer of the required kind",
-                "this model has no embedding layer",
-            )
+            .error_of(0, code::E0308, "this model has no embedding layer")
             .note("`embed_table` reads the table of the first `embed` layer"));
     };
     let span = c.span;

@@ -7,6 +7,7 @@
 //! `surgery.rs` name them in their `shape` field.
 
 use super::site::CallSite;
+use mlpl_diag::code;
 use std::sync::Arc;
 
 use super::models_shapes::dim_error;
@@ -98,7 +99,7 @@ pub fn lora(c: &mut ShapeCtx) -> Rule {
     if let Some(m) = &m {
         if m.0.any(&|l| matches!(l, Layer::Lora(_))) {
             return Err(c
-                .error_at(0, "E0310", "model already has LoRA adapters", "this model is a LoRA student")
+                .error_of(0, code::E0310, "this model is a LoRA student")
                 .help("apply `lora` to the original model, or `unfreeze` the student for full fine-tuning"));
         }
     }
@@ -152,7 +153,7 @@ fn family(c: &ShapeCtx, i: usize) -> Result<(), Diagnostic> {
             return Err(c
                 .error_at(
                     i,
-                    "E0107",
+                    code::E0107,
                     format!("unknown parameter family `{name}`"),
                     "not a parameter family",
                 )
@@ -198,12 +199,7 @@ pub fn embed_table(c: &mut ShapeCtx) -> Rule {
     match first {
         Some((v, d)) => Ok(AbsValue::Array(AbsArray::of_shape(&[v, d]))),
         None => Err(c
-            .error_at(
-                0,
-                "E0308",
-                "model has no layer of the required kind",
-                "this model has no embedding layer",
-            )
+            .error_of(0, code::E0308, "this model has no embedding layer")
             .note("`embed_table` reads the table of the first `embed` layer")),
     }
 }

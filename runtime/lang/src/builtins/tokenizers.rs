@@ -1,6 +1,7 @@
 //! Tokenizers (LANGUAGE §10.10, §16.4).
 
 use super::site::CallSite;
+use mlpl_diag::code;
 use std::sync::Arc;
 
 use super::ParamKind::*;
@@ -126,12 +127,7 @@ fn corpus_bytes(c: &Call, i: usize) -> Result<Vec<u8>, Diagnostic> {
             .map(|b| b as u8)
             .collect()),
         other => Err(c
-            .error_at(
-                i,
-                "E0302",
-                "expected a string",
-                format!("this is a {}", other.kind_name()),
-            )
+            .error_of(i, code::E0302, format!("this is a {}", other.kind_name()))
             .note("pass text or an array of bytes")),
     }
 }
@@ -146,10 +142,9 @@ fn train_bpe(c: &mut Call) -> Result<Value, Diagnostic> {
     };
     if bpe.vocab_size() < vocab {
         let got = bpe.vocab_size();
-        c.warn_at(
+        c.warn_of(
             1,
-            "W0403",
-            "vocabulary smaller than requested",
+            code::W0403,
             format!("training stopped at {got} (requested {vocab})"),
         );
     }
@@ -175,10 +170,9 @@ fn decode(c: &mut Call) -> Result<Value, Diagnostic> {
         .map_err(|e| c.error_at(1, e.code(), "id or index out of range", e.to_string()))?;
     if dropped > 0 {
         let v = tok.vocab_size();
-        c.warn_at(
+        c.warn_of(
             1,
-            "W0402",
-            "ids outside the vocabulary dropped",
+            code::W0402,
             format!(
                 "{dropped} id{} ≥ {v} dropped",
                 if dropped == 1 { "" } else { "s" }

@@ -7,6 +7,7 @@ use super::site::CallSite;
 use crate::check::abstract_value::{AbsArray, AbsValue};
 use crate::check::ctx::ShapeCtx;
 use crate::data::tokenizer;
+use mlpl_diag::code;
 use mlpl_diag::Diagnostic;
 
 type Rule = Result<AbsValue, Diagnostic>;
@@ -57,10 +58,9 @@ fn corpus(c: &ShapeCtx, i: usize) -> Result<(), Diagnostic> {
         AbsValue::Str(_) | AbsValue::Unknown => Ok(()),
         AbsValue::Array(_) => ids_arg(c, i, Some(255)).map(|_| ()),
         other => Err(c
-            .error_at(
+            .error_of(
                 i,
-                "E0302",
-                "expected a string",
+                code::E0302,
                 format!("this is a {}", other.kind_name().unwrap_or("value")),
             )
             .note("pass text or an array of bytes")),

@@ -7,6 +7,7 @@ use super::{opt, req, Builtin, Diff, Facts};
 use crate::data::svg;
 use crate::eval::Call;
 use crate::value::{named_shape, Array, Value};
+use mlpl_diag::code;
 use mlpl_diag::Diagnostic;
 
 /// The chart types of `svg`.
@@ -105,12 +106,7 @@ fn matrix_of(
     match a.shape() {
         [n, k] if cols.contains(k) => Ok((a.to_f64(), *n, *k)),
         [_, _] => Err(c
-            .error_at(
-                i,
-                "E0218",
-                "wrong argument size",
-                format!("has shape {}", named_shape(a)),
-            )
+            .error_of(i, code::E0218, format!("has shape {}", named_shape(a)))
             .note(format!("expected {expected}"))),
         _ => Err(c.rank_error(i, expected)),
     }
@@ -129,7 +125,7 @@ fn same_count(c: &Call, i: usize, n: usize, m: usize) -> Result<(), Diagnostic> 
         Ok(())
     } else {
         Err(c
-            .error_at(i, "E0218", "wrong argument size", format!("{m} entries"))
+            .error_of(i, code::E0218, format!("{m} entries"))
             .note(format!("expected {n}, one per point")))
     }
 }
@@ -188,7 +184,7 @@ fn svg_chart(c: &mut Call) -> Result<Value, Diagnostic> {
             };
             let (r, k) = (*r, *k);
             if !c.has(2) {
-                return Err(c.error("E0103", "wrong number of arguments").note("\"decision_boundary\" needs the training points as a third argument `[N, 3]` of (x, y, label)"));
+                return Err(c.error(code::E0103, "wrong number of arguments").note("\"decision_boundary\" needs the training points as a third argument `[N, 3]` of (x, y, label)"));
             }
             let (p, n, _) = matrix_of(c, 2, &[3], "`[N, 3]` of (x, y, label)")?;
             let pts: Vec<_> = (0..n)
@@ -200,7 +196,7 @@ fn svg_chart(c: &mut Call) -> Result<Value, Diagnostic> {
             return Err(c
                 .error_at(
                     1,
-                    "E0106",
+                    code::E0106,
                     format!("unknown chart type `{other}`"),
                     "not a chart type",
                 )
@@ -242,10 +238,9 @@ fn class_ids(c: &Call, i: usize) -> Result<Vec<usize>, Diagnostic> {
                 Ok(x as usize)
             } else {
                 Err(c
-                    .error_at(
+                    .error_of(
                         i,
-                        "E0218",
-                        "wrong argument size",
+                        code::E0218,
                         format!("{} is not a class id", crate::display::format_f64(x)),
                     )
                     .note("class ids are integers in 0..100000"))
@@ -280,23 +275,13 @@ fn boundary_2d(c: &mut Call) -> Result<Value, Diagnostic> {
     let dims = c.array(1)?.to_f64();
     if dims.len() != 2 {
         return Err(c
-            .error_at(
-                1,
-                "E0218",
-                "wrong argument size",
-                format!("{} entries", dims.len()),
-            )
+            .error_of(1, code::E0218, format!("{} entries", dims.len()))
             .note("dims is [rows, cols]"));
     }
     let (r, k) = (dims[0].max(0.0) as usize, dims[1].max(0.0) as usize);
     if r.checked_mul(k) != Some(out.len()) {
         return Err(c
-            .error_at(
-                0,
-                "E0218",
-                "wrong argument size",
-                format!("{} outputs", out.len()),
-            )
+            .error_of(0, code::E0218, format!("{} outputs", out.len()))
             .note(format!("dims ask for {r}·{k} grid outputs")));
     }
     let (p, n, _) = matrix_of(c, 2, &[2], "`[N, 2]`")?;

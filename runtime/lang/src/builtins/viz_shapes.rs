@@ -9,6 +9,7 @@ use super::site::CallSite;
 use super::viz::SVG_TYPES;
 use crate::check::abstract_value::{AbsArray, AbsValue, Dim};
 use crate::check::ctx::ShapeCtx;
+use mlpl_diag::code;
 use mlpl_diag::Diagnostic;
 
 type Rule = Result<AbsValue, Diagnostic>;
@@ -32,12 +33,7 @@ fn matrix_of(
     match a.dims.as_deref() {
         Some([n, k]) => match k {
             Dim::Known(k) if !cols.contains(k) => Err(c
-                .error_at(
-                    i,
-                    "E0218",
-                    "wrong argument size",
-                    format!("has shape {}", a.shape_text()),
-                )
+                .error_of(i, code::E0218, format!("has shape {}", a.shape_text()))
                 .note(format!("expected {expected}"))),
             _ => Ok(Some(n.clone())),
         },
@@ -57,7 +53,7 @@ fn same_count(c: &ShapeCtx, i: usize, n: &Option<Dim>, m: &Option<Dim>) -> Resul
     if let (Some(Dim::Known(n)), Some(Dim::Known(m))) = (n, m) {
         if n != m {
             return Err(c
-                .error_at(i, "E0218", "wrong argument size", format!("{m} entries"))
+                .error_of(i, code::E0218, format!("{m} entries"))
                 .note(format!("expected {n}, one per point")));
         }
     }
@@ -110,7 +106,7 @@ pub fn svg(c: &mut ShapeCtx) -> Rule {
             }
             if !c.has(2) {
                 if rank == Some(2) {
-                    return Err(Diagnostic::error("E0103", "wrong number of arguments")
+                    return Err(Diagnostic::of(code::E0103)
                         .at(c.span, "")
                         .note("\"decision_boundary\" needs the training points as a third argument `[N, 3]` of (x, y, label)"));
                 }
@@ -124,7 +120,7 @@ pub fn svg(c: &mut ShapeCtx) -> Rule {
             return Err(c
                 .error_at(
                     1,
-                    "E0106",
+                    code::E0106,
                     format!("unknown chart type `{other}`"),
                     "not a chart type",
                 )
@@ -176,7 +172,7 @@ pub fn boundary_2d(c: &mut ShapeCtx) -> Rule {
         if let Some(len) = d.numel() {
             if len != 2 {
                 return Err(c
-                    .error_at(1, "E0218", "wrong argument size", format!("{len} entries"))
+                    .error_of(1, code::E0218, format!("{len} entries"))
                     .note("dims is [rows, cols]"));
             }
         }
@@ -184,7 +180,7 @@ pub fn boundary_2d(c: &mut ShapeCtx) -> Rule {
             let (r, w) = (k[0].max(0.0) as usize, k[1].max(0.0) as usize);
             if r.checked_mul(w) != Some(n) {
                 return Err(c
-                    .error_at(0, "E0218", "wrong argument size", format!("{n} outputs"))
+                    .error_of(0, code::E0218, format!("{n} outputs"))
                     .note(format!("dims ask for {r}·{w} grid outputs")));
             }
         }

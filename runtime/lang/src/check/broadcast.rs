@@ -255,6 +255,7 @@ pub fn binary(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use mlpl_diag::code;
     use mlpl_syntax::ExprKind;
 
     fn e(start: usize) -> Expr {
@@ -296,11 +297,14 @@ mod tests {
             ok(&AbsArray::of_shape(&[10])).unwrap(),
             "[batch=32, feat=10]"
         );
-        assert_eq!(ok(&AbsArray::of_shape(&[3])).unwrap_err().code, "E0201");
-        assert_eq!(ok(&named(&[10], &["hidden"])).unwrap_err().code, "E0202");
+        assert_eq!(ok(&AbsArray::of_shape(&[3])).unwrap_err().code, code::E0201);
+        assert_eq!(
+            ok(&named(&[10], &["hidden"])).unwrap_err().code,
+            code::E0202
+        );
         assert_eq!(
             ok(&named(&[1, 10], &["sample", "feat"])).unwrap_err().code,
-            "E0202"
+            code::E0202
         );
         // A symbolic or unknown size never errors.
         let n = AbsArray::of_dims(vec![Dim::Symbol("N".into())]);

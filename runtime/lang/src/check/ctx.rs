@@ -9,6 +9,7 @@ use super::env::FxHashMap;
 use crate::builtins::site::CallSite;
 use crate::builtins::Builtin;
 use crate::display::format_f64;
+use mlpl_diag::code;
 use mlpl_diag::{Diagnostic, Span};
 use mlpl_syntax::Expr;
 
@@ -179,7 +180,7 @@ impl<'a> ShapeCtx<'a> {
             AbsValue::Unknown => Ok(None),
             other => Err(self.kind_error(
                 i,
-                "E0301",
+                code::E0301,
                 "expected an array",
                 other.kind_name().unwrap_or("value"),
             )),
@@ -194,7 +195,7 @@ impl<'a> ShapeCtx<'a> {
             AbsValue::Unknown => Ok(None),
             other => Err(self.kind_error(
                 i,
-                "E0302",
+                code::E0302,
                 "expected a string",
                 other.kind_name().unwrap_or("value"),
             )),
@@ -209,7 +210,7 @@ impl<'a> ShapeCtx<'a> {
             AbsValue::Unknown => Ok(None),
             other => Err(self.kind_error(
                 i,
-                "E0303",
+                code::E0303,
                 "expected a model",
                 other.kind_name().unwrap_or("value"),
             )),
@@ -222,7 +223,7 @@ impl<'a> ShapeCtx<'a> {
             AbsValue::Tokenizer | AbsValue::Unknown => Ok(()),
             other => Err(self.kind_error(
                 i,
-                "E0304",
+                code::E0304,
                 "expected a tokenizer",
                 other.kind_name().unwrap_or("value"),
             )),
@@ -265,15 +266,14 @@ impl<'a> ShapeCtx<'a> {
             return 0;
         }
         if v.fract() != 0.0 && v.is_finite() {
-            self.warn_at(
+            self.warn_of(
                 i,
-                "W0202",
-                "fraction truncated",
+                code::W0202,
                 format!("{} is read as {}", format_f64(v), v.trunc()),
             );
         }
         if v < 0.0 {
-            self.warn_at(i, "W0203", "negative count treated as 0", "negative");
+            self.warn_of(i, code::W0203, "negative");
             return 0;
         }
         v.trunc().min(usize::MAX as f64) as usize
@@ -288,10 +288,9 @@ impl<'a> ShapeCtx<'a> {
     pub fn seed(&mut self, i: usize) -> Result<(), Diagnostic> {
         if let Some(v) = self.scalar(i)? {
             if v.fract() != 0.0 && v.is_finite() {
-                self.warn_at(
+                self.warn_of(
                     i,
-                    "W0202",
-                    "fraction truncated",
+                    code::W0202,
                     format!("seed {} is read as {}", format_f64(v), v.trunc()),
                 );
             }
@@ -319,7 +318,7 @@ impl<'a> ShapeCtx<'a> {
                     return Ok(None);
                 }
                 if name.is_empty() || a.provably_unnamed() {
-                    return Err(Diagnostic::error("E0208", "array has no named axes")
+                    return Err(Diagnostic::of(code::E0208)
                         .at(self.arg_span(i), format!("axis name \"{name}\""))
                         .note(format!("the array has shape {}", a.shape_text()))
                         .help("name its axes first, for example with `label(x, [\"batch\", \"feat\"])`, or pass an axis number"));
@@ -332,7 +331,7 @@ impl<'a> ShapeCtx<'a> {
                     return Ok(None);
                 }
                 if a.names.iter().all(|n| *n != AxisName::Unknown) {
-                    return Err(Diagnostic::error("E0207", "axis name not found")
+                    return Err(Diagnostic::of(code::E0207)
                         .at(self.arg_span(i), format!("no axis is named \"{name}\""))
                         .note(format!("the array has shape {}", a.shape_text())));
                 }
@@ -348,7 +347,7 @@ impl<'a> ShapeCtx<'a> {
                 let n = v.trunc();
                 let r = rank as f64;
                 if !(n >= -r && n < r) || v.is_nan() {
-                    return Err(Diagnostic::error("E0206", "axis out of range")
+                    return Err(Diagnostic::of(code::E0206)
                         .at(self.arg_span(i), format!("axis {}", format_f64(v)))
                         .note(format!(
                             "the array has rank {rank} (shape {}); valid axes are {} to {}",
@@ -366,7 +365,7 @@ impl<'a> ShapeCtx<'a> {
             AbsValue::Unknown => Ok(None),
             other => Err(self.kind_error(
                 i,
-                "E0301",
+                code::E0301,
                 "expected an array",
                 other.kind_name().unwrap_or("value"),
             )),

@@ -3,6 +3,7 @@
 //! come from the shape rules of the registry).
 
 use mlpl_devices::{BinaryOp, UnaryOp};
+use mlpl_diag::code;
 
 use super::abstract_value::{AbsArray, AbsValue, Dim};
 use super::broadcast::{self, Operand};
@@ -149,7 +150,7 @@ impl Checker {
     fn var(&mut self, name: &str, span: Span) -> AbsValue {
         if name == "step" && self.plain_loop_depth > 0 && self.train_depth == 0 {
             self.report(
-                Diagnostic::warning("W0101", "`step` is not bound here")
+                Diagnostic::of(code::W0101)
                     .at(span, "read inside a loop that is not a `train` loop")
                     .note("`step` is bound by `train` loops; here it holds a stale value from an earlier `train`, if any"),
             );
@@ -168,7 +169,7 @@ impl Checker {
             other => {
                 let kind = other.kind_name().unwrap_or("value");
                 self.report(
-                    Diagnostic::error("E0301", "expected an array")
+                    Diagnostic::of(code::E0301)
                         .at(span, format!("this is a {kind}"))
                         .note(format!(
                             "{what} works on arrays; no operator accepts a {kind}"
@@ -193,7 +194,7 @@ impl Checker {
                             && v as f32 as f64 != v
                         {
                             self.report(
-                                Diagnostic::warning("W0204", "integer not exact in float32")
+                                Diagnostic::of(code::W0204)
                                     .at(
                                         item.span,
                                         format!(
@@ -209,7 +210,7 @@ impl Checker {
                 }
                 AbsValue::Str(_) => {
                     self.report(
-                        Diagnostic::error("E0305", "strings in an array literal")
+                        Diagnostic::of(code::E0305)
                             .at(item.span, "a string")
                             .note("arrays hold numbers; a list of strings is only accepted as axis names")
                             .help("pass names to `label`, `relabel` or `reshape_labeled`, or write them as one string: \"a,b\""),
@@ -222,8 +223,7 @@ impl Checker {
                 other => {
                     let kind = other.kind_name().unwrap_or("value");
                     self.report(
-                        Diagnostic::error("E0301", "expected an array")
-                            .at(item.span, format!("this is a {kind}")),
+                        Diagnostic::of(code::E0301).at(item.span, format!("this is a {kind}")),
                     );
                     failed = true;
                 }
@@ -277,7 +277,7 @@ impl Checker {
         for d in dims {
             let v = self.expr(d);
             let bad = || {
-                Diagnostic::error("E0213", "invalid dimension")
+                Diagnostic::of(code::E0213)
                     .at(d.span, "expected a non-negative integer scalar")
                     .note("each dimension of `param[...]` and `tensor[...]` must be a non-negative integer")
             };
@@ -315,7 +315,7 @@ impl Checker {
                 if DeviceTarget::parse(&name).is_none() {
                     self.report(
                         Diagnostic::warning(
-                            "W0502",
+                            code::W0502,
                             format!("unknown device `{name}`; this block runs on the CPU"),
                         )
                         .at(target.span, "not a device target")
@@ -327,7 +327,7 @@ impl Checker {
             other => {
                 let kind = other.kind_name().unwrap_or("value");
                 self.report(
-                    Diagnostic::error("E0302", "expected a string")
+                    Diagnostic::of(code::E0302)
                         .at(target.span, format!("this is a {kind}"))
                         .note(
                             "a device target is a string: \"cpu\", \"cuda\", \"cuda:N\" or \"mlx\"",
@@ -355,7 +355,7 @@ impl Checker {
         }
         if self.loss.is_some() && b.diff == Diff::Effect && !b.facts.allowed_in_loss {
             self.report(
-                Diagnostic::error("E0306", "not allowed in a loss")
+                Diagnostic::of(code::E0306)
                     .at(name.span, format!("`{}` cannot be part of a loss", b.name))
                     .note(format!("`{}` has side effects or does not return an array, so it cannot be differentiated", b.name))
                     .help("compute it before the optimizer call and use the result as a constant"),
@@ -403,7 +403,7 @@ impl Checker {
                 });
             if let Some((a, p)) = live {
                 self.report(
-                    Diagnostic::error("E0306", "not allowed in a loss")
+                    Diagnostic::of(code::E0306)
                         .at(a.span, format!("argument `{}` depends on a trainable parameter", p.name))
                         .note(format!("`{}` is not differentiable; inside a loss it may only be applied to values that do not depend on parameters", b.name))
                         .help("compute it outside the loss, or on data rather than on parameters"),
@@ -453,7 +453,7 @@ impl Checker {
             && !matches!(args[1].unparen().kind, ExprKind::Number(g) if g == 0.0);
         if b.facts.parameterised || gain {
             self.report(
-                Diagnostic::warning("W0102", "layer constructed on every iteration")
+                Diagnostic::of(code::W0102)
                     .at(span, "creates new parameters each time it is evaluated")
                     .help("construct the layer once, before the loop, and apply it inside"),
             );
@@ -476,7 +476,7 @@ impl Checker {
                     other => {
                         let kind = other.kind_name().unwrap_or("value");
                         self.report(
-                            Diagnostic::error("E0302", "expected a string")
+                            Diagnostic::of(code::E0302)
                                 .at(item.span, format!("this is a {kind}"))
                                 .note("each entry of a names list is an axis name (a string)"),
                         );
@@ -492,7 +492,7 @@ impl Checker {
             other => {
                 let kind = other.kind_name().unwrap_or("value");
                 self.report(
-                    Diagnostic::error("E0302", "expected a string")
+                    Diagnostic::of(code::E0302)
                         .at(e.span, format!("this is a {kind}"))
                         .note("axis names are a list of strings, like [\"batch\", \"feat\"], or one string like \"batch,feat\""),
                 );

@@ -6,13 +6,14 @@
 //! W0302) and warns when a loss provably ignores the updated parameters (W0103).
 
 use super::env::FxHashSet as HashSet;
+use mlpl_diag::code;
 
 use super::abstract_value::AbsValue;
 use super::env::Tri;
 use super::expr::Checker;
 use crate::builtins::{self, Builtin, Diff};
 use mlpl_diag::{Diagnostic, Span};
-use mlpl_syntax::{Expr, ExprKind, Stmt, StmtKind};
+use mlpl_syntax::{walk, Expr, ExprKind, Stmt, StmtKind};
 
 /// The context of a loss being analysed. The provably trainable leaves of the
 /// loss are the variables that are provably tracked parameters, and `grad`'s
@@ -36,7 +37,7 @@ struct Params {
 }
 
 fn not_a_reference(span: Span, what: &str) -> Diagnostic {
-    Diagnostic::error("E0109", "not a parameter reference")
+    Diagnostic::of(code::E0109)
         .at(span, what)
         .note("an optimizer's parameters are a tracked parameter name, a model, or a list of these, like `[W, b, model]`")
 }
@@ -60,14 +61,14 @@ impl Checker {
                     Some(other) => {
                         let kind = other.kind_name().unwrap_or("value");
                         self.report(
-                            Diagnostic::error("E0301", "expected an array")
+                            Diagnostic::of(code::E0301)
                                 .at(wrt.span, format!("`{name}` is a {kind}")),
                         );
                     }
                 },
                 _ => {
                     self.report(
-                        Diagnostic::error("E0109", "not a parameter reference")
+                        Diagnostic::of(code::E0109)
                             .at(wrt.span, "not a variable name")
                             .note("`grad`'s second argument names the variable to differentiate with respect to, written directly: `grad(loss, W)`"),
                     );
@@ -85,7 +86,7 @@ impl Checker {
             if v.provably_not_array() {
                 let kind = v.kind_name().unwrap_or("value");
                 self.report(
-                    Diagnostic::error("E0301", "expected an array")
+                    Diagnostic::of(code::E0301)
                         .at(loss.span, format!("the loss is a {kind}"))
                         .note("a loss must evaluate to an array (usually a scalar)"),
                 );
@@ -105,11 +106,7 @@ impl Checker {
                 vars_read(loss, &mut read);
                 if self.provably_independent(&p, &read) {
                     self.report(
-                        Diagnostic::warning(
-                            "W0103",
-                            "loss does not depend on the updated parameters",
-                        )
-                        .at(loss.span, "every gradient is zero"),
+                        Diagnostic::of(code::W0103).at(loss.span, "every gradient is zero"),
                     );
                 }
             }
@@ -161,7 +158,7 @@ impl Checker {
                         AbsValue::Array(_) => {
                             if b.tracked == Tri::No {
                                 self.report(
-                                    Diagnostic::error("E0110", "not a tracked parameter")
+                                    Diagnostic::of(code::E0110)
                                         .at(item.span, format!("`{name}` is an ordinary variable"))
                                         .help(format!("create it with `{name} = param[...]` to make it trainable")),
                                 );
@@ -170,7 +167,7 @@ impl Checker {
                             }
                             if p.vars.contains(name) {
                                 self.report(
-                                    Diagnostic::warning("W0302", "parameter listed twice")
+                                    Diagnostic::of(code::W0302)
                                         .at(item.span, format!("`{name}` is updated once")),
                                 );
                             } else {
@@ -267,24 +264,15 @@ pub fn vars_read(e: &Expr, out: &mut HashSet<String>) {
         ExprKind::Var(n) => {
             out.insert(n.clone());
         }
-        ExprKind::Call { args, .. } => args.iter().for_each(|a| vars_read(a, out)),
-        ExprKind::List(items) | ExprKind::Ctor { dims: items, .. } => {
-            items.iter().for_each(|a| vars_read(a, out))
-        }
-        ExprKind::Neg(x) | ExprKind::Paren(x) => vars_read(x, out),
-        ExprKind::Binary { lhs, rhs, .. } => {
-            vars_read(lhs, out);
-            vars_read(rhs, out);
-        }
-        ExprKind::Device { target, body } => {
-            vars_read(target, out);
-            stmts_read(&body.stmts, out);
-        }
         // A part that did not parse may read anything.
         ExprKind::Error => {
             out.insert(UNPARSED.to_string());
         }
-        ExprKind::Number(_) | ExprKind::Str(_) => {}
+        _ => {}
+    }
+    walk::children(e).for_each(|c| vars_read(c, out));
+    if let Some(body) = walk::device_body(e) {
+        stmts_read(&body.stmts, out);
     }
 }
 
@@ -293,20 +281,14 @@ const UNPARSED: &str = "\0unparsed";
 
 fn stmts_read(stmts: &[Stmt], out: &mut HashSet<String>) {
     for s in stmts {
-        match &s.kind {
-            StmtKind::Expr(e)
-            | StmtKind::Assign { value: e, .. }
-            | StmtKind::Annotated { value: e, .. } => vars_read(e, out),
-            StmtKind::Repeat { count: e, body }
-            | StmtKind::Train { count: e, body }
-            | StmtKind::For { iter: e, body, .. }
-            | StmtKind::Experiment { name: e, body } => {
-                vars_read(e, out);
-                stmts_read(&body.stmts, out);
-            }
-            StmtKind::Error => {
-                out.insert(UNPARSED.to_string());
-            }
+        if matches!(s.kind, StmtKind::Error) {
+            out.insert(UNPARSED.to_string());
+        }
+        if let Some(e) = walk::stmt_expr(s) {
+            vars_read(e, out);
+        }
+        if let Some(body) = walk::stmt_body(s) {
+            stmts_read(&body.stmts, out);
         }
     }
 }

@@ -5,6 +5,7 @@
 //! interpreter and the estimator use. `apply` runs the layers over abstract
 //! arrays with the interpreter's input checks (E0211, E0212, E0402).
 
+use mlpl_diag::code;
 use std::sync::Arc;
 
 use super::abstract_value::{AbsArray, AxisName, Dim};
@@ -179,7 +180,7 @@ impl Forward {
 
     /// E0211 for `layer` given `x`, worded as `nn::apply`.
     fn wrong_input(&self, layer: &Layer, pattern: &str, x: &AbsArray) -> Diagnostic {
-        Diagnostic::error("E0211", "layer input has the wrong shape")
+        Diagnostic::of(code::E0211)
             .at(
                 self.x_span,
                 format!(
@@ -257,7 +258,7 @@ impl Forward {
                 if let Some(c) = &x.constant {
                     for (i, &id) in c.iter().enumerate() {
                         if !(id.fract() == 0.0 && id >= 0.0 && id < e.vocab as f64) {
-                            return Err(Diagnostic::error("E0402", "id or index out of range")
+                            return Err(Diagnostic::of(code::E0402)
                                 .at(
                                     self.x_span,
                                     format!("id {} at position {i}", format_f64(id)),
@@ -379,7 +380,7 @@ impl Forward {
 
 /// E0212, worded as `nn::apply`: the block maps `from` to `to`.
 pub fn residual_error(span: Span, from: &str, to: &str) -> Diagnostic {
-    Diagnostic::error("E0212", "residual block changes the shape")
+    Diagnostic::of(code::E0212)
         .at(span, format!("the block maps {from} to {to}"))
         .note("`residual(m)` computes x + m(x), so m must keep the shape of its input")
         .help("make the block end with a layer that maps back to the input width")
@@ -449,9 +450,9 @@ mod tests {
         let x = AbsArray::of_dims(vec![Dim::Symbol("N".into()), Dim::Known(4)]);
         assert_eq!(f.layer(&m, &x).unwrap().shape_text(), "[N, 2]");
         let y = AbsArray::of_shape(&[3, 5]);
-        assert_eq!(f.layer(&m, &y).unwrap_err().code, "E0211");
+        assert_eq!(f.layer(&m, &y).unwrap_err().code, code::E0211);
         let r = Layer::Residual(linear(4, 8));
-        assert_eq!(f.layer(&r, &x).unwrap_err().code, "E0212");
+        assert_eq!(f.layer(&r, &x).unwrap_err().code, code::E0212);
         let r = Layer::Residual(Arc::new(Layer::Chain(vec![linear(4, 4)])));
         assert_eq!(f.layer(&r, &x).unwrap().shape_text(), "[N, 4]");
     }

@@ -3,11 +3,12 @@
 //! W0105 (a variable shadowing a builtin).
 
 use super::env::FxHashSet as HashSet;
+use mlpl_diag::code;
 
 use crate::builtins;
 use crate::builtins::unknown_function;
 use mlpl_diag::Diagnostic;
-use mlpl_syntax::{Expr, ExprKind, Program, Stmt, StmtKind};
+use mlpl_syntax::{walk, Expr, ExprKind, Program, Stmt, StmtKind};
 
 /// Checks a program in source order with one flat scope (LANGUAGE §6.4).
 pub fn check(program: &Program) -> Vec<Diagnostic> {
@@ -30,7 +31,7 @@ impl NameChecker {
     fn bind(&mut self, name: &str, span: mlpl_diag::Span) {
         if builtins::lookup(name).is_some() {
             self.out.push(
-                Diagnostic::warning("W0105", format!("variable `{name}` shadows a builtin"))
+                Diagnostic::warning(code::W0105, format!("variable `{name}` shadows a builtin"))
                     .at(span, "this variable")
                     .note(format!("calls like `{name}(...)` still reach the builtin")),
             );
@@ -62,7 +63,7 @@ impl NameChecker {
         let later: HashSet<&str> = assigned.iter().map(|s| s.as_str()).collect();
         let new: Vec<Diagnostic> = self.out.drain(out_len..).collect();
         for d in new {
-            let spurious = d.code == "E0101"
+            let spurious = d.code == code::E0101
                 && d.message
                     .split('`')
                     .nth(1)
@@ -109,7 +110,7 @@ impl NameChecker {
             ExprKind::Number(_) | ExprKind::Str(_) | ExprKind::Error => {}
             ExprKind::Var(name) => {
                 if !self.bound.contains(name) && !is_implicit(name) {
-                    let mut d = Diagnostic::error("E0101", format!("undefined name `{name}`"))
+                    let mut d = Diagnostic::error(code::E0101, format!("undefined name `{name}`"))
                         .at(e.span, "not bound before this point");
                     if builtins::lookup(name).is_some() {
                         d = d.help(format!("`{name}` is a builtin: call it as `{name}(...)`"));
@@ -121,43 +122,33 @@ impl NameChecker {
                     self.out.push(d);
                 }
             }
-            ExprKind::Call { name, args } => {
-                match builtins::lookup(&name.name) {
-                    None => self.out.push(unknown_function(&name.name, name.span)),
-                    Some(b) => {
-                        let n = args.len();
-                        if n < b.min_args() || n > b.max_args() {
-                            self.out.push(
-                                Diagnostic::error("E0103", "wrong number of arguments")
-                                    .at(
-                                        e.span,
-                                        format!(
-                                            "{n} argument{} given",
-                                            if n == 1 { "" } else { "s" }
-                                        ),
-                                    )
-                                    .note(format!("{}, got {n}", b.arity_text()))
-                                    .help(format!("the accepted form is `{}`", b.signature())),
-                            );
-                        }
+            ExprKind::Call { name, args } => match builtins::lookup(&name.name) {
+                None => self.out.push(unknown_function(&name.name, name.span)),
+                Some(b) => {
+                    let n = args.len();
+                    if n < b.min_args() || n > b.max_args() {
+                        self.out.push(
+                            Diagnostic::of(code::E0103)
+                                .at(
+                                    e.span,
+                                    format!("{n} argument{} given", if n == 1 { "" } else { "s" }),
+                                )
+                                .note(format!("{}, got {n}", b.arity_text()))
+                                .help(format!("the accepted form is `{}`", b.signature())),
+                        );
                     }
                 }
-                for a in args {
-                    self.expr(a);
-                }
-            }
-            ExprKind::List(items) | ExprKind::Ctor { dims: items, .. } => {
-                items.iter().for_each(|i| self.expr(i))
-            }
-            ExprKind::Neg(x) | ExprKind::Paren(x) => self.expr(x),
-            ExprKind::Binary { lhs, rhs, .. } => {
-                self.expr(lhs);
-                self.expr(rhs);
-            }
-            ExprKind::Device { target, body } => {
-                self.expr(target);
-                self.stmts(&body.stmts);
-            }
+            },
+            ExprKind::List(_)
+            | ExprKind::Ctor { .. }
+            | ExprKind::Neg(_)
+            | ExprKind::Paren(_)
+            | ExprKind::Binary { .. }
+            | ExprKind::Device { .. } => {}
+        }
+        walk::children(e).for_each(|c| self.expr(c));
+        if let Some(body) = walk::device_body(e) {
+            self.stmts(&body.stmts);
         }
     }
 }

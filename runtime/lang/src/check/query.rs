@@ -31,6 +31,7 @@ use super::stmt::assigned_in_block;
 use crate::builtins::{self, ParamKind};
 use crate::nn::layers::Layer;
 use mlpl_diag::Span;
+use mlpl_syntax::walk::{self, children};
 use mlpl_syntax::{Block, Expr, ExprKind, Program, Stmt, StmtKind};
 
 /// One assignment (or `for` variable), at any depth, and the value it binds.
@@ -645,32 +646,7 @@ fn assigned_names(s: &Stmt) -> Vec<String> {
 
 /// The expressions of a statement outside its body.
 fn header_exprs(s: &Stmt) -> Vec<&Expr> {
-    match &s.kind {
-        StmtKind::Expr(e)
-        | StmtKind::Assign { value: e, .. }
-        | StmtKind::Annotated { value: e, .. }
-        | StmtKind::Repeat { count: e, .. }
-        | StmtKind::Train { count: e, .. }
-        | StmtKind::For { iter: e, .. }
-        | StmtKind::Experiment { name: e, .. } => vec![e],
-        StmtKind::Error => Vec::new(),
-    }
-}
-
-/// The direct sub-expressions of `e` (a `device` block's target only).
-fn children(e: &Expr) -> impl Iterator<Item = &Expr> {
-    let none: &[Expr] = &[];
-    let (many, one, two): (&[Expr], Option<&Expr>, Option<&Expr>) = match &e.kind {
-        ExprKind::Call { args, .. } => (args, None, None),
-        ExprKind::List(items) | ExprKind::Ctor { dims: items, .. } => (items, None, None),
-        ExprKind::Neg(x) | ExprKind::Paren(x) => (none, Some(&**x), None),
-        ExprKind::Binary { lhs, rhs, .. } => (none, Some(&**lhs), Some(&**rhs)),
-        ExprKind::Device { target, .. } => (none, Some(&**target), None),
-        ExprKind::Number(_) | ExprKind::Str(_) | ExprKind::Var(_) | ExprKind::Error => {
-            (none, None, None)
-        }
-    };
-    many.iter().chain(one).chain(two)
+    walk::stmt_expr(s).into_iter().collect()
 }
 
 /// Whether `s` has a body or a `device` block in its expressions.

@@ -6,8 +6,9 @@
 use super::abstract_value::{AbsArray, AbsValue, Dim};
 use super::env::{Env, Snapshot};
 use super::expr::{AssignedValue, Checker};
+use mlpl_diag::code;
 use mlpl_diag::{Diagnostic, Span};
-use mlpl_syntax::{Block, CtorKind, Expr, ExprKind, Ident, Program, Stmt, StmtKind};
+use mlpl_syntax::{walk, Block, CtorKind, Expr, ExprKind, Ident, Program, Stmt, StmtKind};
 
 /// Passes over a loop body, after the first iterations, before giving up on a
 /// fixed point and forgetting what the body assigns.
@@ -99,7 +100,7 @@ impl Checker {
                     other => {
                         let kind = other.kind_name().unwrap_or("value");
                         self.report(
-                            Diagnostic::error("E0302", "expected a string")
+                            Diagnostic::of(code::E0302)
                                 .at(name.span, format!("this is a {kind}"))
                                 .note("an experiment's name is a string"),
                         );
@@ -119,7 +120,7 @@ impl Checker {
             other => {
                 let kind = other.kind_name().unwrap_or("value");
                 self.report(
-                    Diagnostic::error("E0301", "expected an array")
+                    Diagnostic::of(code::E0301)
                         .at(value.span, format!("this is a {kind}"))
                         .note("an axis annotation names the axes of an array"),
                 );
@@ -166,7 +167,7 @@ impl Checker {
             Some(0) => {}
             Some(_) => {
                 self.report(
-                    Diagnostic::error("E0205", "wrong rank")
+                    Diagnostic::of(code::E0205)
                         .at(count.span, format!("has shape {}", a.shape_text()))
                         .note("a loop count must be a scalar"),
                 );
@@ -180,15 +181,12 @@ impl Checker {
         }
         if n.fract() != 0.0 && n.is_finite() {
             self.report(
-                Diagnostic::warning("W0202", "fraction truncated")
+                Diagnostic::of(code::W0202)
                     .at(count.span, format!("runs {} times", n.trunc().max(0.0))),
             );
         }
         if n < 0.0 {
-            self.report(
-                Diagnostic::warning("W0203", "negative count treated as 0")
-                    .at(count.span, "the loop runs zero times"),
-            );
+            self.report(Diagnostic::of(code::W0203).at(count.span, "the loop runs zero times"));
             return Some(0);
         }
         Some(n.trunc().min(usize::MAX as f64) as usize)
@@ -201,7 +199,7 @@ impl Checker {
                 if let ExprKind::Call { name, .. } = &e.unparen().kind {
                     if crate::builtins::has_fact(&name.name, |f| f.optimizer) {
                         self.report(
-                            Diagnostic::warning("W0104", "train body ends with an optimizer call")
+                            Diagnostic::of(code::W0104)
                                 .at(last.span, "the recorded loss will be 0")
                                 .help("end the body with the loss, for example `adam(loss, m, ...); loss_metric = loss`"),
                         );
@@ -222,7 +220,7 @@ impl Checker {
         if outcome.first.provably_not_array() {
             let kind = outcome.first.kind_name().unwrap_or("value");
             self.report(
-                Diagnostic::error("E0307", "loop body did not end with an array")
+                Diagnostic::of(code::E0307)
                     .at(last_stmt_span(body), format!("this is a {kind}"))
                     .note("the last statement of a `train` body is the iteration's loss"),
             );
@@ -252,20 +250,17 @@ impl Checker {
         let Some(a) = self.expect_array(&v, iter.span, "`for`") else {
             return AbsValue::Unknown;
         };
-        let rows = match &a.dims {
-            Some(d) if d.is_empty() => {
-                self.report(
-                    Diagnostic::error("E0205", "wrong rank")
-                        .at(iter.span, "a scalar")
-                        .note(
-                            "`for` iterates over the rows (axis 0) of an array of rank 1 or more",
-                        ),
-                );
-                return AbsValue::Unknown;
-            }
-            Some(d) => d[0].known(),
-            None => None,
-        };
+        let rows =
+            match &a.dims {
+                Some(d) if d.is_empty() => {
+                    self.report(Diagnostic::of(code::E0205).at(iter.span, "a scalar").note(
+                        "`for` iterates over the rows (axis 0) of an array of rank 1 or more",
+                    ));
+                    return AbsValue::Unknown;
+                }
+                Some(d) => d[0].known(),
+                None => None,
+            };
         let row = |r: Option<usize>| -> AbsValue {
             let Some(dims) = &a.dims else {
                 return AbsValue::any_array();
@@ -295,7 +290,7 @@ impl Checker {
         if outcome.first.provably_not_array() {
             let kind = outcome.first.kind_name().unwrap_or("value");
             self.report(
-                Diagnostic::error("E0307", "loop body did not end with an array")
+                Diagnostic::of(code::E0307)
                     .at(span, format!("this is a {kind}"))
                     .note("each iteration of `for` must end with an array; they are stacked into `last_rows`"),
             );
@@ -304,7 +299,7 @@ impl Checker {
             if let (Some(x), Some(y)) = (f.known_shape(), s.known_shape()) {
                 if x != y {
                     self.report(
-                        Diagnostic::error("E0215", "loop values differ in shape")
+                        Diagnostic::of(code::E0215)
                             .at(
                                 span,
                                 format!("iteration 1 ends with shape {}", s.shape_text()),
@@ -532,43 +527,31 @@ pub fn assigned_in_block(stmts: &[Stmt], out: &mut Vec<String>) {
 }
 
 fn assigned_in_expr(e: &Expr, out: &mut Vec<String>) {
-    match &e.kind {
-        ExprKind::Call { name, args } => {
-            if name.name == "to_device" {
-                for a in args {
-                    if let ExprKind::Var(v) = &a.unparen().kind {
+    if let ExprKind::Call { name, args } = &e.kind {
+        if name.name == "to_device" {
+            for a in args {
+                if let ExprKind::Var(v) = &a.unparen().kind {
+                    out.push(v.clone());
+                }
+            }
+        }
+        // Optimizers update the parameters they list in place.
+        if crate::builtins::has_fact(&name.name, |f| f.optimizer) {
+            if let Some(p) = args.get(1) {
+                let items = match &p.unparen().kind {
+                    ExprKind::List(items) => items.iter().collect(),
+                    _ => vec![p],
+                };
+                for item in items {
+                    if let ExprKind::Var(v) = &item.unparen().kind {
                         out.push(v.clone());
                     }
                 }
             }
-            // Optimizers update the parameters they list in place.
-            if crate::builtins::has_fact(&name.name, |f| f.optimizer) {
-                if let Some(p) = args.get(1) {
-                    let items = match &p.unparen().kind {
-                        ExprKind::List(items) => items.iter().collect(),
-                        _ => vec![p],
-                    };
-                    for item in items {
-                        if let ExprKind::Var(v) = &item.unparen().kind {
-                            out.push(v.clone());
-                        }
-                    }
-                }
-            }
-            args.iter().for_each(|a| assigned_in_expr(a, out));
         }
-        ExprKind::List(items) | ExprKind::Ctor { dims: items, .. } => {
-            items.iter().for_each(|a| assigned_in_expr(a, out))
-        }
-        ExprKind::Neg(x) | ExprKind::Paren(x) => assigned_in_expr(x, out),
-        ExprKind::Binary { lhs, rhs, .. } => {
-            assigned_in_expr(lhs, out);
-            assigned_in_expr(rhs, out);
-        }
-        ExprKind::Device { target, body } => {
-            assigned_in_expr(target, out);
-            assigned_in_block(&body.stmts, out);
-        }
-        ExprKind::Number(_) | ExprKind::Str(_) | ExprKind::Var(_) | ExprKind::Error => {}
+    }
+    walk::children(e).for_each(|c| assigned_in_expr(c, out));
+    if let Some(body) = walk::device_body(e) {
+        assigned_in_block(&body.stmts, out);
     }
 }

@@ -3,6 +3,7 @@
 //! `[n, d]` float64 matrix.
 
 use mlpl_devices::math;
+use mlpl_diag::code;
 use std::fmt;
 
 use super::rng::Xorshift64;
@@ -69,8 +70,8 @@ impl AnalysisError {
     /// The diagnostic code of LANGUAGE §20 this error is reported with.
     pub fn code(&self) -> &'static str {
         match self {
-            AnalysisError::ShapeMismatch { .. } => "E0205",
-            _ => "E0401",
+            AnalysisError::ShapeMismatch { .. } => code::E0205,
+            _ => code::E0401,
         }
     }
 }
@@ -643,10 +644,10 @@ mod tests {
             tsne(&[], usize::MAX >> 8, 0, 5.0, 1, 1),
             Err(AnalysisError::TooLarge)
         );
-        assert_eq!(AnalysisError::TooLarge.code(), "E0401");
+        assert_eq!(AnalysisError::TooLarge.code(), code::E0401);
         assert_eq!(
             AnalysisError::ShapeMismatch { len: 0, n: 1, d: 1 }.code(),
-            "E0205"
+            code::E0205
         );
     }
 
@@ -935,6 +936,6 @@ mod tests {
         assert!(tsne(&[], 0, 1, 0.5, 1, 1).is_err());
         // A single row with perplexity in (0, 1) stays finite.
         assert_eq!(tsne(&[4.0], 1, 1, 0.5, 3, 1).unwrap(), vec![0.0, 0.0]);
-        assert_eq!(AnalysisError::NoIterations.code(), "E0401");
+        assert_eq!(AnalysisError::NoIterations.code(), code::E0401);
     }
 }

@@ -6,6 +6,7 @@
 //! it stores them.
 
 use mlpl_devices::math;
+use mlpl_diag::code;
 use std::f64::consts::PI;
 use std::fmt;
 
@@ -37,9 +38,9 @@ impl DatasetError {
     /// The diagnostic code of LANGUAGE §20 this error is reported with.
     pub fn code(&self) -> &'static str {
         match self {
-            DatasetError::GridSizeZero | DatasetError::BadFraction { .. } => "E0401",
-            DatasetError::TooFewRows { .. } => "E0216",
-            DatasetError::TooLarge => "E0401",
+            DatasetError::GridSizeZero | DatasetError::BadFraction { .. } => code::E0401,
+            DatasetError::TooFewRows { .. } => code::E0216,
+            DatasetError::TooLarge => code::E0401,
         }
     }
 }
@@ -267,7 +268,7 @@ mod tests {
         let g = grid([-1.0, 1.0, 0.0, 4.0], 3).unwrap();
         assert_eq!(g[5], [1.0, 2.0]);
         assert_eq!(g[7], [0.0, 4.0]);
-        assert_eq!(DatasetError::GridSizeZero.code(), "E0401");
+        assert_eq!(DatasetError::GridSizeZero.code(), code::E0401);
     }
 
     #[test]
@@ -291,7 +292,7 @@ mod tests {
             split_sizes(5, f64::NAN),
             Err(DatasetError::BadFraction { .. })
         ));
-        assert_eq!(DatasetError::TooFewRows { n: 1 }.code(), "E0216");
+        assert_eq!(DatasetError::TooFewRows { n: 1 }.code(), code::E0216);
         assert_eq!(
             DatasetError::BadFraction { frac: 1.5 }.to_string(),
             "the split fraction must satisfy 0 < frac < 1, got 1.5"

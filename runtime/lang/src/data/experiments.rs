@@ -2,6 +2,7 @@
 //! experiment directory, merging the in-memory log with the records on disk, and
 //! the `compare(a, b)` report.
 
+use mlpl_diag::code;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::io;
@@ -230,7 +231,7 @@ pub struct NoSuchRun {
 impl NoSuchRun {
     /// The diagnostic code of LANGUAGE §20 this error is reported with.
     pub fn code(&self) -> &'static str {
-        "E0108"
+        code::E0108
     }
 }
 
@@ -509,7 +510,7 @@ mod tests {
         );
         let err = compare_runs(&runs, "a", "x").unwrap_err();
         assert_eq!(err.to_string(), "no run named \"x\"");
-        assert_eq!(err.code(), "E0108");
+        assert_eq!(err.code(), code::E0108);
         assert_eq!(compare_runs(&runs, "y", "x").unwrap_err().name, "y");
     }
 }

@@ -4,6 +4,7 @@
 //! is absolute, has a drive or root prefix, or climbs above the directory
 //! (through `..` or through a symbolic link that resolves outside it) is refused.
 
+use mlpl_diag::code;
 use std::fmt;
 use std::io;
 use std::path::{Component, Path, PathBuf};
@@ -37,9 +38,9 @@ impl PathError {
     /// The diagnostic code of LANGUAGE §20 this error is reported with.
     pub fn code(&self) -> &'static str {
         match self {
-            PathError::NoDataDir => "E0403",
-            PathError::NotRelative { .. } | PathError::Escapes { .. } => "E0404",
-            PathError::Unreadable { .. } => "E0405",
+            PathError::NoDataDir => code::E0403,
+            PathError::NotRelative { .. } | PathError::Escapes { .. } => code::E0404,
+            PathError::Unreadable { .. } => code::E0405,
         }
     }
 
@@ -202,7 +203,7 @@ pub struct CsvError {
 impl CsvError {
     /// The diagnostic code of LANGUAGE §20 this error is reported with.
     pub fn code(&self) -> &'static str {
-        "E0406"
+        code::E0406
     }
 }
 
@@ -389,7 +390,7 @@ mod tests {
         assert_eq!(got, root.join("sub").join("a.csv"));
         assert_eq!(resolve(Some(&dir), "./sub/../sub/a.csv").unwrap(), got);
         let missing = resolve(Some(&dir), "nope.csv").unwrap_err();
-        assert_eq!(missing.code(), "E0405");
+        assert_eq!(missing.code(), code::E0405);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -397,7 +398,7 @@ mod tests {
     fn resolve_refuses_escapes() {
         let dir = temp_dir("escape");
         assert_eq!(resolve(None, "a.csv"), Err(PathError::NoDataDir));
-        assert_eq!(PathError::NoDataDir.code(), "E0403");
+        assert_eq!(PathError::NoDataDir.code(), code::E0403);
         let abs = resolve(Some(&dir), "/etc/passwd").unwrap_err();
         assert_eq!(
             abs,
@@ -405,7 +406,7 @@ mod tests {
                 path: "/etc/passwd".into()
             }
         );
-        assert_eq!(abs.code(), "E0404");
+        assert_eq!(abs.code(), code::E0404);
         assert!(matches!(
             resolve(Some(&dir), "\\x"),
             Err(PathError::NotRelative { .. })
@@ -425,7 +426,7 @@ mod tests {
                 path: "../x".into()
             }
         );
-        assert_eq!(up.code(), "E0404");
+        assert_eq!(up.code(), code::E0404);
         assert!(matches!(
             resolve(Some(&dir), "a/../../x"),
             Err(PathError::Escapes { .. })
@@ -539,7 +540,7 @@ mod tests {
     fn csv_errors_carry_line_numbers() {
         let ragged = parse_csv("a,b\n1,2\n\n3\n").unwrap_err();
         assert_eq!(ragged.line, 4);
-        assert_eq!(ragged.code(), "E0406");
+        assert_eq!(ragged.code(), code::E0406);
         assert!(ragged.message.contains("expected 2 cells"));
         let bad = parse_csv("1,2\r\n3,x\r\n").unwrap_err();
         assert_eq!(

@@ -2,6 +2,7 @@
 //! `sample` and `top_k`, §13.6).
 
 use mlpl_devices::math;
+use mlpl_diag::code;
 use std::fmt;
 
 use super::rng::{mix, Xorshift64};
@@ -30,8 +31,8 @@ impl SamplingError {
     /// The diagnostic code of LANGUAGE §20 this error is reported with.
     pub fn code(&self) -> &'static str {
         match self {
-            SamplingError::Empty => "E0216",
-            SamplingError::BadTemperature { .. } | SamplingError::BadK { .. } => "E0401",
+            SamplingError::Empty => code::E0216,
+            SamplingError::BadTemperature { .. } | SamplingError::BadK { .. } => code::E0401,
         }
     }
 }
@@ -226,7 +227,7 @@ mod tests {
             sample(&LOGITS, f64::NAN, 1),
             Err(SamplingError::BadTemperature { .. })
         ));
-        assert_eq!(SamplingError::Empty.code(), "E0216");
+        assert_eq!(SamplingError::Empty.code(), code::E0216);
         // A very low temperature concentrates on the maximum.
         assert!((0..20).all(|s| sample(&LOGITS, 1e-3, s) == Ok(1)));
     }
@@ -278,6 +279,6 @@ mod tests {
         assert_eq!(top_k(&[1.0], 0), Err(SamplingError::BadK { k: 0, len: 1 }));
         assert_eq!(top_k(&[1.0], 2), Err(SamplingError::BadK { k: 2, len: 1 }));
         assert_eq!(top_k(&[], 1), Err(SamplingError::BadK { k: 1, len: 0 }));
-        assert_eq!(SamplingError::BadK { k: 0, len: 1 }.code(), "E0401");
+        assert_eq!(SamplingError::BadK { k: 0, len: 1 }.code(), code::E0401);
     }
 }

@@ -8,6 +8,7 @@
 //! rewrites rather than to the corpus length. The results are exactly those of
 //! the naive algorithm of §16.4 (recount all pairs, replace left to right).
 
+use mlpl_diag::code;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::fmt;
@@ -45,8 +46,8 @@ impl TokenizerError {
     /// The diagnostic code of LANGUAGE §20 this error is reported with.
     pub fn code(&self) -> &'static str {
         match self {
-            TokenizerError::ByteIdOutOfRange { .. } => "E0402",
-            TokenizerError::InvalidMerge { .. } => "E0406",
+            TokenizerError::ByteIdOutOfRange { .. } => code::E0402,
+            TokenizerError::InvalidMerge { .. } => code::E0406,
         }
     }
 }
@@ -838,7 +839,7 @@ mod tests {
         assert_eq!(decode_bytes(&[]).unwrap(), "");
         let err = decode_bytes(&[1, 256]).unwrap_err();
         assert_eq!(err, TokenizerError::ByteIdOutOfRange { index: 1, id: 256 });
-        assert_eq!(err.code(), "E0402");
+        assert_eq!(err.code(), code::E0402);
         assert_eq!(
             Tokenizer::Bytes.decode(&[104, 105]).unwrap(),
             ("hi".to_string(), 0)
@@ -883,7 +884,7 @@ mod tests {
                 pair: (257, 1)
             }
         );
-        assert_eq!(err.code(), "E0406");
+        assert_eq!(err.code(), code::E0406);
         assert!(BpeTokenizer::from_parts(vec![(97, 98), (256, 256)], 2, 0).is_ok());
     }
 }

@@ -2,6 +2,7 @@
 //! failure (E0503, E0504) and operands placed on different devices (E0501).
 
 use mlpl_devices::DeviceError;
+use mlpl_diag::code;
 use mlpl_diag::{Diagnostic, Span};
 
 use crate::value::DeviceTarget;
@@ -15,7 +16,7 @@ pub fn device_error(e: DeviceError, op: &str, span: Span) -> Diagnostic {
             free_bytes,
             ..
         } => {
-            let mut d = Diagnostic::error("E0503", format!("out of device memory on {device}"))
+            let mut d = Diagnostic::error(code::E0503, format!("out of device memory on {device}"))
                 .at(span, format!("`{op}` asked for {requested_bytes} bytes"));
             if let Some(free) = free_bytes {
                 d = d.note(format!("{free} bytes were free"));
@@ -23,7 +24,7 @@ pub fn device_error(e: DeviceError, op: &str, span: Span) -> Diagnostic {
             d.help("use smaller batches or a smaller model, or run this part on the CPU")
         }
         DeviceError::Backend { device, message } => {
-            Diagnostic::error("E0504", format!("device backend failure on {device}"))
+            Diagnostic::error(code::E0504, format!("device backend failure on {device}"))
                 .at(span, format!("in `{op}`"))
                 .note(message)
         }
@@ -42,7 +43,7 @@ pub fn device_mismatch_error(
     let (r0, t0, s0) = first;
     let (r1, t1, s1) = second;
     Diagnostic::error(
-        "E0501",
+        code::E0501,
         format!("device mismatch in `{op}`: {r0} is on {t0}, {r1} is on {t1}"),
     )
     .at(s1, format!("{r1} on {t1}"))

@@ -2,6 +2,7 @@
 //! report: broadcasting (E0201, E0202), axis-name lists (E0209, W0201) and array
 //! literals (E0218).
 
+use mlpl_diag::code;
 use mlpl_diag::{Diagnostic, Span};
 use mlpl_syntax::{Expr, ExprKind};
 
@@ -16,7 +17,7 @@ pub fn broadcast_size_error(
     x: usize,
     y: usize,
 ) -> Diagnostic {
-    Diagnostic::error("E0201", format!("shapes do not broadcast in `{op}`"))
+    Diagnostic::of_op(code::E0201, op)
         .at(right.0, format!("right operand: {}", right.1))
         .with_label(left.0, format!("left operand: {}", left.1))
         .note(format!(
@@ -36,7 +37,7 @@ pub fn broadcast_name_error(
     y: &str,
     help: String,
 ) -> Diagnostic {
-    Diagnostic::error("E0202", format!("axis names conflict in `{op}`"))
+    Diagnostic::of_op(code::E0202, op)
         .at(right.0, format!("right operand: {}", right.1))
         .with_label(left.0, format!("left operand: {}", left.1))
         .note(format!(
@@ -69,7 +70,7 @@ pub fn relabel_help(right_expr: &Expr, left: &[Option<&str>], right: &[Option<&s
 
 /// E0209: `n` names given for an array of rank `rank` (named shape `shape`).
 pub fn label_count_error(span: Span, n: usize, shape: &str, rank: usize) -> Diagnostic {
-    Diagnostic::error("E0209", "wrong number of axis names")
+    Diagnostic::of(code::E0209)
         .at(
             span,
             format!(
@@ -84,7 +85,7 @@ pub fn label_count_error(span: Span, n: usize, shape: &str, rank: usize) -> Diag
 
 /// W0201 for a names list that repeats `name`.
 pub fn duplicate_name_warning(span: Span, name: &str) -> Diagnostic {
-    Diagnostic::warning("W0201", format!("duplicate axis name `{name}`"))
+    Diagnostic::warning(code::W0201, format!("duplicate axis name `{name}`"))
         .at(span, "a lookup by name finds the first axis")
 }
 
@@ -98,7 +99,7 @@ pub fn first_duplicate(names: &[Option<String>]) -> Option<&str> {
 
 /// E0218: an element of an array literal differs in shape from the first one.
 pub fn stack_shape_error(item: (Span, &str), first: (Span, &str)) -> Diagnostic {
-    Diagnostic::error("E0218", "wrong argument size")
+    Diagnostic::of(code::E0218)
         .at(item.0, format!("this element has shape {}", item.1))
         .with_label(first.0, format!("the first element has shape {}", first.1))
         .note("all elements of an array literal must have the same shape")

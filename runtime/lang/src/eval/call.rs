@@ -1,6 +1,7 @@
 //! A builtin call in progress: its evaluated arguments and the helpers builtins use
 //! to read them with the language's kind, rank and integer rules (LANGUAGE §1, §6.7).
 
+use mlpl_diag::code;
 use std::sync::Arc;
 
 use super::Interp;
@@ -97,7 +98,7 @@ impl<'i, 'e> Call<'i, 'e> {
     pub fn array(&self, i: usize) -> Result<&Array, Diagnostic> {
         match self.value(i) {
             Value::Array(a) => Ok(a),
-            other => Err(self.kind_error(i, "E0301", "expected an array", other)),
+            other => Err(self.kind_error(i, code::E0301, "expected an array", other)),
         }
     }
 
@@ -105,7 +106,7 @@ impl<'i, 'e> Call<'i, 'e> {
     pub fn string(&self, i: usize) -> Result<&str, Diagnostic> {
         match self.value(i) {
             Value::Str(s) => Ok(s),
-            other => Err(self.kind_error(i, "E0302", "expected a string", other)),
+            other => Err(self.kind_error(i, code::E0302, "expected a string", other)),
         }
     }
 
@@ -113,7 +114,7 @@ impl<'i, 'e> Call<'i, 'e> {
     pub fn model(&self, i: usize) -> Result<&Model, Diagnostic> {
         match self.value(i) {
             Value::Model(m) => Ok(m),
-            other => Err(self.kind_error(i, "E0303", "expected a model", other)),
+            other => Err(self.kind_error(i, code::E0303, "expected a model", other)),
         }
     }
 
@@ -121,7 +122,7 @@ impl<'i, 'e> Call<'i, 'e> {
     pub fn tokenizer(&self, i: usize) -> Result<Arc<Tokenizer>, Diagnostic> {
         match self.value(i) {
             Value::Tokenizer(t) => Ok(t.clone()),
-            other => Err(self.kind_error(i, "E0304", "expected a tokenizer", other)),
+            other => Err(self.kind_error(i, code::E0304, "expected a tokenizer", other)),
         }
     }
 
@@ -187,15 +188,14 @@ impl<'i, 'e> Call<'i, 'e> {
             return 0;
         }
         if v.fract() != 0.0 && v.is_finite() {
-            self.warn_at(
+            self.warn_of(
                 i,
-                "W0202",
-                "fraction truncated",
+                code::W0202,
                 format!("{} is read as {}", crate::display::format_f64(v), v.trunc()),
             );
         }
         if v < 0.0 {
-            self.warn_at(i, "W0203", "negative count treated as 0", "negative");
+            self.warn_of(i, code::W0203, "negative");
             return 0;
         }
         v.trunc().min(usize::MAX as f64) as usize
@@ -219,10 +219,9 @@ impl<'i, 'e> Call<'i, 'e> {
     pub fn seed(&mut self, i: usize) -> Result<u64, Diagnostic> {
         let v = self.scalar(i)?;
         if v.fract() != 0.0 && v.is_finite() {
-            self.warn_at(
+            self.warn_of(
                 i,
-                "W0202",
-                "fraction truncated",
+                code::W0202,
                 format!(
                     "seed {} is read as {}",
                     crate::display::format_f64(v),
@@ -240,7 +239,7 @@ impl<'i, 'e> Call<'i, 'e> {
         match self.value(i) {
             Value::Str(name) => {
                 if name.is_empty() || a.names().is_none() {
-                    return Err(Diagnostic::error("E0208", "array has no named axes")
+                    return Err(Diagnostic::of(code::E0208)
                         .at(self.arg_span(i), format!("axis name \"{name}\""))
                         .note(format!("the array has shape {}", named_shape(a)))
                         .help("name its axes first, for example with `label(x, [\"batch\", \"feat\"])`, or pass an axis number"));
@@ -248,7 +247,7 @@ impl<'i, 'e> Call<'i, 'e> {
                 a.names()
                     .and_then(|ns| ns.iter().position(|n| n.as_deref() == Some(&**name)))
                     .ok_or_else(|| {
-                        Diagnostic::error("E0207", "axis name not found")
+                        Diagnostic::of(code::E0207)
                             .at(self.arg_span(i), format!("no axis is named \"{name}\""))
                             .note(format!("the array has shape {}", named_shape(a)))
                     })
@@ -258,7 +257,7 @@ impl<'i, 'e> Call<'i, 'e> {
                 let n = v.trunc();
                 let r = rank as f64;
                 if !(n >= -r && n < r) || v.is_nan() {
-                    return Err(Diagnostic::error("E0206", "axis out of range")
+                    return Err(Diagnostic::of(code::E0206)
                         .at(
                             self.arg_span(i),
                             format!("axis {}", crate::display::format_f64(v)),
@@ -276,7 +275,7 @@ impl<'i, 'e> Call<'i, 'e> {
                     n as usize
                 })
             }
-            other => Err(self.kind_error(i, "E0301", "expected an array", other)),
+            other => Err(self.kind_error(i, code::E0301, "expected an array", other)),
         }
     }
 
@@ -298,7 +297,7 @@ pub fn eval_names(it: &mut Interp, e: &Expr) -> Result<ArgValue, Diagnostic> {
             match it.expr(item)? {
                 Value::Str(s) => names.push(Some(s.to_string()).filter(|s| !s.is_empty())),
                 other => {
-                    return Err(Diagnostic::error("E0302", "expected a string")
+                    return Err(Diagnostic::of(code::E0302)
                         .at(item.span, format!("this is a {}", other.kind_name()))
                         .note("each entry of a names list is an axis name (a string)"))
                 }
@@ -308,7 +307,7 @@ pub fn eval_names(it: &mut Interp, e: &Expr) -> Result<ArgValue, Diagnostic> {
     }
     match it.expr(e)? {
         Value::Str(s) => Ok(ArgValue::Names(crate::value::split_names(&s))),
-        other => Err(Diagnostic::error("E0302", "expected a string")
+        other => Err(Diagnostic::of(code::E0302)
             .at(e.span, format!("this is a {}", other.kind_name()))
             .note("axis names are a list of strings, like [\"batch\", \"feat\"], or one string like \"batch,feat\"")),
     }

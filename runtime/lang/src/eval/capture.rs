@@ -18,6 +18,7 @@
 //! bindings, optimizer state and `step`; warnings come from the two eager
 //! iterations and are de-duplicated per run as always.
 
+use mlpl_diag::code;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -27,7 +28,7 @@ use mlpl_devices::{Backend, Tensor};
 use super::Interp;
 use crate::value::{Array, Value};
 use mlpl_diag::{Diagnostic, Span};
-use mlpl_syntax::{Block, Expr, ExprKind, Stmt, StmtKind};
+use mlpl_syntax::{walk, Block, Expr, ExprKind, Stmt, StmtKind};
 
 /// Why a body with these statements cannot be captured, judged from its
 /// syntax alone; `None` when it may be.
@@ -54,19 +55,20 @@ fn expr_reason(e: &Expr) -> Option<String> {
             Some("the body reads `step`, so its iterations can differ".into())
         }
         ExprKind::Var(_) => None,
-        ExprKind::Call { name, args } => {
+        ExprKind::Call { name, .. } => {
             if crate::builtins::has_fact(&name.name, |f| f.effectful) {
                 return Some(format!(
                     "the body calls `{}`, which has effects beyond its result",
                     name.name
                 ));
             }
-            args.iter().find_map(expr_reason)
+            walk::children(e).find_map(expr_reason)
         }
-        ExprKind::List(items) => items.iter().find_map(expr_reason),
-        ExprKind::Neg(x) | ExprKind::Paren(x) => expr_reason(x),
-        ExprKind::Binary { lhs, rhs, .. } => expr_reason(lhs).or_else(|| expr_reason(rhs)),
-        ExprKind::Ctor { dims, .. } => dims.iter().find_map(expr_reason),
+        ExprKind::List(_)
+        | ExprKind::Neg(_)
+        | ExprKind::Paren(_)
+        | ExprKind::Binary { .. }
+        | ExprKind::Ctor { .. } => walk::children(e).find_map(expr_reason),
         ExprKind::Device { .. } => Some("the body contains a `device` block".into()),
     }
 }
@@ -393,6 +395,5 @@ impl Replay {
 }
 
 fn unreachable_loss(span: Span) -> Diagnostic {
-    Diagnostic::error("E0307", "loop body did not end with an array")
-        .at(span, "the captured step's value is not an array")
+    Diagnostic::of(code::E0307).at(span, "the captured step's value is not an array")
 }

@@ -1,6 +1,7 @@
 //! Device scopes (LANGUAGE §14.2): the device stack, availability of targets and
 //! the backend an operation runs on.
 
+use mlpl_diag::code;
 use std::collections::HashSet;
 use std::sync::Arc;
 
@@ -144,7 +145,7 @@ impl DeviceContext {
             if self.warned_fallbacks.insert((block, op)) {
                 out.push(
                     Diagnostic::warning(
-                        "W0503",
+                        code::W0503,
                         format!("`{op}` ran on the CPU: device `{target}` has no kernel for it here"),
                     )
                     .at(span, format!("inside this `{target}` block"))
@@ -177,7 +178,7 @@ pub fn device_block(
 ) -> Result<Value, Diagnostic> {
     let tv = it.expr(target)?;
     let Value::Str(name) = &tv else {
-        return Err(Diagnostic::error("E0302", "expected a string")
+        return Err(Diagnostic::of(code::E0302)
             .at(target.span, format!("this is a {}", tv.kind_name()))
             .note("a device target is a string: \"cpu\", \"cuda\", \"cuda:N\" or \"mlx\""));
     };
@@ -187,7 +188,7 @@ pub fn device_block(
                 if it.devices.warned_blocks.insert(span.start) {
                     it.warn(
                         Diagnostic::warning(
-                            "W0501",
+                            code::W0501,
                             format!("device `{t}` is not available; this block runs on the CPU"),
                         )
                         .at(target.span, why.reason()),
@@ -199,7 +200,7 @@ pub fn device_block(
         None => {
             it.warn(
                 Diagnostic::warning(
-                    "W0502",
+                    code::W0502,
                     format!("unknown device `{name}`; this block runs on the CPU"),
                 )
                 .at(target.span, "not a device target")

@@ -1,5 +1,6 @@
 //! `repeat`, `train`, `for` and `experiment` statements (LANGUAGE §6.3, §17).
 
+use mlpl_diag::code;
 use std::collections::BTreeMap;
 
 use super::capture::{self, Recording, Replay};
@@ -14,7 +15,7 @@ fn loop_count(it: &mut Interp, count: &Expr) -> Result<usize, Diagnostic> {
     let v = it.expr(count)?;
     let a = super::expect_array(&v, count.span, "a loop count")?;
     let Some(n) = a.scalar_value() else {
-        return Err(Diagnostic::error("E0205", "wrong rank")
+        return Err(Diagnostic::of(code::E0205)
             .at(count.span, format!("has shape {}", named_shape(a)))
             .note("a loop count must be a scalar"));
     };
@@ -23,15 +24,12 @@ fn loop_count(it: &mut Interp, count: &Expr) -> Result<usize, Diagnostic> {
     }
     if n.fract() != 0.0 && n.is_finite() {
         it.warn(
-            Diagnostic::warning("W0202", "fraction truncated")
+            Diagnostic::of(code::W0202)
                 .at(count.span, format!("runs {} times", n.trunc().max(0.0))),
         );
     }
     if n < 0.0 {
-        it.warn(
-            Diagnostic::warning("W0203", "negative count treated as 0")
-                .at(count.span, "the loop runs zero times"),
-        );
+        it.warn(Diagnostic::of(code::W0203).at(count.span, "the loop runs zero times"));
         return Ok(0);
     }
     Ok(n.trunc().min(usize::MAX as f64) as usize)
@@ -215,7 +213,7 @@ fn capture_ineligible(it: &Interp, n: usize, depth: usize, body: &Block) -> Opti
 /// The loss recorded for one iteration: a scalar itself, otherwise the mean.
 fn recorded_loss(v: &Value, body: &Block) -> Result<f32, Diagnostic> {
     recorded_loss_of(v).ok_or_else(|| {
-        Diagnostic::error("E0307", "loop body did not end with an array")
+        Diagnostic::of(code::E0307)
             .at(last_stmt_span(body), format!("this is a {}", v.kind_name()))
             .note("the last statement of a `train` body is the iteration's loss")
     })
@@ -248,7 +246,7 @@ pub fn for_loop(
     let v = it.expr(iter)?;
     let a = super::expect_array(&v, iter.span, "`for`")?.clone();
     if a.rank() == 0 {
-        return Err(Diagnostic::error("E0205", "wrong rank")
+        return Err(Diagnostic::of(code::E0205)
             .at(iter.span, "a scalar")
             .note("`for` iterates over the rows (axis 0) of an array of rank 1 or more"));
     }
@@ -264,13 +262,13 @@ pub fn for_loop(
         it.ws.assign(&var.name, Value::Array(row), false);
         last = it.block(&body.stmts)?;
         let Value::Array(out) = &last else {
-            return Err(Diagnostic::error("E0307", "loop body did not end with an array")
+            return Err(Diagnostic::of(code::E0307)
                 .at(last_stmt_span(body), format!("this is a {}", last.kind_name()))
                 .note("each iteration of `for` must end with an array; they are stacked into `last_rows`"));
         };
         if let Some((first, _)) = values.first() {
             if first.shape() != out.shape() {
-                return Err(Diagnostic::error("E0215", "loop values differ in shape")
+                return Err(Diagnostic::of(code::E0215)
                     .at(
                         last_stmt_span(body),
                         format!("iteration {r} ends with shape {}", named_shape(out)),
@@ -304,7 +302,7 @@ pub fn experiment(
 ) -> Result<Value, Diagnostic> {
     let nv = it.expr(name)?;
     let Value::Str(run_name) = &nv else {
-        return Err(Diagnostic::error("E0302", "expected a string")
+        return Err(Diagnostic::of(code::E0302)
             .at(name.span, format!("this is a {}", nv.kind_name()))
             .note("an experiment's name is a string"));
     };
@@ -316,7 +314,7 @@ pub fn experiment(
     let record = snapshot(it, run_name, timestamp_ns);
     if let Some(dir) = it.ws.exp_dir.clone() {
         experiments::write_record(&dir, &record).map_err(|e| {
-            Diagnostic::error("E0405", "file cannot be read or written")
+            Diagnostic::of(code::E0405)
                 .at(span, "while recording this experiment")
                 .note(format!("{}: {e}", dir.display()))
         })?;

@@ -3,6 +3,7 @@
 //! value that depends on one is recorded, so gradients can be computed afterwards
 //! through the same device backend.
 
+use mlpl_diag::code;
 use std::collections::{HashMap, HashSet};
 
 use mlpl_devices::Tensor;
@@ -108,7 +109,7 @@ pub fn evaluate(
     wanted: &[String],
 ) -> Result<EvaluatedLoss, Diagnostic> {
     if it.tape.is_some() {
-        return Err(Diagnostic::error("E0306", "not allowed in a loss")
+        return Err(Diagnostic::of(code::E0306)
             .at(loss.span, "a loss inside another loss")
             .note("`grad` and the optimizers cannot be used inside a loss (no higher-order gradients)"));
     }
@@ -124,7 +125,7 @@ pub fn evaluate(
     let t = it.tape.take().expect("the loss tape is still there");
     let value = result?;
     let Value::Array(a) = value else {
-        return Err(Diagnostic::error("E0301", "expected an array")
+        return Err(Diagnostic::of(code::E0301)
             .at(loss.span, format!("the loss is a {}", value.kind_name()))
             .note("a loss must evaluate to an array (usually a scalar)"));
     };

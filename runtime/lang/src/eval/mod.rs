@@ -18,6 +18,7 @@ pub use device::DeviceContext;
 pub use observer::{RunObserver, StepMode};
 pub use workspace::{OptimState, Workspace};
 
+use mlpl_diag::code;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -203,7 +204,7 @@ impl Interp {
     /// Fails with E0409 if the run was cancelled.
     pub fn check_cancel(&self, span: Span) -> Result<(), Diagnostic> {
         if self.cancel.load(Ordering::Relaxed) {
-            Err(Diagnostic::error("E0409", "run cancelled").at(span, "cancelled here"))
+            Err(Diagnostic::of(code::E0409).at(span, "cancelled here"))
         } else {
             Ok(())
         }
@@ -223,7 +224,7 @@ impl Interp {
             StmtKind::Annotated { name, axes, value } => {
                 let v = self.expr(value)?;
                 let Value::Array(a) = v else {
-                    return Err(Diagnostic::error("E0301", "expected an array")
+                    return Err(Diagnostic::of(code::E0301)
                         .at(value.span, format!("this is a {}", v.kind_name()))
                         .note("an axis annotation names the axes of an array"));
                 };
@@ -239,7 +240,7 @@ impl Interp {
             StmtKind::For { var, iter, body } => loops::for_loop(self, var, iter, body),
             StmtKind::Experiment { name, body } => loops::experiment(self, name, body, stmt.span),
             StmtKind::Error => Err(Diagnostic::error(
-                "E0006",
+                code::E0006,
                 "this statement could not be parsed",
             )
             .at(stmt.span, "")),
@@ -302,7 +303,7 @@ impl Interp {
             ExprKind::Call { name, args } => self.call(&name.name, name.span, args, e.span),
             ExprKind::Device { target, body } => device::device_block(self, target, body, e.span),
             ExprKind::Error => Err(Diagnostic::error(
-                "E0006",
+                code::E0006,
                 "this expression could not be parsed",
             )
             .at(e.span, "")),
@@ -313,7 +314,7 @@ impl Interp {
         match self.ws.get(name) {
             Some(v) => Ok(loss::read_variable(self, name, v.clone())),
             None => {
-                let mut d = Diagnostic::error("E0101", format!("undefined name `{name}`"))
+                let mut d = Diagnostic::error(code::E0101, format!("undefined name `{name}`"))
                     .at(span, "not bound");
                 let known = self.ws.bindings.keys().map(|s| s.as_str());
                 if let Some(s) = crate::errors::suggest::closest(name, known) {
@@ -333,13 +334,13 @@ impl Interp {
             match self.expr(item)? {
                 Value::Array(a) => arrays.push((a, item.span)),
                 Value::Str(_) => {
-                    return Err(Diagnostic::error("E0305", "strings in an array literal")
+                    return Err(Diagnostic::of(code::E0305)
                         .at(item.span, "a string")
                         .note("arrays hold numbers; a list of strings is only accepted as axis names")
                         .help("pass names to `label`, `relabel` or `reshape_labeled`, or write them as one string: \"a,b\""))
                 }
                 other => {
-                    return Err(Diagnostic::error("E0301", "expected an array")
+                    return Err(Diagnostic::of(code::E0301)
                         .at(item.span, format!("this is a {}", other.kind_name())))
                 }
             }
@@ -355,7 +356,7 @@ impl Interp {
             match n {
                 Some(n) if n >= 0.0 && n.fract() == 0.0 && n <= usize::MAX as f64 => shape.push(n as usize),
                 _ => {
-                    return Err(Diagnostic::error("E0213", "invalid dimension")
+                    return Err(Diagnostic::of(code::E0213)
                         .at(d.span, "expected a non-negative integer scalar")
                         .note("each dimension of `param[...]` and `tensor[...]` must be a non-negative integer"))
                 }
@@ -376,7 +377,7 @@ impl Interp {
         };
         let n = args.len();
         if n < b.min_args() || n > b.max_args() {
-            return Err(Diagnostic::error("E0103", "wrong number of arguments")
+            return Err(Diagnostic::of(code::E0103)
                 .at(
                     span,
                     format!("{n} argument{} given", if n == 1 { "" } else { "s" }),
@@ -386,7 +387,7 @@ impl Interp {
         }
         let in_loss = self.tape.is_some();
         if in_loss && b.diff == Diff::Effect && !b.facts.allowed_in_loss {
-            return Err(Diagnostic::error("E0306", "not allowed in a loss")
+            return Err(Diagnostic::of(code::E0306)
                 .at(name_span, format!("`{name}` cannot be part of a loss"))
                 .note(format!("`{name}` has side effects or does not return an array, so it cannot be differentiated"))
                 .help("compute it before the optimizer call and use the result as a constant"));
@@ -421,7 +422,7 @@ impl Interp {
                         arg.value = ArgValue::Value(Value::Array(a.clone().detached()))
                     }
                     Diff::No => {
-                        return Err(Diagnostic::error("E0306", "not allowed in a loss")
+                        return Err(Diagnostic::of(code::E0306)
                             .at(arg.span, format!("argument `{}` depends on a trainable parameter", param.name))
                             .note(format!("`{name}` is not differentiable; inside a loss it may only be applied to values that do not depend on parameters"))
                             .help("compute it outside the loss, or on data rather than on parameters"));
@@ -448,7 +449,7 @@ impl Interp {
         if any_live {
             if let Value::Array(a) = &result {
                 if loss::live(self, a).is_none() && !a.is_exact() {
-                    return Err(Diagnostic::error("E0504", format!("internal failure in `{name}`"))
+                    return Err(Diagnostic::error(code::E0504, format!("internal failure in `{name}`"))
                         .at(span, "no gradient rule was recorded")
                         .note("this is a bug in MLPL Studio: the builtin is marked differentiable but dropped the gradient"));
                 }
@@ -465,7 +466,7 @@ fn internal_error(name: &str, span: Span, payload: Box<dyn std::any::Any + Send>
         .map(|s| s.to_string())
         .or_else(|| payload.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "unknown failure".to_string());
-    Diagnostic::error("E0504", format!("internal failure in `{name}`"))
+    Diagnostic::error(code::E0504, format!("internal failure in `{name}`"))
         .at(span, "this call failed inside MLPL Studio")
         .note(what)
         .note("this is a bug in MLPL Studio, not in your program; the workspace is intact")
@@ -494,7 +495,7 @@ fn is_param_ctor(e: &Expr) -> bool {
 pub fn expect_array<'v>(v: &'v Value, span: Span, what: &str) -> Result<&'v Array, Diagnostic> {
     match v {
         Value::Array(a) => Ok(a),
-        other => Err(Diagnostic::error("E0301", "expected an array")
+        other => Err(Diagnostic::of(code::E0301)
             .at(span, format!("this is a {}", other.kind_name()))
             .note(format!(
                 "{what} works on arrays; no operator accepts a {}",

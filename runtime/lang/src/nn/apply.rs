@@ -7,6 +7,7 @@
 //! the same values.
 
 use mlpl_devices::{BinaryOp, UnaryOp};
+use mlpl_diag::code;
 
 use super::layers::*;
 use super::{attention, dropout, moe, rope};
@@ -110,7 +111,7 @@ impl Forward<'_> {
             Layer::Residual(inner) => {
                 let y = self.layer(inner, x)?;
                 if y.shape() != x.shape() {
-                    return Err(Diagnostic::error("E0212", "residual block changes the shape")
+                    return Err(Diagnostic::of(code::E0212)
                         .at(
                             self.x_span,
                             format!(
@@ -129,7 +130,7 @@ impl Forward<'_> {
 
     /// E0211 for `layer` given `x`, naming the expected `pattern`.
     pub fn wrong_input(&self, layer: &Layer, pattern: &str, x: &Array) -> Diagnostic {
-        Diagnostic::error("E0211", "layer input has the wrong shape")
+        Diagnostic::of(code::E0211)
             .at(
                 self.x_span,
                 format!(
@@ -149,7 +150,7 @@ impl Forward<'_> {
     pub fn weight(&mut self, name: &str, shape: &[usize]) -> Result<Array, Diagnostic> {
         let a = super::param(self.it, name, self.span)?;
         if a.shape() != shape {
-            return Err(Diagnostic::error("E0218", "wrong argument size")
+            return Err(Diagnostic::of(code::E0218)
                 .at(
                     self.span,
                     format!("parameter `{name}` has shape {}", named_shape(&a)),
@@ -301,7 +302,7 @@ impl Forward<'_> {
         let table = self.weight(&format!("__embed_E_{}", e.id), &[e.vocab, e.d])?;
         for (i, &id) in x.to_f64().iter().enumerate() {
             if !(id.fract() == 0.0 && id >= 0.0 && id < e.vocab as f64) {
-                return Err(Diagnostic::error("E0402", "id or index out of range")
+                return Err(Diagnostic::of(code::E0402)
                     .at(
                         self.x_span,
                         format!("id {} at position {i}", crate::display::format_f64(id)),

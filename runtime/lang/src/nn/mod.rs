@@ -27,6 +27,7 @@ pub use layers::{Activation, Layer, ParamSpec};
 
 use crate::eval::{loss, Interp};
 use crate::value::{Array, Value};
+use mlpl_diag::code;
 use mlpl_diag::{Diagnostic, Span};
 
 /// Reads the parameter `name` of a model: its array, which is a trainable leaf
@@ -35,14 +36,14 @@ use mlpl_diag::{Diagnostic, Span};
 pub fn param(it: &mut Interp, name: &str, span: Span) -> Result<Array, Diagnostic> {
     let Some(v) = it.ws.get(name).cloned() else {
         return Err(
-            Diagnostic::error("E0101", format!("undefined name `{name}`"))
+            Diagnostic::error(code::E0101, format!("undefined name `{name}`"))
                 .at(span, "a parameter of this model is no longer bound")
                 .note("model parameters live in the workspace under generated names"),
         );
     };
     match loss::read_variable(it, name, v) {
         Value::Array(a) => Ok(a),
-        other => Err(Diagnostic::error("E0301", "expected an array")
+        other => Err(Diagnostic::of(code::E0301)
             .at(
                 span,
                 format!("parameter `{name}` holds a {}", other.kind_name()),

@@ -424,6 +424,7 @@ fn panicked(payload: &(dyn std::any::Any + Send), req: &RunRequest) -> RunOutcom
 #[cfg(test)]
 mod tests {
     use super::*;
+    use mlpl_diag::code;
 
     #[test]
     fn a_panicking_run_still_finishes_with_an_error() {
@@ -434,6 +435,6 @@ mod tests {
         let payload = std::panic::catch_unwind(|| panic!("kaboom")).unwrap_err();
         let out = panicked(payload.as_ref(), &req);
         assert_eq!(out.status, RunStatus::Error);
-        assert_eq!(out.diagnostic_json.unwrap()["code"], "E0504");
+        assert_eq!(out.diagnostic_json.unwrap()["code"], code::E0504);
     }
 }

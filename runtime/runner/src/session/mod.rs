@@ -14,6 +14,7 @@ pub mod persist;
 pub mod progress;
 pub mod vars;
 
+use mlpl_diag::code;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -318,7 +319,7 @@ impl Session {
         };
         let (status, value, diagnostic) = match result {
             Ok(v) => (RunStatus::Ok, v, None),
-            Err(d) if d.code == "E0409" => (RunStatus::Cancelled, None, Some(d)),
+            Err(d) if d.code == code::E0409 => (RunStatus::Cancelled, None, Some(d)),
             Err(d) => (RunStatus::Error, None, Some(d)),
         };
         if let Some(v) = &value {
@@ -348,7 +349,7 @@ impl Session {
             if DeviceTarget::parse(name).is_none() {
                 out.push(
                     Diagnostic::warning(
-                        "W0502",
+                        code::W0502,
                         format!(
                             "unknown device `{name}`; this run uses {}",
                             self.opts.device
@@ -361,7 +362,7 @@ impl Session {
         if let Err(why) = self.interp.devices.availability(device) {
             out.push(
                 Diagnostic::warning(
-                    "W0501",
+                    code::W0501,
                     format!("device `{device}` is not available; this run uses the CPU"),
                 )
                 .note(why.reason()),
@@ -508,7 +509,7 @@ pub fn panic_diagnostic(payload: &(dyn std::any::Any + Send)) -> Diagnostic {
         .map(|s| s.to_string())
         .or_else(|| payload.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "unknown failure".to_string());
-    Diagnostic::error("E0504", "internal failure while running this cell")
+    Diagnostic::error(code::E0504, "internal failure while running this cell")
         .note(what)
         .note("this is a bug in MLPL Studio, not in your program; the session lives on")
 }

@@ -1,5 +1,6 @@
 //! Session tests: cells share state, events, throttling, cancel, persistence.
 
+use mlpl_diag::code;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -135,7 +136,7 @@ fn an_error_maps_to_document_lines_and_the_session_lives_on() {
     let out = s.run("bad", &r);
     assert_eq!(out.status, RunStatus::Error);
     let d = out.diagnostic_json.unwrap();
-    assert_eq!(d["code"], "E0101");
+    assert_eq!(d["code"], code::E0101);
     assert_eq!(d["line"], 12);
     assert_eq!(d["file"], "file:///t.mlpl");
     // Statements before the error ran.
@@ -174,7 +175,7 @@ fn parse_errors_and_warnings_become_events() {
     let ev = events.lock().unwrap();
     let w = ev.iter().find(|e| e.kind() == "warning").unwrap();
     match &w.body {
-        EventBody::Warning { diagnostic } => assert_eq!(diagnostic["code"], "W0202"),
+        EventBody::Warning { diagnostic } => assert_eq!(diagnostic["code"], code::W0202),
         other => panic!("{other:?}"),
     }
 }
@@ -336,7 +337,7 @@ fn ids() {
 fn panic_diagnostics_carry_the_message() {
     let payload: Box<dyn std::any::Any + Send> = Box::new("boom");
     let d = panic_diagnostic(payload.as_ref());
-    assert_eq!(d.code, "E0504");
+    assert_eq!(d.code, code::E0504);
     assert!(d.notes[0].contains("boom"));
 }
 

@@ -5,6 +5,7 @@
 
 use crate::lexer::{CellMarker, Lexed};
 use crate::token::{Token, TokenKind};
+use mlpl_diag::code;
 use mlpl_diag::Diagnostic;
 
 use super::MAX_DEPTH;
@@ -41,7 +42,7 @@ pub(super) fn pair_brackets(lexed: &Lexed) -> BracketPairs {
                 return;
             }
             let (o, c) = (sym(&open.kind), partner_sym(&open.kind));
-            let mut d = Diagnostic::error("E0007", format!("unclosed delimiter `{o}`"))
+            let mut d = Diagnostic::error(code::E0007, format!("unclosed delimiter `{o}`"))
                 .at(open.span, format!("this `{o}` is never closed"))
                 .help(format!("add the matching `{c}`"));
             if let Some(closer) = closer {
@@ -55,7 +56,7 @@ pub(super) fn pair_brackets(lexed: &Lexed) -> BracketPairs {
             if let Some(&top) = stack.last() {
                 let o = sym(&toks[top].kind);
                 diags.push(
-                    Diagnostic::warning("W0003", "cell marker inside a block or brackets")
+                    Diagnostic::of(code::W0003)
                         .at(markers[next_marker].span, format!("this cell marker is inside the `{o}` opened earlier"))
                         .with_label(toks[top].span, format!("this `{o}` is still open"))
                         .note("the cell cannot run on its own")
@@ -134,10 +135,13 @@ pub(super) fn pair_brackets(lexed: &Lexed) -> BracketPairs {
                     let to = sym(&toks[top].kind);
                     let c = sym(&t.kind);
                     diags.push(
-                        Diagnostic::error("E0008", format!("unmatched closing delimiter `{c}`"))
-                            .at(t.span, format!("this `{c}` is not expected here"))
-                            .with_label(toks[top].span, format!("this `{to}` is still open"))
-                            .help(format!("remove the `{c}`")),
+                        Diagnostic::error(
+                            code::E0008,
+                            format!("unmatched closing delimiter `{c}`"),
+                        )
+                        .at(t.span, format!("this `{c}` is not expected here"))
+                        .with_label(toks[top].span, format!("this `{to}` is still open"))
+                        .help(format!("remove the `{c}`")),
                     );
                     continue;
                 }
@@ -172,7 +176,7 @@ pub(super) fn pair_brackets(lexed: &Lexed) -> BracketPairs {
                 let c = sym(&t.kind);
                 let o = want.as_ref().map_or("?", sym);
                 let mut d =
-                    Diagnostic::error("E0008", format!("unmatched closing delimiter `{c}`"))
+                    Diagnostic::error(code::E0008, format!("unmatched closing delimiter `{c}`"))
                         .at(t.span, format!("this `{c}` has no matching `{o}`"));
                 if let Some(top) = top {
                     let (to, tc) = (sym(&toks[top].kind), partner_sym(&toks[top].kind));
@@ -247,7 +251,7 @@ pub(super) fn mismatched(open: &Token, closer: &Token) -> Diagnostic {
     let o = open.kind.symbol().unwrap_or("?");
     let c = closer.kind.symbol().unwrap_or("?");
     let expected = open.kind.partner().and_then(|k| k.symbol()).unwrap_or("?");
-    Diagnostic::error("E0008", format!("mismatched closing delimiter `{c}`"))
+    Diagnostic::error(code::E0008, format!("mismatched closing delimiter `{c}`"))
         .at(
             closer.span,
             format!("expected `{expected}` to close the `{o}`"),

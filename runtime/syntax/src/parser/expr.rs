@@ -3,6 +3,7 @@
 //! parenthesised groups and `device(...)` expressions.
 
 use super::*;
+use mlpl_diag::code;
 
 impl<'a> Parser<'a> {
     /// The expression of a loop header (`repeat N`, `for x in E`, `experiment E`),
@@ -47,7 +48,7 @@ impl<'a> Parser<'a> {
             "`=` can only start a statement: `name = value`".to_string()
         };
         self.error(
-            Diagnostic::error("E0010", "statement used as an expression")
+            Diagnostic::of(code::E0010)
                 .at(eq.span, "an assignment cannot be part of an expression")
                 .help(help),
         );
@@ -157,7 +158,7 @@ impl<'a> Parser<'a> {
             format!("write `{prev} - {next}` to subtract, or `{prev}; -{next}` for two statements")
         };
         self.diags.push(
-            Diagnostic::warning("W0002", "this `-` subtracts")
+            Diagnostic::of(code::W0002)
                 .at(op.span, format!("this subtracts {next}"))
                 .note(format!(
                     "`-{next}` is not a negative number here because it follows a value"
@@ -291,14 +292,14 @@ impl<'a> Parser<'a> {
                 if !can_start_expr(self.peek2()) {
                     self.advance();
                     self.error(
-                        Diagnostic::error("E0009", format!("keyword used as a name: `{kw}`"))
+                        Diagnostic::error(code::E0009, format!("keyword used as a name: `{kw}`"))
                             .at(tok.span, format!("`{kw}` is a reserved keyword"))
                             .help(format!("choose another name, e.g. `{kw}_`")),
                     );
                     return error_expr(tok.span);
                 }
                 self.error(
-                    Diagnostic::error("E0010", "statement used as an expression")
+                    Diagnostic::of(code::E0010)
                         .at(tok.span, format!("a `{kw}` loop is a statement, not an expression"))
                         .help(format!(
                             "write the `{kw}` statement on its own line; assignments inside its body persist after it"
@@ -312,7 +313,7 @@ impl<'a> Parser<'a> {
             K::In => {
                 self.advance();
                 self.error(
-                    Diagnostic::error("E0009", "keyword used as a name: `in`")
+                    Diagnostic::error(code::E0009, "keyword used as a name: `in`")
                         .at(tok.span, "`in` is a reserved keyword")
                         .help("choose another name, e.g. `in_`"),
                 );
@@ -325,7 +326,7 @@ impl<'a> Parser<'a> {
             }
             K::LBrace => {
                 self.error(
-                    Diagnostic::error("E0006", "unexpected `{`: expected an expression")
+                    Diagnostic::error(code::E0006, "unexpected `{`: expected an expression")
                         .at(tok.span, "a block is not an expression")
                         .help("a block follows `repeat N`, `train N`, `for x in xs`, `experiment NAME` or `device(TARGET)`"),
                 );
@@ -407,7 +408,7 @@ impl<'a> Parser<'a> {
             }
             if t.kind == K::Comma {
                 self.error(
-                    Diagnostic::error("E0012", "empty list element")
+                    Diagnostic::of(code::E0012)
                         .at(t.span, "an element is missing before this `,`")
                         .help("remove the extra `,`"),
                 );
@@ -477,7 +478,7 @@ impl<'a> Parser<'a> {
         self.ctx.push(true);
         if close.is_some() && close == Some(self.idx()) {
             self.error(
-                Diagnostic::error("E0006", "unexpected `)`: expected an expression")
+                Diagnostic::error(code::E0006, "unexpected `)`: expected an expression")
                     .at(
                         self.toks[open_i].span.to(self.peek_tok().span),
                         "empty parentheses",
@@ -543,14 +544,14 @@ impl<'a> Parser<'a> {
                 target_ok = false;
                 if args.is_empty() {
                     self.error(
-                        Diagnostic::error("E0006", "unexpected `)`: expected a device target")
+                        Diagnostic::error(code::E0006, "unexpected `)`: expected a device target")
                             .at(args_span, "expected a target such as `\"cuda\"`")
                             .help("write `device(\"cuda\") { ... }`"),
                     );
                 } else {
                     self.error(
                         Diagnostic::error(
-                            "E0006",
+                            code::E0006,
                             "unexpected `,`: expected `)` after the device target",
                         )
                         .at(args[1].span, "`device` takes one target")
@@ -588,7 +589,7 @@ impl<'a> Parser<'a> {
         }
         self.advance();
         self.error(
-            Diagnostic::error("E0009", "keyword used as a name: `device`")
+            Diagnostic::error(code::E0009, "keyword used as a name: `device`")
                 .at(kw.span, "`device` is a reserved keyword")
                 .note("`device` starts a device block: `device(\"cuda\") { ... }`")
                 .help("choose another name, e.g. `dev`"),

@@ -19,6 +19,7 @@
 use crate::ast::*;
 use crate::lexer::lex_full;
 use crate::token::{Token, TokenKind};
+use mlpl_diag::code;
 use mlpl_diag::{Diagnostic, Span};
 
 /// How deeply brackets, blocks, unary minus and chains of binary operators may nest.
@@ -263,8 +264,11 @@ impl<'a> Parser<'a> {
         } else {
             format!("expected {expected}")
         };
-        let mut d = Diagnostic::error("E0006", format!("unexpected {found}: expected {expected}"))
-            .at(span, label);
+        let mut d = Diagnostic::error(
+            code::E0006,
+            format!("unexpected {found}: expected {expected}"),
+        )
+        .at(span, label);
         if let Some(h) = help {
             d = d.help(h);
         }
@@ -278,7 +282,7 @@ impl<'a> Parser<'a> {
         }
         self.deep_reported = true;
         self.error(
-            Diagnostic::error("E0006", format!("nesting too deep: expected at most {MAX_DEPTH} levels"))
+            Diagnostic::error(code::E0006, format!("nesting too deep: expected at most {MAX_DEPTH} levels"))
                 .at(span, "nested too deeply")
                 .note(format!(
                     "brackets, blocks, unary minus and chains of operators may nest at most {MAX_DEPTH} levels"

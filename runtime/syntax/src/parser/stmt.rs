@@ -3,6 +3,7 @@
 //! run together on one line.
 
 use super::*;
+use mlpl_diag::code;
 
 impl<'a> Parser<'a> {
     pub(super) fn parse_stmts(&mut self, in_block: bool) -> Vec<Stmt> {
@@ -26,7 +27,7 @@ impl<'a> Parser<'a> {
                 let t = self.bump();
                 let c = t.kind.symbol().unwrap_or(")");
                 self.error(
-                    Diagnostic::error("E0008", format!("unmatched closing delimiter `{c}`"))
+                    Diagnostic::error(code::E0008, format!("unmatched closing delimiter `{c}`"))
                         .at(t.span, format!("this `{c}` has no matching opener")),
                 );
                 prev_clean = false;
@@ -72,7 +73,7 @@ impl<'a> Parser<'a> {
         } else {
             "separate the statements with `;` or put them on separate lines".to_string()
         };
-        let d = Diagnostic::warning("W0001", "statements run together on one line");
+        let d = Diagnostic::of(code::W0001);
         let adjacent = prev_tok.span.end == first_tok.span.start;
         if let (K::Number(_), true, K::Ident(_) | K::LParen) =
             (&prev_tok.kind, adjacent, &first_tok.kind)
@@ -147,7 +148,7 @@ impl<'a> Parser<'a> {
             k if k.is_keyword() && *self.peek2() == K::Eq => {
                 let kw = k.keyword_str().unwrap_or("");
                 self.error(
-                    Diagnostic::error("E0009", format!("keyword used as a name: `{kw}`"))
+                    Diagnostic::error(code::E0009, format!("keyword used as a name: `{kw}`"))
                         .at(tok.span, format!("`{kw}` is a reserved keyword"))
                         .help(format!("choose another name, e.g. `{kw}_`")),
                 );
@@ -177,7 +178,7 @@ impl<'a> Parser<'a> {
             }
             K::LBrace => {
                 self.error(
-                    Diagnostic::error("E0006", "unexpected `{`: expected a statement")
+                    Diagnostic::error(code::E0006, "unexpected `{`: expected a statement")
                         .at(tok.span, "a block cannot stand on its own")
                         .help("a block follows `repeat N`, `train N`, `for x in xs`, `experiment NAME` or `device(TARGET)`"),
                 );
@@ -189,10 +190,13 @@ impl<'a> Parser<'a> {
                 if *self.peek() == K::Eq && e.kind != ExprKind::Error {
                     let eq = self.bump();
                     self.error(
-                        Diagnostic::error("E0006", "unexpected `=`: expected a name before `=`")
-                            .at(eq.span, "only a name can be assigned")
-                            .with_label(e.span, "this is not a name")
-                            .help("write `name = value`"),
+                        Diagnostic::error(
+                            code::E0006,
+                            "unexpected `=`: expected a name before `=`",
+                        )
+                        .at(eq.span, "only a name can be assigned")
+                        .with_label(e.span, "this is not a name")
+                        .help("write `name = value`"),
                     );
                     let _ = self.parse_expr();
                     StmtKind::Error
@@ -229,7 +233,7 @@ impl<'a> Parser<'a> {
                 let t = self.bump();
                 let kw = k.keyword_str().unwrap_or("");
                 self.error(
-                    Diagnostic::error("E0009", format!("keyword used as a name: `{kw}`"))
+                    Diagnostic::error(code::E0009, format!("keyword used as a name: `{kw}`"))
                         .at(t.span, format!("`{kw}` is a reserved keyword"))
                         .help(format!("choose another loop variable, e.g. `{kw}_`")),
                 );
@@ -285,7 +289,7 @@ impl<'a> Parser<'a> {
             } else {
                 let (span, _) = self.found_span();
                 self.error(
-                    Diagnostic::error("E0006", "unexpected end of line: expected `{`")
+                    Diagnostic::error(code::E0006, "unexpected end of line: expected `{`")
                         .at(span, "expected `{` after this, on the same line")
                         .with_label(self.toks[j].span, "the block starts on a later line")
                         .help(format!("put the `{{` on the same line as `{what}`")),
@@ -359,7 +363,7 @@ impl<'a> Parser<'a> {
             let (span, _) = self.found_span();
             self.error(
                 Diagnostic::error(
-                    "E0011",
+                    code::E0011,
                     format!("malformed axis annotation: expected `[` after `:`, found {found}"),
                 )
                 .at(span, "expected `[`")
@@ -393,7 +397,7 @@ impl<'a> Parser<'a> {
                 K::Comma => {
                     if ok {
                         self.error(
-                            Diagnostic::error("E0012", "empty list element")
+                            Diagnostic::of(code::E0012)
                                 .at(t.span, "an axis name is missing before this `,`")
                                 .help("remove the extra `,`"),
                         );
@@ -410,9 +414,12 @@ impl<'a> Parser<'a> {
                     let kw = k.keyword_str().unwrap_or("");
                     if ok {
                         self.error(
-                            Diagnostic::error("E0009", format!("keyword used as a name: `{kw}`"))
-                                .at(t.span, format!("`{kw}` is a reserved keyword"))
-                                .help(format!("choose another axis name, e.g. `{kw}_`")),
+                            Diagnostic::error(
+                                code::E0009,
+                                format!("keyword used as a name: `{kw}`"),
+                            )
+                            .at(t.span, format!("`{kw}` is a reserved keyword"))
+                            .help(format!("choose another axis name, e.g. `{kw}_`")),
                         );
                     }
                     ok = false;
@@ -429,7 +436,7 @@ impl<'a> Parser<'a> {
                     if ok {
                         self.error(
                             Diagnostic::error(
-                                "E0011",
+                                code::E0011,
                                 "malformed axis annotation: expected an axis name, found a string",
                             )
                             .at(t.span, "not an identifier")
@@ -443,7 +450,7 @@ impl<'a> Parser<'a> {
                     let found = t.kind.describe();
                     if ok {
                         self.error(
-                            Diagnostic::error("E0011", format!("malformed axis annotation: expected an axis name, found {found}"))
+                            Diagnostic::error(code::E0011, format!("malformed axis annotation: expected an axis name, found {found}"))
                                 .at(t.span, "expected an axis name")
                                 .note("an annotation lists axis names: `x : [batch, feature] = value`"),
                         );
@@ -468,7 +475,7 @@ impl<'a> Parser<'a> {
                         let span = self.peek_tok().span;
                         self.error(
                             Diagnostic::error(
-                                "E0011",
+                                code::E0011,
                                 format!(
                                     "malformed axis annotation: expected `,` or `]`, found {found}"
                                 ),
@@ -497,7 +504,7 @@ impl<'a> Parser<'a> {
                 };
                 self.error(
                     Diagnostic::error(
-                        "E0011",
+                        code::E0011,
                         format!("malformed axis annotation: missing `=`, found {found}"),
                     )
                     .at(span, label)

@@ -1,4 +1,5 @@
 use super::*;
+use mlpl_diag::code;
 
 fn ok(src: &str) -> Program {
     let p = parse(src);
@@ -95,7 +96,7 @@ fn primaries() {
 #[test]
 fn negative_literal_table() {
     let p = parse("x -1");
-    assert_eq!(codes("x -1"), ["W0002"]);
+    assert_eq!(codes("x -1"), [code::W0002]);
     assert!(matches!(&p.program.stmts[0].kind, StmtKind::Expr(e) if sexp(e) == "(x - 1)"));
     assert_eq!(s("f(-1)"), "f(-1)");
     assert_eq!(s("[1, -2]"), "[1, -2]");
@@ -117,7 +118,7 @@ fn w0002_list_subtraction() {
     let p = parse("[1 -2]");
     assert_eq!(p.diagnostics.len(), 1);
     let d = &p.diagnostics[0];
-    assert_eq!(d.code, "W0002");
+    assert_eq!(d.code, code::W0002);
     assert_eq!(d.primary.as_ref().unwrap().span, Span::new(3, 4));
     let help = d.help.as_deref().unwrap();
     assert!(
@@ -128,7 +129,7 @@ fn w0002_list_subtraction() {
         StmtKind::Expr(e) => assert_eq!(sexp(e), "[(1 - 2)]"),
         other => panic!("{other:?}"),
     }
-    assert_eq!(codes("x -1"), vec!["W0002"]);
+    assert_eq!(codes("x -1"), vec![code::W0002]);
     assert!(codes("x - 1").is_empty());
     assert!(codes("x-1").is_empty());
     assert!(codes("[1 - 2]").is_empty());
@@ -237,7 +238,7 @@ fn juxtaposition_table() {
         assert_eq!(p.program.stmts.len(), *n, "{src}");
         assert_eq!(p.diagnostics.len(), 1, "{src}: {:#?}", p.diagnostics);
         let d = &p.diagnostics[0];
-        assert_eq!(d.code, "W0001", "{src}");
+        assert_eq!(d.code, code::W0001, "{src}");
         let help = d.help.clone().unwrap_or_default();
         assert!(
             help.contains(needle),
@@ -262,20 +263,20 @@ fn juxtaposition_table() {
 #[test]
 fn error_codes() {
     let cases: &[(&str, &[&str])] = &[
-        ("x = (1", &["E0007"]),
-        ("x = 1)", &["E0008"]),
-        ("train = 1", &["E0009"]),
-        ("for repeat in x { }", &["E0009"]),
-        ("x = repeat 3 { }", &["E0010"]),
-        ("a = b = 1", &["E0010"]),
-        ("f(x = 1)", &["E0010"]),
-        ("x : [a, 1] = 2", &["E0011"]),
-        ("x : [a] 2", &["E0011"]),
-        ("f(a,,b)", &["E0012"]),
-        ("[,]", &["E0012"]),
-        ("f(,)", &["E0012"]),
-        ("x = ", &["E0006"]),
-        ("f(1 2)", &["E0006"]),
+        ("x = (1", &[code::E0007]),
+        ("x = 1)", &[code::E0008]),
+        ("train = 1", &[code::E0009]),
+        ("for repeat in x { }", &[code::E0009]),
+        ("x = repeat 3 { }", &[code::E0010]),
+        ("a = b = 1", &[code::E0010]),
+        ("f(x = 1)", &[code::E0010]),
+        ("x : [a, 1] = 2", &[code::E0011]),
+        ("x : [a] 2", &[code::E0011]),
+        ("f(a,,b)", &[code::E0012]),
+        ("[,]", &[code::E0012]),
+        ("f(,)", &[code::E0012]),
+        ("x = ", &[code::E0006]),
+        ("f(1 2)", &[code::E0006]),
     ];
     for (src, want) in cases {
         assert_eq!(codes(src), *want, "{src}: {:#?}", parse(src).diagnostics);
@@ -285,7 +286,7 @@ fn error_codes() {
 #[test]
 fn unclosed_paren_is_one_error() {
     let p = parse("x = f(1, 2\ny = 3\nz = g(y)\n");
-    assert_eq!(codes("x = f(1, 2\ny = 3\nz = g(y)\n"), vec!["E0007"]);
+    assert_eq!(codes("x = f(1, 2\ny = 3\nz = g(y)\n"), vec![code::E0007]);
     assert_eq!(
         p.diagnostics[0].primary.as_ref().unwrap().span,
         Span::new(5, 6)

@@ -2,6 +2,7 @@
 //! named-axis broadcasting (LANGUAGE §9), placement checks (§14.4), and dispatch to
 //! the device backend. Builtins and operators call these; nothing here parses.
 
+use mlpl_diag::code;
 use std::sync::Arc;
 
 use mlpl_devices::{Backend, Tensor};
@@ -71,7 +72,7 @@ pub fn placement_for(
 pub fn check_size(op: &str, shape: &[usize], span: Span) -> Result<(), Diagnostic> {
     match shape.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d)) {
         Some(n) if n <= crate::builtins::MAX_ELEMENTS => Ok(()),
-        _ => Err(Diagnostic::error("E0410", "out of host memory").at(
+        _ => Err(Diagnostic::of(code::E0410).at(
             span,
             format!(
                 "`{op}` would create {} elements",

@@ -1,0 +1,123 @@
+//! Walking the tree: the direct children of an expression, the expression and
+//! body of a statement, and pre-order visits of every expression. The consumers
+//! of the AST (checker, interpreter, capture guards, language server) handle
+//! the nodes they care about and leave the structure to these functions, so a
+//! new kind of node is added here once.
+
+use crate::ast::{Block, Expr, ExprKind, Stmt, StmtKind};
+
+/// The direct sub-expressions of `e`, in source order: call arguments, list
+/// items and constructor sizes, the operand of `-` and of parentheses, both
+/// sides of a binary operator, and a `device` block's target (its body is
+/// [`device_body`]).
+pub fn children(e: &Expr) -> impl Iterator<Item = &Expr> {
+    let (many, a, b): (&[Expr], Option<&Expr>, Option<&Expr>) = match &e.kind {
+        ExprKind::Call { args, .. } => (args, None, None),
+        ExprKind::List(items) | ExprKind::Ctor { dims: items, .. } => (items, None, None),
+        ExprKind::Neg(x) | ExprKind::Paren(x) => (&[], Some(x), None),
+        ExprKind::Binary { lhs, rhs, .. } => (&[], Some(lhs), Some(rhs)),
+        ExprKind::Device { target, .. } => (&[], Some(target), None),
+        ExprKind::Number(_) | ExprKind::Str(_) | ExprKind::Var(_) | ExprKind::Error => {
+            (&[], None, None)
+        }
+    };
+    many.iter().chain(a).chain(b)
+}
+
+/// The body of a `device` block expression.
+pub fn device_body(e: &Expr) -> Option<&Block> {
+    match &e.kind {
+        ExprKind::Device { body, .. } => Some(body),
+        _ => None,
+    }
+}
+
+/// The expression a statement evaluates (its value, loop count or iterable, or
+/// experiment name), if it has one.
+pub fn stmt_expr(s: &Stmt) -> Option<&Expr> {
+    match &s.kind {
+        StmtKind::Expr(e)
+        | StmtKind::Assign { value: e, .. }
+        | StmtKind::Annotated { value: e, .. }
+        | StmtKind::Repeat { count: e, .. }
+        | StmtKind::Train { count: e, .. }
+        | StmtKind::For { iter: e, .. }
+        | StmtKind::Experiment { name: e, .. } => Some(e),
+        StmtKind::Error => None,
+    }
+}
+
+/// The body of a `repeat`, `train`, `for` or `experiment` statement.
+pub fn stmt_body(s: &Stmt) -> Option<&Block> {
+    match &s.kind {
+        StmtKind::Repeat { body, .. }
+        | StmtKind::Train { body, .. }
+        | StmtKind::For { body, .. }
+        | StmtKind::Experiment { body, .. } => Some(body),
+        StmtKind::Expr(_)
+        | StmtKind::Assign { .. }
+        | StmtKind::Annotated { .. }
+        | StmtKind::Error => None,
+    }
+}
+
+/// Calls `f` on `e` and every expression below it, pre-order, the statements of
+/// `device` blocks included.
+pub fn each_expr(e: &Expr, f: &mut dyn FnMut(&Expr)) {
+    f(e);
+    for c in children(e) {
+        each_expr(c, f);
+    }
+    if let Some(body) = device_body(e) {
+        body.stmts.iter().for_each(|s| each_stmt_expr(s, f));
+    }
+}
+
+/// Calls `f` on every expression of `s`, pre-order, nested bodies included.
+pub fn each_stmt_expr(s: &Stmt, f: &mut dyn FnMut(&Expr)) {
+    if let Some(e) = stmt_expr(s) {
+        each_expr(e, f);
+    }
+    if let Some(body) = stmt_body(s) {
+        body.stmts.iter().for_each(|s| each_stmt_expr(s, f));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parse;
+
+    fn visited(src: &str) -> Vec<String> {
+        let p = parse(src);
+        let mut out = Vec::new();
+        for s in &p.program.stmts {
+            each_stmt_expr(s, &mut |e| {
+                out.push(src[e.span.start..e.span.end].to_string())
+            });
+        }
+        out
+    }
+
+    #[test]
+    fn every_expression_once_in_pre_order() {
+        assert_eq!(
+            visited("f(a, -b) + [1, c]"),
+            [
+                "f(a, -b) + [1, c]",
+                "f(a, -b)",
+                "a",
+                "-b",
+                "b",
+                "[1, c]",
+                "1",
+                "c"
+            ]
+        );
+        assert_eq!(visited("repeat n { x = (y) }"), ["n", "(y)", "y"]);
+        assert_eq!(
+            visited("device(\"cpu\") { z = w }"),
+            ["device(\"cpu\") { z = w }", "\"cpu\"", "w"]
+        );
+    }
+}
