@@ -3,16 +3,26 @@
 
 #define VEC_BASE(x, r) ((x) + ((r) / inner) * len * inner + ((r) % inner))
 
+// The maximum `m` of the vector `xr` (len elements, stride `inner`) and the
+// float64 sum of exp(x - m) over it, reduced over the block: the shift every
+// kernel of this family starts from.
+__device__ void vec_max_sumexp(const float* xr, u64 len, u64 inner, float* m_out, double* s_out) {
+    float m = -INFINITY;
+    for (u64 j = threadIdx.x; j < len; j += blockDim.x) m = nan_max(m, xr[j * inner]);
+    m = block_max(m);
+    double s = 0.0;
+    for (u64 j = threadIdx.x; j < len; j += blockDim.x) s += (double)expf(xr[j * inner] - m);
+    *m_out = m;
+    *s_out = block_sum(s);
+}
+
 extern "C" __global__ void softmax_fwd(const float* x, float* y, u64 outer, u64 len, u64 inner) {
     FOR_EACH_ROW(r, outer * inner) {
         const float* xr = VEC_BASE(x, r);
         float* yr = VEC_BASE(y, r);
-        float m = -INFINITY;
-        for (u64 j = threadIdx.x; j < len; j += blockDim.x) m = nan_max(m, xr[j * inner]);
-        m = block_max(m);
-        double s = 0.0;
-        for (u64 j = threadIdx.x; j < len; j += blockDim.x) s += (double)expf(xr[j * inner] - m);
-        s = block_sum(s);
+        float m;
+        double s;
+        vec_max_sumexp(xr, len, inner, &m, &s);
         float inv = (float)(1.0 / s);
         for (u64 j = threadIdx.x; j < len; j += blockDim.x) yr[j * inner] = expf(xr[j * inner] - m) * inv;
     }
@@ -22,12 +32,9 @@ extern "C" __global__ void log_softmax_fwd(const float* x, float* y, u64 outer, 
     FOR_EACH_ROW(r, outer * inner) {
         const float* xr = VEC_BASE(x, r);
         float* yr = VEC_BASE(y, r);
-        float m = -INFINITY;
-        for (u64 j = threadIdx.x; j < len; j += blockDim.x) m = nan_max(m, xr[j * inner]);
-        m = block_max(m);
-        double s = 0.0;
-        for (u64 j = threadIdx.x; j < len; j += blockDim.x) s += (double)expf(xr[j * inner] - m);
-        s = block_sum(s);
+        float m;
+        double s;
+        vec_max_sumexp(xr, len, inner, &m, &s);
         float lse = (float)log(s);
         for (u64 j = threadIdx.x; j < len; j += blockDim.x) yr[j * inner] = xr[j * inner] - m - lse;
     }
@@ -38,12 +45,9 @@ extern "C" __global__ void log_softmax_fwd(const float* x, float* y, u64 outer, 
 extern "C" __global__ void logsumexp_fwd(const float* x, float* out, u64 outer, u64 len, u64 inner) {
     FOR_EACH_ROW(r, outer * inner) {
         const float* xr = VEC_BASE(x, r);
-        float m = -INFINITY;
-        for (u64 j = threadIdx.x; j < len; j += blockDim.x) m = nan_max(m, xr[j * inner]);
-        m = block_max(m);
-        double s = 0.0;
-        for (u64 j = threadIdx.x; j < len; j += blockDim.x) s += (double)expf(xr[j * inner] - m);
-        s = block_sum(s);
+        float m;
+        double s;
+        vec_max_sumexp(xr, len, inner, &m, &s);
         if (threadIdx.x == 0) out[r] = m + (float)log(s);
     }
 }

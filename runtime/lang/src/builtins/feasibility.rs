@@ -111,14 +111,7 @@ fn estimate_train(c: &mut Call) -> Result<Value, Diagnostic> {
 fn estimate_hypothetical(c: &mut Call) -> Result<Value, Diagnostic> {
     let name = c.string(0)?;
     let Some(arch) = hypothetical::lookup(name) else {
-        return Err(c
-            .error_at(
-                0,
-                code::E0105,
-                format!("unknown architecture `{name}`"),
-                "not a built-in architecture",
-            )
-            .note(format!("known architectures: {}", hypothetical::names())));
+        return Err(super::site::unknown_architecture(c, 0, name));
     };
     let steps = positive(c, 1)?;
     let batch = positive(c, 2)?;

@@ -43,14 +43,7 @@ pub fn estimate_train(c: &mut ShapeCtx) -> Rule {
 pub fn estimate_hypothetical(c: &mut ShapeCtx) -> Rule {
     if let Some(name) = c.string(0)? {
         if hypothetical::lookup(&name).is_none() {
-            return Err(c
-                .error_at(
-                    0,
-                    code::E0105,
-                    format!("unknown architecture `{name}`"),
-                    "not a built-in architecture",
-                )
-                .note(format!("known architectures: {}", hypothetical::names())));
+            return Err(super::site::unknown_architecture(c, 0, &name));
         }
     }
     for i in 1..c.len() {

@@ -70,14 +70,7 @@ fn load_preloaded(c: &mut Call) -> Result<Value, Diagnostic> {
     let name = c.string(0)?;
     match corpora::preloaded(name) {
         Some(text) => Ok(Value::string(text)),
-        None => Err(c
-            .error_at(
-                0,
-                code::E0104,
-                format!("unknown corpus `{name}`"),
-                "not a preloaded corpus",
-            )
-            .note(format!("known corpora: {}", corpora::NAMES.join(", ")))),
+        None => Err(super::site::unknown_corpus(c, 0, name)),
     }
 }
 

@@ -91,14 +91,7 @@ pub fn load_preloaded(c: &mut ShapeCtx) -> Rule {
     };
     match corpora::preloaded(&name) {
         Some(text) => Ok(AbsValue::Str(Some(text.to_string()))),
-        None => Err(c
-            .error_at(
-                0,
-                code::E0104,
-                format!("unknown corpus `{name}`"),
-                "not a preloaded corpus",
-            )
-            .note(format!("known corpora: {}", corpora::NAMES.join(", ")))),
+        None => Err(super::site::unknown_corpus(c, 0, &name)),
     }
 }
 

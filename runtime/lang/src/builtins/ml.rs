@@ -6,7 +6,6 @@ use super::{opt, req, Builtin, Diff, Facts};
 use crate::eval::{ops, Call};
 use crate::value::{named_shape, Array, Value};
 use mlpl_devices::math;
-use mlpl_diag::code;
 use mlpl_diag::Diagnostic;
 
 /// The builtins of this group.
@@ -137,24 +136,15 @@ pub fn check_cross_entropy(
     let v = s[s.len() - 1];
     let rows: usize = s[..s.len() - 1].iter().product();
     if targets.numel() != rows {
-        return Err(c
-            .error_of(1, code::E0214, format!("targets: {}", named_shape(targets)))
-            .with_label(c.arg_span(0), format!("logits: {}", named_shape(logits)))
-            .note(format!(
-                "expected [{rows}] targets (one per row of the logits), got {}",
-                named_shape(targets)
-            )));
+        return Err(super::site::target_count_error(
+            c,
+            &named_shape(logits),
+            &named_shape(targets),
+            &rows.to_string(),
+        ));
     }
     for (r, &t) in targets.to_f64().iter().enumerate() {
-        if t.fract() != 0.0 || !(t >= 0.0 && t < v as f64) {
-            return Err(c
-                .error_of(
-                    1,
-                    code::E0402,
-                    format!("target {} at position {r}", crate::display::format_f64(t)),
-                )
-                .note(format!("targets must be integers in [0, {v})")));
-        }
+        super::site::check_target(c, r, t, v)?;
     }
     Ok((rows, v))
 }

@@ -5,8 +5,6 @@ use super::site::CallSite;
 use crate::check::abstract_value::{AbsArray, AbsValue, Dim, MAX_CONST};
 use crate::check::ctx::ShapeCtx;
 use crate::check::dims;
-use crate::display::format_f64;
-use mlpl_diag::code;
 use mlpl_diag::Diagnostic;
 
 type Rule = Result<AbsValue, Diagnostic>;
@@ -93,29 +91,19 @@ pub fn cross_entropy(c: &mut ShapeCtx) -> Rule {
     let rows = dims::product(&ld[..ld.len() - 1]);
     let n = count(&targets);
     if rows.provably_ne(&n) {
-        let ts = targets.shape_text();
-        return Err(c
-            .error_of(1, code::E0214, format!("targets: {ts}"))
-            .with_label(c.arg_span(0), format!("logits: {}", logits.shape_text()))
-            .note(format!(
-                "expected [{}] targets (one per row of the logits), got {ts}",
-                rows.text()
-            )));
+        return Err(super::site::target_count_error(
+            c,
+            &logits.shape_text(),
+            &targets.shape_text(),
+            &rows.text(),
+        ));
     }
     if !rows.provably_eq(&n) {
         return Ok(AbsValue::any_scalar());
     }
     if let (Some(t), Some(v)) = (&targets.constant, ld[ld.len() - 1].known()) {
         for (r, &t) in t.iter().enumerate() {
-            if t.fract() != 0.0 || !(t >= 0.0 && t < v as f64) {
-                return Err(c
-                    .error_of(
-                        1,
-                        code::E0402,
-                        format!("target {} at position {r}", format_f64(t)),
-                    )
-                    .note(format!("targets must be integers in [0, {v})")));
-            }
+            super::site::check_target(c, r, t, v)?;
         }
     }
     if let (Some(a), Some(b)) = (logits.placed, targets.placed) {

@@ -284,14 +284,7 @@ pub fn dim(c: &Call, i: usize) -> Result<usize, Diagnostic> {
     }
 }
 
-/// E0213 at argument `i`.
-pub fn dim_error(c: &Call, i: usize, label: impl Into<String>) -> Diagnostic {
-    c.error_of(i, code::E0213, label).note(format!(
-        "argument `{}` of `{}` is a size",
-        c.param_name(i),
-        c.name()
-    ))
-}
+pub use super::site::dim_error;
 
 /// E0410 when the parameters of a new layer would exceed the allocation limit.
 pub fn check_elements(c: &Call, shapes: &[Vec<usize>]) -> Result<(), Diagnostic> {
@@ -321,36 +314,13 @@ fn embed(c: &mut Call) -> Result<Value, Diagnostic> {
 fn attention_like(c: &mut Call, causal: bool) -> Result<Value, Diagnostic> {
     let (d, heads) = (dim(c, 0)?, dim(c, 1)?);
     let seed = c.seed(2)?;
-    if heads == 0 || d % heads != 0 {
-        return Err(
-            dim_error(c, 1, format!("{heads} heads do not divide d = {d}"))
-                .help("choose a number of heads ≥ 1 that divides the model width"),
-        );
-    }
+    super::site::check_heads(c, d, heads)?;
     let kv = if c.has(3) { dim(c, 3)? } else { heads };
-    if kv == 0 || heads % kv != 0 {
-        return Err(dim_error(c, 3, format!("{kv} key/value heads do not divide {heads} heads"))
-            .help("kv_heads must be ≥ 1 and divide heads (kv_heads = heads is ordinary multi-head attention)"));
-    }
+    super::site::check_kv_heads(c, heads, kv)?;
     let hd = d / heads;
     let rope = if c.has(4) {
         let m = c.model(4)?.0.clone();
-        let Layer::Rope(r) = &*m else {
-            return Err(c
-                .invalid(
-                    4,
-                    format!("this is a {}, not a `rope(…)` layer", m.describe()),
-                )
-                .help(format!("pass `rope({hd}, 10000)`")));
-        };
-        if r.head_dim != hd {
-            return Err(dim_error(
-                c,
-                4,
-                format!("rope size {} differs from d/heads = {hd}", r.head_dim),
-            ));
-        }
-        Some(*r)
+        Some(super::site::rope_argument(c, 4, &m, hd)?)
     } else {
         None
     };
@@ -374,9 +344,7 @@ fn causal_attention(c: &mut Call) -> Result<Value, Diagnostic> {
 fn rms_norm(c: &mut Call) -> Result<Value, Diagnostic> {
     let d = dim(c, 0)?;
     let gain = if c.has(1) { c.scalar(1)? } else { 0.0 };
-    if gain != 0.0 && gain != 1.0 {
-        return Err(c.invalid(1, "gain must be 0 (no gain) or 1 (a learned gain)"));
-    }
+    super::site::check_gain(c, 1, gain)?;
     check_elements(c, &[vec![d]])?;
     Ok(model_value(init::rms_norm(c.it, d, gain == 1.0)))
 }
@@ -413,21 +381,14 @@ fn softmax_layer(_: &mut Call) -> Result<Value, Diagnostic> {
 
 fn dropout(c: &mut Call) -> Result<Value, Diagnostic> {
     let p = c.scalar(0)?;
-    if !(0.0..1.0).contains(&p) {
-        return Err(c.invalid(
-            0,
-            format!("p = {} is outside [0, 1)", crate::display::format_f64(p)),
-        ));
-    }
+    super::site::check_drop_probability(c, 0, p)?;
     let seed = c.seed(1)?;
     Ok(model_value(Layer::Dropout(Dropout { p, seed })))
 }
 
 fn swiglu(c: &mut Call) -> Result<Value, Diagnostic> {
     let (d, hidden) = (dim(c, 0)?, dim(c, 1)?);
-    if hidden == 0 {
-        return Err(dim_error(c, 1, "hidden must be ≥ 1"));
-    }
+    super::site::check_positive_size(c, 1, hidden)?;
     let seed = c.seed(2)?;
     check_elements(c, &[vec![d, hidden], vec![d, hidden], vec![hidden, d]])?;
     Ok(model_value(init::swiglu(c.it, d, hidden, seed)))
@@ -435,38 +396,20 @@ fn swiglu(c: &mut Call) -> Result<Value, Diagnostic> {
 
 fn rope(c: &mut Call) -> Result<Value, Diagnostic> {
     let n = dim(c, 0)?;
-    if n < 2 || n % 2 != 0 {
-        return Err(dim_error(
-            c,
-            0,
-            format!("head_dim = {n} is not an even size ≥ 2"),
-        ));
-    }
+    super::site::check_rope_size(c, 0, n)?;
     let base = c.scalar(1)?;
-    if !(base.is_finite() && base > 0.0) {
-        return Err(c.invalid(1, "base must be a finite number > 0"));
-    }
+    super::site::check_rope_base(c, 1, base)?;
     Ok(model_value(Layer::Rope(Rope { head_dim: n, base })))
 }
 
 fn moe(c: &mut Call) -> Result<Value, Diagnostic> {
     let d = dim(c, 0)?;
     let experts = dim(c, 1)?;
-    if experts == 0 {
-        return Err(dim_error(c, 1, "experts must be ≥ 1"));
-    }
+    super::site::check_positive_size(c, 1, experts)?;
     let k = dim(c, 2)?;
-    if k == 0 || k > experts {
-        return Err(dim_error(
-            c,
-            2,
-            format!("top_k = {k} is outside 1..={experts}"),
-        ));
-    }
+    super::site::check_top_k(c, 2, k, experts)?;
     let hidden = dim(c, 3)?;
-    if hidden == 0 {
-        return Err(dim_error(c, 3, "hidden must be ≥ 1"));
-    }
+    super::site::check_positive_size(c, 3, hidden)?;
     let seed = c.seed(4)?;
     check_elements(
         c,

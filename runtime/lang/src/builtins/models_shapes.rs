@@ -24,14 +24,7 @@ use mlpl_diag::Diagnostic;
 
 type Rule = Result<AbsValue, Diagnostic>;
 
-/// E0213 at argument `i`, worded as `models::dim_error`.
-pub fn dim_error(c: &ShapeCtx, i: usize, label: impl Into<String>) -> Diagnostic {
-    c.error_of(i, code::E0213, label).note(format!(
-        "argument `{}` of `{}` is a size",
-        c.param_name(i),
-        c.name()
-    ))
-}
+pub use super::site::dim_error;
 
 /// Argument `i` as a size: its value when constant; E0213 when it is provably not
 /// a non-negative integer.
@@ -91,41 +84,18 @@ fn attention_like(c: &mut ShapeCtx, causal: bool) -> Rule {
     let (Some(d), Some(heads)) = (d, heads) else {
         return unknown_model();
     };
-    if heads == 0 || d % heads != 0 {
-        return Err(
-            dim_error(c, 1, format!("{heads} heads do not divide d = {d}"))
-                .help("choose a number of heads ≥ 1 that divides the model width"),
-        );
-    }
+    super::site::check_heads(c, d, heads)?;
     let kv = if c.has(3) { dim(c, 3)? } else { Some(heads) };
     let Some(kv) = kv else {
         return unknown_model();
     };
-    if kv == 0 || heads % kv != 0 {
-        return Err(dim_error(c, 3, format!("{kv} key/value heads do not divide {heads} heads"))
-            .help("kv_heads must be ≥ 1 and divide heads (kv_heads = heads is ordinary multi-head attention)"));
-    }
+    super::site::check_kv_heads(c, heads, kv)?;
     let hd = d / heads;
     let rope = if c.has(4) {
         let Some(m) = c.model(4)? else {
             return unknown_model();
         };
-        let Layer::Rope(r) = &*m.0 else {
-            return Err(c
-                .invalid(
-                    4,
-                    format!("this is a {}, not a `rope(…)` layer", m.0.describe()),
-                )
-                .help(format!("pass `rope({hd}, 10000)`")));
-        };
-        if r.head_dim != hd {
-            return Err(dim_error(
-                c,
-                4,
-                format!("rope size {} differs from d/heads = {hd}", r.head_dim),
-            ));
-        }
-        Some(*r)
+        Some(super::site::rope_argument(c, 4, &m.0, hd)?)
     } else {
         None
     };
@@ -155,9 +125,7 @@ pub fn rms_norm(c: &mut ShapeCtx) -> Rule {
     let d = dim(c, 0)?;
     let gain = if c.has(1) { c.scalar(1)? } else { Some(0.0) };
     if let Some(g) = gain {
-        if g != 0.0 && g != 1.0 {
-            return Err(c.invalid(1, "gain must be 0 (no gain) or 1 (a learned gain)"));
-        }
+        super::site::check_gain(c, 1, g)?;
     }
     match (d, gain) {
         (Some(dim), Some(g)) => {
@@ -208,9 +176,7 @@ pub fn softmax_layer(_: &mut ShapeCtx) -> Rule {
 pub fn dropout(c: &mut ShapeCtx) -> Rule {
     let p = c.scalar(0)?;
     if let Some(p) = p {
-        if !(0.0..1.0).contains(&p) {
-            return Err(c.invalid(0, format!("p = {} is outside [0, 1)", format_f64(p))));
-        }
+        super::site::check_drop_probability(c, 0, p)?;
     }
     c.seed(1)?;
     match p {
@@ -222,8 +188,8 @@ pub fn dropout(c: &mut ShapeCtx) -> Rule {
 /// `swiglu(d, hidden, seed)`: E0213 for hidden < 1.
 pub fn swiglu(c: &mut ShapeCtx) -> Rule {
     let (d, hidden) = (dim(c, 0)?, dim(c, 1)?);
-    if hidden == Some(0) {
-        return Err(dim_error(c, 1, "hidden must be ≥ 1"));
+    if let Some(h) = hidden {
+        super::site::check_positive_size(c, 1, h)?;
     }
     c.seed(2)?;
     match (d, hidden) {
@@ -241,19 +207,11 @@ pub fn swiglu(c: &mut ShapeCtx) -> Rule {
 pub fn rope(c: &mut ShapeCtx) -> Rule {
     let n = dim(c, 0)?;
     if let Some(n) = n {
-        if n < 2 || n % 2 != 0 {
-            return Err(dim_error(
-                c,
-                0,
-                format!("head_dim = {n} is not an even size ≥ 2"),
-            ));
-        }
+        super::site::check_rope_size(c, 0, n)?;
     }
     let base = c.scalar(1)?;
     if let Some(b) = base {
-        if !(b.is_finite() && b > 0.0) {
-            return Err(c.invalid(1, "base must be a finite number > 0"));
-        }
+        super::site::check_rope_base(c, 1, b)?;
     }
     match (n, base) {
         (Some(head_dim), Some(base)) => model(Layer::Rope(Rope { head_dim, base })),
@@ -266,18 +224,16 @@ pub fn rope(c: &mut ShapeCtx) -> Rule {
 pub fn moe(c: &mut ShapeCtx) -> Rule {
     let d = dim(c, 0)?;
     let experts = dim(c, 1)?;
-    if experts == Some(0) {
-        return Err(dim_error(c, 1, "experts must be ≥ 1"));
+    if let Some(e) = experts {
+        super::site::check_positive_size(c, 1, e)?;
     }
     let k = dim(c, 2)?;
     if let (Some(k), Some(e)) = (k, experts) {
-        if k == 0 || k > e {
-            return Err(dim_error(c, 2, format!("top_k = {k} is outside 1..={e}")));
-        }
+        super::site::check_top_k(c, 2, k, e)?;
     }
     let hidden = dim(c, 3)?;
-    if hidden == Some(0) {
-        return Err(dim_error(c, 3, "hidden must be ≥ 1"));
+    if let Some(h) = hidden {
+        super::site::check_positive_size(c, 3, h)?;
     }
     c.seed(4)?;
     match (d, experts, k, hidden) {

@@ -397,9 +397,7 @@ fn adamw(c: &mut Call) -> Result<Value, Diagnostic> {
         c.scalar(5)?,
         c.scalar(6)?,
     );
-    if !(wd >= 0.0) {
-        return Err(c.invalid(6, "weight_decay must be ≥ 0"));
-    }
+    super::site::check_weight_decay(c, 6, wd)?;
     let max = optional_max_norm(c, 7)?;
     optimize(c, "adamw", Rule::Adam { b1, b2, eps, wd }, lr, max)
 }

@@ -63,9 +63,7 @@ pub fn adamw(c: &mut ShapeCtx) -> Rule {
         c.scalar(i)?;
     }
     if let Some(wd) = c.scalar(6)? {
-        if wd.is_nan() || wd < 0.0 {
-            return Err(c.invalid(6, "weight_decay must be ≥ 0"));
-        }
+        super::site::check_weight_decay(c, 6, wd)?;
     }
     max_norm(c, 7)?;
     scalar_loss(c);

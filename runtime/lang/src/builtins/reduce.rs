@@ -2,7 +2,6 @@
 
 use super::site::CallSite;
 use mlpl_devices::ReduceOp;
-use mlpl_diag::code;
 
 use super::ParamKind::*;
 use super::{opt, req, Builtin, Diff, Facts};
@@ -120,9 +119,7 @@ fn argmax(c: &mut Call) -> Result<Value, Diagnostic> {
         None => x.numel() == 0,
     };
     if empty {
-        return Err(c
-            .error_of(0, code::E0216, format!("has shape {}", named_shape(&x)))
-            .note("`argmax` needs at least one element"));
+        return Err(super::site::empty_argmax(c, &named_shape(&x)));
     }
     if x.is_exact() {
         return Ok(Value::exact(0.0));

@@ -5,7 +5,6 @@ use super::site::CallSite;
 use crate::check::abstract_value::{AbsArray, AbsValue, AxisName, Dim};
 use crate::check::ctx::ShapeCtx;
 use crate::check::dims::fold_axis;
-use mlpl_diag::code;
 use mlpl_diag::Diagnostic;
 
 type Rule = Result<AbsValue, Diagnostic>;
@@ -119,9 +118,7 @@ fn reduction(c: &mut ShapeCtx, op: Op) -> Rule {
             None => false,
         };
         if empty {
-            return Err(c
-                .error_of(0, code::E0216, format!("has shape {}", x.shape_text()))
-                .note("`argmax` needs at least one element"));
+            return Err(super::site::empty_argmax(c, &x.shape_text()));
         }
     }
     Ok(AbsValue::Array(reduced(op, &x, axis, has_axis)))

@@ -61,9 +61,7 @@ fn top_k(c: &mut Call) -> Result<Value, Diagnostic> {
     let a = c.array_of_rank(0, 1, "a vector of logits `[V]`")?.clone();
     let k = c.scalar(1)?;
     let n = a.numel();
-    if k.fract() != 0.0 || !(k >= 1.0 && k <= n as f64) {
-        return Err(c.invalid(1, format!("k must be an integer in 1..={n}")));
-    }
+    super::site::check_top_k_of(c, 1, k, n)?;
     let kept = sampling::top_k(&a.to_f32(), k as usize).map_err(|e| c.invalid(1, e.to_string()))?;
     // Dropped entries become -inf through a mask, so gradients flow through the
     // kept ones (∂ ✓ in LANGUAGE §10.7).

@@ -37,9 +37,7 @@ pub fn top_k(c: &mut ShapeCtx) -> Rule {
         return Ok(AbsValue::any_array());
     };
     if let (Some(k), Some(n)) = (k, a.numel()) {
-        if k.fract() != 0.0 || !(k >= 1.0 && k <= n as f64) {
-            return Err(c.invalid(1, format!("k must be an integer in 1..={n}")));
-        }
+        super::site::check_top_k_of(c, 1, k, n)?;
     }
     Ok(AbsValue::Array(a.with_constant(None)))
 }

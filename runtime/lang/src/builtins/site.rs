@@ -173,3 +173,216 @@ pub fn one_hot_column(c: &impl CallSite, r: usize, id: f64, k: usize) -> Result<
     }
     Ok(id as usize)
 }
+
+/// E0213 at argument `i`, a size of a layer constructor.
+pub fn dim_error(c: &impl CallSite, i: usize, label: impl Into<String>) -> Diagnostic {
+    c.error_of(i, mlpl_diag::code::E0213, label).note(format!(
+        "argument `{}` of `{}` is a size",
+        c.param_name(i),
+        c.name()
+    ))
+}
+
+/// The `rope(…)` layer passed as argument `i` of an attention constructor with
+/// heads of `hd`: E0401 for another kind of model, E0213 for another size.
+pub fn rope_argument(
+    c: &impl CallSite,
+    i: usize,
+    layer: &crate::nn::layers::Layer,
+    hd: usize,
+) -> Result<crate::nn::layers::Rope, Diagnostic> {
+    let crate::nn::layers::Layer::Rope(r) = layer else {
+        return Err(c
+            .invalid(
+                i,
+                format!("this is a {}, not a `rope(…)` layer", layer.describe()),
+            )
+            .help(format!("pass `rope({hd}, 10000)`")));
+    };
+    if r.head_dim != hd {
+        return Err(dim_error(
+            c,
+            i,
+            format!("rope size {} differs from d/heads = {hd}", r.head_dim),
+        ));
+    }
+    Ok(*r)
+}
+
+/// E0106: `svg`'s chart type `other` (argument `i`) is not one of [`super::viz::SVG_TYPES`].
+pub fn unknown_chart(c: &impl CallSite, i: usize, other: &str) -> Diagnostic {
+    c.error_at(
+        i,
+        mlpl_diag::code::E0106,
+        format!("unknown chart type `{other}`"),
+        "not a chart type",
+    )
+    .note(format!("chart types: {}", super::viz::SVG_TYPES.join(", ")))
+}
+
+/// E0105: `estimate_hypothetical`'s architecture `name` (argument `i`) is unknown.
+pub fn unknown_architecture(c: &impl CallSite, i: usize, name: &str) -> Diagnostic {
+    c.error_at(
+        i,
+        mlpl_diag::code::E0105,
+        format!("unknown architecture `{name}`"),
+        "not a built-in architecture",
+    )
+    .note(format!(
+        "known architectures: {}",
+        crate::estimate::hypothetical::names()
+    ))
+}
+
+/// E0104: `load_preloaded`'s corpus `name` (argument `i`) is not preloaded.
+pub fn unknown_corpus(c: &impl CallSite, i: usize, name: &str) -> Diagnostic {
+    c.error_at(
+        i,
+        mlpl_diag::code::E0104,
+        format!("unknown corpus `{name}`"),
+        "not a preloaded corpus",
+    )
+    .note(format!(
+        "known corpora: {}",
+        crate::data::corpora::NAMES.join(", ")
+    ))
+}
+
+/// E0213 unless `heads` (argument 1 of an attention constructor) is at least 1
+/// and divides the width `d`.
+pub fn check_heads(c: &impl CallSite, d: usize, heads: usize) -> Result<(), Diagnostic> {
+    if heads == 0 || d % heads != 0 {
+        return Err(
+            dim_error(c, 1, format!("{heads} heads do not divide d = {d}"))
+                .help("choose a number of heads ≥ 1 that divides the model width"),
+        );
+    }
+    Ok(())
+}
+
+/// E0213 unless `kv` key/value heads (argument 3) is at least 1 and divides
+/// `heads`.
+pub fn check_kv_heads(c: &impl CallSite, heads: usize, kv: usize) -> Result<(), Diagnostic> {
+    if kv == 0 || heads % kv != 0 {
+        return Err(dim_error(c, 3, format!("{kv} key/value heads do not divide {heads} heads"))
+            .help("kv_heads must be ≥ 1 and divide heads (kv_heads = heads is ordinary multi-head attention)"));
+    }
+    Ok(())
+}
+
+/// E0401 unless `rms_norm`'s gain (argument `i`) is 0 (none) or 1 (learned).
+pub fn check_gain(c: &impl CallSite, i: usize, gain: f64) -> Result<(), Diagnostic> {
+    if gain != 0.0 && gain != 1.0 {
+        return Err(c.invalid(i, "gain must be 0 (no gain) or 1 (a learned gain)"));
+    }
+    Ok(())
+}
+
+/// E0401 unless the drop probability `p` (argument `i`) is in [0, 1).
+pub fn check_drop_probability(c: &impl CallSite, i: usize, p: f64) -> Result<(), Diagnostic> {
+    if !(0.0..1.0).contains(&p) {
+        return Err(c.invalid(
+            i,
+            format!("p = {} is outside [0, 1)", crate::display::format_f64(p)),
+        ));
+    }
+    Ok(())
+}
+
+/// E0213 unless the size `n` of argument `i` (a hidden width, a number of
+/// experts) is at least 1; the message names the parameter.
+pub fn check_positive_size(c: &impl CallSite, i: usize, n: usize) -> Result<(), Diagnostic> {
+    if n == 0 {
+        return Err(dim_error(c, i, format!("{} must be ≥ 1", c.param_name(i))));
+    }
+    Ok(())
+}
+
+/// E0213 unless `rope`'s head size `n` (argument `i`) is even and at least 2.
+pub fn check_rope_size(c: &impl CallSite, i: usize, n: usize) -> Result<(), Diagnostic> {
+    if n < 2 || n % 2 != 0 {
+        return Err(dim_error(
+            c,
+            i,
+            format!("head_dim = {n} is not an even size ≥ 2"),
+        ));
+    }
+    Ok(())
+}
+
+/// E0401 unless `rope`'s base (argument `i`) is a finite number above 0.
+pub fn check_rope_base(c: &impl CallSite, i: usize, base: f64) -> Result<(), Diagnostic> {
+    if !(base.is_finite() && base > 0.0) {
+        return Err(c.invalid(i, "base must be a finite number > 0"));
+    }
+    Ok(())
+}
+
+/// E0213 unless `moe`'s top_k (argument `i`) is in 1..=experts.
+pub fn check_top_k(
+    c: &impl CallSite,
+    i: usize,
+    k: usize,
+    experts: usize,
+) -> Result<(), Diagnostic> {
+    if k == 0 || k > experts {
+        return Err(dim_error(
+            c,
+            i,
+            format!("top_k = {k} is outside 1..={experts}"),
+        ));
+    }
+    Ok(())
+}
+
+/// E0216: `argmax` of an empty array or axis (argument 0 has named shape `shape`).
+pub fn empty_argmax(c: &impl CallSite, shape: &str) -> Diagnostic {
+    c.error_of(0, mlpl_diag::code::E0216, format!("has shape {shape}"))
+        .note("`argmax` needs at least one element")
+}
+
+/// E0214: `cross_entropy`'s targets (argument 1, named shape `targets`) are
+/// not one per row of the logits (argument 0, `logits`; `rows` rows).
+pub fn target_count_error(
+    c: &impl CallSite,
+    logits: &str,
+    targets: &str,
+    rows: &str,
+) -> Diagnostic {
+    c.error_of(1, mlpl_diag::code::E0214, format!("targets: {targets}"))
+        .with_label(c.arg_span(0), format!("logits: {logits}"))
+        .note(format!(
+            "expected [{rows}] targets (one per row of the logits), got {targets}"
+        ))
+}
+
+/// E0402 unless `cross_entropy`'s target `t` at position `r` is an integer in
+/// `[0, v)`.
+pub fn check_target(c: &impl CallSite, r: usize, t: f64, v: usize) -> Result<(), Diagnostic> {
+    if t.fract() != 0.0 || !(t >= 0.0 && t < v as f64) {
+        return Err(c
+            .error_of(
+                1,
+                mlpl_diag::code::E0402,
+                format!("target {} at position {r}", crate::display::format_f64(t)),
+            )
+            .note(format!("targets must be integers in [0, {v})")));
+    }
+    Ok(())
+}
+
+/// E0401 unless `top_k`'s k (argument `i`) is an integer in 1..=n.
+pub fn check_top_k_of(c: &impl CallSite, i: usize, k: f64, n: usize) -> Result<(), Diagnostic> {
+    if k.fract() != 0.0 || !(k >= 1.0 && k <= n as f64) {
+        return Err(c.invalid(i, format!("k must be an integer in 1..={n}")));
+    }
+    Ok(())
+}
+
+/// E0401 unless `adamw`'s weight decay (argument `i`) is a number ≥ 0.
+pub fn check_weight_decay(c: &impl CallSite, i: usize, wd: f64) -> Result<(), Diagnostic> {
+    if !(wd >= 0.0) {
+        return Err(c.invalid(i, "weight_decay must be ≥ 0"));
+    }
+    Ok(())
+}

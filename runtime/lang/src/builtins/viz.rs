@@ -192,16 +192,7 @@ fn svg_chart(c: &mut Call) -> Result<Value, Diagnostic> {
                 .collect();
             svg::decision_boundary(&a.to_f64(), r, k, &pts, "decision boundary")
         }
-        other => {
-            return Err(c
-                .error_at(
-                    1,
-                    code::E0106,
-                    format!("unknown chart type `{other}`"),
-                    "not a chart type",
-                )
-                .note(format!("chart types: {}", SVG_TYPES.join(", "))));
-        }
+        other => return Err(super::site::unknown_chart(c, 1, other)),
     };
     Ok(Value::string(chart))
 }

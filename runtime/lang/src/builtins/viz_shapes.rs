@@ -6,7 +6,6 @@
 //! `viz.rs` name them in their `shape` field.
 
 use super::site::CallSite;
-use super::viz::SVG_TYPES;
 use crate::check::abstract_value::{AbsArray, AbsValue, Dim};
 use crate::check::ctx::ShapeCtx;
 use mlpl_diag::code;
@@ -116,16 +115,7 @@ pub fn svg(c: &mut ShapeCtx) -> Rule {
                 matrix_of(c, 2, &[3], "`[N, 3]` of (x, y, label)")?;
             }
         }
-        other => {
-            return Err(c
-                .error_at(
-                    1,
-                    code::E0106,
-                    format!("unknown chart type `{other}`"),
-                    "not a chart type",
-                )
-                .note(format!("chart types: {}", SVG_TYPES.join(", "))));
-        }
+        other => return Err(super::site::unknown_chart(c, 1, other)),
     }
     chart()
 }

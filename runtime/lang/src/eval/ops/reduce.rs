@@ -37,17 +37,8 @@ pub fn reduce(
             .reduce(op, &a.tensor(), axis)
             .map_err(|e| device_error(e, "reduce", span))?,
     };
-    let names = axis.and_then(|ax| {
-        a.names().map(|n| {
-            n.iter()
-                .enumerate()
-                .filter(|(i, _)| *i != ax)
-                .map(|(_, x)| x.clone())
-                .collect()
-        })
-    });
     Ok(Array::from_tensor(t)
-        .with_names(names)
+        .with_names(reduced_names(a, axis))
         .with_placement(placement))
 }
 
