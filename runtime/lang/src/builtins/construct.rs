@@ -270,21 +270,21 @@ fn reshape(c: &mut Call) -> Result<Value, Diagnostic> {
         .product();
     if let Some(k) = infer {
         if known == 0 || count % known != 0 {
-            return Err(c
-                .error_of(1, code::E0210, "−1 cannot be inferred")
-                .note(format!(
-                    "{} has {count} elements, which is not a multiple of {known}",
-                    named_shape(&x)
-                )));
+            return Err(super::site::reshape_infer_error(
+                c,
+                &named_shape(&x),
+                count,
+                known,
+            ));
         }
         shape[k] = count / known;
     } else if known != count {
-        return Err(c
-            .error_of(1, code::E0210, format!("{known} elements"))
-            .with_label(
-                c.arg_span(0),
-                format!("{count} elements: {}", named_shape(&x)),
-            ));
+        return Err(super::site::reshape_count_error(
+            c,
+            &named_shape(&x),
+            count,
+            known,
+        ));
     }
     let span = c.span;
     Ok(Value::Array(ops::reshape(c.it, &x, shape, span)?))

@@ -77,20 +77,14 @@ pub fn reshaped(c: &mut ShapeCtx) -> Result<AbsArray, Diagnostic> {
         (Some(k), Some(count)) => {
             if known == 0 || count % known != 0 {
                 let xs = x.as_ref().map_or_else(String::new, |x| x.shape_text());
-                return Err(c
-                    .error_of(1, code::E0210, "−1 cannot be inferred")
-                    .note(format!(
-                        "{xs} has {count} elements, which is not a multiple of {known}"
-                    )));
+                return Err(super::site::reshape_infer_error(c, &xs, count, known));
             }
             dims[k] = Dim::Known(count / known);
         }
         (Some(k), None) => dims[k] = Dim::Unknown,
         (None, Some(count)) if known != count => {
             let xs = x.as_ref().map_or_else(String::new, |x| x.shape_text());
-            return Err(c
-                .error_of(1, code::E0210, format!("{known} elements"))
-                .with_label(c.arg_span(0), format!("{count} elements: {xs}")));
+            return Err(super::site::reshape_count_error(c, &xs, count, known));
         }
         (None, _) => {}
     }

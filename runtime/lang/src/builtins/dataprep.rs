@@ -131,11 +131,7 @@ fn shuffle(c: &mut Call) -> Result<Value, Diagnostic> {
 }
 
 fn batch_size(c: &Call) -> Result<usize, Diagnostic> {
-    let s = c.scalar(1)?;
-    if s.fract() != 0.0 || !(s >= 1.0) {
-        return Err(c.invalid(1, "the batch size must be an integer ≥ 1"));
-    }
-    Ok(s.min(u32::MAX as f64) as usize)
+    super::site::positive_count(c, 1, c.scalar(1)?, "the batch size")
 }
 
 fn batch(c: &mut Call) -> Result<Value, Diagnostic> {
@@ -200,11 +196,7 @@ fn val_split(c: &mut Call) -> Result<Value, Diagnostic> {
 
 fn windows(c: &mut Call, offset: usize) -> Result<Value, Diagnostic> {
     let ids = c.array_of_rank(0, 1, "a vector of ids `[N]`")?.to_f32();
-    let block = c.scalar(1)?;
-    if block.fract() != 0.0 || !(block >= 1.0) {
-        return Err(c.invalid(1, "block must be an integer ≥ 1"));
-    }
-    let block = block.min(u32::MAX as f64) as usize;
+    let block = super::site::positive_count(c, 1, c.scalar(1)?, "block")?;
     let b = ids.len() / (block + 1);
     if b == 0 {
         return Err(c.invalid(

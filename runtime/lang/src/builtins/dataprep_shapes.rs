@@ -54,10 +54,7 @@ pub fn shuffle(c: &mut ShapeCtx) -> Rule {
 
 fn batch_size(c: &ShapeCtx) -> Result<Option<usize>, Diagnostic> {
     match c.scalar(1)? {
-        Some(s) if s.fract() != 0.0 || s.is_nan() || s < 1.0 => {
-            Err(c.invalid(1, "the batch size must be an integer ≥ 1"))
-        }
-        Some(s) => Ok(Some(s.min(u32::MAX as f64) as usize)),
+        Some(s) => super::site::positive_count(c, 1, s, "the batch size").map(Some),
         None => Ok(None),
     }
 }
@@ -149,10 +146,7 @@ pub fn val_split(c: &mut ShapeCtx) -> Rule {
 fn windows(c: &mut ShapeCtx) -> Rule {
     let ids = c.array_of_rank(0, 1, "a vector of ids `[N]`")?;
     let block = match c.scalar(1)? {
-        Some(b) if b.fract() != 0.0 || b.is_nan() || b < 1.0 => {
-            return Err(c.invalid(1, "block must be an integer ≥ 1"))
-        }
-        Some(b) => Some(b.min(u32::MAX as f64) as usize),
+        Some(b) => Some(super::site::positive_count(c, 1, b, "block")?),
         None => None,
     };
     let n = ids

@@ -1,7 +1,5 @@
 //! Feasibility builtins that need no model (LANGUAGE §10.17, §15).
 
-use super::site::CallSite;
-use mlpl_diag::code;
 use std::time::Instant;
 
 use super::ParamKind::*;
@@ -82,14 +80,8 @@ pub fn throughput_gflops(it: &Interp) -> f64 {
 /// A finite positive scalar argument (E0205, E0401).
 pub fn positive(c: &Call, i: usize) -> Result<f64, Diagnostic> {
     let v = c.scalar(i)?;
-    if v.is_finite() && v > 0.0 {
-        Ok(v)
-    } else {
-        Err(c.invalid(
-            i,
-            format!("`{}` must be a finite positive number", c.param_name(i)),
-        ))
-    }
+    super::site::check_finite_positive(c, i, v)?;
+    Ok(v)
 }
 
 fn estimate_train(c: &mut Call) -> Result<Value, Diagnostic> {
@@ -98,11 +90,7 @@ fn estimate_train(c: &mut Call) -> Result<Value, Diagnostic> {
     let batch = positive(c, 2)?;
     let seq = positive(c, 3)?;
     let dt = if c.has(4) { positive(c, 4)? } else { 4.0 };
-    if crate::nn::estimate::param_count(&m) == 0.0 {
-        return Err(c
-            .error_of(0, code::E0309, "nothing to train")
-            .note("`estimate_train` needs a model with at least one parameter"));
-    }
+    super::site::check_trainable(c, &m)?;
     let g = throughput_gflops(c.it);
     let e = crate::nn::estimate::estimate_train(&m, &c.it.ws.frozen, steps, batch, seq, dt, g);
     Ok(Value::Array(Array::from_f64(vec![5], &e.to_array())))
@@ -124,9 +112,7 @@ fn estimate_hypothetical(c: &mut Call) -> Result<Value, Diagnostic> {
 
 fn calibrate_device(c: &mut Call) -> Result<Value, Diagnostic> {
     let size = if c.has(0) { positive(c, 0)? } else { 1024.0 };
-    if size.fract() != 0.0 || size > 16384.0 {
-        return Err(c.invalid(0, "size must be an integer between 1 and 16384"));
-    }
+    super::site::check_calibration_size(c, size)?;
     let n = size as usize;
     let (a, b) = estimate::calibration_matrices(n);
     let a = Array::from_vec(vec![n, n], a).tensor();
@@ -158,15 +144,15 @@ fn calibrate_device(c: &mut Call) -> Result<Value, Diagnostic> {
 fn feasible(c: &mut Call) -> Result<Value, Diagnostic> {
     let est = c.array(0)?;
     if est.shape() != [5] {
-        return Err(c
-            .error_of(0, code::E0218, format!("has shape {}", named_shape(est)))
-            .note("estimate must be rank-1 [5]"));
+        return Err(super::site::feasible_shape_error(c, 0, &named_shape(est)));
     }
     let budget = c.array(1)?;
     if budget.shape() != [3] {
-        return Err(c
-            .error_of(1, code::E0218, format!("has shape {}", named_shape(budget)))
-            .note("budget must be rank-1 [3] [vram, disk, wall]"));
+        return Err(super::site::feasible_shape_error(
+            c,
+            1,
+            &named_shape(budget),
+        ));
     }
     let e: [f64; 5] = est.to_f64().try_into().expect("checked shape");
     let b: [f64; 3] = budget.to_f64().try_into().expect("checked shape");

@@ -1,24 +1,20 @@
 //! Shape rules of the feasibility builtins (LANGUAGE §10.17), next to their
 //! runtime implementations in `feasibility.rs`.
 
-use super::site::CallSite;
 use crate::check::abstract_value::{AbsArray, AbsValue, Dim};
 use crate::check::ctx::ShapeCtx;
 use crate::estimate::hypothetical;
-use mlpl_diag::code;
 use mlpl_diag::Diagnostic;
 
 type Rule = Result<AbsValue, Diagnostic>;
 
 /// A finite positive scalar (E0205, E0401), as `feasibility::positive`.
 fn positive(c: &ShapeCtx, i: usize) -> Result<Option<f64>, Diagnostic> {
-    match c.scalar(i)? {
-        Some(v) if !(v.is_finite() && v > 0.0) => Err(c.invalid(
-            i,
-            format!("`{}` must be a finite positive number", c.param_name(i)),
-        )),
-        v => Ok(v),
+    let v = c.scalar(i)?;
+    if let Some(v) = v {
+        super::site::check_finite_positive(c, i, v)?;
     }
+    Ok(v)
 }
 
 /// `estimate_train(model, steps, batch, seq [, dtype_bytes])`: `[5]`; E0309 for a
@@ -29,11 +25,7 @@ pub fn estimate_train(c: &mut ShapeCtx) -> Rule {
         positive(c, i)?;
     }
     if let Some(m) = m {
-        if crate::nn::estimate::param_count(&m.0) == 0.0 {
-            return Err(c
-                .error_of(0, code::E0309, "nothing to train")
-                .note("`estimate_train` needs a model with at least one parameter"));
-        }
+        super::site::check_trainable(c, &m.0)?;
     }
     Ok(AbsValue::Array(AbsArray::of_shape(&[5])))
 }
@@ -56,9 +48,7 @@ pub fn estimate_hypothetical(c: &mut ShapeCtx) -> Rule {
 pub fn calibrate_device(c: &mut ShapeCtx) -> Rule {
     if c.has(0) {
         if let Some(size) = positive(c, 0)? {
-            if size.fract() != 0.0 || size > 16384.0 {
-                return Err(c.invalid(0, "size must be an integer between 1 and 16384"));
-            }
+            super::site::check_calibration_size(c, size)?;
         }
     }
     Ok(AbsValue::any_scalar())
@@ -78,16 +68,16 @@ fn not_vector_of(a: &AbsArray, n: usize) -> bool {
 pub fn feasible(c: &mut ShapeCtx) -> Rule {
     if let Some(est) = c.array(0)? {
         if not_vector_of(&est, 5) {
-            return Err(c
-                .error_of(0, code::E0218, format!("has shape {}", est.shape_text()))
-                .note("estimate must be rank-1 [5]"));
+            return Err(super::site::feasible_shape_error(c, 0, &est.shape_text()));
         }
     }
     if let Some(budget) = c.array(1)? {
         if not_vector_of(&budget, 3) {
-            return Err(c
-                .error_of(1, code::E0218, format!("has shape {}", budget.shape_text()))
-                .note("budget must be rank-1 [3] [vram, disk, wall]"));
+            return Err(super::site::feasible_shape_error(
+                c,
+                1,
+                &budget.shape_text(),
+            ));
         }
     }
     Ok(AbsValue::any_scalar())

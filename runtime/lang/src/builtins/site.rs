@@ -386,3 +386,78 @@ pub fn check_weight_decay(c: &impl CallSite, i: usize, wd: f64) -> Result<(), Di
     }
     Ok(())
 }
+
+/// E0401 unless argument `i`'s value `v` is a finite number above 0.
+pub fn check_finite_positive(c: &impl CallSite, i: usize, v: f64) -> Result<(), Diagnostic> {
+    if !(v.is_finite() && v > 0.0) {
+        return Err(c.invalid(
+            i,
+            format!("`{}` must be a finite positive number", c.param_name(i)),
+        ));
+    }
+    Ok(())
+}
+
+/// E0309 when the model of argument 0 has no parameter to train.
+pub fn check_trainable(
+    c: &impl CallSite,
+    model: &crate::nn::layers::Layer,
+) -> Result<(), Diagnostic> {
+    if crate::nn::estimate::param_count(model) == 0.0 {
+        return Err(c
+            .error_of(0, mlpl_diag::code::E0309, "nothing to train")
+            .note("`estimate_train` needs a model with at least one parameter"));
+    }
+    Ok(())
+}
+
+/// E0401 unless `calibrate_device`'s size (argument 0, already positive) is an
+/// integer up to 16384.
+pub fn check_calibration_size(c: &impl CallSite, size: f64) -> Result<(), Diagnostic> {
+    if size.fract() != 0.0 || size > 16384.0 {
+        return Err(c.invalid(0, "size must be an integer between 1 and 16384"));
+    }
+    Ok(())
+}
+
+/// E0218: `feasible`'s estimate (argument 0) must be `[5]`, its budget
+/// (argument 1) `[3]`; `shape` is the argument's named shape.
+pub fn feasible_shape_error(c: &impl CallSite, i: usize, shape: &str) -> Diagnostic {
+    let note = if i == 0 {
+        "estimate must be rank-1 [5]"
+    } else {
+        "budget must be rank-1 [3] [vram, disk, wall]"
+    };
+    c.error_of(i, mlpl_diag::code::E0218, format!("has shape {shape}"))
+        .note(note)
+}
+
+/// Argument `i`'s value `v` as a count of at least 1 (capped at `u32::MAX`);
+/// E0401 naming `what` ("block", "the batch size") otherwise.
+pub fn positive_count(
+    c: &impl CallSite,
+    i: usize,
+    v: f64,
+    what: &str,
+) -> Result<usize, Diagnostic> {
+    if v.fract() != 0.0 || !(v >= 1.0) {
+        return Err(c.invalid(i, format!("{what} must be an integer ≥ 1")));
+    }
+    Ok(v.min(u32::MAX as f64) as usize)
+}
+
+/// E0210: `reshape`'s −1 cannot be inferred: the `count` elements of `x`
+/// (named shape `x`) are not a multiple of the `known` product of the others.
+pub fn reshape_infer_error(c: &impl CallSite, x: &str, count: usize, known: usize) -> Diagnostic {
+    c.error_of(1, mlpl_diag::code::E0210, "−1 cannot be inferred")
+        .note(format!(
+            "{x} has {count} elements, which is not a multiple of {known}"
+        ))
+}
+
+/// E0210: `reshape`'s new shape holds `known` elements where `x` (named shape
+/// `x`) has `count`.
+pub fn reshape_count_error(c: &impl CallSite, x: &str, count: usize, known: usize) -> Diagnostic {
+    c.error_of(1, mlpl_diag::code::E0210, format!("{known} elements"))
+        .with_label(c.arg_span(0), format!("{count} elements: {x}"))
+}

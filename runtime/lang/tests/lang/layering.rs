@@ -72,6 +72,20 @@ fn code_only(text: &str) -> String {
                 }
                 i += 2;
             }
+            // A raw string, r"…" or r#"…"#: no escapes; it ends at the quote
+            // followed by as many hashes.
+            b'r' if raw_string_start(b, i).is_some() => {
+                let hashes = raw_string_start(b, i).unwrap_or(0);
+                let close: Vec<u8> = std::iter::once(b'"')
+                    .chain(std::iter::repeat_n(b'#', hashes))
+                    .collect();
+                i += 2 + hashes;
+                while i < b.len() && !b[i..].starts_with(&close) {
+                    i += 1;
+                }
+                i += close.len();
+                out.push_str("\"\"");
+            }
             b'"' => {
                 i += 1;
                 while i < b.len() && b[i] != b'"' {
@@ -95,6 +109,16 @@ fn code_only(text: &str) -> String {
         }
     }
     out
+}
+
+/// The number of `#`s when a raw string literal starts at `i` (`r"`, `r#"`, …,
+/// not inside an identifier).
+fn raw_string_start(b: &[u8], i: usize) -> Option<usize> {
+    if i > 0 && (b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_') {
+        return None;
+    }
+    let hashes = b[i + 1..].iter().take_while(|&&c| c == b'#').count();
+    (b.get(i + 1 + hashes) == Some(&b'"')).then_some(hashes)
 }
 
 /// The top-level modules of the crate that `code` (a file at module depth
@@ -277,6 +301,10 @@ fn an_upward_import_is_reported() {
     )
     .is_empty());
     assert!(probe("data/x.rs", "use crate::display::format_f;\n").is_empty());
+    // A raw string with quotes inside hides nothing after it, and is no import.
+    let after_raw = "const R: &str = r#\"say \"hi\"#;\nuse crate::eval::Interp;\n";
+    assert_eq!(probe("data/x.rs", after_raw).len(), 1);
+    assert!(probe("data/x.rs", "const R: &str = r\"crate::eval\";\n").is_empty());
 }
 
 /// The `[dependencies]` (not dev or build) of a manifest, by package name.
