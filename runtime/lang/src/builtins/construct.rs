@@ -162,7 +162,7 @@ fn iota(c: &mut Call) -> Result<Value, Diagnostic> {
     let n = c.count(0)?;
     checked_numel(c, 0, &[n])?;
     if n > 1 << 24 {
-        c.warn_of(0, code::W0204, "indices above 16777216 are rounded");
+        super::site::warn_rounded_indices(c);
     }
     Ok(Value::Array(Array::from_vec(
         vec![n],
@@ -303,13 +303,11 @@ fn transpose(c: &mut Call) -> Result<Value, Diagnostic> {
 fn grid(c: &mut Call) -> Result<Value, Diagnostic> {
     let b = c.array(0)?.to_f64();
     if b.len() != 4 || c.array(0)?.rank() > 1 {
-        return Err(c
-            .error_of(0, code::E0218, format!("{} elements", b.len()))
-            .note("bounds are [xmin, xmax, ymin, ymax]"));
+        return Err(super::site::grid_bounds_error(c, b.len()));
     }
     let n = c.scalar(1)?;
     if !(n >= 1.0) {
-        return Err(c.invalid(1, "n must be at least 1"));
+        return Err(super::site::grid_size_error(c));
     }
     let n = c.count(1)?;
     checked_numel(c, 1, &[n, n])?;

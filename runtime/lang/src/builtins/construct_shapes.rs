@@ -16,7 +16,7 @@ pub fn iota(c: &mut ShapeCtx) -> Rule {
         return Ok(AbsValue::Array(AbsArray::of_dims(vec![Dim::Unknown])));
     };
     if n > 1 << 24 {
-        c.warn_of(0, code::W0204, "indices above 16777216 are rounded");
+        super::site::warn_rounded_indices(c);
     }
     let data = (n <= MAX_CONST).then(|| (0..n).map(|i| i as f64).collect());
     Ok(AbsValue::Array(
@@ -184,16 +184,14 @@ pub fn grid(c: &mut ShapeCtx) -> Rule {
     if let Some(b) = c.array(0)? {
         if let Some(len) = b.numel() {
             if len != 4 || b.rank().is_some_and(|r| r > 1) {
-                return Err(c
-                    .error_of(0, code::E0218, format!("{len} elements"))
-                    .note("bounds are [xmin, xmax, ymin, ymax]"));
+                return Err(super::site::grid_bounds_error(c, len));
             }
         }
     }
     let n = c.scalar(1)?;
     if let Some(n) = n {
         if n.is_nan() || n < 1.0 {
-            return Err(c.invalid(1, "n must be at least 1"));
+            return Err(super::site::grid_size_error(c));
         }
     }
     let n = c.count(1)?;

@@ -461,3 +461,23 @@ pub fn reshape_count_error(c: &impl CallSite, x: &str, count: usize, known: usiz
     c.error_of(1, mlpl_diag::code::E0210, format!("{known} elements"))
         .with_label(c.arg_span(0), format!("{count} elements: {x}"))
 }
+
+/// W0204: `iota`'s indices above 2²⁴ are not exact in float32.
+pub fn warn_rounded_indices(c: &mut impl CallSite) {
+    c.warn_of(
+        0,
+        mlpl_diag::code::W0204,
+        "indices above 16777216 are rounded",
+    );
+}
+
+/// E0218: `grid`'s bounds (argument 0) have `len` elements, not 4.
+pub fn grid_bounds_error(c: &impl CallSite, len: usize) -> Diagnostic {
+    c.error_of(0, mlpl_diag::code::E0218, format!("{len} elements"))
+        .note("bounds are [xmin, xmax, ymin, ymax]")
+}
+
+/// E0401: `grid`'s n (argument 1) is below 1.
+pub fn grid_size_error(c: &impl CallSite) -> Diagnostic {
+    c.invalid(1, "n must be at least 1")
+}
