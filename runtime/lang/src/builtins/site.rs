@@ -481,3 +481,35 @@ pub fn grid_bounds_error(c: &impl CallSite, len: usize) -> Diagnostic {
 pub fn grid_size_error(c: &impl CallSite) -> Diagnostic {
     c.invalid(1, "n must be at least 1")
 }
+
+/// E0107: argument `i` names no parameter family of `reinit` / `freeze`.
+pub fn unknown_family(c: &impl CallSite, i: usize, name: &str) -> Diagnostic {
+    c.error_at(
+        i,
+        mlpl_diag::code::E0107,
+        format!("unknown parameter family `{name}`"),
+        "not a parameter family",
+    )
+    .note(format!(
+        "the families are {}",
+        crate::nn::families::NAMES.join(", ")
+    ))
+}
+
+/// E0401 unless `reinit`'s standard deviation (argument `i`) is finite and ≥ 0.
+pub fn check_std(c: &impl CallSite, i: usize, std: f64) -> Result<(), Diagnostic> {
+    if !(std.is_finite() && std >= 0.0) {
+        return Err(c.invalid(i, "std must be a finite number ≥ 0"));
+    }
+    Ok(())
+}
+
+/// E0308: `embed_table`'s model (argument 0) has no `embed` layer.
+pub fn no_embedding_error(c: &impl CallSite) -> Diagnostic {
+    c.error_of(
+        0,
+        mlpl_diag::code::E0308,
+        "this model has no embedding layer",
+    )
+    .note("`embed_table` reads the table of the first `embed` layer")
+}

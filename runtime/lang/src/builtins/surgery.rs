@@ -162,15 +162,7 @@ fn lora_builtin(c: &mut Call) -> Result<Value, Diagnostic> {
 
 fn family(c: &Call, i: usize) -> Result<Family, Diagnostic> {
     let name = c.string(i)?;
-    Family::parse(name).ok_or_else(|| {
-        c.error_at(
-            i,
-            code::E0107,
-            format!("unknown parameter family `{name}`"),
-            "not a parameter family",
-        )
-        .note(format!("the families are {}", families::NAMES.join(", ")))
-    })
+    Family::parse(name).ok_or_else(|| super::site::unknown_family(c, i, name))
 }
 
 fn perturb_params(c: &mut Call) -> Result<Value, Diagnostic> {
@@ -186,9 +178,7 @@ fn reinit(c: &mut Call) -> Result<Value, Diagnostic> {
     let m = c.model(0)?.0.clone();
     let fam = family(c, 1)?;
     let std = c.scalar(2)?;
-    if !(std.is_finite() && std >= 0.0) {
-        return Err(c.invalid(2, "std must be a finite number ≥ 0"));
-    }
+    super::site::check_std(c, 2, std)?;
     let seed = c.seed(3)?;
     families::reinit(c.it, &m, fam, std, seed);
     Ok(Value::exact(0.0))
@@ -203,9 +193,7 @@ fn embed_table(c: &mut Call) -> Result<Value, Diagnostic> {
         }
     });
     let Some(name) = first else {
-        return Err(c
-            .error_of(0, code::E0308, "this model has no embedding layer")
-            .note("`embed_table` reads the table of the first `embed` layer"));
+        return Err(super::site::no_embedding_error(c));
     };
     let span = c.span;
     let table = crate::nn::param(c.it, &name, span)?;

@@ -15,7 +15,7 @@ use crate::check::abstract_value::{AbsArray, AbsValue};
 use crate::check::ctx::ShapeCtx;
 use crate::check::models::AbsModel;
 use crate::display::format_f64;
-use crate::nn::families::{self, Family};
+use crate::nn::families::Family;
 use crate::nn::layers::{Layer, Linear, Lora};
 use mlpl_diag::Diagnostic;
 
@@ -150,14 +150,7 @@ pub fn lora(c: &mut ShapeCtx) -> Rule {
 fn family(c: &ShapeCtx, i: usize) -> Result<(), Diagnostic> {
     if let Some(name) = c.string(i)? {
         if Family::parse(&name).is_none() {
-            return Err(c
-                .error_at(
-                    i,
-                    code::E0107,
-                    format!("unknown parameter family `{name}`"),
-                    "not a parameter family",
-                )
-                .note(format!("the families are {}", families::NAMES.join(", "))));
+            return Err(super::site::unknown_family(c, i, &name));
         }
     }
     Ok(())
@@ -177,9 +170,7 @@ pub fn reinit(c: &mut ShapeCtx) -> Rule {
     c.model(0)?;
     family(c, 1)?;
     if let Some(std) = c.scalar(2)? {
-        if !(std.is_finite() && std >= 0.0) {
-            return Err(c.invalid(2, "std must be a finite number ≥ 0"));
-        }
+        super::site::check_std(c, 2, std)?;
     }
     c.seed(3)?;
     Ok(AbsValue::scalar(0.0))
@@ -198,8 +189,6 @@ pub fn embed_table(c: &mut ShapeCtx) -> Rule {
     });
     match first {
         Some((v, d)) => Ok(AbsValue::Array(AbsArray::of_shape(&[v, d]))),
-        None => Err(c
-            .error_of(0, code::E0308, "this model has no embedding layer")
-            .note("`embed_table` reads the table of the first `embed` layer")),
+        None => Err(super::site::no_embedding_error(c)),
     }
 }
