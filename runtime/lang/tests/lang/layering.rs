@@ -328,17 +328,21 @@ fn dependencies(manifest: &str) -> BTreeSet<String> {
     deps
 }
 
-/// Each workspace member's directory, by package name.
+/// Each workspace member's directory (the root manifest's `members`), by
+/// package name.
 fn members() -> BTreeMap<String, PathBuf> {
+    let root = read(&repo().join("Cargo.toml"));
+    let list = root
+        .split_once("members = [")
+        .and_then(|(_, rest)| rest.split_once(']'))
+        .expect("the workspace lists its members")
+        .0;
     let mut out = BTreeMap::new();
-    for dir in [
-        "devices",
-        "runtime/diag",
-        "runtime/syntax",
-        "runtime/lang",
-        "runtime/runner",
-        "lsp",
-    ] {
+    for dir in list
+        .split(',')
+        .map(|d| d.trim().trim_matches('"'))
+        .filter(|d| !d.is_empty())
+    {
         let path = repo().join(dir);
         let manifest = read(&path.join("Cargo.toml"));
         let name = manifest
