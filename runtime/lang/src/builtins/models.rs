@@ -284,7 +284,7 @@ pub fn dim(c: &Call, i: usize) -> Result<usize, Diagnostic> {
     }
 }
 
-pub use super::site::dim_error;
+use super::site::dim_error;
 
 /// E0410 when the parameters of a new layer would exceed the allocation limit.
 pub fn check_elements(c: &Call, shapes: &[Vec<usize>]) -> Result<(), Diagnostic> {

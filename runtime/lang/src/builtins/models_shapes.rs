@@ -24,7 +24,7 @@ use mlpl_diag::Diagnostic;
 
 type Rule = Result<AbsValue, Diagnostic>;
 
-pub use super::site::dim_error;
+use super::site::dim_error;
 
 /// Argument `i` as a size: its value when constant; E0213 when it is provably not
 /// a non-negative integer.

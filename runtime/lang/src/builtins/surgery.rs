@@ -1,7 +1,7 @@
 //! Model surgery (LANGUAGE §10.14): copies, freezing, LoRA students, in-place
 //! noise and re-initialisation, and reading the embedding table.
 
-use super::models::dim_error;
+use super::site::dim_error;
 use super::site::CallSite;
 use super::ParamKind::*;
 use super::{req, Builtin, Diff, Facts};

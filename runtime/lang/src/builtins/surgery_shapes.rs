@@ -10,7 +10,7 @@ use super::site::CallSite;
 use mlpl_diag::code;
 use std::sync::Arc;
 
-use super::models_shapes::dim_error;
+use super::site::dim_error;
 use crate::check::abstract_value::{AbsArray, AbsValue};
 use crate::check::ctx::ShapeCtx;
 use crate::check::models::AbsModel;
