@@ -1,8 +1,7 @@
-//! The device abstraction: the [`Backend`] trait with the primitive kernels every
-//! device implements, the operation enums it takes, its error type and its
-//! counters.
+//! The device abstraction around the [`Backend`] trait (whose kernels are
+//! declared in the kernel table, `kernels.rs`): the operation enums it takes,
+//! its error type, its counters, and the composed defaults of its fused kernels.
 
-use crate::tensor::Tensor;
 use std::fmt;
 
 /// Result of a device operation.
@@ -175,203 +174,7 @@ pub enum ReduceOp {
 /// exactly 0 in f32, finite so that `0 · fill` stays 0.
 pub const CAUSAL_FILL: f32 = -1e9;
 
-/// The primitive kernels every device implements.
-///
-/// All inputs are assumed valid: the runtime checks shapes and reports language
-/// diagnostics before calling. Errors are only device failures (out of memory,
-/// driver errors); a kernel given invalid shapes may panic.
-///
-/// The trait is object safe; the runtime holds an `Arc<dyn Backend>`.
-pub trait Backend: Send + Sync + std::fmt::Debug {
-    /// Which kind of device this is.
-    fn kind(&self) -> DeviceKind;
-    /// A snapshot of the counters.
-    fn counters(&self) -> Counters;
-    /// Resets every counter to zero.
-    fn reset_counters(&self);
-    /// The names of the operations that ran on the CPU because this device has no
-    /// kernel for them (each name once) since the last call; the runtime reports
-    /// them as W0503 (the `cpu_fallbacks` counter counts every fallback). The CPU
-    /// itself never falls back.
-    fn take_fallbacks(&self) -> Vec<&'static str> {
-        Vec::new()
-    }
-    /// Copy host data to this device (identity on the CPU, still counted as 0 uploads there).
-    fn upload(&self, t: &Tensor) -> Result<Tensor>;
-    /// Copy a tensor to host memory (identity on the CPU, counted as 0 downloads there).
-    fn download(&self, t: &Tensor) -> Result<Tensor>;
-    /// Applies an element-wise function; the result has `x`'s shape.
-    fn unary(&self, op: UnaryOp, x: &Tensor) -> Result<Tensor>;
-    /// NumPy-broadcasting binary op; the result has shape `broadcast_shapes(a, b)`.
-    /// `Gt`/`Lt` give 1.0/0.0. `Eq` gives 1.0 where `|a-b| < 2^-52` computed in f64 (LANGUAGE §10.3).
-    /// `Pow` is `powf`. `Max`/`Min` element-wise (NaN propagates).
-    fn binary(&self, op: BinaryOp, a: &Tensor, b: &Tensor) -> Result<Tensor>;
-    /// `a: [..., m, k]`, `b: [..., k, n]`, both rank >= 2; leading batch axes broadcast (NumPy).
-    /// Result `[batch..., m, n]`.
-    fn matmul(&self, a: &Tensor, b: &Tensor) -> Result<Tensor>;
-    /// [`Backend::matmul`] of `a` and `b` with the last two axes of `a` swapped
-    /// first when `transpose_a` is set, and likewise for `b`: the products of
-    /// matmul's backward pass (`g·bᵀ`, `aᵀ·g`). The default permutes and then
-    /// multiplies; a backend whose GEMM reads strided operands skips the copies.
-    fn matmul_t(
-        &self,
-        a: &Tensor,
-        b: &Tensor,
-        transpose_a: bool,
-        transpose_b: bool,
-    ) -> Result<Tensor> {
-        let swap = |x: &Tensor| {
-            let r = x.rank();
-            let mut perm: Vec<usize> = (0..r).collect();
-            perm.swap(r - 2, r - 1);
-            self.permute(x, &perm)
-        };
-        let a = if transpose_a { swap(a)? } else { a.clone() };
-        let b = if transpose_b { swap(b)? } else { b.clone() };
-        self.matmul(&a, &b)
-    }
-    /// Reduce along `axis` (removed from the shape) or over everything (-> shape `[]`).
-    /// Sum of empty = 0, Prod of empty = 1, Mean = sum / max(n,1), Max of empty = -inf
-    /// (NaN propagates). Sum/Mean accumulate in f64.
-    fn reduce(&self, op: ReduceOp, x: &Tensor, axis: Option<usize>) -> Result<Tensor>;
-    /// Index (as f32) of the first maximum along `axis`, or the row-major flat index over
-    /// everything. NaN is treated as never greater.
-    fn argmax(&self, x: &Tensor, axis: Option<usize>) -> Result<Tensor>;
-    /// `exp(x - max) / sum exp(x - max)` along `axis`.
-    fn softmax(&self, x: &Tensor, axis: usize) -> Result<Tensor>;
-    /// `x - max - log sum exp(x - max)` along `axis`.
-    fn log_softmax(&self, x: &Tensor, axis: usize) -> Result<Tensor>;
-    /// `log Σ exp(x)` along `axis`, which is removed from the shape: the axis
-    /// maximum plus the log of Σ exp(x − max), summed in f64 (the shift
-    /// `log_softmax` subtracts, so `log_softmax(x) = x − logsumexp(x)`).
-    fn logsumexp(&self, x: &Tensor, axis: usize) -> Result<Tensor>;
-    /// Given `y = softmax(x)` along `axis` and `dy`, returns `dx = y * (dy - sum(dy*y, axis))`.
-    fn softmax_backward(&self, y: &Tensor, dy: &Tensor, axis: usize) -> Result<Tensor>;
-    /// `logits [N, V]`, `targets [N]` (integer-valued f32, validated by the caller). Fused:
-    /// returns (loss scalar `[]` = `mean_r (logsumexp(l_r) - l_r[t_r])`,
-    /// dlogits `[N, V]` = `(softmax - onehot) / N`). `want_grad = false` skips the
-    /// gradient (returns `None`). Leading axes of a rank > 2 `logits` are flattened into rows.
-    fn cross_entropy(
-        &self,
-        logits: &Tensor,
-        targets: &Tensor,
-        want_grad: bool,
-    ) -> Result<(Tensor, Option<Tensor>)>;
-    /// General axis permutation: result axis `i` is input axis `perm[i]`.
-    fn permute(&self, x: &Tensor, perm: &[usize]) -> Result<Tensor>;
-    /// Rows of `table [V, d]` selected by integer-valued `ids` (any shape, validated by the
-    /// caller) -> `[ids.shape..., d]`.
-    fn gather_rows(&self, table: &Tensor, ids: &Tensor) -> Result<Tensor>;
-    /// `out [vocab, d]` zeros, `out[ids[i]] += src[i]` (`src` is `[ids.numel(), d]` or
-    /// `[ids.shape..., d]`). Rows are summed in index order (deterministic).
-    fn scatter_add_rows(&self, ids: &Tensor, src: &Tensor, vocab: usize) -> Result<Tensor>;
-    /// Sum a broadcast gradient `g` back down to `shape` (sum over stretched axes and missing leading axes).
-    fn sum_to_shape(&self, g: &Tensor, shape: &[usize]) -> Result<Tensor>;
-    /// RMS norm over the last axis: `y = x / sqrt(mean(x^2) + eps)`. Returns `(y, inv_rms [rows])`.
-    fn rms_norm(&self, x: &Tensor, eps: f32) -> Result<(Tensor, Tensor)>;
-    /// Gradient of [`Backend::rms_norm`] with respect to `x`, given the saved `inv_rms` and `dy`.
-    fn rms_norm_backward(&self, x: &Tensor, inv_rms: &Tensor, dy: &Tensor) -> Result<Tensor>;
-    /// Layer norm over the last axis without affine: `y = (x-mu)/sqrt(var+eps)` (biased
-    /// variance). Returns `(y, mean [rows], inv_std [rows])`.
-    fn layer_norm(&self, x: &Tensor, eps: f32) -> Result<(Tensor, Tensor, Tensor)>;
-    /// Gradient of [`Backend::layer_norm`] with respect to `x`, given the saved `mean`, `inv_std` and `dy`.
-    fn layer_norm_backward(
-        &self,
-        x: &Tensor,
-        mean: &Tensor,
-        inv_std: &Tensor,
-        dy: &Tensor,
-    ) -> Result<Tensor>;
-    /// Gradient of [`Backend::unary`]: given the input `x`, the output
-    /// `y = op(x)` and `dy`, returns `dx` (all of `x`'s shape). The default
-    /// composes the derivative from element-wise kernels (the table in the
-    /// runtime's autograd element-wise ops); a backend may fuse it into one pass
-    /// with the same per-element operations in the same order.
-    fn unary_backward(&self, op: UnaryOp, x: &Tensor, y: &Tensor, dy: &Tensor) -> Result<Tensor> {
-        composed::unary_backward(self, op, x, y, dy)
-    }
-    /// `act(x + bias)`: `x` is `[.., n]` and `bias` has `n` elements (shape `[n]`
-    /// or `[1, .., n]`), added to every row. The default runs `binary(Add)` then
-    /// `unary(act)`; a fused kernel gives the same bits in one pass.
-    fn bias_act(&self, x: &Tensor, bias: &Tensor, act: UnaryOp) -> Result<Tensor> {
-        let pre = self.binary(BinaryOp::Add, x, bias)?;
-        self.unary(act, &pre)
-    }
-    /// Gradients of [`Backend::bias_act`] given its inputs, its output `y` and
-    /// `dy`: `dx` (`x`'s shape) and, when `want_bias`, `dbias` (`bias`'s shape,
-    /// `dx` summed over the rows exactly as [`Backend::sum_to_shape`] sums).
-    /// The default recomputes `x + bias` and composes
-    /// [`Backend::unary_backward`] and `sum_to_shape`.
-    fn bias_act_backward(
-        &self,
-        x: &Tensor,
-        bias: &Tensor,
-        y: &Tensor,
-        dy: &Tensor,
-        act: UnaryOp,
-        want_bias: bool,
-    ) -> Result<(Tensor, Option<Tensor>)> {
-        let pre = self.binary(BinaryOp::Add, x, bias)?;
-        let dx = self.unary_backward(act, &pre, y, dy)?;
-        let dbias = if want_bias {
-            Some(self.sum_to_shape(&dx, bias.shape())?)
-        } else {
-            None
-        };
-        Ok((dx, dbias))
-    }
-    /// Attention probabilities from scores `x: [.., T, S]` (rank >= 2): softmax
-    /// over the last axis of `x / divisor`, where, when `causal`, entries with
-    /// column > row are first replaced by [`CAUSAL_FILL`]. The default composes
-    /// `binary(Div)`, the mask (`x·(1 − m) + m·fill`) and `softmax`; a fused
-    /// kernel computes the same bits in one pass per row.
-    fn masked_softmax(&self, x: &Tensor, divisor: f32, causal: bool) -> Result<Tensor> {
-        composed::masked_softmax(self, x, divisor, causal)
-    }
-    /// Gradient of [`Backend::masked_softmax`] with respect to its scores, given
-    /// its output `y` and `dy`: `softmax_backward(y, dy)`, zero at the masked
-    /// entries, divided by `divisor` (the default composes exactly that).
-    fn masked_softmax_backward(
-        &self,
-        y: &Tensor,
-        dy: &Tensor,
-        divisor: f32,
-        causal: bool,
-    ) -> Result<Tensor> {
-        composed::masked_softmax_backward(self, y, dy, divisor, causal)
-    }
-    /// The dropout mask of LANGUAGE §13.7 for an input of `shape`, made on this
-    /// device: element i is `1/(1-p)` (as f32) when
-    /// `(splitmix64(key + i·0x9E3779B97F4A7C15) >> 11)·2⁻⁵³ >= p`, else 0 (`key` is
-    /// derived from the layer's seed and the step by the caller). `None` (the
-    /// default) means the caller builds the mask in host memory.
-    fn dropout_mask(&self, shape: &[usize], key: u64, p: f64) -> Result<Option<Tensor>> {
-        let _ = (shape, key, p);
-        Ok(None)
-    }
-    /// This backend's compiled form of a captured step, or `None` (the default)
-    /// when it has none and the step is replayed call by call
-    /// ([`crate::capture::BackendReplay`]).
-    fn compile_step(
-        &self,
-        plan: &crate::capture::StepPlan,
-    ) -> Option<Result<Box<dyn crate::capture::StepProgram>>> {
-        let _ = plan;
-        None
-    }
-    /// One fused Adam/AdamW step in place: `m = b1 m + (1-b1) g`; `v = b2 v + (1-b2) g^2`;
-    /// `p -= lr * ((m / bc1) / (sqrt(v / bc2) + eps) + wd * p)` with the constants of
-    /// [`AdamStep::constants`]. Copy-on-write: clones of `p`, `m`, `v` taken before the
-    /// call keep their old values.
-    fn adam_update(
-        &self,
-        p: &mut Tensor,
-        g: &Tensor,
-        m: &mut Tensor,
-        v: &mut Tensor,
-        step: &AdamStep,
-    ) -> Result<()>;
-}
+pub use crate::kernels::Backend;
 
 /// The hyper-parameters of one Adam/AdamW update of one parameter (LANGUAGE §12.5),
 /// as the program gave them. `t` is the parameter's update count, this update
@@ -432,7 +235,7 @@ impl AdamStep {
 /// The default implementations of the fused methods, composed from the
 /// primitive kernels (so every backend has them, with the exact per-element
 /// operations a fused kernel must reproduce).
-mod composed {
+pub(crate) mod composed {
     use super::{Backend, BinaryOp, Result, UnaryOp, CAUSAL_FILL};
     use crate::tensor::Tensor;
 
@@ -468,9 +271,60 @@ mod composed {
         }
     }
 
+    /// `matmul_t` composed: the transposed operands permuted, then multiplied.
+    pub(crate) fn matmul_t<B: Backend + ?Sized>(
+        be: &B,
+        a: &Tensor,
+        b: &Tensor,
+        transpose_a: bool,
+        transpose_b: bool,
+    ) -> Result<Tensor> {
+        let swap = |x: &Tensor| {
+            let r = x.rank();
+            let mut perm: Vec<usize> = (0..r).collect();
+            perm.swap(r - 2, r - 1);
+            be.permute(x, &perm)
+        };
+        let a = if transpose_a { swap(a)? } else { a.clone() };
+        let b = if transpose_b { swap(b)? } else { b.clone() };
+        be.matmul(&a, &b)
+    }
+
+    /// `bias_act` composed: `binary(Add)` then `unary(act)`.
+    pub(crate) fn bias_act<B: Backend + ?Sized>(
+        be: &B,
+        x: &Tensor,
+        bias: &Tensor,
+        act: UnaryOp,
+    ) -> Result<Tensor> {
+        let pre = be.binary(BinaryOp::Add, x, bias)?;
+        be.unary(act, &pre)
+    }
+
+    /// `bias_act_backward` composed: `x + bias` recomputed, then
+    /// `unary_backward` and, when wanted, `sum_to_shape`.
+    pub(crate) fn bias_act_backward<B: Backend + ?Sized>(
+        be: &B,
+        x: &Tensor,
+        bias: &Tensor,
+        y: &Tensor,
+        dy: &Tensor,
+        act: UnaryOp,
+        want_bias: bool,
+    ) -> Result<(Tensor, Option<Tensor>)> {
+        let pre = be.binary(BinaryOp::Add, x, bias)?;
+        let dx = be.unary_backward(act, &pre, y, dy)?;
+        let dbias = if want_bias {
+            Some(be.sum_to_shape(&dx, bias.shape())?)
+        } else {
+            None
+        };
+        Ok((dx, dbias))
+    }
+
     /// `dx` of `y = op(x)` given `g`: the derivative table of the runtime's
     /// autograd element-wise ops, one kernel per step.
-    pub(super) fn unary_backward<B: Backend + ?Sized>(
+    pub(crate) fn unary_backward<B: Backend + ?Sized>(
         be: &B,
         op: UnaryOp,
         x: &Tensor,
@@ -534,7 +388,7 @@ mod composed {
     }
 
     /// `softmax(x / divisor, masked)` composed: divide, mask, softmax.
-    pub(super) fn masked_softmax<B: Backend + ?Sized>(
+    pub(crate) fn masked_softmax<B: Backend + ?Sized>(
         be: &B,
         x: &Tensor,
         divisor: f32,
@@ -560,7 +414,7 @@ mod composed {
 
     /// The gradient of [`masked_softmax`] composed: softmax backward, times the
     /// kept-entry mask, divided by `divisor`.
-    pub(super) fn masked_softmax_backward<B: Backend + ?Sized>(
+    pub(crate) fn masked_softmax_backward<B: Backend + ?Sized>(
         be: &B,
         y: &Tensor,
         dy: &Tensor,

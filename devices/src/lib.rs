@@ -11,12 +11,15 @@
 
 #![warn(missing_docs)]
 
+#[macro_use]
+mod declare;
 mod backend;
 pub mod capture;
 mod counter_scope;
 pub mod cpu;
 pub mod cuda;
 mod host_reads;
+mod kernels;
 pub mod math;
 mod shape;
 mod tensor;

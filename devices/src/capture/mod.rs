@@ -13,19 +13,19 @@
 //! [`crate::cpu::program`]), else [`BackendReplay`], which calls the backend's
 //! kernels again in order.
 //!
-//! Layout: [`op`] (one kernel call as data and its metadata), [`trace`] (the
+//! Layout: [`Op`] (one kernel call as data and its metadata, generated from
+//! the kernel table with the recorder's methods and [`replay`]), [`trace`] (the
 //! recorded calls), [`recorder`], [`plan`],
 //! [`program`] (the program interface and the generic replay).
 
-pub mod op;
 pub mod plan;
 pub mod program;
 pub mod recorder;
 pub mod trace;
 
-pub use op::Op;
+pub use crate::kernels::{replay, Op};
 pub use plan::{plan, PlanInput, StepPlan};
-pub use program::{adam_step_of_run, BackendReplay, StepProgram};
+pub use program::{BackendReplay, StepProgram};
 pub use recorder::Recorder;
 pub use trace::{Call, Origin, Trace, ValueId, ValueInfo};
 

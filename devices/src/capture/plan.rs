@@ -1,8 +1,8 @@
 //! [`plan`]: turning two recorded steps into a [`StepPlan`] that can be
 //! replayed, or the reason it cannot.
 
-use super::op::Op;
 use super::trace::{Origin, Trace, ValueId};
+use crate::kernels::Op;
 use crate::tensor::Tensor;
 
 /// Where a replayed step's input comes from.
@@ -117,7 +117,7 @@ fn same_call(
         ))
     };
     let same_op = match (&a.op, &b.op) {
-        (Op::AdamUpdate(x), Op::AdamUpdate(y)) => {
+        (Op::AdamUpdate { step: x }, Op::AdamUpdate { step: y }) => {
             if y.t != x.t + 1 {
                 return differs("the update counts are not consecutive".into());
             }

@@ -1,10 +1,10 @@
 //! [`StepProgram`]: a compiled, replayable step, and [`BackendReplay`], the
 //! program every backend can run (its kernels called again, call by call).
 
-use super::op::Op;
 use super::plan::StepPlan;
 use super::trace::{Origin, ValueId};
 use crate::backend::{Backend, Result};
+use crate::kernels::Op;
 use crate::tensor::Tensor;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -65,15 +65,6 @@ impl BackendReplay {
     }
 }
 
-/// The Adam step of replay run `run` (0-based) of a call recorded as `recorded`
-/// in the last recorded iteration: its update count is `run + 1` higher.
-pub fn adam_step_of_run(recorded: &crate::AdamStep, run: u64) -> crate::AdamStep {
-    crate::AdamStep {
-        t: recorded.t + run + 1,
-        ..*recorded
-    }
-}
-
 /// For each call, the computed values (not inputs, not live at the end) whose
 /// last use it is.
 fn dead_after(plan: &StepPlan) -> Vec<Vec<ValueId>> {
@@ -111,74 +102,21 @@ impl StepProgram for BackendReplay {
             let call = &self.plan.trace.calls[k];
             let ins: Vec<Tensor> = call.inputs.iter().map(|&v| self.get(v)).collect();
             let out_shape = |i: usize| self.plan.trace.value(call.outputs[i]).shape.clone();
-            let outs: Vec<Tensor> = match &call.op {
-                Op::Upload => vec![b.upload(&ins[0])?],
-                Op::Download => vec![b.download(&ins[0])?],
-                Op::Unary(op) => vec![b.unary(*op, &ins[0])?],
-                Op::Binary(op) => vec![b.binary(*op, &ins[0], &ins[1])?],
-                Op::Matmul => vec![b.matmul(&ins[0], &ins[1])?],
-                Op::MatmulT {
-                    transpose_a,
-                    transpose_b,
-                } => vec![b.matmul_t(&ins[0], &ins[1], *transpose_a, *transpose_b)?],
-                Op::Reduce { op, axis } => vec![b.reduce(*op, &ins[0], *axis)?],
-                Op::Argmax { axis } => vec![b.argmax(&ins[0], *axis)?],
-                Op::Softmax { axis } => vec![b.softmax(&ins[0], *axis)?],
-                Op::LogSoftmax { axis } => vec![b.log_softmax(&ins[0], *axis)?],
-                Op::LogSumExp { axis } => vec![b.logsumexp(&ins[0], *axis)?],
-                Op::SoftmaxBackward { axis } => {
-                    vec![b.softmax_backward(&ins[0], &ins[1], *axis)?]
-                }
-                Op::CrossEntropy { want_grad } => {
-                    let (loss, grad) = b.cross_entropy(&ins[0], &ins[1], *want_grad)?;
-                    std::iter::once(loss).chain(grad).collect()
-                }
-                Op::Permute { perm } => vec![b.permute(&ins[0], perm)?],
-                Op::GatherRows => vec![b.gather_rows(&ins[0], &ins[1])?],
-                Op::ScatterAddRows { vocab } => {
-                    vec![b.scatter_add_rows(&ins[0], &ins[1], *vocab)?]
-                }
-                Op::SumToShape { shape } => vec![b.sum_to_shape(&ins[0], shape)?],
-                Op::RmsNorm { eps } => {
-                    let (y, r) = b.rms_norm(&ins[0], *eps)?;
-                    vec![y, r]
-                }
-                Op::RmsNormBackward => vec![b.rms_norm_backward(&ins[0], &ins[1], &ins[2])?],
-                Op::LayerNorm { eps } => {
-                    let (y, m, s) = b.layer_norm(&ins[0], *eps)?;
-                    vec![y, m, s]
-                }
-                Op::LayerNormBackward => {
-                    vec![b.layer_norm_backward(&ins[0], &ins[1], &ins[2], &ins[3])?]
-                }
-                Op::UnaryBackward(op) => {
-                    vec![b.unary_backward(*op, &ins[0], &ins[1], &ins[2])?]
-                }
-                Op::BiasAct(act) => vec![b.bias_act(&ins[0], &ins[1], *act)?],
-                Op::BiasActBackward { act, want_bias } => {
-                    let (dx, db) =
-                        b.bias_act_backward(&ins[0], &ins[1], &ins[2], &ins[3], *act, *want_bias)?;
-                    std::iter::once(dx).chain(db).collect()
-                }
-                Op::MaskedSoftmax { divisor, causal } => {
-                    vec![b.masked_softmax(&ins[0], *divisor, *causal)?]
-                }
-                Op::MaskedSoftmaxBackward { divisor, causal } => {
-                    vec![b.masked_softmax_backward(&ins[0], &ins[1], *divisor, *causal)?]
-                }
-                Op::DropoutMask { shape, key, p } => {
-                    let mask = b.dropout_mask(shape, *key, *p)?;
-                    vec![mask.unwrap_or_else(|| panic!("the backend stopped making dropout masks"))]
-                }
-                Op::AdamUpdate(step) => {
-                    let step = adam_step_of_run(step, self.runs);
-                    let (mut p, mut m, mut v) = (ins[0].clone(), ins[2].clone(), ins[3].clone());
-                    drop(ins);
-                    b.adam_update(&mut p, &self.get(call.inputs[1]), &mut m, &mut v, &step)?;
-                    vec![p, m, v]
-                }
+            let outs = match &call.op {
                 Op::View => vec![ins[0].reshape(out_shape(0))],
+                op => super::replay(b, op, ins, self.runs)?,
             };
+            if outs.len() != call.outputs.len() {
+                return Err(crate::DeviceError::Backend {
+                    device: b.kind().name().to_string(),
+                    message: format!(
+                        "the replayed `{}` gave {} outputs where {} were recorded",
+                        call.op.name(),
+                        outs.len(),
+                        call.outputs.len()
+                    ),
+                });
+            }
             for (v, t) in call.outputs.iter().zip(outs) {
                 self.slots[v.index()] = Some(t);
             }

@@ -1,12 +1,11 @@
 //! [`Recorder`]: a [`Backend`] that runs every kernel on another backend and
-//! writes the call into a [`Trace`].
+//! writes the call into a [`Trace`]. Its `Backend` methods are generated from
+//! the kernel table (`kernels.rs`), so none can go unrecorded.
 
-use super::op::Op;
 use super::trace::{Call, Origin, Trace, ValueId, ValueInfo};
-use crate::backend::{
-    AdamStep, Backend, BinaryOp, Counters, DeviceKind, ReduceOp, Result, UnaryOp,
-};
+use crate::backend::{Backend, Result};
 use crate::host_reads::{self, unnoted};
+use crate::kernels::Op;
 use crate::tensor::Tensor;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -130,9 +129,28 @@ impl Recorder {
         std::mem::take(&mut state.trace)
     }
 
+    /// The backend the kernels run on.
+    pub(crate) fn inner(&self) -> &dyn Backend {
+        &*self.inner
+    }
+
+    /// Runs `f` on the inner backend without noting its host reads or
+    /// recording anything.
+    pub(crate) fn run_unrecorded<T>(&self, f: impl FnOnce(&dyn Backend) -> Result<T>) -> Result<T> {
+        unnoted(|| f(&*self.inner))
+    }
+
+    /// Records `op` with the tensors `inputs` (as they were before the call)
+    /// and `outputs`.
+    pub(crate) fn note(&self, op: Op, inputs: &[Tensor], outputs: &[&Tensor]) {
+        let inputs: Vec<&Tensor> = inputs.iter().collect();
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.record(op, &inputs, outputs);
+    }
+
     /// Runs `f` on the inner backend, then records `op` with the tensors
     /// `inputs` and the results `outputs(&result)` gives.
-    fn run<T>(
+    pub(crate) fn run<T>(
         &self,
         op: Op,
         inputs: &[&Tensor],
@@ -151,281 +169,5 @@ impl Drop for Recorder {
     /// when the step panicked).
     fn drop(&mut self) {
         host_reads::stop();
-    }
-}
-
-/// The single output of a kernel that returns one tensor.
-fn one(t: &Tensor) -> Vec<&Tensor> {
-    vec![t]
-}
-
-impl Backend for Recorder {
-    fn kind(&self) -> DeviceKind {
-        self.inner.kind()
-    }
-
-    fn counters(&self) -> Counters {
-        self.inner.counters()
-    }
-
-    fn reset_counters(&self) {
-        self.inner.reset_counters()
-    }
-
-    fn take_fallbacks(&self) -> Vec<&'static str> {
-        self.inner.take_fallbacks()
-    }
-
-    fn upload(&self, t: &Tensor) -> Result<Tensor> {
-        self.run(Op::Upload, &[t], |b| b.upload(t), one)
-    }
-
-    fn download(&self, t: &Tensor) -> Result<Tensor> {
-        self.run(Op::Download, &[t], |b| b.download(t), one)
-    }
-
-    fn unary(&self, op: UnaryOp, x: &Tensor) -> Result<Tensor> {
-        self.run(Op::Unary(op), &[x], |b| b.unary(op, x), one)
-    }
-
-    fn binary(&self, op: BinaryOp, a: &Tensor, b: &Tensor) -> Result<Tensor> {
-        self.run(Op::Binary(op), &[a, b], |k| k.binary(op, a, b), one)
-    }
-
-    fn matmul(&self, a: &Tensor, b: &Tensor) -> Result<Tensor> {
-        self.run(Op::Matmul, &[a, b], |k| k.matmul(a, b), one)
-    }
-
-    fn matmul_t(
-        &self,
-        a: &Tensor,
-        b: &Tensor,
-        transpose_a: bool,
-        transpose_b: bool,
-    ) -> Result<Tensor> {
-        let op = Op::MatmulT {
-            transpose_a,
-            transpose_b,
-        };
-        self.run(
-            op,
-            &[a, b],
-            |k| k.matmul_t(a, b, transpose_a, transpose_b),
-            one,
-        )
-    }
-
-    fn reduce(&self, op: ReduceOp, x: &Tensor, axis: Option<usize>) -> Result<Tensor> {
-        self.run(
-            Op::Reduce { op, axis },
-            &[x],
-            |b| b.reduce(op, x, axis),
-            one,
-        )
-    }
-
-    fn argmax(&self, x: &Tensor, axis: Option<usize>) -> Result<Tensor> {
-        self.run(Op::Argmax { axis }, &[x], |b| b.argmax(x, axis), one)
-    }
-
-    fn softmax(&self, x: &Tensor, axis: usize) -> Result<Tensor> {
-        self.run(Op::Softmax { axis }, &[x], |b| b.softmax(x, axis), one)
-    }
-
-    fn log_softmax(&self, x: &Tensor, axis: usize) -> Result<Tensor> {
-        self.run(
-            Op::LogSoftmax { axis },
-            &[x],
-            |b| b.log_softmax(x, axis),
-            one,
-        )
-    }
-
-    fn logsumexp(&self, x: &Tensor, axis: usize) -> Result<Tensor> {
-        self.run(Op::LogSumExp { axis }, &[x], |b| b.logsumexp(x, axis), one)
-    }
-
-    fn softmax_backward(&self, y: &Tensor, dy: &Tensor, axis: usize) -> Result<Tensor> {
-        self.run(
-            Op::SoftmaxBackward { axis },
-            &[y, dy],
-            |b| b.softmax_backward(y, dy, axis),
-            one,
-        )
-    }
-
-    fn cross_entropy(
-        &self,
-        logits: &Tensor,
-        targets: &Tensor,
-        want_grad: bool,
-    ) -> Result<(Tensor, Option<Tensor>)> {
-        self.run(
-            Op::CrossEntropy { want_grad },
-            &[logits, targets],
-            |b| b.cross_entropy(logits, targets, want_grad),
-            |(loss, grad)| std::iter::once(loss).chain(grad.as_ref()).collect(),
-        )
-    }
-
-    fn permute(&self, x: &Tensor, perm: &[usize]) -> Result<Tensor> {
-        let op = Op::Permute {
-            perm: perm.to_vec(),
-        };
-        self.run(op, &[x], |b| b.permute(x, perm), one)
-    }
-
-    fn gather_rows(&self, table: &Tensor, ids: &Tensor) -> Result<Tensor> {
-        self.run(
-            Op::GatherRows,
-            &[table, ids],
-            |b| b.gather_rows(table, ids),
-            one,
-        )
-    }
-
-    fn scatter_add_rows(&self, ids: &Tensor, src: &Tensor, vocab: usize) -> Result<Tensor> {
-        self.run(
-            Op::ScatterAddRows { vocab },
-            &[ids, src],
-            |b| b.scatter_add_rows(ids, src, vocab),
-            one,
-        )
-    }
-
-    fn sum_to_shape(&self, g: &Tensor, shape: &[usize]) -> Result<Tensor> {
-        let op = Op::SumToShape {
-            shape: shape.to_vec(),
-        };
-        self.run(op, &[g], |b| b.sum_to_shape(g, shape), one)
-    }
-
-    fn rms_norm(&self, x: &Tensor, eps: f32) -> Result<(Tensor, Tensor)> {
-        self.run(
-            Op::RmsNorm { eps },
-            &[x],
-            |b| b.rms_norm(x, eps),
-            |(y, r)| vec![y, r],
-        )
-    }
-
-    fn rms_norm_backward(&self, x: &Tensor, inv_rms: &Tensor, dy: &Tensor) -> Result<Tensor> {
-        self.run(
-            Op::RmsNormBackward,
-            &[x, inv_rms, dy],
-            |b| b.rms_norm_backward(x, inv_rms, dy),
-            one,
-        )
-    }
-
-    fn layer_norm(&self, x: &Tensor, eps: f32) -> Result<(Tensor, Tensor, Tensor)> {
-        self.run(
-            Op::LayerNorm { eps },
-            &[x],
-            |b| b.layer_norm(x, eps),
-            |(y, m, s)| vec![y, m, s],
-        )
-    }
-
-    fn layer_norm_backward(
-        &self,
-        x: &Tensor,
-        mean: &Tensor,
-        inv_std: &Tensor,
-        dy: &Tensor,
-    ) -> Result<Tensor> {
-        self.run(
-            Op::LayerNormBackward,
-            &[x, mean, inv_std, dy],
-            |b| b.layer_norm_backward(x, mean, inv_std, dy),
-            one,
-        )
-    }
-
-    fn unary_backward(&self, op: UnaryOp, x: &Tensor, y: &Tensor, dy: &Tensor) -> Result<Tensor> {
-        self.run(
-            Op::UnaryBackward(op),
-            &[x, y, dy],
-            |b| b.unary_backward(op, x, y, dy),
-            one,
-        )
-    }
-
-    fn bias_act(&self, x: &Tensor, bias: &Tensor, act: UnaryOp) -> Result<Tensor> {
-        self.run(
-            Op::BiasAct(act),
-            &[x, bias],
-            |b| b.bias_act(x, bias, act),
-            one,
-        )
-    }
-
-    fn bias_act_backward(
-        &self,
-        x: &Tensor,
-        bias: &Tensor,
-        y: &Tensor,
-        dy: &Tensor,
-        act: UnaryOp,
-        want_bias: bool,
-    ) -> Result<(Tensor, Option<Tensor>)> {
-        self.run(
-            Op::BiasActBackward { act, want_bias },
-            &[x, bias, y, dy],
-            |b| b.bias_act_backward(x, bias, y, dy, act, want_bias),
-            |(dx, db)| std::iter::once(dx).chain(db.as_ref()).collect(),
-        )
-    }
-
-    fn masked_softmax(&self, x: &Tensor, divisor: f32, causal: bool) -> Result<Tensor> {
-        self.run(
-            Op::MaskedSoftmax { divisor, causal },
-            &[x],
-            |b| b.masked_softmax(x, divisor, causal),
-            one,
-        )
-    }
-
-    fn masked_softmax_backward(
-        &self,
-        y: &Tensor,
-        dy: &Tensor,
-        divisor: f32,
-        causal: bool,
-    ) -> Result<Tensor> {
-        self.run(
-            Op::MaskedSoftmaxBackward { divisor, causal },
-            &[y, dy],
-            |b| b.masked_softmax_backward(y, dy, divisor, causal),
-            one,
-        )
-    }
-
-    fn dropout_mask(&self, shape: &[usize], key: u64, p: f64) -> Result<Option<Tensor>> {
-        self.run(
-            Op::DropoutMask {
-                shape: shape.to_vec(),
-                key,
-                p,
-            },
-            &[],
-            |b| b.dropout_mask(shape, key, p),
-            |m| m.iter().collect(),
-        )
-    }
-
-    fn adam_update(
-        &self,
-        p: &mut Tensor,
-        g: &Tensor,
-        m: &mut Tensor,
-        v: &mut Tensor,
-        step: &AdamStep,
-    ) -> Result<()> {
-        let (p0, m0, v0) = (p.clone(), m.clone(), v.clone());
-        unnoted(|| self.inner.adam_update(p, g, m, v, step))?;
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        state.record(Op::AdamUpdate(*step), &[&p0, g, &m0, &v0], &[p, m, v]);
-        Ok(())
     }
 }

@@ -1,6 +1,6 @@
 //! [`Trace`]: the kernel calls of one recorded `train` step, as data.
 
-use super::op::Op;
+use crate::kernels::Op;
 use crate::tensor::Tensor;
 
 /// The index of one value of a [`Trace`] (an input, or one output of a call).

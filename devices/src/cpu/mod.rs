@@ -300,7 +300,7 @@ impl Backend for CpuBackend {
         g: &Tensor,
         m: &mut Tensor,
         v: &mut Tensor,
-        step: &AdamStep,
+        step: AdamStep,
     ) -> Result<()> {
         self.launch();
         nn::adam_update(p, g, m, v, step.constants());

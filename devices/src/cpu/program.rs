@@ -65,8 +65,6 @@ enum Kernel {
         dims: (usize, usize, usize),
         log: bool,
     },
-    /// `logsumexp` over `(outer, n, inner)`.
-    LogSumExp { dims: (usize, usize, usize) },
     /// `softmax_backward` over `(outer, n, inner)`.
     SoftmaxBackward { dims: (usize, usize, usize) },
     /// `cross_entropy` of `(rows, v)` logits.
@@ -110,6 +108,42 @@ enum Kernel {
     DropoutMask { key: u64, p: f64 },
     /// `adam_update` with the recorded step; `t` grows by one per run.
     Adam(AdamStep),
+    /// A kernel written as one function of the input slices, the output buffers
+    /// and the scratch: the arena form of a kernel in a single match arm of
+    /// [`kernel_of`].
+    Slices(SliceKernel),
+}
+
+/// The function of a [`Kernel::Slices`]: up to four input slices (unused ones
+/// empty), up to three output buffers, and the scratch.
+type SliceFn = dyn Fn(&[&[f32]; 4], &mut [Vec<f32>; 3], &mut Scratch) + Send + Sync;
+
+/// An arena kernel as a function, with the scratch it needs.
+struct SliceKernel {
+    /// The kernel's name, for debugging.
+    name: &'static str,
+    /// Scratch elements it needs: (f32, f64).
+    scratch: (usize, usize),
+    run: Box<SliceFn>,
+}
+
+impl std::fmt::Debug for SliceKernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SliceKernel({}, scratch {:?})", self.name, self.scratch)
+    }
+}
+
+/// A [`Kernel::Slices`] for `op` needing `scratch` (f32, f64) elements.
+fn slices(
+    op: &Op,
+    scratch: (usize, usize),
+    run: impl Fn(&[&[f32]; 4], &mut [Vec<f32>; 3], &mut Scratch) + Send + Sync + 'static,
+) -> Kernel {
+    Kernel::Slices(SliceKernel {
+        name: op.name(),
+        scratch,
+        run: Box::new(run),
+    })
 }
 
 /// One kernel call: its kernel and the arena buffers it reads and writes.
@@ -168,8 +202,8 @@ fn unsupported(message: String) -> DeviceError {
 fn kernel_of(op: &Op, ins: &[&[usize]]) -> Result<Kernel> {
     Ok(match op {
         Op::Upload | Op::Download => Kernel::Copy,
-        Op::Unary(u) => Kernel::Unary(*u),
-        Op::Binary(b) => {
+        Op::Unary { op: u } => Kernel::Unary(*u),
+        Op::Binary { op: b } => {
             let plan = BinaryPlan::new(ins[0], ins[1]).ok_or_else(|| {
                 unsupported(format!(
                     "binary shapes {:?} and {:?} do not broadcast",
@@ -201,9 +235,13 @@ fn kernel_of(op: &Op, ins: &[&[usize]]) -> Result<Kernel> {
             dims: nn::split_at_axis(ins[0], *axis),
             log: matches!(op, Op::LogSoftmax { .. }),
         },
-        Op::LogSumExp { axis } => Kernel::LogSumExp {
-            dims: nn::split_at_axis(ins[0], *axis),
-        },
+        Op::LogSumExp { axis } => {
+            let dims = nn::split_at_axis(ins[0], *axis);
+            let n = nn::softmax_scratch_lens(dims);
+            slices(op, (0, n), move |x, o, s| {
+                nn::logsumexp_into(x[0], dims, &mut o[0], &mut s.f64s[..n])
+            })
+        }
         Op::SoftmaxBackward { axis } => Kernel::SoftmaxBackward {
             dims: nn::split_at_axis(ins[0], *axis),
         },
@@ -239,8 +277,8 @@ fn kernel_of(op: &Op, ins: &[&[usize]]) -> Result<Kernel> {
             dims: crate::shape::rows_of(ins[0]),
         },
         Op::DropoutMask { key, p, .. } => Kernel::DropoutMask { key: *key, p: *p },
-        Op::UnaryBackward(u) => Kernel::UnaryBackward(*u),
-        Op::BiasAct(act) => Kernel::BiasAct(*act),
+        Op::UnaryBackward { op: u } => Kernel::UnaryBackward(*u),
+        Op::BiasAct { act } => Kernel::BiasAct(*act),
         Op::BiasActBackward { act, want_bias } => Kernel::BiasActBackward {
             act: *act,
             dbias: want_bias.then(|| SumToShapePlan::new(ins[0], ins[1])),
@@ -253,7 +291,7 @@ fn kernel_of(op: &Op, ins: &[&[usize]]) -> Result<Kernel> {
                 backward: matches!(op, Op::MaskedSoftmaxBackward { .. }),
             }
         }
-        Op::AdamUpdate(step) => Kernel::Adam(*step),
+        Op::AdamUpdate { step } => Kernel::Adam(*step),
         Op::View => unreachable!("views are aliases, not steps"),
     })
 }
@@ -266,9 +304,7 @@ impl Kernel {
                 let n = nn::softmax_scratch_lens(*dims);
                 (n, n)
             }
-            Kernel::SoftmaxBackward { dims } | Kernel::LogSumExp { dims } => {
-                (0, nn::softmax_scratch_lens(*dims))
-            }
+            Kernel::SoftmaxBackward { dims } => (0, nn::softmax_scratch_lens(*dims)),
             Kernel::CrossEntropy { dims, .. } => (0, dims.0),
             Kernel::SumToShape(p) => (0, p.acc_len()),
             Kernel::BiasActBackward { dbias: Some(p), .. } => (0, p.acc_len()),
@@ -293,6 +329,7 @@ impl Kernel {
             | Kernel::MaskedSoftmax { .. }
             | Kernel::DropoutMask { .. }
             | Kernel::Adam(_) => (0, 0),
+            Kernel::Slices(k) => k.scratch,
         }
     }
 }
@@ -357,16 +394,6 @@ pub(crate) fn compile(plan: &StepPlan, launches: Arc<AtomicU64>) -> Result<CpuPr
         .map(|v| matches!(v.origin, Origin::Input(_)))
         .collect();
     for (k, c) in trace.calls.iter().enumerate() {
-        let (ni, no) = c.op.arity();
-        if c.inputs.len() != ni || c.outputs.len() != no {
-            return Err(unsupported(format!(
-                "call {} (`{}`) has {} inputs and {} outputs, expected {ni} and {no}",
-                k + 1,
-                c.op.name(),
-                c.inputs.len(),
-                c.outputs.len()
-            )));
-        }
         for v in c.inputs.iter().chain(&c.outputs) {
             if v.index() >= n {
                 return Err(unsupported(format!(
@@ -375,6 +402,10 @@ pub(crate) fn compile(plan: &StepPlan, launches: Arc<AtomicU64>) -> Result<CpuPr
                 )));
             }
         }
+        let in_shapes: Vec<&[usize]> = c.inputs.iter().map(|v| shape(*v)).collect();
+        let out_shapes: Vec<&[usize]> = c.outputs.iter().map(|v| shape(*v)).collect();
+        c.op.check_output_sizes(&in_shapes, &out_shapes)
+            .map_err(|e| unsupported(format!("call {} (`{}`): {e}", k + 1, c.op.name())))?;
         if let Some(v) = c.inputs.iter().find(|v| !defined[v.index()]) {
             return Err(unsupported(format!(
                 "call {} reads value {} before any call computes it",
@@ -498,7 +529,7 @@ pub(crate) fn compile(plan: &StepPlan, launches: Arc<AtomicU64>) -> Result<CpuPr
             let len = numel_of(shape(*o));
             // Adam's p, m, v (inputs 0, 2, 3) become outputs 0, 1, 2.
             let in_place = match c.op {
-                Op::AdamUpdate(_) => {
+                Op::AdamUpdate { .. } => {
                     let src = c.inputs[[0, 2, 3][oi]];
                     let sr = root[src.index()];
                     let b = value_buf[sr];
@@ -520,15 +551,13 @@ pub(crate) fn compile(plan: &StepPlan, launches: Arc<AtomicU64>) -> Result<CpuPr
             outs.push(b);
         }
         let in_shapes: Vec<&[usize]> = c.inputs.iter().map(|v| shape(*v)).collect();
-        let out_shapes: Vec<&[usize]> = c.outputs.iter().map(|v| shape(*v)).collect();
-        c.op.check_output_sizes(&in_shapes, &out_shapes)
-            .map_err(|e| unsupported(format!("call {} (`{}`): {e}", k + 1, c.op.name())))?;
         let kernel = kernel_of(&c.op, &in_shapes)?;
+        let counted = !matches!(kernel, Kernel::Copy);
         steps.push(Step {
             kernel,
             ins,
             outs,
-            counted: !matches!(c.op, Op::Upload | Op::Download),
+            counted,
         });
         // Outputs nobody reads die at once; inputs whose last use this was die now.
         for o in &c.outputs {
@@ -609,7 +638,7 @@ fn execute(step: &Step, bufs: &mut [Vec<f32>], scratch: &mut Scratch, runs: u64)
         let mut p = std::mem::take(&mut bufs[step.outs[0]]);
         let mut m = std::mem::take(&mut bufs[step.outs[1]]);
         let mut v = std::mem::take(&mut bufs[step.outs[2]]);
-        let h = crate::capture::adam_step_of_run(adam, runs).constants();
+        let h = crate::declare::Attr::replayed(adam, runs).constants();
         nn::adam_update_into(&mut p, &bufs[step.ins[1]], &mut m, &mut v, h);
         bufs[step.outs[0]] = p;
         bufs[step.outs[1]] = m;
@@ -620,7 +649,11 @@ fn execute(step: &Step, bufs: &mut [Vec<f32>], scratch: &mut Scratch, runs: u64)
     for (o, &b) in outs.iter_mut().zip(&step.outs) {
         *o = std::mem::take(&mut bufs[b]);
     }
-    {
+    if let Kernel::Slices(k) = &step.kernel {
+        let none: &[f32] = &[];
+        let xs = std::array::from_fn(|i| step.ins.get(i).map_or(none, |&b| bufs[b].as_slice()));
+        (k.run)(&xs, &mut outs, scratch);
+    } else {
         let bufs = &*bufs;
         let x = |i: usize| bufs[step.ins[i]].as_slice();
         let [o0, o1, o2] = &mut outs;
@@ -635,10 +668,6 @@ fn execute(step: &Step, bufs: &mut [Vec<f32>], scratch: &mut Scratch, runs: u64)
             Kernel::Softmax { dims, log } => {
                 let s = nn::softmax_scratch_lens(*dims);
                 nn::softmax_into(x(0), *dims, *log, o0, &mut a[..s], &mut f64s[..s])
-            }
-            Kernel::LogSumExp { dims } => {
-                let s = nn::softmax_scratch_lens(*dims);
-                nn::logsumexp_into(x(0), *dims, o0, &mut f64s[..s])
             }
             Kernel::SoftmaxBackward { dims } => {
                 let s = nn::softmax_scratch_lens(*dims);
@@ -683,7 +712,9 @@ fn execute(step: &Step, bufs: &mut [Vec<f32>], scratch: &mut Scratch, runs: u64)
                 causal,
                 backward: true,
             } => nn::masked_softmax_backward_into(x(0), x(1), *dims, *divisor, *causal, o0),
-            Kernel::Adam(_) => unreachable!("handled above"),
+            Kernel::Adam(_) | Kernel::Slices(_) => {
+                unreachable!("handled above")
+            }
         }
     }
     for (o, &b) in outs.into_iter().zip(&step.outs) {
@@ -797,8 +828,7 @@ mod tests {
         let prog = compiled(init, |b, it, s| {
             let g = b.unary(UnaryOp::Tanh, &s[0]).unwrap();
             let (mut p, mut m, mut v) = (s[0].clone(), s[1].clone(), s[2].clone());
-            b.adam_update(&mut p, &g, &mut m, &mut v, &adam(it))
-                .unwrap();
+            b.adam_update(&mut p, &g, &mut m, &mut v, adam(it)).unwrap();
             (vec![p, m, v], vec![])
         });
         let adam = prog

@@ -949,7 +949,7 @@ fn adam_update_matches_reference() {
             wd: wd as f64,
             t: t as u64,
         };
-        b.adam_update(&mut p, &g, &mut m, &mut v, &step).unwrap();
+        b.adam_update(&mut p, &g, &mut m, &mut v, step).unwrap();
         // Copy-on-write: the clones taken before are untouched.
         assert_ne!(p.host(), p0.host());
         for i in 0..n {

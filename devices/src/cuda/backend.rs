@@ -12,6 +12,8 @@ use cudarc::driver::{
 
 use super::buffer::{CudaBuffer, Stats};
 use super::kernels::MODULES;
+use super::layout::split_at_axis;
+use super::reduce::reduction_view;
 use super::CudaUnavailable;
 use crate::backend::{
     AdamStep, Backend, BinaryOp, Counters, DeviceError, DeviceKind, ReduceOp, Result, UnaryOp,
@@ -222,11 +224,11 @@ impl CudaBackend {
             let module = ctx
                 .load_module(ptx)
                 .map_err(|e| failed(&format!("loading kernels/{}.cu", m.name), &e))?;
-            for f in m.functions {
+            for f in m.functions() {
                 let func = module
                     .load_function(f)
                     .map_err(|e| failed(&format!("loading kernel {f}"), &e))?;
-                functions.insert(*f, func);
+                functions.insert(f, func);
             }
         }
         Ok(CudaBackend {
@@ -474,15 +476,28 @@ impl Backend for CudaBackend {
     }
 
     fn softmax(&self, x: &Tensor, axis: usize) -> Result<Tensor> {
-        self.softmax_op(x, axis, "softmax_fwd")
+        self.along_axis(
+            "softmax_fwd",
+            x,
+            x.shape().to_vec(),
+            split_at_axis(x.shape(), axis),
+            true,
+        )
     }
 
     fn log_softmax(&self, x: &Tensor, axis: usize) -> Result<Tensor> {
-        self.softmax_op(x, axis, "log_softmax_fwd")
+        self.along_axis(
+            "log_softmax_fwd",
+            x,
+            x.shape().to_vec(),
+            split_at_axis(x.shape(), axis),
+            true,
+        )
     }
 
     fn logsumexp(&self, x: &Tensor, axis: usize) -> Result<Tensor> {
-        self.logsumexp_op(x, axis)
+        let (shape, view) = reduction_view(x.shape(), Some(axis));
+        self.along_axis("logsumexp_fwd", x, shape, view, true)
     }
 
     fn softmax_backward(&self, y: &Tensor, dy: &Tensor, axis: usize) -> Result<Tensor> {
@@ -580,7 +595,7 @@ impl Backend for CudaBackend {
         g: &Tensor,
         m: &mut Tensor,
         v: &mut Tensor,
-        step: &AdamStep,
+        step: AdamStep,
     ) -> Result<()> {
         self.adam_update_op(p, g, m, v, step.constants())
     }

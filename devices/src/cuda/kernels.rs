@@ -14,11 +14,50 @@ pub struct KernelModule {
     pub name: &'static str,
     /// The CUDA C source, without [`COMMON`].
     pub source: &'static str,
-    /// The kernels the backend loads from it.
-    pub functions: &'static [&'static str],
 }
 
 impl KernelModule {
+    /// The kernels the backend loads from this module, read from its source: each
+    /// `extern "C" __global__ void NAME(` outside a macro, and each use
+    /// `MACRO(NAME, ...)` of a macro whose body defines such a kernel. A new
+    /// kernel in a `.cu` file is therefore loaded without being listed anywhere.
+    pub fn functions(&self) -> Vec<&'static str> {
+        const KERNEL: &str = "extern \"C\" __global__ void ";
+        let src: &'static str = self.source;
+        let mut macros: Vec<&str> = Vec::new();
+        let mut names = Vec::new();
+        let mut in_define: Option<(&str, bool)> = None;
+        for line in src.lines() {
+            let t = line.trim_start();
+            if let Some((name, kernel)) = in_define.as_mut() {
+                *kernel |= t.contains(KERNEL);
+                if !line.trim_end().ends_with('\\') {
+                    if *kernel {
+                        macros.push(name);
+                    }
+                    in_define = None;
+                }
+                continue;
+            }
+            if let Some(rest) = t.strip_prefix("#define ") {
+                let name = rest.split(['(', ' ']).next().unwrap_or("");
+                in_define = line
+                    .trim_end()
+                    .ends_with('\\')
+                    .then_some((name, t.contains(KERNEL)));
+                continue;
+            }
+            if let Some(rest) = t.strip_prefix(KERNEL) {
+                names.extend(rest.split('(').next());
+            } else if let Some((m, args)) = t.split_once('(') {
+                if macros.contains(&m) {
+                    names.extend(args.split(',').next().map(str::trim));
+                }
+            }
+        }
+        names
+    }
+
     /// The full source NVRTC compiles: [`COMMON`] followed by this module.
     pub fn full_source(&self) -> String {
         format!("{COMMON}\n{}", self.source)
@@ -48,88 +87,34 @@ pub const MODULES: &[KernelModule] = &[
     KernelModule {
         name: "elementwise",
         source: include_str!("kernels/elementwise.cu"),
-        functions: &[
-            "unary_neg",
-            "unary_exp",
-            "unary_log",
-            "unary_sqrt",
-            "unary_abs",
-            "unary_sigmoid",
-            "unary_tanh",
-            "unary_relu",
-            "unary_gelu",
-            "unary_silu",
-            "binary_add",
-            "binary_sub",
-            "binary_mul",
-            "binary_div",
-            "binary_pow",
-            "binary_gt",
-            "binary_lt",
-            "binary_eq",
-            "binary_max",
-            "binary_min",
-            "copy_strided",
-        ],
     },
     KernelModule {
         name: "reduce",
         source: include_str!("kernels/reduce.cu"),
-        functions: &[
-            "reduce_sum",
-            "reduce_mean",
-            "reduce_prod",
-            "reduce_max",
-            "argmax",
-            "sum_to",
-        ],
     },
     KernelModule {
         name: "softmax",
         source: include_str!("kernels/softmax.cu"),
-        functions: &[
-            "softmax_fwd",
-            "log_softmax_fwd",
-            "logsumexp_fwd",
-            "softmax_bwd",
-            "cross_entropy_fwd_bwd",
-        ],
     },
     KernelModule {
         name: "fused",
         source: include_str!("kernels/fused.cu"),
-        functions: &[
-            "unary_bwd",
-            "bias_act_fwd",
-            "bias_act_bwd",
-            "masked_softmax_fwd",
-            "masked_softmax_bwd",
-        ],
     },
     KernelModule {
         name: "index",
         source: include_str!("kernels/index.cu"),
-        functions: &["gather_rows", "scatter_add_rows"],
     },
     KernelModule {
         name: "norm",
         source: include_str!("kernels/norm.cu"),
-        functions: &[
-            "rms_norm_fwd",
-            "rms_norm_bwd",
-            "layer_norm_fwd",
-            "layer_norm_bwd",
-        ],
     },
     KernelModule {
         name: "random",
         source: include_str!("kernels/random.cu"),
-        functions: &["dropout_mask"],
     },
     KernelModule {
         name: "optim",
         source: include_str!("kernels/optim.cu"),
-        functions: &["adam_update"],
     },
 ];
 
@@ -137,22 +122,46 @@ pub const MODULES: &[KernelModule] = &[
 mod tests {
     use super::*;
 
-    /// Every listed function is defined as an `extern "C" __global__` kernel of its
-    /// module (directly or through the module's UNARY/BINARY macros), and names are unique.
+    /// Every `__global__` kernel of a module is found (once per macro use for
+    /// the kernel macros), names are unique across modules, and each is a
+    /// C identifier.
     #[test]
-    fn listed_functions_are_defined_once() {
+    fn every_kernel_of_the_sources_is_found_once() {
         let mut seen = std::collections::HashSet::new();
         for m in MODULES {
-            for f in m.functions {
-                assert!(seen.insert(*f), "{f} listed twice");
-                let direct = format!("void {f}(");
-                let via_macro = format!("({f},");
+            let found = m.functions();
+            let direct = m.source.matches("extern \"C\" __global__").count();
+            let via_macro: usize = ["UNARY(", "BINARY("]
+                .iter()
+                .map(|p| m.source.lines().filter(|l| l.starts_with(p)).count())
+                .sum();
+            let macro_bodies = m
+                .source
+                .lines()
+                .filter(|l| l.trim_start().starts_with("extern") && l.ends_with('\\'))
+                .count();
+            assert_eq!(
+                found.len(),
+                direct - macro_bodies + via_macro,
+                "{}: {found:?}",
+                m.name
+            );
+            for f in found {
+                assert!(seen.insert(f), "{f} defined twice");
                 assert!(
-                    m.source.contains(&direct) || m.source.contains(&via_macro),
-                    "{f} is not defined in {}.cu",
-                    m.name
+                    f.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') && !f.is_empty(),
+                    "{f:?}"
                 );
             }
+        }
+        for f in [
+            "unary_silu",
+            "binary_min",
+            "copy_strided",
+            "logsumexp_fwd",
+            "adam_update",
+        ] {
+            assert!(seen.contains(f), "{f} not found");
         }
     }
 }

@@ -1,6 +1,4 @@
-//! Neural-network kernels on the GPU: softmax / log-softmax and their backward,
-//! logsumexp,
-//! fused cross-entropy, RMS norm and layer norm forward and backward.
+//! Neural-network kernels on the GPU: softmax's backward, fused cross-entropy, RMS norm and layer norm forward and backward.
 
 use cudarc::driver::PushKernelArg;
 
@@ -11,53 +9,6 @@ use crate::shape::rows_of;
 use crate::tensor::Tensor;
 
 impl CudaBackend {
-    /// `softmax_fwd` or `log_softmax_fwd` along `axis`.
-    pub(super) fn softmax_op(
-        &self,
-        x: &Tensor,
-        axis: usize,
-        kernel: &'static str,
-    ) -> Result<Tensor> {
-        let (outer, len, inner) = split_at_axis(x.shape(), axis);
-        if x.numel() == 0 {
-            return Ok(Tensor::zeros(x.shape().to_vec()));
-        }
-        let xin = self.operand(x, kernel)?;
-        let mut out = self.alloc(x.numel(), kernel)?;
-        let (o, l, i) = (outer as u64, len as u64, inner as u64);
-        let mut args = self.stream().launch_builder(self.function(kernel)?);
-        args.arg(xin.slice())
-            .arg(out.slice_mut())
-            .arg(&o)
-            .arg(&l)
-            .arg(&i);
-        self.launch(args, row_grid(outer * inner, len), kernel)?;
-        Ok(self.tensor(x.shape().to_vec(), out))
-    }
-
-    /// `logsumexp_fwd` along `axis`, which is removed from the shape.
-    pub(super) fn logsumexp_op(&self, x: &Tensor, axis: usize) -> Result<Tensor> {
-        let (outer, len, inner) = split_at_axis(x.shape(), axis);
-        let shape = crate::shape::reduced_shape(x.shape(), Some(axis));
-        if outer * inner == 0 {
-            return Ok(Tensor::zeros(shape));
-        }
-        let op = "logsumexp";
-        let xin = self.operand(x, op)?;
-        let mut out = self.alloc(outer * inner, op)?;
-        let (o, l, i) = (outer as u64, len as u64, inner as u64);
-        let mut args = self
-            .stream()
-            .launch_builder(self.function("logsumexp_fwd")?);
-        args.arg(xin.slice())
-            .arg(out.slice_mut())
-            .arg(&o)
-            .arg(&l)
-            .arg(&i);
-        self.launch(args, row_grid(outer * inner, len), op)?;
-        Ok(self.tensor(shape, out))
-    }
-
     pub(super) fn softmax_backward_op(
         &self,
         y: &Tensor,

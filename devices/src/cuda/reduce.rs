@@ -1,5 +1,5 @@
 //! Reductions on the GPU: sum / mean / product / max along an axis or over
-//! everything, argmax, and summing a broadcast gradient back to a shape.
+//! everything, argmax, the launcher of every kernel along an axis, and summing a broadcast gradient back to a shape.
 
 use cudarc::driver::PushKernelArg;
 
@@ -9,7 +9,10 @@ use crate::backend::{ReduceOp, Result};
 use crate::tensor::Tensor;
 
 /// The output shape and `(outer, len, inner)` view of a reduction.
-fn reduction_view(shape: &[usize], axis: Option<usize>) -> (Vec<usize>, (usize, usize, usize)) {
+pub(super) fn reduction_view(
+    shape: &[usize],
+    axis: Option<usize>,
+) -> (Vec<usize>, (usize, usize, usize)) {
     match axis {
         Some(ax) => {
             let mut out = shape.to_vec();
@@ -42,9 +45,11 @@ impl CudaBackend {
         self.along_axis("argmax", x, shape, view, false)
     }
 
-    /// Launches a `(x, out, outer, len, inner)` kernel: one block per output when
-    /// `per_block`, else one thread per output.
-    fn along_axis(
+    /// Launches a `(x, out, outer, len, inner)` kernel over the `outer · inner`
+    /// lanes of `x` along an axis of `len` (reductions, argmax, softmax,
+    /// log-softmax, logsumexp), writing an output of `shape`: one block per lane
+    /// when `per_block`, else one thread per lane.
+    pub(super) fn along_axis(
         &self,
         name: &'static str,
         x: &Tensor,
@@ -52,10 +57,11 @@ impl CudaBackend {
         (outer, len, inner): (usize, usize, usize),
         per_block: bool,
     ) -> Result<Tensor> {
-        let n_out = outer * inner;
+        let n_out: usize = shape.iter().product();
         if n_out == 0 {
             return Ok(Tensor::zeros(shape));
         }
+        let lanes = outer * inner;
         let xin = self.operand(x, name)?;
         let mut out = self.alloc(n_out, name)?;
         let (o, l, i) = (outer as u64, len as u64, inner as u64);
@@ -66,9 +72,9 @@ impl CudaBackend {
             .arg(&l)
             .arg(&i);
         let cfg = if per_block {
-            row_grid(n_out, len)
+            row_grid(lanes, len)
         } else {
-            grid(n_out)
+            grid(lanes)
         };
         self.launch(args, cfg, name)?;
         Ok(self.tensor(shape, out))

@@ -75,7 +75,7 @@ fn step(b: &dyn Backend, s: &mut State, x: &Tensor, y: &Tensor) -> Tensor {
             t: s.t,
         };
         let (p, m, v) = (&mut s.params[i], &mut s.m[i], &mut s.v[i]);
-        b.adam_update(p, g, m, v, &h).unwrap();
+        b.adam_update(p, g, m, v, h).unwrap();
     }
     loss
 }

@@ -70,7 +70,7 @@ fn every_kernel_module_compiles_to_ptx() {
             match m.compile(arch) {
                 Ok(ptx) => {
                     let text = ptx.to_src();
-                    for f in m.functions {
+                    for f in m.functions() {
                         if !text.contains(&format!(".entry {f}(")) {
                             failures
                                 .push(format!("{arch} {}.cu: no kernel {f} in the PTX", m.name));

@@ -438,8 +438,8 @@ fn adam_and_adamw_steps_match_the_cpu_and_copy_on_write() {
                 wd,
                 t: step,
             };
-            g.adam_update(&mut pg, &grad, &mut mg, &mut vg, &h).unwrap();
-            c.adam_update(&mut pc, &grad, &mut mc, &mut vc, &h).unwrap();
+            g.adam_update(&mut pg, &grad, &mut mg, &mut vg, h).unwrap();
+            c.adam_update(&mut pc, &grad, &mut mc, &mut vc, h).unwrap();
         }
         assert_close("adam p", &pg, &pc);
         assert_close("adam m", &mg, &mc);

@@ -11,7 +11,6 @@ mod cuda_fused_parity;
 mod cuda_kernels_compile;
 mod cuda_parity;
 mod device_storage;
-mod forwarding;
 mod fused_capture;
 mod fused_kernels;
 mod fused_support;

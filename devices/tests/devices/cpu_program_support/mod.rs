@@ -166,7 +166,7 @@ pub fn mlp(batch: usize, din: usize, hidden: usize, classes: usize) -> (Vec<Tens
         let mut next: Vec<Tensor> = s.to_vec();
         for (i, g) in [dw1, db1, dw2, db2].iter().enumerate() {
             let (mut p, mut m, mut v) = (s[i].clone(), s[4 + 2 * i].clone(), s[5 + 2 * i].clone());
-            b.adam_update(&mut p, g, &mut m, &mut v, &adam(it)).unwrap();
+            b.adam_update(&mut p, g, &mut m, &mut v, adam(it)).unwrap();
             next[i] = p;
             next[4 + 2 * i] = m;
             next[5 + 2 * i] = v;
@@ -340,8 +340,7 @@ pub fn every_kernel(rows: usize, cols: usize, products: bool) -> (Vec<Tensor>, B
         out.extend([yr, inv, yl, mean, inv_std, mask]);
         // State: Adam on p, a counter, a view of a product carried.
         let (mut p, mut m, mut v) = (s[0].clone(), s[1].clone(), s[2].clone());
-        b.adam_update(&mut p, &g, &mut m, &mut v, &adam(it))
-            .unwrap();
+        b.adam_update(&mut p, &g, &mut m, &mut v, adam(it)).unwrap();
         let counter = b.binary(BinaryOp::Add, counter, &one).unwrap();
         out.push(b.unary(UnaryOp::Tanh, carried_view).unwrap());
         let doubled = b

@@ -74,7 +74,7 @@ pub fn fused_step(rows: usize, n: usize, heads: usize, t: usize) -> (Vec<Tensor>
         let mut moments = Vec::new();
         for (i, g) in grads.iter().enumerate() {
             let (mut w, mut m, mut v) = (s[i].clone(), s[3 + 2 * i].clone(), s[4 + 2 * i].clone());
-            b.adam_update(&mut w, g, &mut m, &mut v, &adam(it)).unwrap();
+            b.adam_update(&mut w, g, &mut m, &mut v, adam(it)).unwrap();
             next.push(w);
             moments.extend([m, v]);
         }

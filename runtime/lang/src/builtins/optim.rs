@@ -332,7 +332,7 @@ fn optimize(
                     wd,
                     t: state.steps,
                 };
-                backend.adam_update(&mut p, &g, &mut state.m, v, &step)
+                backend.adam_update(&mut p, &g, &mut state.m, v, step)
             }
             Rule::Momentum { beta } => backend
                 .binary(BinaryOp::Mul, &state.m, &Tensor::scalar(beta as f32))

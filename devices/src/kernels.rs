@@ -1,0 +1,374 @@
+//! The kernel table: every kernel of the [`Backend`] trait, declared once.
+//!
+//! Each entry is the trait method (docs, signature, default body where it has
+//! one) and, after `=>`, what a recorded call of it stores and the element
+//! counts of its outputs. [`declare_backend!`](crate::declare) generates from
+//! it the trait, the recorded [`Op`], the capture `Recorder`, `Unfused` and the
+//! replay, so a new kernel is one entry here, and every device then fails to
+//! compile until it implements it.
+
+use crate::backend::{composed, AdamStep, BinaryOp, ReduceOp, UnaryOp};
+use crate::shape::{broadcast_shapes, reduced_shape, rows_of};
+use crate::tensor::Tensor;
+
+declare_backend! {
+    /// Copy host data to this device (identity on the CPU, still counted as 0 uploads there).
+    kernel fn upload(&self, t: &Tensor) -> Result<Tensor>
+        => Upload [t]
+        sizes(ins) { vec![n(ins[0])] };
+
+    /// Copy a tensor to host memory (identity on the CPU, counted as 0 downloads there).
+    kernel fn download(&self, t: &Tensor) -> Result<Tensor>
+        => Download [t]
+        sizes(ins) { vec![n(ins[0])] };
+
+    /// Applies an element-wise function; the result has `x`'s shape.
+    kernel fn unary(&self, op: UnaryOp, x: &Tensor) -> Result<Tensor>
+        => Unary { op: UnaryOp } [x]
+        sizes(ins) { vec![n(ins[0])] };
+
+    /// NumPy-broadcasting binary op; the result has shape `broadcast_shapes(a, b)`.
+    /// `Gt`/`Lt` give 1.0/0.0. `Eq` gives 1.0 where `|a-b| < 2^-52` computed in f64 (LANGUAGE §10.3).
+    /// `Pow` is `powf`. `Max`/`Min` element-wise (NaN propagates).
+    kernel fn binary(&self, op: BinaryOp, a: &Tensor, b: &Tensor) -> Result<Tensor>
+        => Binary { op: BinaryOp } [a, b]
+        sizes(ins) {
+            let out = broadcast_shapes(ins[0], ins[1])
+                .ok_or_else(|| format!("shapes {:?} and {:?} do not broadcast", ins[0], ins[1]))?;
+            vec![n(&out)]
+        };
+
+    /// `a: [..., m, k]`, `b: [..., k, n]`, both rank >= 2; leading batch axes broadcast (NumPy).
+    /// Result `[batch..., m, n]`.
+    kernel fn matmul(&self, a: &Tensor, b: &Tensor) -> Result<Tensor>
+        => Matmul [a, b]
+        sizes(ins) { product_size(ins[0], false, ins[1], false)? };
+
+    /// [`Backend::matmul`] of `a` and `b` with the last two axes of `a` swapped
+    /// first when `transpose_a` is set, and likewise for `b`: the products of
+    /// matmul's backward pass (`g·bᵀ`, `aᵀ·g`). The default permutes and then
+    /// multiplies; a backend whose GEMM reads strided operands skips the copies.
+    kernel fn matmul_t(&self, a: &Tensor, b: &Tensor, transpose_a: bool, transpose_b: bool) -> Result<Tensor> {
+        composed::matmul_t(self, a, b, transpose_a, transpose_b)
+    }
+        => MatmulT { transpose_a: bool, transpose_b: bool } [a, b]
+        sizes(ins) { product_size(ins[0], *transpose_a, ins[1], *transpose_b)? };
+
+    /// Reduce along `axis` (removed from the shape) or over everything (-> shape `[]`).
+    /// Sum of empty = 0, Prod of empty = 1, Mean = sum / max(n,1), Max of empty = -inf
+    /// (NaN propagates). Sum/Mean accumulate in f64.
+    kernel fn reduce(&self, op: ReduceOp, x: &Tensor, axis: Option<usize>) -> Result<Tensor>
+        => Reduce { op: ReduceOp, axis: Option<usize> } [x]
+        sizes(ins) { reduced(ins[0], *axis)? };
+
+    /// Index (as f32) of the first maximum along `axis`, or the row-major flat index over
+    /// everything. NaN is treated as never greater.
+    kernel fn argmax(&self, x: &Tensor, axis: Option<usize>) -> Result<Tensor>
+        => Argmax { axis: Option<usize> } [x]
+        sizes(ins) { reduced(ins[0], *axis)? };
+
+    /// `exp(x - max) / sum exp(x - max)` along `axis`.
+    kernel fn softmax(&self, x: &Tensor, axis: usize) -> Result<Tensor>
+        => Softmax { axis: usize } [x]
+        sizes(ins) { axis_ok(ins[0], *axis)?; vec![n(ins[0])] };
+
+    /// `x - max - log sum exp(x - max)` along `axis`.
+    kernel fn log_softmax(&self, x: &Tensor, axis: usize) -> Result<Tensor>
+        => LogSoftmax { axis: usize } [x]
+        sizes(ins) { axis_ok(ins[0], *axis)?; vec![n(ins[0])] };
+
+    /// `log Σ exp(x)` along `axis`, which is removed from the shape: the axis
+    /// maximum plus the log of Σ exp(x − max), summed in f64 (the shift
+    /// `log_softmax` subtracts, so `log_softmax(x) = x − logsumexp(x)`).
+    kernel fn logsumexp(&self, x: &Tensor, axis: usize) -> Result<Tensor>
+        => LogSumExp { axis: usize } [x]
+        sizes(ins) { reduced(ins[0], Some(*axis))? };
+
+    /// Given `y = softmax(x)` along `axis` and `dy`, returns `dx = y * (dy - sum(dy*y, axis))`.
+    kernel fn softmax_backward(&self, y: &Tensor, dy: &Tensor, axis: usize) -> Result<Tensor>
+        => SoftmaxBackward { axis: usize } [y, dy]
+        sizes(ins) {
+            axis_ok(ins[0], *axis)?;
+            same_shapes(ins)?;
+            vec![n(ins[0])]
+        };
+
+    /// `logits [N, V]`, `targets [N]` (integer-valued f32, validated by the caller). Fused:
+    /// returns (loss scalar `[]` = `mean_r (logsumexp(l_r) - l_r[t_r])`,
+    /// dlogits `[N, V]` = `(softmax - onehot) / N`). `want_grad = false` skips the
+    /// gradient (returns `None`). Leading axes of a rank > 2 `logits` are flattened into rows.
+    kernel fn cross_entropy(&self, logits: &Tensor, targets: &Tensor, want_grad: bool) -> Result<(Tensor, Option<Tensor>)>
+        => CrossEntropy { want_grad: bool } [logits, targets]
+        sizes(ins) {
+            let rows = match ins[0].split_last() {
+                Some((_, lead)) => n(lead),
+                None => return Err("scalar logits".into()),
+            };
+            if n(ins[1]) != rows {
+                return Err(format!("{} targets for {rows} rows", n(ins[1])));
+            }
+            let mut e = vec![1];
+            if *want_grad {
+                e.push(n(ins[0]));
+            }
+            e
+        };
+
+    /// General axis permutation: result axis `i` is input axis `perm[i]`.
+    kernel fn permute(&self, x: &Tensor, perm: &[usize]) -> Result<Tensor>
+        => Permute { perm: Vec<usize> } [x]
+        sizes(ins) {
+            let mut seen = vec![false; perm.len()];
+            let ok = perm.len() == ins[0].len()
+                && perm.iter().all(|&p| p < seen.len() && !std::mem::replace(&mut seen[p], true));
+            if !ok {
+                return Err(format!("{perm:?} does not permute the axes of {:?}", ins[0]));
+            }
+            vec![n(ins[0])]
+        };
+
+    /// Rows of `table [V, d]` selected by integer-valued `ids` (any shape, validated by the
+    /// caller) -> `[ids.shape..., d]`.
+    kernel fn gather_rows(&self, table: &Tensor, ids: &Tensor) -> Result<Tensor>
+        => GatherRows [table, ids]
+        sizes(ins) {
+            match ins[0] {
+                &[_, d] => vec![n(ins[1]) * d],
+                t => return Err(format!("table {t:?} is not [V, d]")),
+            }
+        };
+
+    /// `out [vocab, d]` zeros, `out[ids[i]] += src[i]` (`src` is `[ids.numel(), d]` or
+    /// `[ids.shape..., d]`). Rows are summed in index order (deterministic).
+    kernel fn scatter_add_rows(&self, ids: &Tensor, src: &Tensor, vocab: usize) -> Result<Tensor>
+        => ScatterAddRows { vocab: usize } [ids, src]
+        sizes(ins) {
+            let d = ins[1].last().copied().unwrap_or(0);
+            if ins[1].is_empty() || n(ins[1]) != n(ins[0]) * d {
+                return Err(format!("src {:?} is not one row per id of {:?}", ins[1], ins[0]));
+            }
+            vec![vocab * d]
+        };
+
+    /// Sum a broadcast gradient `g` back down to `shape` (sum over stretched axes and missing leading axes).
+    kernel fn sum_to_shape(&self, g: &Tensor, shape: &[usize]) -> Result<Tensor>
+        => SumToShape { shape: Vec<usize> } [g]
+        sizes(ins) {
+            let g = ins[0];
+            let fits = shape.len() <= g.len()
+                && shape.iter().zip(&g[g.len() - shape.len()..]).all(|(&t, &d)| t == d || t == 1);
+            if !fits {
+                return Err(format!("{shape:?} does not broadcast to {g:?}"));
+            }
+            vec![n(shape)]
+        };
+
+    /// RMS norm over the last axis: `y = x / sqrt(mean(x^2) + eps)`. Returns `(y, inv_rms [rows])`.
+    kernel fn rms_norm(&self, x: &Tensor, eps: f32) -> Result<(Tensor, Tensor)>
+        => RmsNorm { eps: f32 } [x]
+        sizes(ins) { vec![n(ins[0]), rows(ins[0])] };
+
+    /// Gradient of [`Backend::rms_norm`] with respect to `x`, given the saved `inv_rms` and `dy`.
+    kernel fn rms_norm_backward(&self, x: &Tensor, inv_rms: &Tensor, dy: &Tensor) -> Result<Tensor>
+        => RmsNormBackward [x, inv_rms, dy]
+        sizes(ins) { norm_backward(ins)? };
+
+    /// Layer norm over the last axis without affine: `y = (x-mu)/sqrt(var+eps)` (biased
+    /// variance). Returns `(y, mean [rows], inv_std [rows])`.
+    kernel fn layer_norm(&self, x: &Tensor, eps: f32) -> Result<(Tensor, Tensor, Tensor)>
+        => LayerNorm { eps: f32 } [x]
+        sizes(ins) { vec![n(ins[0]), rows(ins[0]), rows(ins[0])] };
+
+    /// Gradient of [`Backend::layer_norm`] with respect to `x`, given the saved `mean`, `inv_std` and `dy`.
+    kernel fn layer_norm_backward(&self, x: &Tensor, mean: &Tensor, inv_std: &Tensor, dy: &Tensor) -> Result<Tensor>
+        => LayerNormBackward [x, mean, inv_std, dy]
+        sizes(ins) { norm_backward(ins)? };
+
+    /// Gradient of [`Backend::unary`]: given the input `x`, the output
+    /// `y = op(x)` and `dy`, returns `dx` (all of `x`'s shape). The default
+    /// composes the derivative from element-wise kernels (the table in the
+    /// runtime's autograd element-wise ops); a backend may fuse it into one pass
+    /// with the same per-element operations in the same order.
+    fused fn unary_backward(&self, op: UnaryOp, x: &Tensor, y: &Tensor, dy: &Tensor) -> Result<Tensor> {
+        composed::unary_backward(self, op, x, y, dy)
+    }
+        => UnaryBackward { op: UnaryOp } [x, y, dy]
+        sizes(ins) { same_shapes(ins)?; vec![n(ins[0])] };
+
+    /// `act(x + bias)`: `x` is `[.., n]` and `bias` has `n` elements (shape `[n]`
+    /// or `[1, .., n]`), added to every row. The default runs `binary(Add)` then
+    /// `unary(act)`; a fused kernel gives the same bits in one pass.
+    fused fn bias_act(&self, x: &Tensor, bias: &Tensor, act: UnaryOp) -> Result<Tensor> {
+        composed::bias_act(self, x, bias, act)
+    }
+        => BiasAct { act: UnaryOp } [x, bias]
+        sizes(ins) { bias_rows(ins)?; vec![n(ins[0])] };
+
+    /// Gradients of [`Backend::bias_act`] given its inputs, its output `y` and
+    /// `dy`: `dx` (`x`'s shape) and, when `want_bias`, `dbias` (`bias`'s shape,
+    /// `dx` summed over the rows exactly as [`Backend::sum_to_shape`] sums).
+    /// The default recomputes `x + bias` and composes
+    /// [`Backend::unary_backward`] and `sum_to_shape`.
+    fused fn bias_act_backward(&self, x: &Tensor, bias: &Tensor, y: &Tensor, dy: &Tensor, act: UnaryOp, want_bias: bool) -> Result<(Tensor, Option<Tensor>)> {
+        composed::bias_act_backward(self, x, bias, y, dy, act, want_bias)
+    }
+        => BiasActBackward { act: UnaryOp, want_bias: bool } [x, bias, y, dy]
+        sizes(ins) {
+            bias_rows(ins)?;
+            if *want_bias {
+                vec![n(ins[0]), n(ins[1])]
+            } else {
+                vec![n(ins[0])]
+            }
+        };
+
+    /// Attention probabilities from scores `x: [.., T, S]` (rank >= 2): softmax
+    /// over the last axis of `x / divisor`, where, when `causal`, entries with
+    /// column > row are first replaced by [`CAUSAL_FILL`](crate::CAUSAL_FILL). The
+    /// default composes `binary(Div)`, the mask (`x·(1 − m) + m·fill`) and
+    /// `softmax`; a fused kernel computes the same bits in one pass per row.
+    fused fn masked_softmax(&self, x: &Tensor, divisor: f32, causal: bool) -> Result<Tensor> {
+        composed::masked_softmax(self, x, divisor, causal)
+    }
+        => MaskedSoftmax { divisor: f32, causal: bool } [x]
+        sizes(ins) {
+            if ins[0].is_empty() || (*causal && ins[0].len() < 2) {
+                return Err(format!("scores {:?} have too low a rank", ins[0]));
+            }
+            vec![n(ins[0])]
+        };
+
+    /// Gradient of [`Backend::masked_softmax`] with respect to its scores, given
+    /// its output `y` and `dy`: `softmax_backward(y, dy)`, zero at the masked
+    /// entries, divided by `divisor` (the default composes exactly that).
+    fused fn masked_softmax_backward(&self, y: &Tensor, dy: &Tensor, divisor: f32, causal: bool) -> Result<Tensor> {
+        composed::masked_softmax_backward(self, y, dy, divisor, causal)
+    }
+        => MaskedSoftmaxBackward { divisor: f32, causal: bool } [y, dy]
+        sizes(ins) { same_shapes(ins)?; vec![n(ins[0])] };
+
+    /// The dropout mask of LANGUAGE §13.7 for an input of `shape`, made on this
+    /// device: element i is `1/(1-p)` (as f32) when
+    /// `(splitmix64(key + i·0x9E3779B97F4A7C15) >> 11)·2⁻⁵³ >= p`, else 0 (`key` is
+    /// derived from the layer's seed and the step by the caller). `None` (the
+    /// default) means the caller builds the mask in host memory.
+    kernel fn dropout_mask(&self, shape: &[usize], key: u64, p: f64) -> Result<Option<Tensor>> {
+        let _ = (shape, key, p);
+        Ok(None)
+    }
+        => DropoutMask { shape: Vec<usize>, key: u64, p: f64 } []
+        sizes(ins) { vec![n(shape)] };
+
+    /// One fused Adam/AdamW step in place: `m = b1 m + (1-b1) g`; `v = b2 v + (1-b2) g^2`;
+    /// `p -= lr * ((m / bc1) / (sqrt(v / bc2) + eps) + wd * p)` with the constants of
+    /// [`AdamStep::constants`]. Copy-on-write: clones of `p`, `m`, `v` taken before the
+    /// call keep their old values. Replays of a captured step add one to `step.t`
+    /// each run.
+    in_place fn adam_update(&self, p: &mut Tensor, g: &Tensor, m: &mut Tensor, v: &mut Tensor, step: AdamStep) -> Result<()>
+        => AdamUpdate { step: AdamStep } [p, g, m, v] -> [p, m, v]
+        sizes(ins) {
+            if ins.iter().any(|s| n(s) != n(ins[0])) {
+                return Err(format!("p, g, m and v sizes differ: {ins:?}"));
+            }
+            vec![n(ins[0]); 3]
+        };
+}
+
+impl Op {
+    /// Checks that a call of this op with inputs of shapes `ins` and outputs of
+    /// shapes `outs` is one the eager kernel accepts and that its outputs have the
+    /// element counts the kernel writes, so that building a kernel plan for it
+    /// and running it cannot fail.
+    pub fn check_output_sizes(&self, ins: &[&[usize]], outs: &[&[usize]]) -> Result<(), String> {
+        let expected = self.output_sizes(ins)?;
+        let got: Vec<usize> = outs.iter().map(|s| n(s)).collect();
+        if got != expected {
+            return Err(format!(
+                "outputs of {got:?} elements recorded where the kernel writes {expected:?}"
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The element count of a shape.
+fn n(s: &[usize]) -> usize {
+    s.iter().product()
+}
+
+/// The rows of a shape whose last axis is the row (1 for a scalar).
+fn rows(s: &[usize]) -> usize {
+    rows_of(s).0
+}
+
+/// `Ok` when `a` is an axis of `s`.
+fn axis_ok(s: &[usize], a: usize) -> Result<(), String> {
+    if a < s.len() {
+        Ok(())
+    } else {
+        Err(format!("axis {a} is out of range for shape {s:?}"))
+    }
+}
+
+/// The size of `s` reduced along `axis` (or entirely).
+fn reduced(s: &[usize], axis: Option<usize>) -> Result<Vec<usize>, String> {
+    if let Some(a) = axis {
+        axis_ok(s, a)?;
+    }
+    Ok(vec![n(&reduced_shape(s, axis))])
+}
+
+/// `Ok` when every operand has the first one's shape.
+fn same_shapes(ins: &[&[usize]]) -> Result<(), String> {
+    if ins.iter().any(|s| *s != ins[0]) {
+        return Err(format!("the operands' shapes {ins:?} differ"));
+    }
+    Ok(())
+}
+
+/// The gradient of a norm: `x`, one statistic per row for each middle input, and `dy` like `x`.
+fn norm_backward(ins: &[&[usize]]) -> Result<Vec<usize>, String> {
+    let last = ins.len() - 1;
+    let stats_ok = ins[1..last].iter().all(|s| n(s) == rows(ins[0]));
+    if !stats_ok || n(ins[last]) != n(ins[0]) {
+        return Err(format!(
+            "x {:?} and its statistics or dy {:?} differ",
+            ins[0],
+            &ins[1..]
+        ));
+    }
+    Ok(vec![n(ins[0])])
+}
+
+/// `Ok` when `ins[1]` is one row of `ins[0]` and the rest have `ins[0]`'s shape.
+fn bias_rows(ins: &[&[usize]]) -> Result<(), String> {
+    let (x, b) = (ins[0], ins[1]);
+    let fits = x.last().is_some_and(|&w| {
+        b.len() <= x.len() && b.last() == Some(&w) && b[..b.len() - 1].iter().all(|&d| d == 1)
+    });
+    if !fits || ins[2..].iter().any(|s| *s != x) {
+        return Err(format!("bias {b:?} is not one row of x {x:?}"));
+    }
+    Ok(())
+}
+
+/// The element count of `a · b` with the last two axes of each swapped first
+/// when asked, or why the two do not multiply.
+fn product_size(sa: &[usize], ta: bool, sb: &[usize], tb: bool) -> Result<Vec<usize>, String> {
+    if sa.len() < 2 || sb.len() < 2 {
+        return Err(format!("operands {sa:?} and {sb:?} need rank >= 2"));
+    }
+    let last2 = |s: &[usize], t: bool| {
+        let (r, c) = (s[s.len() - 2], s[s.len() - 1]);
+        if t {
+            (c, r)
+        } else {
+            (r, c)
+        }
+    };
+    let ((m, k), (k2, n)) = (last2(sa, ta), last2(sb, tb));
+    match broadcast_shapes(&sa[..sa.len() - 2], &sb[..sb.len() - 2]) {
+        Some(b) if k == k2 => Ok(vec![b.iter().product::<usize>() * m * n]),
+        _ => Err(format!("{sa:?} and {sb:?} do not multiply")),
+    }
+}
