@@ -174,7 +174,10 @@ fn a_plan_that_does_not_match_its_trace_is_an_error_not_a_panic() {
     bad.inputs[0].initial = Tensor::zeros(vec![4, 3]);
     bad.trace.calls[0].inputs.clear();
     let err = cpu.compile_step(&bad).unwrap().err().unwrap();
-    assert!(err.to_string().contains("0 inputs where `unary` takes 1"), "{err}");
+    assert!(
+        err.to_string().contains("0 inputs where `unary` takes 1"),
+        "{err}"
+    );
     let mut swapped = plan.clone();
     swapped.inputs[0].initial = Tensor::zeros(vec![4, 3]);
     swapped.trace.calls.swap(0, 1);

@@ -62,7 +62,7 @@ pub const BUILTINS: &[Builtin] = &[
 ];
 
 fn matrix(c: &Call) -> Result<(Vec<f64>, usize, usize), Diagnostic> {
-    let x = c.array_of_rank(0, 2, "a matrix `[N, D]`")?;
+    let x = c.array_of_rank(0, 2, super::site::MATRIX_ND)?;
     Ok((x.to_f64(), x.shape()[0], x.shape()[1]))
 }
 
@@ -83,10 +83,7 @@ fn failed(c: &Call, e: AnalysisError) -> Diagnostic {
 
 fn int_arg(c: &Call, i: usize) -> Result<usize, Diagnostic> {
     let v = c.scalar(i)?;
-    if v.fract() != 0.0 || !(v >= 0.0) || v > u32::MAX as f64 {
-        return Err(c.invalid(i, "must be a non-negative integer"));
-    }
-    Ok(v as usize)
+    super::site::nonnegative_integer(c, i, v)
 }
 
 fn pairwise_sqdist(c: &mut Call) -> Result<Value, Diagnostic> {

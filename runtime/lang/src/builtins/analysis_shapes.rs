@@ -11,7 +11,7 @@ type Rule = Result<AbsValue, Diagnostic>;
 
 /// `X: [N, D]` (E0205 otherwise): its two sizes.
 fn matrix(c: &ShapeCtx) -> Result<(Dim, Dim), Diagnostic> {
-    let x = c.array_of_rank(0, 2, "a matrix `[N, D]`")?;
+    let x = c.array_of_rank(0, 2, super::site::MATRIX_ND)?;
     Ok(match x.and_then(|x| x.dims) {
         Some(d) => (d[0].clone(), d[1].clone()),
         None => (Dim::Unknown, Dim::Unknown),
@@ -20,13 +20,9 @@ fn matrix(c: &ShapeCtx) -> Result<(Dim, Dim), Diagnostic> {
 
 /// A non-negative integer argument (E0401), as `analysis::int_arg`.
 fn int_arg(c: &ShapeCtx, i: usize) -> Result<Option<usize>, Diagnostic> {
-    match c.scalar(i)? {
-        Some(v) if v.fract() != 0.0 || v.is_nan() || v < 0.0 || v > u32::MAX as f64 => {
-            Err(c.invalid(i, "must be a non-negative integer"))
-        }
-        Some(v) => Ok(Some(v as usize)),
-        None => Ok(None),
-    }
+    c.scalar(i)?
+        .map(|v| super::site::nonnegative_integer(c, i, v))
+        .transpose()
 }
 
 fn failed(c: &ShapeCtx, i: usize, e: AnalysisError) -> Diagnostic {

@@ -51,25 +51,14 @@ fn move_data(c: &Call, a: Array, target: DeviceTarget, span: Span) -> Result<Arr
 }
 
 fn to_device(c: &mut Call) -> Result<Value, Diagnostic> {
-    let (ti, xi) = match (c.value(0), c.value(1)) {
-        (Value::Str(_), Value::Str(_)) => {
-            return Err(c.error_of(0, code::E0311, "a string").note(
-                "exactly one argument is the target string; the other is an array or a model",
-            ))
-        }
-        (Value::Str(_), _) => (0, 1),
-        (_, Value::Str(_)) => (1, 0),
-        _ => {
-            return Err(c
-                .error_of(1, code::E0302, "not a device target")
-                .note("one argument must be the target: \"cpu\", \"cuda\", \"cuda:N\" or \"mlx\""))
-        }
+    let is_string = |v: &Value| Some(matches!(v, Value::Str(_)));
+    let which = [is_string(c.value(0)), is_string(c.value(1))];
+    let Some((ti, xi)) = super::site::device_target_argument(c, which)? else {
+        unreachable!("every value is known at run time")
     };
     let name = c.string(ti)?.to_string();
     let Some(target) = DeviceTarget::parse(&name) else {
-        return Err(c
-            .error_of(ti, code::E0502, format!("\"{name}\""))
-            .help("device targets are \"cpu\", \"cuda\", \"cuda:N\" and \"mlx\""));
+        return Err(super::site::unknown_device_target(c, ti, &name));
     };
     if let Err(why) = c.it.devices.availability(target) {
         c.warn_at(

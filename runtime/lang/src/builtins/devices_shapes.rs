@@ -20,29 +20,14 @@ pub fn to_device(c: &mut ShapeCtx) -> Result<AbsValue, Diagnostic> {
         AbsValue::Unknown => None,
         _ => Some(false),
     };
-    let (ti, xi) = match (is_str(c.value(0)), is_str(c.value(1))) {
-        (Some(true), Some(true)) => {
-            return Err(c.error_of(0, code::E0311, "a string").note(
-                "exactly one argument is the target string; the other is an array or a model",
-            ))
-        }
-        (Some(true), Some(false)) => (0, 1),
-        (Some(false), Some(true)) => (1, 0),
-        (Some(false), Some(false)) => {
-            return Err(c
-                .error_of(1, code::E0302, "not a device target")
-                .note("one argument must be the target: \"cpu\", \"cuda\", \"cuda:N\" or \"mlx\""))
-        }
-        _ => return Ok(AbsValue::Unknown),
+    let which = [is_str(c.value(0)), is_str(c.value(1))];
+    let Some((ti, xi)) = super::site::device_target_argument(c, which)? else {
+        return Ok(AbsValue::Unknown);
     };
     let target = match c.value(ti) {
         AbsValue::Str(Some(name)) => match DeviceTarget::parse(name) {
             Some(t) => Some(t),
-            None => {
-                return Err(c
-                    .error_of(ti, code::E0502, format!("\"{name}\""))
-                    .help("device targets are \"cpu\", \"cuda\", \"cuda:N\" and \"mlx\""))
-            }
+            None => return Err(super::site::unknown_device_target(c, ti, name)),
         },
         _ => None,
     };

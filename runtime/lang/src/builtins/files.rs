@@ -74,31 +74,10 @@ fn load_preloaded(c: &mut Call) -> Result<Value, Diagnostic> {
     }
 }
 
+/// The diagnostic of a path error of `load` (its argument 0) or `save` (1).
 fn path_error(c: &Call, e: files::PathError) -> Diagnostic {
-    let headline = match e.code() {
-        code::E0403 => "no data directory",
-        code::E0404 => "path outside the data directory",
-        _ => "file cannot be read or written",
-    };
-    let mut d = c.error_at(1.min(c.len() - 1), e.code(), headline, e.to_string());
-    if c.name() == "load" {
-        d = Diagnostic {
-            primary: Some(mlpl_diag::Label {
-                span: c.arg_span(0),
-                message: e.to_string(),
-            }),
-            ..d
-        };
-    }
-    match e.code() {
-        code::E0403 => d.help(
-            "pass `--data-dir DIR` to `mlpl run`, or use `load_preloaded` for the built-in corpora",
-        ),
-        code::E0404 => {
-            d.help("use a relative path such as \"data/train.csv\" inside the data directory")
-        }
-        _ => d,
-    }
+    let i = if c.name() == "load" { 0 } else { 1 };
+    super::site::path_error(c, i.min(c.len() - 1), &e)
 }
 
 fn malformed(c: &Call, message: String) -> Diagnostic {
@@ -232,9 +211,7 @@ pub fn write_safetensors(tensors: &[(String, &Array)]) -> Result<Vec<u8>, String
 
 fn save(c: &mut Call) -> Result<Value, Diagnostic> {
     let rel = c.string(1)?.to_string();
-    if !rel.ends_with(".safetensors") {
-        return Err(c.invalid(1, "the path must end in `.safetensors`"));
-    }
+    super::site::check_safetensors_path(c, 1, &rel)?;
     let tensors: Vec<(String, Array)> = match c.value(0).clone() {
         Value::Array(a) => vec![("array".to_string(), a)],
         Value::Model(m) => {

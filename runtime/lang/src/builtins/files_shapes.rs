@@ -6,58 +6,23 @@
 //! These rules are reached through [`super::shape_rule`] until the entries of
 //! `files.rs` name them in their `shape` field.
 
-use super::site::CallSite;
+use super::site::{self, CallSite};
 use mlpl_diag::code;
-use std::path::{Component, Path};
+use std::path::Path;
 
 use crate::check::abstract_value::{AbsArray, AbsValue};
 use crate::check::ctx::ShapeCtx;
 use crate::data::corpora;
-use crate::data::files::PathError;
+use crate::data::files::{self, PathError};
 use mlpl_diag::Diagnostic;
 
 type Rule = Result<AbsValue, Diagnostic>;
 
-/// The lexical part of the data-directory sandbox (as `data::files` applies it):
-/// an absolute or prefixed path, or one climbing above the directory, is E0404.
+/// The lexical part of the data-directory sandbox, as `data::files` applies
+/// it: an absolute or prefixed path, or one climbing above the directory, is
+/// E0404.
 pub fn lexical_path_error(rel: &str) -> Option<PathError> {
-    let path = Path::new(rel);
-    let bytes = rel.as_bytes();
-    let drive = bytes.len() >= 2 && bytes[0].is_ascii_alphabetic() && bytes[1] == b':';
-    let not_relative = || PathError::NotRelative {
-        path: rel.to_string(),
-    };
-    if path.is_absolute() || rel.starts_with('/') || rel.starts_with('\\') || drive {
-        return Some(not_relative());
-    }
-    let mut depth = 0usize;
-    for component in path.components() {
-        match component {
-            Component::Prefix(_) | Component::RootDir => return Some(not_relative()),
-            Component::CurDir => {}
-            Component::ParentDir => {
-                if depth == 0 {
-                    return Some(PathError::Escapes {
-                        path: rel.to_string(),
-                    });
-                }
-                depth -= 1;
-            }
-            Component::Normal(_) => depth += 1,
-        }
-    }
-    None
-}
-
-/// E0404 for the path at argument `i`, worded as at run time.
-fn path_error(c: &ShapeCtx, i: usize, e: PathError) -> Diagnostic {
-    c.error_at(
-        i,
-        e.code(),
-        "path outside the data directory",
-        e.to_string(),
-    )
-    .help("use a relative path such as \"data/train.csv\" inside the data directory")
+    files::normalise(rel).err()
 }
 
 /// `load(path)`: `[N, C]` for a `.csv` file, an array for `.safetensors`, a
@@ -67,7 +32,7 @@ pub fn load(c: &mut ShapeCtx) -> Rule {
         return Ok(AbsValue::Unknown);
     };
     if let Some(e) = lexical_path_error(&path) {
-        return Err(path_error(c, 0, e));
+        return Err(site::path_error(c, 0, &e));
     }
     let ext = Path::new(&path)
         .extension()
@@ -100,9 +65,7 @@ pub fn load_preloaded(c: &mut ShapeCtx) -> Rule {
 pub fn save(c: &mut ShapeCtx) -> Rule {
     let path = c.string(1)?;
     if let Some(p) = &path {
-        if !p.ends_with(".safetensors") {
-            return Err(c.invalid(1, "the path must end in `.safetensors`"));
-        }
+        site::check_safetensors_path(c, 1, p)?;
     }
     match c.value(0) {
         AbsValue::Str(_) | AbsValue::Tokenizer => {
@@ -112,7 +75,7 @@ pub fn save(c: &mut ShapeCtx) -> Rule {
         _ => {}
     }
     if let Some(e) = path.as_deref().and_then(lexical_path_error) {
-        return Err(path_error(c, 1, e));
+        return Err(site::path_error(c, 1, &e));
     }
     Ok(match c.value(0) {
         AbsValue::Array(_) => AbsValue::scalar(1.0),
@@ -125,7 +88,7 @@ pub fn save(c: &mut ShapeCtx) -> Rule {
 pub fn load_weights(c: &mut ShapeCtx) -> Rule {
     let m = c.model(0)?;
     if let Some(e) = c.string(1)?.as_deref().and_then(lexical_path_error) {
-        return Err(path_error(c, 1, e));
+        return Err(site::path_error(c, 1, &e));
     }
     Ok(match m {
         Some(m) => AbsValue::scalar(m.0.param_specs().len() as f64),

@@ -1,6 +1,5 @@
 //! ML primitives (LANGUAGE §10.5).
 
-use super::site::CallSite;
 use super::ParamKind::*;
 use super::{opt, req, Builtin, Diff, Facts};
 use crate::eval::{ops, Call};
@@ -167,12 +166,7 @@ fn cross_entropy(c: &mut Call) -> Result<Value, Diagnostic> {
 fn sinusoidal_encoding(c: &mut Call) -> Result<Value, Diagnostic> {
     let t = c.integer(0)?;
     let d = c.integer(1)?;
-    if t < 0 {
-        return Err(c.invalid(0, "T must be an integer ≥ 0"));
-    }
-    if d < 1 {
-        return Err(c.invalid(1, "d must be an integer ≥ 1"));
-    }
+    super::site::check_encoding_sizes(c, Some(t), Some(d))?;
     let (t, d) = (t as usize, d as usize);
     super::construct::checked_numel(c, 0, &[t, d])?;
     let mut data = Vec::with_capacity(t * d);

@@ -123,12 +123,7 @@ pub fn cross_entropy(c: &mut ShapeCtx) -> Rule {
 pub fn sinusoidal_encoding(c: &mut ShapeCtx) -> Rule {
     let t = c.integer(0)?;
     let d = c.integer(1)?;
-    if t.is_some_and(|t| t < 0) {
-        return Err(c.invalid(0, "T must be an integer ≥ 0"));
-    }
-    if d.is_some_and(|d| d < 1) {
-        return Err(c.invalid(1, "d must be an integer ≥ 1"));
-    }
+    super::site::check_encoding_sizes(c, t, d)?;
     let dim = |v: Option<i64>| v.map_or(Dim::Unknown, |v| Dim::Known(v as usize));
     Ok(AbsValue::Array(
         AbsArray::of_dims(vec![dim(t), dim(d)])

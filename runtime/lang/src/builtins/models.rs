@@ -270,21 +270,8 @@ pub fn model_value(layer: Layer) -> Value {
 /// Argument `i` as a dimension: a non-negative integer (E0213).
 pub fn dim(c: &Call, i: usize) -> Result<usize, Diagnostic> {
     let v = c.scalar(i)?;
-    if v.is_finite() && v >= 0.0 && v.fract() == 0.0 && v <= 9.0e15 {
-        Ok(v as usize)
-    } else {
-        Err(dim_error(
-            c,
-            i,
-            format!(
-                "{} is not a non-negative integer",
-                crate::display::format_f64(v)
-            ),
-        ))
-    }
+    super::site::size_argument(c, i, v)
 }
-
-use super::site::dim_error;
 
 /// E0410 when the parameters of a new layer would exceed the allocation limit.
 pub fn check_elements(c: &Call, shapes: &[Vec<usize>]) -> Result<(), Diagnostic> {
@@ -446,10 +433,7 @@ fn apply(c: &mut Call) -> Result<Value, Diagnostic> {
 }
 
 fn no_attention(c: &Call) -> Diagnostic {
-    c.error_of(0, code::E0308,
-        "this model has no attention layer",
-    )
-    .note("`attention_weights` returns the probabilities of the first `attention` or `causal_attention` layer")
+    super::site::no_attention_error(c)
 }
 
 fn attention_weights(c: &mut Call) -> Result<Value, Diagnostic> {
@@ -485,7 +469,7 @@ fn aux_loss(c: &mut Call) -> Result<Value, Diagnostic> {
         }
     });
     if seen.is_empty() {
-        c.warn_of(0, code::W0106, "`aux_loss` of this model is always 0");
+        super::site::warn_no_aux_loss(c);
         return Ok(Value::exact(0.0));
     }
     let span = c.span;

@@ -16,7 +16,6 @@ use std::sync::Arc;
 use crate::check::abstract_value::{AbsArray, AbsValue};
 use crate::check::ctx::ShapeCtx;
 use crate::check::models::{self, AbsModel, Forward};
-use crate::display::format_f64;
 use crate::nn::layers::{
     Activation, Attention, Dropout, Embed, Layer, LayerNorm, Linear, Moe, RmsNorm, Rope, SwiGlu,
 };
@@ -24,22 +23,12 @@ use mlpl_diag::Diagnostic;
 
 type Rule = Result<AbsValue, Diagnostic>;
 
-use super::site::dim_error;
-
 /// Argument `i` as a size: its value when constant; E0213 when it is provably not
 /// a non-negative integer.
 pub fn dim(c: &ShapeCtx, i: usize) -> Result<Option<usize>, Diagnostic> {
-    match c.scalar(i)? {
-        Some(v) if v.is_finite() && v >= 0.0 && v.fract() == 0.0 && v <= 9.0e15 => {
-            Ok(Some(v as usize))
-        }
-        Some(v) => Err(dim_error(
-            c,
-            i,
-            format!("{} is not a non-negative integer", format_f64(v)),
-        )),
-        None => Ok(None),
-    }
+    c.scalar(i)?
+        .map(|v| super::site::size_argument(c, i, v))
+        .transpose()
 }
 
 fn model(layer: Layer) -> Rule {
@@ -316,10 +305,7 @@ pub fn apply(c: &mut ShapeCtx) -> Rule {
 }
 
 fn no_attention(c: &ShapeCtx) -> Diagnostic {
-    c.error_of(0, code::E0308,
-        "this model has no attention layer",
-    )
-    .note("`attention_weights` returns the probabilities of the first `attention` or `causal_attention` layer")
+    super::site::no_attention_error(c)
 }
 
 /// `attention_weights(model, x)`: `[T, T]`, `[heads, T, T]`, with a leading B
@@ -347,7 +333,7 @@ pub fn attention_weights(c: &mut ShapeCtx) -> Rule {
 pub fn aux_loss(c: &mut ShapeCtx) -> Rule {
     if let Some(m) = c.model(0)? {
         if !m.0.any(&|l| matches!(l, Layer::Moe(_))) {
-            c.warn_of(0, code::W0106, "`aux_loss` of this model is always 0");
+            super::site::warn_no_aux_loss(c);
             return Ok(AbsValue::scalar(0.0));
         }
     }

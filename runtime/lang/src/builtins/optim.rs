@@ -1,6 +1,5 @@
 //! Gradients, optimizers and schedules (LANGUAGE §10.12, §12).
 
-use super::site::CallSite;
 use mlpl_devices::math;
 use mlpl_diag::code;
 use std::collections::HashSet;
@@ -365,11 +364,8 @@ fn optional_max_norm(c: &Call, i: usize) -> Result<Option<f64>, Diagnostic> {
         return Ok(None);
     }
     let v = c.scalar(i)?;
-    if v > 0.0 && v.is_finite() {
-        Ok(Some(v))
-    } else {
-        Err(c.invalid(i, "max_grad_norm must be a positive number"))
-    }
+    super::site::check_max_grad_norm(c, i, v)?;
+    Ok(Some(v))
 }
 
 fn adam(c: &mut Call) -> Result<Value, Diagnostic> {

@@ -40,10 +40,8 @@ fn max_norm(c: &ShapeCtx, i: usize) -> Result<(), Diagnostic> {
         return Ok(());
     }
     match c.scalar(i)? {
-        Some(v) if !(v > 0.0 && v.is_finite()) => {
-            Err(c.invalid(i, "max_grad_norm must be a positive number"))
-        }
-        _ => Ok(()),
+        Some(v) => super::site::check_max_grad_norm(c, i, v),
+        None => Ok(()),
     }
 }
 

@@ -109,7 +109,7 @@ fn blobs(c: &mut Call) -> Result<Value, Diagnostic> {
         _ => false,
     };
     if !ok {
-        return Err(c.rank_error(2, "`[K, 2]` or `[2K]` (one (x, y) pair per class)"));
+        return Err(c.rank_error(2, super::site::BLOB_CENTERS));
     }
     let pairs: Vec<(f64, f64)> = flat.chunks(2).map(|p| (p[0], p[1])).collect();
     checked_numel(c, 1, &[pairs.len().saturating_mul(n), 3])?;

@@ -35,26 +35,14 @@ pub fn blobs(c: &mut ShapeCtx) -> Rule {
             None => None,
             Some([k, Dim::Known(2)]) => k.known(),
             Some([_, Dim::Known(_)]) | Some([]) => {
-                return Err(c.rank_error(
-                    2,
-                    &centers,
-                    "`[K, 2]` or `[2K]` (one (x, y) pair per class)",
-                ))
+                return Err(c.rank_error(2, &centers, super::site::BLOB_CENTERS))
             }
             Some([Dim::Known(len)]) if len % 2 != 0 => {
-                return Err(c.rank_error(
-                    2,
-                    &centers,
-                    "`[K, 2]` or `[2K]` (one (x, y) pair per class)",
-                ))
+                return Err(c.rank_error(2, &centers, super::site::BLOB_CENTERS))
             }
             Some([Dim::Known(len)]) => Some(len / 2),
             Some(d) if d.len() > 2 => {
-                return Err(c.rank_error(
-                    2,
-                    &centers,
-                    "`[K, 2]` or `[2K]` (one (x, y) pair per class)",
-                ))
+                return Err(c.rank_error(2, &centers, super::site::BLOB_CENTERS))
             }
             Some(_) => None,
         },

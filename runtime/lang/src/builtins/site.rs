@@ -513,3 +513,213 @@ pub fn no_embedding_error(c: &impl CallSite) -> Diagnostic {
     )
     .note("`embed_table` reads the table of the first `embed` layer")
 }
+
+/// The diagnostic of a path the data-directory sandbox refused, at argument
+/// `i`: E0403 (no data directory), E0404 (outside it) or E0405 (unreadable),
+/// with the fix.
+pub fn path_error(c: &impl CallSite, i: usize, e: &crate::data::files::PathError) -> Diagnostic {
+    let headline = match e.code() {
+        code::E0403 => "no data directory",
+        code::E0404 => "path outside the data directory",
+        _ => "file cannot be read or written",
+    };
+    let d = c.error_at(i, e.code(), headline, e.to_string());
+    match e.code() {
+        code::E0403 => d.help(
+            "pass `--data-dir DIR` to `mlpl run`, or use `load_preloaded` for the built-in corpora",
+        ),
+        code::E0404 => {
+            d.help("use a relative path such as \"data/train.csv\" inside the data directory")
+        }
+        _ => d,
+    }
+}
+
+/// E0401 unless the path at argument `i` ends in `.safetensors`.
+pub fn check_safetensors_path(c: &impl CallSite, i: usize, path: &str) -> Result<(), Diagnostic> {
+    if path.ends_with(".safetensors") {
+        Ok(())
+    } else {
+        Err(c.invalid(i, "the path must end in `.safetensors`"))
+    }
+}
+
+/// Argument `i` as a non-negative integer (at most `u32::MAX`), else E0401.
+pub fn nonnegative_integer(c: &impl CallSite, i: usize, v: f64) -> Result<usize, Diagnostic> {
+    if v.fract() != 0.0 || !(v >= 0.0) || v > u32::MAX as f64 {
+        return Err(c.invalid(i, "must be a non-negative integer"));
+    }
+    Ok(v as usize)
+}
+
+/// What an analysis builtin's first argument must be.
+pub const MATRIX_ND: &str = "a matrix `[N, D]`";
+
+/// What `blobs`' centres must be.
+pub const BLOB_CENTERS: &str = "`[K, 2]` or `[2K]` (one (x, y) pair per class)";
+
+/// Which of `to_device`'s two arguments is the target string, given whether
+/// each is a string (`None`: not known): `Some((target, value))`, `None` when
+/// it cannot be told yet, E0311 for two strings and E0302 for none.
+pub fn device_target_argument(
+    c: &impl CallSite,
+    is_string: [Option<bool>; 2],
+) -> Result<Option<(usize, usize)>, Diagnostic> {
+    match is_string {
+        [Some(true), Some(true)] => Err(c
+            .error_of(0, code::E0311, "a string")
+            .note("exactly one argument is the target string; the other is an array or a model")),
+        [Some(true), Some(false)] => Ok(Some((0, 1))),
+        [Some(false), Some(true)] => Ok(Some((1, 0))),
+        [Some(false), Some(false)] => Err(c
+            .error_of(1, code::E0302, "not a device target")
+            .note("one argument must be the target: \"cpu\", \"cuda\", \"cuda:N\" or \"mlx\"")),
+        _ => Ok(None),
+    }
+}
+
+/// E0502 for a target string at argument `i` that names no device.
+pub fn unknown_device_target(c: &impl CallSite, i: usize, name: &str) -> Diagnostic {
+    c.error_of(i, code::E0502, format!("\"{name}\""))
+        .help("device targets are \"cpu\", \"cuda\", \"cuda:N\" and \"mlx\"")
+}
+
+/// E0310 when `lora`'s model already has adapters.
+pub fn check_not_lora_student(
+    c: &impl CallSite,
+    m: &crate::nn::layers::Layer,
+) -> Result<(), Diagnostic> {
+    if m.any(&|l| matches!(l, crate::nn::layers::Layer::Lora(_))) {
+        return Err(c
+            .error_of(0, code::E0310, "this model is a LoRA student")
+            .help(
+            "apply `lora` to the original model, or `unfreeze` the student for full fine-tuning",
+        ));
+    }
+    Ok(())
+}
+
+/// E0213 for a `lora` rank (argument 1) that is not an integer ≥ 1 or, when
+/// the model is known, exceeds min(in, out) of one of its linear layers.
+pub fn check_lora_rank(
+    c: &impl CallSite,
+    r: f64,
+    m: Option<&crate::nn::layers::Layer>,
+) -> Result<(), Diagnostic> {
+    use crate::display::format_f64;
+    if !(r.is_finite() && r.fract() == 0.0 && r >= 1.0) {
+        return Err(dim_error(
+            c,
+            1,
+            format!("rank {} is not an integer ≥ 1", format_f64(r)),
+        ));
+    }
+    let mut too_small = None;
+    if let Some(m) = m {
+        m.walk(&mut |l| {
+            if let crate::nn::layers::Layer::Linear(x) = l {
+                if too_small.is_none() && r > x.inp.min(x.out) as f64 {
+                    too_small = Some((x.inp, x.out));
+                }
+            }
+        });
+    }
+    match too_small {
+        Some((inp, out)) => Err(dim_error(
+            c,
+            1,
+            format!(
+                "rank {} exceeds min(in, out) = {} of `linear({inp}, {out})`",
+                format_f64(r),
+                inp.min(out)
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// E0401 for `sinusoidal_encoding`'s sizes where known: T ≥ 0 and d ≥ 1.
+pub fn check_encoding_sizes(
+    c: &impl CallSite,
+    t: Option<i64>,
+    d: Option<i64>,
+) -> Result<(), Diagnostic> {
+    if t.is_some_and(|t| t < 0) {
+        return Err(c.invalid(0, "T must be an integer ≥ 0"));
+    }
+    if d.is_some_and(|d| d < 1) {
+        return Err(c.invalid(1, "d must be an integer ≥ 1"));
+    }
+    Ok(())
+}
+
+/// E0401 unless the clipping norm at argument `i` is a positive finite number.
+pub fn check_max_grad_norm(c: &impl CallSite, i: usize, v: f64) -> Result<(), Diagnostic> {
+    if v > 0.0 && v.is_finite() {
+        Ok(())
+    } else {
+        Err(c.invalid(i, "max_grad_norm must be a positive number"))
+    }
+}
+
+/// `hist`'s bin count (argument 1): an integer from 1 to 100000, else E0401.
+pub fn hist_bins(c: &impl CallSite, bins: f64) -> Result<usize, Diagnostic> {
+    if bins.fract() != 0.0 || !(1.0..=100_000.0).contains(&bins) {
+        return Err(c.invalid(1, "bins must be an integer between 1 and 100000"));
+    }
+    Ok(bins as usize)
+}
+
+/// E0218 when argument `i` has `m` entries where a chart has `n` points.
+pub fn check_point_count(
+    c: &impl CallSite,
+    i: usize,
+    n: usize,
+    m: usize,
+) -> Result<(), Diagnostic> {
+    if n == m {
+        return Ok(());
+    }
+    Err(c
+        .error_of(i, code::E0218, format!("{m} entries"))
+        .note(format!("expected {n}, one per point")))
+}
+
+/// E0218 for `decision_boundary`'s dims (argument 1) of `len` entries, not 2.
+pub fn boundary_dims_error(c: &impl CallSite, len: usize) -> Diagnostic {
+    c.error_of(1, code::E0218, format!("{len} entries"))
+        .note("dims is [rows, cols]")
+}
+
+/// A size argument `v` at `i`: a non-negative integer (at most 9·10¹⁵), else E0213.
+pub fn size_argument(c: &impl CallSite, i: usize, v: f64) -> Result<usize, Diagnostic> {
+    if v.is_finite() && v >= 0.0 && v.fract() == 0.0 && v <= 9.0e15 {
+        return Ok(v as usize);
+    }
+    Err(dim_error(
+        c,
+        i,
+        format!(
+            "{} is not a non-negative integer",
+            crate::display::format_f64(v)
+        ),
+    ))
+}
+
+/// E0308 for `attention_weights` of a model without attention.
+pub fn no_attention_error(c: &impl CallSite) -> Diagnostic {
+    c.error_of(0, code::E0308, "this model has no attention layer").note(
+        "`attention_weights` returns the probabilities of the first `attention` or `causal_attention` layer",
+    )
+}
+
+/// W0106: `aux_loss` of a model without `moe` layers.
+pub fn warn_no_aux_loss(c: &mut impl CallSite) {
+    c.warn_of(0, code::W0106, "`aux_loss` of this model is always 0");
+}
+
+/// E0302 for a corpus argument `i` that is a `kind`, neither text nor bytes.
+pub fn not_a_corpus(c: &impl CallSite, i: usize, kind: &str) -> Diagnostic {
+    c.error_of(i, code::E0302, format!("this is a {kind}"))
+        .note("pass text or an array of bytes")
+}

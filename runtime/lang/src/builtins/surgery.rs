@@ -1,15 +1,12 @@
 //! Model surgery (LANGUAGE §10.14): copies, freezing, LoRA students, in-place
 //! noise and re-initialisation, and reading the embedding table.
 
-use super::site::dim_error;
-use super::site::CallSite;
 use super::ParamKind::*;
 use super::{req, Builtin, Diff, Facts};
 use crate::eval::Call;
 use crate::nn::families::{self, Family};
 use crate::nn::{clone, layers::Layer, lora};
 use crate::value::{Model as Handle, Value};
-use mlpl_diag::code;
 use mlpl_diag::Diagnostic;
 
 /// The builtins of this group.
@@ -120,40 +117,9 @@ fn unfreeze(c: &mut Call) -> Result<Value, Diagnostic> {
 
 fn lora_builtin(c: &mut Call) -> Result<Value, Diagnostic> {
     let m = c.model(0)?.0.clone();
-    if lora::has_adapters(&m) {
-        return Err(c
-            .error_of(0, code::E0310, "this model is a LoRA student")
-            .help(
-            "apply `lora` to the original model, or `unfreeze` the student for full fine-tuning",
-        ));
-    }
+    super::site::check_not_lora_student(c, &m)?;
     let r = c.scalar(1)?;
-    if !(r.is_finite() && r.fract() == 0.0 && r >= 1.0) {
-        return Err(dim_error(
-            c,
-            1,
-            format!(
-                "rank {} is not an integer ≥ 1",
-                crate::display::format_f64(r)
-            ),
-        ));
-    }
-    if let Some(l) = lora::linears(&m)
-        .into_iter()
-        .find(|l| r > l.inp.min(l.out) as f64)
-    {
-        return Err(dim_error(
-            c,
-            1,
-            format!(
-                "rank {} exceeds min(in, out) = {} of `linear({}, {})`",
-                crate::display::format_f64(r),
-                l.inp.min(l.out),
-                l.inp,
-                l.out
-            ),
-        ));
-    }
+    super::site::check_lora_rank(c, r, Some(&m))?;
     let alpha = c.scalar(2)?;
     let seed = c.seed(3)?;
     let student = lora::lora(c.it, &m, r as usize, alpha, seed);

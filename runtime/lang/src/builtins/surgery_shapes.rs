@@ -6,15 +6,11 @@
 //! These rules are reached through [`super::shape_rule`] until the entries of
 //! `surgery.rs` name them in their `shape` field.
 
-use super::site::CallSite;
-use mlpl_diag::code;
 use std::sync::Arc;
 
-use super::site::dim_error;
 use crate::check::abstract_value::{AbsArray, AbsValue};
 use crate::check::ctx::ShapeCtx;
 use crate::check::models::AbsModel;
-use crate::display::format_f64;
 use crate::nn::families::Family;
 use crate::nn::layers::{Layer, Linear, Lora};
 use mlpl_diag::Diagnostic;
@@ -97,42 +93,11 @@ pub fn unfreeze(c: &mut ShapeCtx) -> Rule {
 pub fn lora(c: &mut ShapeCtx) -> Rule {
     let m = c.model(0)?;
     if let Some(m) = &m {
-        if m.0.any(&|l| matches!(l, Layer::Lora(_))) {
-            return Err(c
-                .error_of(0, code::E0310, "this model is a LoRA student")
-                .help("apply `lora` to the original model, or `unfreeze` the student for full fine-tuning"));
-        }
+        super::site::check_not_lora_student(c, &m.0)?;
     }
     let r = c.scalar(1)?;
     if let Some(r) = r {
-        if !(r.is_finite() && r.fract() == 0.0 && r >= 1.0) {
-            return Err(dim_error(
-                c,
-                1,
-                format!("rank {} is not an integer ≥ 1", format_f64(r)),
-            ));
-        }
-        if let Some(m) = &m {
-            let mut linears: Vec<Linear> = Vec::new();
-            m.0.walk(&mut |l| {
-                if let Layer::Linear(x) = l {
-                    linears.push(*x);
-                }
-            });
-            if let Some(l) = linears.iter().find(|l| r > l.inp.min(l.out) as f64) {
-                return Err(dim_error(
-                    c,
-                    1,
-                    format!(
-                        "rank {} exceeds min(in, out) = {} of `linear({}, {})`",
-                        format_f64(r),
-                        l.inp.min(l.out),
-                        l.inp,
-                        l.out
-                    ),
-                ));
-            }
-        }
+        super::site::check_lora_rank(c, r, m.as_ref().map(|m| &*m.0))?;
     }
     let alpha = c.scalar(2)?;
     c.seed(3)?;

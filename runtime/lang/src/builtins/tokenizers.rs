@@ -126,9 +126,7 @@ fn corpus_bytes(c: &Call, i: usize) -> Result<Vec<u8>, Diagnostic> {
             .into_iter()
             .map(|b| b as u8)
             .collect()),
-        other => Err(c
-            .error_of(i, code::E0302, format!("this is a {}", other.kind_name()))
-            .note("pass text or an array of bytes")),
+        other => Err(super::site::not_a_corpus(c, i, other.kind_name())),
     }
 }
 

@@ -3,11 +3,9 @@
 //! checker gives them symbolic lengths (`T`), except for the bytes of a constant
 //! string.
 
-use super::site::CallSite;
 use crate::check::abstract_value::{AbsArray, AbsValue};
 use crate::check::ctx::ShapeCtx;
 use crate::data::tokenizer;
-use mlpl_diag::code;
 use mlpl_diag::Diagnostic;
 
 type Rule = Result<AbsValue, Diagnostic>;
@@ -57,13 +55,11 @@ fn corpus(c: &ShapeCtx, i: usize) -> Result<(), Diagnostic> {
     match c.value(i) {
         AbsValue::Str(_) | AbsValue::Unknown => Ok(()),
         AbsValue::Array(_) => ids_arg(c, i, Some(255)).map(|_| ()),
-        other => Err(c
-            .error_of(
-                i,
-                code::E0302,
-                format!("this is a {}", other.kind_name().unwrap_or("value")),
-            )
-            .note("pass text or an array of bytes")),
+        other => Err(super::site::not_a_corpus(
+            c,
+            i,
+            other.kind_name().unwrap_or("value"),
+        )),
     }
 }
 

@@ -121,13 +121,7 @@ fn vector_of(c: &Call, i: usize) -> Result<Vec<f64>, Diagnostic> {
 }
 
 fn same_count(c: &Call, i: usize, n: usize, m: usize) -> Result<(), Diagnostic> {
-    if n == m {
-        Ok(())
-    } else {
-        Err(c
-            .error_of(i, code::E0218, format!("{m} entries"))
-            .note(format!("expected {n}, one per point")))
-    }
+    super::site::check_point_count(c, i, n, m)
 }
 
 fn svg_chart(c: &mut Call) -> Result<Value, Diagnostic> {
@@ -200,10 +194,8 @@ fn svg_chart(c: &mut Call) -> Result<Value, Diagnostic> {
 fn hist(c: &mut Call) -> Result<Value, Diagnostic> {
     let v = vector_of(c, 0)?;
     let bins = c.scalar(1)?;
-    if bins.fract() != 0.0 || !(bins >= 1.0) || bins > 100_000.0 {
-        return Err(c.invalid(1, "bins must be an integer between 1 and 100000"));
-    }
-    let (counts, _) = svg::histogram(&v, bins as usize);
+    let bins = super::site::hist_bins(c, bins)?;
+    let (counts, _) = svg::histogram(&v, bins);
     Ok(Value::string(svg::bars(&counts, "histogram")))
 }
 
@@ -265,9 +257,7 @@ fn boundary_2d(c: &mut Call) -> Result<Value, Diagnostic> {
     let out = c.array(0)?.to_f64();
     let dims = c.array(1)?.to_f64();
     if dims.len() != 2 {
-        return Err(c
-            .error_of(1, code::E0218, format!("{} entries", dims.len()))
-            .note("dims is [rows, cols]"));
+        return Err(super::site::boundary_dims_error(c, dims.len()));
     }
     let (r, k) = (dims[0].max(0.0) as usize, dims[1].max(0.0) as usize);
     if r.checked_mul(k) != Some(out.len()) {

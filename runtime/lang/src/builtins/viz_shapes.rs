@@ -49,14 +49,10 @@ fn vector_of(c: &ShapeCtx, i: usize) -> Result<Option<Dim>, Diagnostic> {
 
 /// E0218 when two counts provably differ, as `viz::same_count`.
 fn same_count(c: &ShapeCtx, i: usize, n: &Option<Dim>, m: &Option<Dim>) -> Result<(), Diagnostic> {
-    if let (Some(Dim::Known(n)), Some(Dim::Known(m))) = (n, m) {
-        if n != m {
-            return Err(c
-                .error_of(i, code::E0218, format!("{m} entries"))
-                .note(format!("expected {n}, one per point")));
-        }
+    match (n, m) {
+        (Some(Dim::Known(n)), Some(Dim::Known(m))) => super::site::check_point_count(c, i, *n, *m),
+        _ => Ok(()),
     }
-    Ok(())
 }
 
 /// `svg(data, type [, aux])`.
@@ -124,9 +120,7 @@ pub fn svg(c: &mut ShapeCtx) -> Rule {
 pub fn hist(c: &mut ShapeCtx) -> Rule {
     vector_of(c, 0)?;
     if let Some(bins) = c.scalar(1)? {
-        if bins.fract() != 0.0 || !(1.0..=100_000.0).contains(&bins) {
-            return Err(c.invalid(1, "bins must be an integer between 1 and 100000"));
-        }
+        super::site::hist_bins(c, bins)?;
     }
     chart()
 }
@@ -161,9 +155,7 @@ pub fn boundary_2d(c: &mut ShapeCtx) -> Rule {
     if let Some(d) = &dims {
         if let Some(len) = d.numel() {
             if len != 2 {
-                return Err(c
-                    .error_of(1, code::E0218, format!("{len} entries"))
-                    .note("dims is [rows, cols]"));
+                return Err(super::site::boundary_dims_error(c, len));
             }
         }
         if let (Some(k), Some(n)) = (&d.constant, out.as_ref().and_then(AbsArray::numel)) {

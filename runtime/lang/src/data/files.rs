@@ -142,6 +142,18 @@ pub fn resolve_for_write(data_dir: Option<&Path>, rel: &str) -> Result<PathBuf, 
 /// directory and the normalised components (no `.` or `..`).
 fn prepare(data_dir: Option<&Path>, rel: &str) -> Result<(PathBuf, Vec<String>), PathError> {
     let dir = data_dir.ok_or(PathError::NoDataDir)?;
+    let parts = normalise(rel)?;
+    let root = dir
+        .canonicalize()
+        .map_err(|e| PathError::unreadable(dir, &e))?;
+    Ok((root, parts))
+}
+
+/// The lexical part of the sandbox: the components of `rel` with `.` and `..`
+/// applied, or [`PathError::NotRelative`] for an absolute or prefixed path and
+/// [`PathError::Escapes`] for one climbing above the directory (E0404). The
+/// checker applies it before anything runs.
+pub fn normalise(rel: &str) -> Result<Vec<String>, PathError> {
     let rel_path = Path::new(rel);
     let not_relative = || PathError::NotRelative {
         path: rel.to_string(),
@@ -166,10 +178,7 @@ fn prepare(data_dir: Option<&Path>, rel: &str) -> Result<(PathBuf, Vec<String>),
             Component::Normal(part) => parts.push(part.to_string_lossy().into_owned()),
         }
     }
-    let root = dir
-        .canonicalize()
-        .map_err(|e| PathError::unreadable(dir, &e))?;
-    Ok((root, parts))
+    Ok(parts)
 }
 
 fn join(root: &Path, parts: &[String]) -> PathBuf {

@@ -12,26 +12,9 @@ use super::layers::*;
 use crate::eval::Interp;
 use crate::value::Value;
 
-/// The distinct linear layers of `layer`, depth first.
-pub fn linears(layer: &Layer) -> Vec<Linear> {
-    let mut out: Vec<Linear> = Vec::new();
-    layer.walk(&mut |l| {
-        if let Layer::Linear(x) = l {
-            if !out.iter().any(|y| y.id == x.id) {
-                out.push(*x);
-            }
-        }
-    });
-    out
-}
-
-/// Whether `layer` already contains LoRA adapters (E0310 for `lora`).
-pub fn has_adapters(layer: &Layer) -> bool {
-    layer.any(&|l| matches!(l, Layer::Lora(_)))
-}
-
 /// The LoRA student of `m`; the caller has checked `rank` (1 ≤ rank ≤ min(in, out)
-/// of every linear layer) and that `m` has no adapters.
+/// of every linear layer) and that `m` has no adapters
+/// (`builtins::site::check_lora_rank`, `check_not_lora_student`).
 pub fn lora(it: &mut Interp, m: &Arc<Layer>, rank: usize, alpha: f64, seed: u64) -> Arc<Layer> {
     let cloned = clone_model(it, m);
     let mut ctx = Rewrite {
