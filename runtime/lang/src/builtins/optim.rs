@@ -143,10 +143,12 @@ fn grad(c: &mut Call) -> Result<Value, Diagnostic> {
                 .at(wrt.span, format!("`{name}` is a {}", other.kind_name())))
         }
         None => {
-            return Err(
-                Diagnostic::error(code::E0101, format!("undefined name `{name}`"))
-                    .at(wrt.span, "not bound"),
-            )
+            return Err(crate::errors::undefined_name(
+                &name,
+                wrt.span,
+                "not bound",
+                [],
+            ))
         }
     };
     let mut trainable: HashSet<String> = c.it.ws.tracked.clone();
@@ -203,10 +205,12 @@ fn resolve_params(c: &mut Call, i: usize) -> Result<Vec<String>, Diagnostic> {
                     ))
                 }
                 None => {
-                    return Err(
-                        Diagnostic::error(code::E0101, format!("undefined name `{name}`"))
-                            .at(item.span, "not bound"),
-                    )
+                    return Err(crate::errors::undefined_name(
+                        &name,
+                        item.span,
+                        "not bound",
+                        [],
+                    ))
                 }
             },
             _ => match c.it.expr(item)? {

@@ -110,15 +110,23 @@ impl NameChecker {
             ExprKind::Number(_) | ExprKind::Str(_) | ExprKind::Error => {}
             ExprKind::Var(name) => {
                 if !self.bound.contains(name) && !is_implicit(name) {
-                    let mut d = Diagnostic::error(code::E0101, format!("undefined name `{name}`"))
-                        .at(e.span, "not bound before this point");
-                    if builtins::lookup(name).is_some() {
-                        d = d.help(format!("`{name}` is a builtin: call it as `{name}(...)`"));
-                    } else if let Some(s) =
-                        crate::errors::suggest::closest(name, self.bound.iter().map(|s| s.as_str()))
-                    {
-                        d = d.help(format!("a variable with a similar name exists: `{s}`"));
-                    }
+                    let d = if builtins::lookup(name).is_some() {
+                        crate::errors::undefined_name(
+                            name,
+                            e.span,
+                            "not bound before this point",
+                            [],
+                        )
+                        .help(format!("`{name}` is a builtin: call it as `{name}(...)`"))
+                    } else {
+                        let known = self.bound.iter().map(|s| s.as_str());
+                        crate::errors::undefined_name(
+                            name,
+                            e.span,
+                            "not bound before this point",
+                            known,
+                        )
+                    };
                     self.out.push(d);
                 }
             }

@@ -314,12 +314,8 @@ impl Interp {
         match self.ws.get(name) {
             Some(v) => Ok(loss::read_variable(self, name, v.clone())),
             None => {
-                let mut d = Diagnostic::error(code::E0101, format!("undefined name `{name}`"))
-                    .at(span, "not bound");
                 let known = self.ws.bindings.keys().map(|s| s.as_str());
-                if let Some(s) = crate::errors::suggest::closest(name, known) {
-                    d = d.help(format!("a variable with a similar name exists: `{s}`"));
-                }
+                let mut d = crate::errors::undefined_name(name, span, "not bound", known);
                 if name == "step" {
                     d = d.note("`step` is bound by `train` loops");
                 }

@@ -35,11 +35,13 @@ use mlpl_diag::{Diagnostic, Span};
 /// E0101 when the name is no longer bound, E0301 when it holds another kind.
 pub fn param(it: &mut Interp, name: &str, span: Span) -> Result<Array, Diagnostic> {
     let Some(v) = it.ws.get(name).cloned() else {
-        return Err(
-            Diagnostic::error(code::E0101, format!("undefined name `{name}`"))
-                .at(span, "a parameter of this model is no longer bound")
-                .note("model parameters live in the workspace under generated names"),
-        );
+        return Err(crate::errors::undefined_name(
+            name,
+            span,
+            "a parameter of this model is no longer bound",
+            [],
+        )
+        .note("model parameters live in the workspace under generated names"));
     };
     match loss::read_variable(it, name, v) {
         Value::Array(a) => Ok(a),
