@@ -57,7 +57,7 @@ pub fn reshaped(c: &mut ShapeCtx) -> Result<AbsArray, Diagnostic> {
     };
     let Some(spec) = d.constant.clone() else {
         return Ok(match d.numel() {
-            Some(k) => AbsArray::of_dims(vec![Dim::Unknown; k]),
+            Some(k) if k <= MAX_CONST => AbsArray::of_dims(vec![Dim::Unknown; k]),
             None => AbsArray::unknown(),
         });
     };

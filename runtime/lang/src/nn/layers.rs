@@ -3,6 +3,58 @@
 
 use std::sync::Arc;
 
+/// The deepest nesting of `chain` and `residual` a model may have (docs/limits.md):
+/// every walk over a model (apply, display, persistence, the checker) recurses
+/// once per level, so this bounds their stack; `chain`/`residual` refuse deeper
+/// models with E0411, and restore refuses them too.
+pub const MAX_MODEL_DEPTH: usize = 512;
+
+/// The most layers one application of a model may run (docs/limits.md): a
+/// sub-model used twice counts twice, so `repeat 40 { m = chain(m, m) }` is
+/// refused with E0411 at 2^20 instead of growing to 2^40.
+pub const MAX_MODEL_LAYERS: usize = 1 << 20;
+
+/// A model's size as a graph: its nesting depth and the layers one application
+/// runs (saturating), each shared node computed once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Extent {
+    /// Nesting levels (a single layer is 1).
+    pub depth: usize,
+    /// Layers one application runs, shared sub-models counted at every use.
+    pub layers: usize,
+}
+
+impl Layer {
+    /// This model's [`Extent`]: linear in its distinct nodes, however much they
+    /// are shared.
+    pub fn extent(&self) -> Extent {
+        fn go(l: &Layer, memo: &mut std::collections::HashMap<usize, Extent>) -> Extent {
+            let children: &[Arc<Layer>] = match l {
+                Layer::Chain(c) => c,
+                Layer::Residual(c) => std::slice::from_ref(c),
+                _ => return Extent { depth: 1, layers: 1 },
+            };
+            let mut e = Extent { depth: 0, layers: 1 };
+            for c in children {
+                let key = Arc::as_ptr(c) as usize;
+                let ce = match memo.get(&key) {
+                    Some(ce) => *ce,
+                    None => {
+                        let ce = go(c, memo);
+                        memo.insert(key, ce);
+                        ce
+                    }
+                };
+                e.depth = e.depth.max(ce.depth);
+                e.layers = e.layers.saturating_add(ce.layers);
+            }
+            e.depth = e.depth.saturating_add(1);
+            e
+        }
+        go(self, &mut std::collections::HashMap::new())
+    }
+}
+
 /// One node of a model tree.
 #[derive(Debug)]
 pub enum Layer {

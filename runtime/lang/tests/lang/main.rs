@@ -33,6 +33,7 @@ mod gradients;
 mod interp_props;
 mod language_semantics;
 mod layering;
+mod limits;
 mod models_errors;
 mod models_gradients;
 mod models_layers;

@@ -540,13 +540,41 @@ fn check(args: CheckArgs) -> ExitCode {
     let mut any_error = false;
     let mut json = Vec::new();
     let opts = RenderOptions { color: color() };
+    // A file that cannot be read or decoded is one more diagnostic; the other
+    // files are still checked and reported (exit status 2 when a file could not
+    // be read at all).
+    let mut unreadable = false;
     for file in &args.files {
-        let text = match read_source(file) {
-            Ok(t) => t,
-            Err(code) => return code,
+        let name = file.display().to_string();
+        let bytes = match std::fs::read(file) {
+            Ok(b) => b,
+            Err(e) => {
+                unreadable = true;
+                let d = Diagnostic::of(mlpl_diag::code::E0405).note(format!("cannot read {name}: {e}"));
+                let src = SourceFile::new(name.clone(), String::new());
+                match args.format {
+                    Format::Human => eprintln!("error: cannot read {name}: {e}"),
+                    Format::Json => {
+                        if let serde_json::Value::Array(items) = to_json(&[d], &src) {
+                            json.extend(items);
+                        }
+                    }
+                }
+                continue;
+            }
         };
-        let src = SourceFile::new(file.display().to_string(), text);
-        let checked = check_source(src.text());
+        let (text, decode_error) = match decode_source(&bytes) {
+            Ok(t) => (t, None),
+            Err(d) => (String::from_utf8_lossy(&bytes).into_owned(), Some(d)),
+        };
+        let src = SourceFile::new(name, text);
+        let checked = match decode_error {
+            None => check_source(src.text()),
+            Some(d) => mlpl_lang::check::Checked {
+                program: mlpl_syntax::parse("").program,
+                diagnostics: vec![d],
+            },
+        };
         any_error |= checked.diagnostics.iter().any(Diagnostic::is_error);
         match args.format {
             Format::Human => {
@@ -567,7 +595,9 @@ fn check(args: CheckArgs) -> ExitCode {
             serde_json::to_string_pretty(&json).expect("JSON values serialize")
         );
     }
-    if any_error {
+    if unreadable {
+        ExitCode::from(2)
+    } else if any_error {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
