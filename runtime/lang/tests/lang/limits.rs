@@ -97,3 +97,73 @@ fn reductions_of_empty_arrays_with_huge_axes_are_refused() {
     let r = run_in("s = sum(zeros([1e20, 0]), 1)", None).result;
     assert_eq!(r.unwrap_err().code, "E0410");
 }
+
+#[test]
+fn deep_models_are_refused_at_the_depth_limit_with_e0411() {
+    let d = error_of("m = linear(4, 4, 0)\nrepeat 100000 { m = residual(m) }");
+    assert_eq!(d.code, "E0411", "{} {:?}", d.message, d.primary);
+    assert_eq!(d.message, "model too deep or too large");
+    assert!(
+        d.notes.iter().any(|n| n.contains(&mlpl_lang::nn::MAX_MODEL_DEPTH.to_string())),
+        "the limit is named: {:?}",
+        d.notes
+    );
+    let d = error_of("m = linear(4, 4, 0)\nrepeat 100000 { m = chain(m, relu_layer()) }");
+    assert_eq!(d.code, "E0411");
+}
+
+#[test]
+fn a_model_at_the_depth_limit_applies_displays_and_drops() {
+    // One level below the limit (the innermost linear layer is a level too);
+    // this runs on the test harness's thread (2 MiB of stack, unoptimised).
+    let depth = mlpl_lang::nn::MAX_MODEL_DEPTH - 1;
+    let src = format!(
+        "m = linear(2, 2, 0)\nrepeat {depth} {{ m = residual(m) }}\ny = apply(m, ones([1, 2]))\nshape(y)"
+    );
+    let o = run_in(&src, None);
+    match o.result {
+        Ok(Some(v)) => assert_eq!(v.display(), "[1, 2]"),
+        other => panic!("{other:?}"),
+    }
+    let c = check_source(&src);
+    assert!(c.diagnostics.iter().all(|d| !d.is_error()), "{:?}", c.diagnostics);
+}
+
+#[test]
+fn shared_sub_models_are_counted_per_use_and_refused_past_the_layer_limit() {
+    let d = error_of("m = linear(2, 2, 0)\nrepeat 40 { m = chain(m, m) }");
+    assert_eq!(d.code, "E0411");
+    assert!(
+        d.primary.as_ref().unwrap().message.contains("layers"),
+        "{:?}",
+        d.primary
+    );
+    // Below the limit sharing is fine: 2^10 applications of one linear layer.
+    let o = run_in(
+        "m = linear(2, 2, 0)\nrepeat 10 { m = chain(m, m) }\nshape(apply(m, ones([3, 2])))",
+        None,
+    );
+    assert_eq!(o.result.unwrap().unwrap().display(), "[3, 2]");
+    // The checker follows the same rule and stays fast on the same program.
+    let c = check_source("m = linear(2, 2, 0)\nrepeat 40 { m = chain(m, m) }\ny = apply(m, ones([3, 2]))");
+    assert!(c.diagnostics.iter().all(|d| d.code != "E0212"), "{:?}", c.diagnostics);
+}
+
+#[test]
+fn extent_visits_shared_nodes_once() {
+    use mlpl_lang::nn::{Extent, Layer};
+    use std::sync::Arc;
+    let mut m = Arc::new(Layer::Activation(mlpl_lang::nn::Activation::Relu));
+    for _ in 0..200 {
+        m = Arc::new(Layer::Chain(vec![m.clone(), m]));
+    }
+    // 2^200 applications, computed over 201 distinct nodes; saturating.
+    assert_eq!(m.extent(), Extent { depth: 201, layers: usize::MAX });
+}
+
+#[test]
+fn a_residual_of_an_embedding_is_no_error_until_applied() {
+    let c = check_source("m = residual(embed(4, 2, 1))");
+    assert!(c.diagnostics.is_empty(), "{:?}", c.diagnostics);
+    assert!(run_in("m = residual(embed(4, 2, 1))", None).result.is_ok());
+}

@@ -98,6 +98,13 @@ struct ServeArgs {
     /// Largest accepted request body in bytes.
     #[arg(long, value_name = "BYTES", default_value_t = serve::MAX_BODY_BYTES)]
     max_body_bytes: usize,
+    /// Most sessions at once (one more is refused with 503 `too_many_sessions`).
+    #[arg(long, value_name = "N", default_value_t = serve::MAX_SESSIONS)]
+    max_sessions: usize,
+    /// Largest single result a cell may allocate, in bytes (E0410 past it;
+    /// default: half the machine's memory; 0: no budget).
+    #[arg(long, value_name = "BYTES")]
+    memory_budget: Option<usize>,
     /// Stop when standard input closes: an editor that starts the server with a
     /// pipe on its input stops it by exiting, even when it is killed.
     #[arg(long)]
@@ -469,6 +476,12 @@ fn serve_cmd(args: ServeArgs) -> ExitCode {
         state_dir: args.state_dir.clone(),
         data_dir,
         max_body_bytes: args.max_body_bytes,
+        max_sessions: args.max_sessions,
+        memory_budget: match args.memory_budget {
+            Some(0) => None,
+            Some(b) => Some(b),
+            None => serve::default_memory_budget(),
+        },
         ..ServeConfig::new(token.clone())
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
