@@ -480,4 +480,37 @@ mod tests {
         }
         assert!(f.pending() <= MAX_HEADER, "held {} bytes", f.pending());
     }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 300, failure_persistence: None, ..Default::default() })]
+
+        /// Any bytes, split anywhere: no panic, and nothing held past a header
+        /// block's limit unless a frame's declared body is being read.
+        #[test]
+        fn any_bytes_in_any_chunks(
+            parts in proptest::collection::vec(
+                proptest::prop_oneof![
+                    proptest::collection::vec(proptest::prelude::any::<u8>(), 0..40),
+                    proptest::sample::select(vec![
+                        b"Content-Length: 12\r\n\r\n".to_vec(),
+                        b"Content-Length: 99999999999999999999\r\n\r\n".to_vec(),
+                        b"\r\n\r\n".to_vec(),
+                        br#"{"jsonrpc":"2.0","method":"x","params":{"t":"\ud800"}}"#.to_vec(),
+                        msg(PING),
+                    ]),
+                ],
+                0..30,
+            )
+        ) {
+            let mut f = Framer::new();
+            for p in &parts {
+                f.push(p);
+                while let Some(frame) = f.next_frame() {
+                    if let Frame::Message(m) = frame {
+                        proptest::prop_assert!(serde_json::from_slice::<Value>(&m).is_ok());
+                    }
+                }
+            }
+        }
+    }
 }

@@ -465,7 +465,7 @@ fn aux_loss(c: &mut Call) -> Result<Value, Diagnostic> {
     let m = c.model(0)?.0.clone();
     let mut seen = HashSet::new();
     let mut recorded = Vec::new();
-    m.walk(&mut |l| {
+    m.walk_distinct(&mut |l| {
         if let Layer::Moe(x) = l {
             if seen.insert(x.id) {
                 recorded.push(c.it.moe_aux.get(&x.id).cloned());

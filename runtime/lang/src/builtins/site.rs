@@ -616,7 +616,7 @@ pub fn check_lora_rank(
     }
     let mut too_small = None;
     if let Some(m) = m {
-        m.walk(&mut |l| {
+        m.walk_distinct(&mut |l| {
             if let crate::nn::layers::Layer::Linear(x) = l {
                 if too_small.is_none() && r > x.inp.min(x.out) as f64 {
                     too_small = Some((x.inp, x.out));

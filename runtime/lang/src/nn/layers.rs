@@ -279,7 +279,7 @@ impl Layer {
     /// roles and declared shapes.
     pub fn param_specs(&self) -> Vec<ParamSpec> {
         let mut out = Vec::new();
-        self.walk(&mut |l| out.extend(l.own_params()));
+        self.walk_distinct(&mut |l| out.extend(l.own_params()));
         let mut seen = std::collections::HashSet::new();
         out.retain(|p| seen.insert(p.name.clone()));
         out
@@ -294,6 +294,26 @@ impl Layer {
             Layer::Residual(inner) => inner.walk(f),
             _ => {}
         }
+    }
+
+    /// Calls `f` on every distinct node, depth first in declaration order: a
+    /// shared sub-model is visited at its first occurrence only, so the walk is
+    /// linear in the distinct nodes however much they are shared.
+    pub fn walk_distinct(&self, f: &mut dyn FnMut(&Layer)) {
+        fn go(l: &Layer, f: &mut dyn FnMut(&Layer), seen: &mut std::collections::HashSet<usize>) {
+            f(l);
+            let children: &[Arc<Layer>] = match l {
+                Layer::Chain(c) => c,
+                Layer::Residual(c) => std::slice::from_ref(c),
+                _ => return,
+            };
+            for c in children {
+                if seen.insert(Arc::as_ptr(c) as usize) {
+                    go(c, f, seen);
+                }
+            }
+        }
+        go(self, f, &mut std::collections::HashSet::new());
     }
 
     /// The parameters this node owns itself (not its children's), in order.
@@ -424,7 +444,7 @@ impl Layer {
     /// Whether any node of this model satisfies `pred`.
     pub fn any(&self, pred: &dyn Fn(&Layer) -> bool) -> bool {
         let mut found = false;
-        self.walk(&mut |l| found |= pred(l));
+        self.walk_distinct(&mut |l| found |= pred(l));
         found
     }
 }
