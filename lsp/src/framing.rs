@@ -143,6 +143,26 @@ impl Framer {
                     }
                 }
                 State::Body { len, scanned } => {
+                    // A length past the end of the message: the next header
+                    // follows a complete JSON value inside the declared body.
+                    let end = self.buf.len().min(len.saturating_add(CONTENT_LENGTH.len()));
+                    let from = scanned.saturating_sub(CONTENT_LENGTH.len()).min(end);
+                    let mut at = from;
+                    while let Some(p) = find(&self.buf[at..end], CONTENT_LENGTH).map(|p| p + at) {
+                        let mut values = serde_json::Deserializer::from_slice(&self.buf[..p])
+                            .into_iter::<serde::de::IgnoredAny>();
+                        let complete = matches!(values.next(), Some(Ok(_)))
+                            && self.buf[values.byte_offset()..p]
+                                .iter()
+                                .all(|b| b.is_ascii_whitespace());
+                        if complete && p < len {
+                            let body: Vec<u8> = self.buf[..values.byte_offset()].to_vec();
+                            self.buf.drain(..p);
+                            self.state = State::Headers;
+                            return Some(validate(body));
+                        }
+                        at = p + 1;
+                    }
                     if self.buf.len() >= len {
                         let body: Vec<u8> = self.buf.drain(..len).collect();
                         self.state = State::Headers;
@@ -151,26 +171,8 @@ impl Framer {
                         }
                         return Some(validate(body));
                     }
-                    // A length past the end of the message: the next header
-                    // follows a complete JSON value.
-                    let from = scanned.saturating_sub(CONTENT_LENGTH.len());
-                    let Some(p) = find(&self.buf[from..], CONTENT_LENGTH).map(|p| p + from) else {
-                        self.state = State::Body { len, scanned: self.buf.len() };
-                        return None;
-                    };
-                    let mut values = serde_json::Deserializer::from_slice(&self.buf[..p])
-                        .into_iter::<serde::de::IgnoredAny>();
-                    let complete = matches!(values.next(), Some(Ok(_)))
-                        && self.buf[values.byte_offset()..p].iter().all(|b| b.is_ascii_whitespace());
-                    if !complete {
-                        self.state = State::Body { len, scanned: self.buf.len() };
-                        return None;
-                    }
-                    let off = values.byte_offset();
-                    let body: Vec<u8> = self.buf[..off].to_vec();
-                    self.buf.drain(..p);
-                    self.state = State::Headers;
-                    return Some(validate(body));
+                    self.state = State::Body { len, scanned: end };
+                    return None;
                 }
             }
         }
@@ -216,7 +218,7 @@ fn validate(body: Vec<u8>) -> Frame {
             "id": id,
         }));
     }
-    Frame::Message(text.into_bytes())
+    Frame::Message(text.into_owned().into_bytes())
 }
 
 /// Replaces every `\uXXXX` escape of a lone surrogate (a high one not followed
@@ -320,27 +322,35 @@ where
         let _ = to_server.shutdown().await;
     });
 
-    // The server's frames are well-formed; rejects go between them.
-    let mut from_server = BufReader::new(from_server);
-    loop {
-        tokio::select! {
-            frame = read_frame(&mut from_server) => {
-                let Some(body) = frame else { break };
-                if output.write_all(&frame_bytes(&body)).await.is_err() {
-                    break;
-                }
-                let _ = output.flush().await;
-            }
-            Some(err) = reject_rx.recv() => {
-                let body = serde_json::to_vec(&err).unwrap_or_default();
-                if output.write_all(&frame_bytes(&body)).await.is_err() {
-                    break;
-                }
-                let _ = output.flush().await;
+    // The server's frames are well-formed; rejects go between them. Both arrive
+    // whole through channels (a select never cancels a half-read frame), and a
+    // reject goes first: it was queued before the frames that follow it reached
+    // the server, so it precedes the answers to them.
+    let (frames_tx, mut frames_rx) = mpsc::unbounded_channel::<Vec<u8>>();
+    let pump = tokio::spawn(async move {
+        let mut from_server = BufReader::new(from_server);
+        while let Some(body) = read_frame(&mut from_server).await {
+            if frames_tx.send(body).is_err() {
+                break;
             }
         }
+    });
+    loop {
+        let body = tokio::select! {
+            biased;
+            Some(err) = reject_rx.recv() => serde_json::to_vec(&err).unwrap_or_default(),
+            frame = frames_rx.recv() => match frame {
+                Some(body) => body,
+                None => break,
+            },
+        };
+        if output.write_all(&frame_bytes(&body)).await.is_err() {
+            break;
+        }
+        let _ = output.flush().await;
     }
     reader.abort();
+    pump.abort();
     let _ = server.await;
     let _ = output.flush().await;
 }

@@ -1,7 +1,6 @@
 //! Building and rearranging arrays: zeros, axis names, rows, array literals,
 //! reshape, permute and concat.
 
-use mlpl_devices::Tensor;
 use mlpl_diag::{Diagnostic, Span};
 
 use super::*;
