@@ -181,3 +181,19 @@ fn wrong_content_lengths_do_not_end_the_server() {
     assert!(errors(&before).len() >= 2, "{before:?}");
     assert!(lsp.finish(7).success());
 }
+
+#[test]
+fn documents_with_absurd_sizes_and_models_are_analysed() {
+    let mut lsp = Lsp::start();
+    let text = "p = param[1e7, 1e7]\nq = param[8467440737095516165]\ns = sum(zeros([1e20, 0]), 1)\nr = reshape(iota(4), zeros([1e9]))\nm = linear(2, 2, 0)\nrepeat 100000 { m = residual(m) }\nk = linear(2, 2, 0)\nrepeat 40 { k = chain(k, k) }\ny = apply(k, ones([1, 2]))\n";
+    let uri = "file:///huge.mlpl";
+    lsp.send(&json!({"jsonrpc": "2.0", "method": "textDocument/didOpen",
+        "params": {"textDocument": {"uri": uri, "languageId": "mlpl", "version": 1, "text": text}}}));
+    lsp.until("diagnostics", |v| v["method"] == "textDocument/publishDiagnostics" && v["params"]["uri"] == uri);
+    for (id, line) in [(2, 0), (3, 5), (4, 8)] {
+        lsp.send(&json!({"jsonrpc": "2.0", "id": id, "method": "textDocument/hover",
+            "params": {"textDocument": {"uri": uri}, "position": {"line": line, "character": 0}}}));
+        assert!(lsp.response(id).get("error").is_none());
+    }
+    assert!(lsp.finish(5).success());
+}
