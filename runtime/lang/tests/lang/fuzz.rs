@@ -65,17 +65,25 @@ fn program() -> impl Strategy<Value = String> {
     .prop_map(|v| v.concat())
 }
 
-fn run(src: &str) {
+/// Parses, checks and runs `src`; the interpreter's own panic net (a builtin
+/// that panics ends the run with "internal failure", E0504) counts as a crash.
+fn run(src: &str) -> Result<(), String> {
     let parsed = parse(src);
     let _ = check_source(src);
     if parsed.diagnostics.iter().any(|d| d.is_error()) {
-        return;
+        return Ok(());
     }
     let mut it = Interp::new(Workspace::new());
-    let _ = it.run(&parsed.program);
+    let r = it.run(&parsed.program);
     // The workspace's values are shown, as a session lists them.
-    for (_, v) in it.ws.vars.iter() {
+    for v in it.ws.bindings.values() {
         let _ = v.display();
+    }
+    match r {
+        Err(d) if d.message.starts_with("internal failure") => {
+            Err(format!("{}: {:?} {:?}", d.message, d.primary, d.notes))
+        }
+        _ => Ok(()),
     }
 }
 
@@ -87,7 +95,11 @@ proptest! {
         ops::set_memory_budget(Some(16 << 20));
         let r = std::panic::catch_unwind(|| run(&src));
         ops::set_memory_budget(None);
-        prop_assert!(r.is_ok(), "panicked on {:?}", src);
+        match r {
+            Ok(Ok(())) => {}
+            Ok(Err(why)) => prop_assert!(false, "internal failure on {:?}: {}", src, why),
+            Err(_) => prop_assert!(false, "panicked on {:?}", src),
+        }
     }
 }
 
@@ -96,7 +108,7 @@ fn the_fragments_each_run_alone() {
     ops::set_memory_budget(Some(16 << 20));
     for s in STATEMENTS {
         let r = std::panic::catch_unwind(|| run(s));
-        assert!(r.is_ok(), "panicked on {s:?}");
+        assert!(matches!(r, Ok(Ok(()))), "failed on {s:?}: {:?}", r.map_err(|_| "panic"));
     }
     ops::set_memory_budget(None);
 }
