@@ -11,13 +11,15 @@
 //! per device), [`context`] (cursor context), [`features`] (hover, completion,
 //! signature help), [`navigation`] (definition, references, rename, symbols,
 //! folding, semantic tokens), [`actions`] (diagnostics, code actions, inlay hints,
-//! code lenses) and [`server`] (the protocol handlers).
+//! code lenses), [`server`] (the protocol handlers) and [`framing`] (the guard
+//! in front of them: no frame a client sends can end the server).
 
 pub mod actions;
 pub mod analysis;
 pub mod context;
 pub mod document;
 pub mod feasibility;
+pub mod framing;
 pub mod features;
 pub mod lines;
 pub mod navigation;

@@ -362,12 +362,13 @@ pub fn semantic_tokens(a: &Analysis) -> Vec<SemanticToken> {
         };
         classified.insert(o.span.start, (t, m));
     }
-    let axis_in_strings: Vec<Span> = a
+    let mut axis_in_strings: Vec<Span> = a
         .occurrences
         .iter()
         .filter(|o| o.kind == OccKind::AxisUse)
         .map(|o| o.span)
         .collect();
+    axis_in_strings.sort_by_key(|s| s.start);
     for t in &a.tokens {
         let kind = match &t.kind {
             TokenKind::Repeat
@@ -384,10 +385,14 @@ pub fn semantic_tokens(a: &Analysis) -> Vec<SemanticToken> {
             TokenKind::Number(_) | TokenKind::BadNumber => Some((NUMBER, 0)),
             TokenKind::Str(_) => {
                 // Axis names inside the string get their own tokens.
-                let inner: Vec<Span> = axis_in_strings
+                // `axis_in_strings` is in source order: the ones inside this
+                // string are found by binary search (linear in the text).
+                let from = axis_in_strings.partition_point(|s| s.start < t.span.start);
+                let inner: Vec<Span> = axis_in_strings[from..]
                     .iter()
                     .copied()
-                    .filter(|s| s.start >= t.span.start && s.end <= t.span.end)
+                    .take_while(|s| s.start < t.span.end)
+                    .filter(|s| s.end <= t.span.end)
                     .collect();
                 let mut pos = t.span.start;
                 for s in inner {
@@ -423,6 +428,19 @@ pub fn semantic_tokens(a: &Analysis) -> Vec<SemanticToken> {
 fn encode(a: &Analysis, raw: &[(Span, u32, u32)]) -> Vec<SemanticToken> {
     let mut out = Vec::new();
     let (mut prev_line, mut prev_col) = (0u32, 0u32);
+    // The UTF-16 column of byte `at` on line `line`, advanced token by token so
+    // that a long line costs its length once, not once per token.
+    let mut cursor: Option<(usize, usize, u32)> = None;
+    let mut position = |line: usize, s: usize| -> lsp_types::Position {
+        let (from, col) = match cursor {
+            Some((l, at, col)) if l == line && at <= s => (at, col),
+            _ => (a.lines.line_start(line), 0),
+        };
+        let s = if a.text.is_char_boundary(s) { s } else { return a.lines.position(&a.text, s) };
+        let col = col + a.text[from..s].encode_utf16().count() as u32;
+        cursor = Some((line, s, col));
+        lsp_types::Position::new(line as u32, col)
+    };
     for &(span, kind, mods) in raw {
         if span.is_empty() {
             continue;
@@ -436,7 +454,7 @@ fn encode(a: &Analysis, raw: &[(Span, u32, u32)]) -> Vec<SemanticToken> {
             if e <= s {
                 continue;
             }
-            let p = a.lines.position(&a.text, s);
+            let p = position(line, s);
             let len: u32 = a.text[s..e].encode_utf16().count() as u32;
             let delta_line = p.line - prev_line;
             let delta_start = if delta_line == 0 {
@@ -473,6 +491,35 @@ mod tests {
         // `"` then `batch` (axis) then `"` inside the string.
         let n = toks.iter().filter(|t| t.token_type == AXIS).count();
         assert_eq!(n, 2);
+    }
+
+    #[test]
+    fn semantic_token_columns_are_exact_on_long_non_ascii_lines() {
+        let line: String = (0..3000).map(|i| format!("é{i} = \"ü\" + {i} ")).collect();
+        let text = format!("x = 1\n{line}\ny = 2 # ok\n");
+        let a = Analysis::new(&text);
+        let toks = semantic_tokens(&a);
+        let (mut l, mut c) = (0u32, 0u32);
+        let mut at = std::collections::HashSet::new();
+        for t in &toks {
+            if t.delta_line > 0 {
+                l += t.delta_line;
+                c = t.delta_start;
+            } else {
+                c += t.delta_start;
+            }
+            at.insert((l, c));
+        }
+        let numbers: Vec<_> = a
+            .tokens
+            .iter()
+            .filter(|t| matches!(t.kind, TokenKind::Number(_)))
+            .collect();
+        assert!(numbers.len() > 3000);
+        for t in numbers {
+            let p = a.lines.position(&a.text, t.span.start);
+            assert!(at.contains(&(p.line, p.character)), "{p:?}");
+        }
     }
 
     #[test]

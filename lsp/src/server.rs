@@ -770,8 +770,5 @@ impl LanguageServer for Server {
 
 /// Serves LSP over standard input and output until the client exits.
 pub async fn run_stdio() {
-    let (service, socket) = tower_lsp::LspService::new(Server::new);
-    tower_lsp::Server::new(tokio::io::stdin(), tokio::io::stdout(), socket)
-        .serve(service)
-        .await;
+    crate::framing::serve(tokio::io::stdin(), tokio::io::stdout()).await;
 }

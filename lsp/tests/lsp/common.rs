@@ -47,8 +47,7 @@ impl TestClient {
     pub async fn start(options: Value) -> (Arc<TestClient>, Value) {
         let (client_side, server_side) = tokio::io::duplex(1 << 20);
         let (sr, sw) = tokio::io::split(server_side);
-        let (service, socket) = tower_lsp::LspService::new(mlpl_lsp::Server::new);
-        tokio::spawn(tower_lsp::Server::new(sr, sw, socket).serve(service));
+        tokio::spawn(mlpl_lsp::framing::serve(sr, sw));
         let (cr, cw) = tokio::io::split(client_side);
         let client = Arc::new(TestClient {
             writer: Mutex::new(cw),

@@ -193,9 +193,7 @@ pub fn shape_arg(c: &mut Call, i: usize) -> Result<Vec<usize>, Diagnostic> {
     Ok(dims.into_iter().map(|d| c.to_count(i, d)).collect())
 }
 
-/// The largest array a builtin will allocate: 2^31 elements (8 GiB of float32).
-/// Larger requests are E0410 instead of an allocation that would kill the process.
-pub const MAX_ELEMENTS: usize = 1 << 31;
+pub use crate::value::MAX_ELEMENTS;
 
 /// The element count of `shape`, or E0410 when it is absurdly large.
 pub fn checked_numel(c: &Call, i: usize, shape: &[usize]) -> Result<usize, Diagnostic> {
@@ -222,6 +220,7 @@ pub fn checked_numel(c: &Call, i: usize, shape: &[usize]) -> Result<usize, Diagn
 fn filled(c: &mut Call, v: f32) -> Result<Value, Diagnostic> {
     let s = shape_arg(c, 0)?;
     let n = checked_numel(c, 0, &s)?;
+    ops::check_size(c.name(), &s, c.span)?;
     let mut data = Vec::new();
     data.try_reserve_exact(n)
         .map_err(|_| c.error_of(0, code::E0410, format!("{n} elements requested")))?;

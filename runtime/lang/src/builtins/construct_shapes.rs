@@ -57,8 +57,8 @@ pub fn reshaped(c: &mut ShapeCtx) -> Result<AbsArray, Diagnostic> {
     };
     let Some(spec) = d.constant.clone() else {
         return Ok(match d.numel() {
-            Some(k) => AbsArray::of_dims(vec![Dim::Unknown; k]),
-            None => AbsArray::unknown(),
+            Some(k) if k <= MAX_CONST => AbsArray::of_dims(vec![Dim::Unknown; k]),
+            _ => AbsArray::unknown(),
         });
     };
     let (shape, infer) = super::site::reshape_sizes(c, &spec)?;

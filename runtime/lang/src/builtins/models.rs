@@ -415,12 +415,16 @@ fn chain(c: &mut Call) -> Result<Value, Diagnostic> {
     for i in 0..c.len() {
         children.push(c.model(i)?.0.clone());
     }
-    Ok(model_value(Layer::Chain(children)))
+    let layer = Layer::Chain(children);
+    super::site::check_model_extent(c, &layer)?;
+    Ok(model_value(layer))
 }
 
 fn residual(c: &mut Call) -> Result<Value, Diagnostic> {
     let inner = c.model(0)?.0.clone();
-    Ok(model_value(Layer::Residual(inner)))
+    let layer = Layer::Residual(inner);
+    super::site::check_model_extent(c, &layer)?;
+    Ok(model_value(layer))
 }
 
 fn apply(c: &mut Call) -> Result<Value, Diagnostic> {
@@ -461,7 +465,7 @@ fn aux_loss(c: &mut Call) -> Result<Value, Diagnostic> {
     let m = c.model(0)?.0.clone();
     let mut seen = HashSet::new();
     let mut recorded = Vec::new();
-    m.walk(&mut |l| {
+    m.walk_distinct(&mut |l| {
         if let Layer::Moe(x) = l {
             if seen.insert(x.id) {
                 recorded.push(c.it.moe_aux.get(&x.id).cloned());

@@ -252,6 +252,7 @@ pub fn chain(c: &mut ShapeCtx) -> Rule {
         return unknown_model();
     }
     let layer = Layer::Chain(children);
+    super::site::check_model_extent(c, &layer)?;
     if let Err(e) = models::flow(&layer) {
         let Layer::Chain(children) = &layer else {
             return unknown_model();
@@ -279,8 +280,9 @@ pub fn residual(c: &mut ShapeCtx) -> Rule {
         return unknown_model();
     };
     if let Ok(f) = models::flow(&m.0) {
+        // A block taking ids (`residual(embed(…))`) is no error until it is
+        // applied: constructing it runs fine.
         let changes = match (f.ids, f.input, f.output) {
-            (true, _, _) => true,
             (false, Some(i), Some(o)) => i != o,
             _ => false,
         };
@@ -290,7 +292,9 @@ pub fn residual(c: &mut ShapeCtx) -> Rule {
             return Err(models::residual_error(c.arg_span(0), &from, &to));
         }
     }
-    model(Layer::Residual(m.0))
+    let layer = Layer::Residual(m.0);
+    super::site::check_model_extent(c, &layer)?;
+    model(layer)
 }
 
 /// `apply(model, x)`: the forward pass over the abstract input.

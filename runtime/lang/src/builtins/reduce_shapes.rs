@@ -87,12 +87,8 @@ fn reduced(op: Op, x: &AbsArray, axis: Option<usize>, has_axis: bool) -> AbsArra
             a.names = names;
             a.origin = x.origin;
             let c = match (&x.constant, x.known_shape()) {
-                (Some(c), Some(s)) => Some(
-                    fold_axis(c, &s, ax, |l| apply(op, l))
-                        .into_iter()
-                        .map(round)
-                        .collect(),
-                ),
+                (Some(c), Some(s)) => fold_axis(c, &s, ax, |l| apply(op, l))
+                    .map(|v| v.into_iter().map(round).collect()),
                 _ => None,
             };
             a.with_constant(c)

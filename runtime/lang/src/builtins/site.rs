@@ -616,7 +616,7 @@ pub fn check_lora_rank(
     }
     let mut too_small = None;
     if let Some(m) = m {
-        m.walk(&mut |l| {
+        m.walk_distinct(&mut |l| {
             if let crate::nn::layers::Layer::Linear(x) = l {
                 if too_small.is_none() && r > x.inp.min(x.out) as f64 {
                     too_small = Some((x.inp, x.out));
@@ -722,4 +722,29 @@ pub fn warn_no_aux_loss(c: &mut impl CallSite) {
 pub fn not_a_corpus(c: &impl CallSite, i: usize, kind: &str) -> Diagnostic {
     c.error_of(i, code::E0302, format!("this is a {kind}"))
         .note("pass text or an array of bytes")
+}
+
+/// E0411 when a model built by `chain` or `residual` would nest deeper than
+/// [`crate::nn::MAX_MODEL_DEPTH`] or run more than [`crate::nn::MAX_MODEL_LAYERS`]
+/// layers per application (the implementation and the shape rule both call it).
+pub fn check_model_extent(c: &impl CallSite, layer: &crate::nn::Layer) -> Result<(), Diagnostic> {
+    use crate::nn::{MAX_MODEL_DEPTH, MAX_MODEL_LAYERS};
+    let e = layer.extent();
+    if e.depth > MAX_MODEL_DEPTH {
+        return Err(c
+            .error_of(0, code::E0411, format!("`{}` would nest the model {} levels deep", c.name(), e.depth))
+            .note(format!("models nest at most {MAX_MODEL_DEPTH} levels of `chain` and `residual`")));
+    }
+    if e.layers > MAX_MODEL_LAYERS {
+        return Err(c
+            .error_of(
+                0,
+                code::E0411,
+                format!("one application of this model would run {} layers", e.layers),
+            )
+            .note(format!(
+                "a model runs at most {MAX_MODEL_LAYERS} layers per application; a sub-model used n times counts n times"
+            )));
+    }
+    Ok(())
 }

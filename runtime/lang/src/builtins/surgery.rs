@@ -153,7 +153,7 @@ fn reinit(c: &mut Call) -> Result<Value, Diagnostic> {
 fn embed_table(c: &mut Call) -> Result<Value, Diagnostic> {
     let m = c.model(0)?.0.clone();
     let mut first = None;
-    m.walk(&mut |l| {
+    m.walk_distinct(&mut |l| {
         if let (Layer::Embed(e), None) = (l, &first) {
             first = Some(format!("__embed_E_{}", e.id));
         }

@@ -147,7 +147,7 @@ pub fn embed_table(c: &mut ShapeCtx) -> Rule {
         return Ok(AbsValue::any_array());
     };
     let mut first = None;
-    m.0.walk(&mut |l| {
+    m.0.walk_distinct(&mut |l| {
         if let (Layer::Embed(e), None) = (l, &first) {
             first = Some((e.vocab, e.d));
         }

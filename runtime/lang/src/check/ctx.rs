@@ -4,7 +4,7 @@
 //! counts, axes, shapes), raising the same diagnostics with the same wording, but
 //! only when the condition is proven.
 
-use super::abstract_value::{AbsArray, AbsValue, AxisName, Dim};
+use super::abstract_value::{AbsArray, AbsValue, AxisName, Dim, MAX_CONST};
 use super::env::FxHashMap;
 use crate::builtins::site::CallSite;
 use crate::builtins::Builtin;
@@ -387,7 +387,9 @@ impl<'a> ShapeCtx<'a> {
                     .collect(),
             ));
         }
-        Ok(a.numel().map(|n| vec![Dim::Unknown; n]))
+        // A rank past any real array's: the sizes are not kept (the run refuses
+        // the shape).
+        Ok(a.numel().filter(|&n| n <= MAX_CONST).map(|n| vec![Dim::Unknown; n]))
     }
 
     /// The names of a names argument, when they are constants (LANGUAGE §5.8).

@@ -2,7 +2,7 @@
 //! derived symbols. A derived symbol is a canonical text (`B·16`, `⌊T/17⌋`), so
 //! two sizes derived the same way from the same symbols compare equal.
 
-use super::abstract_value::Dim;
+use super::abstract_value::{Dim, MAX_CONST};
 
 /// The product of sizes: known when all are, 0 when one is known to be 0, a
 /// canonical symbol (`N·C·4`) when the unknown factors are all symbols.
@@ -65,17 +65,24 @@ pub fn derived(d: &Dim, label: &str, f: impl Fn(usize) -> Option<usize>) -> Dim 
     }
 }
 
-/// Reduces constant data of `shape` along `axis` with `f` over each lane.
+/// Reduces constant data of `shape` along `axis` with `f` over each lane; `None`
+/// when the result would not be a small constant (an empty input of huge sizes,
+/// `zeros([1e20, 0])`, reduces to 10^20 elements: the sizes are never allocated).
 pub fn fold_axis(
     data: &[f64],
     shape: &[usize],
     axis: usize,
     f: impl Fn(&[f64]) -> f64,
-) -> Vec<f64> {
-    let outer: usize = shape[..axis].iter().product();
+) -> Option<Vec<f64>> {
+    let product = |s: &[usize]| s.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
+    let outer = product(&shape[..axis])?;
     let len = shape[axis];
-    let inner: usize = shape[axis + 1..].iter().product();
-    let mut out = Vec::with_capacity(outer * inner);
+    let inner = product(&shape[axis + 1..])?;
+    let count = outer.checked_mul(inner).filter(|&n| n <= MAX_CONST)?;
+    if count.checked_mul(len) != Some(data.len()) {
+        return None;
+    }
+    let mut out = Vec::with_capacity(count);
     let mut lane = Vec::with_capacity(len);
     for o in 0..outer {
         for i in 0..inner {
@@ -84,7 +91,7 @@ pub fn fold_axis(
             out.push(f(&lane));
         }
     }
-    out
+    Some(out)
 }
 
 #[cfg(test)]
@@ -116,11 +123,11 @@ mod tests {
     fn folding_along_an_axis() {
         let data: Vec<f64> = (0..6).map(f64::from).collect();
         assert_eq!(
-            fold_axis(&data, &[2, 3], 1, |l| l.iter().sum()),
+            fold_axis(&data, &[2, 3], 1, |l| l.iter().sum()).unwrap(),
             vec![3.0, 12.0]
         );
         assert_eq!(
-            fold_axis(&data, &[2, 3], 0, |l| l.iter().sum()),
+            fold_axis(&data, &[2, 3], 0, |l| l.iter().sum()).unwrap(),
             vec![3.0, 5.0, 7.0]
         );
     }

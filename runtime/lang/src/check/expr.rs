@@ -5,7 +5,7 @@
 use mlpl_devices::{BinaryOp, UnaryOp};
 use mlpl_diag::code;
 
-use super::abstract_value::{AbsArray, AbsValue, Dim};
+use super::abstract_value::{AbsArray, AbsValue, Dim, MAX_CONST};
 use super::broadcast::{self, Operand};
 use super::ctx::{RuleArg, ShapeCtx, Symbols};
 use super::env::{Env, FxHashSet};
@@ -305,7 +305,8 @@ impl Checker {
             }
         }
         let a = AbsArray::of_dims(shape);
-        let zeros = a.numel().map(|n| vec![0.0; n]);
+        // Only a small constant is kept: the size is the program's, not ours.
+        let zeros = a.numel().filter(|&n| n <= MAX_CONST).map(|n| vec![0.0; n]);
         AbsValue::Array(a.with_constant(zeros))
     }
 

@@ -97,6 +97,28 @@ impl AbsModel {
 
 /// The width flow of a layer; `Err` for a `chain` whose stages do not fit.
 pub fn flow(layer: &Layer) -> Result<Flow, StageMismatch> {
+    flow_in(layer, &mut std::collections::HashMap::new())
+}
+
+/// The flow of a child, each shared node computed once (a model that uses a
+/// sub-model n times costs one visit, not n).
+fn child_flow(
+    c: &std::sync::Arc<Layer>,
+    memo: &mut std::collections::HashMap<usize, Result<Flow, StageMismatch>>,
+) -> Result<Flow, StageMismatch> {
+    let key = std::sync::Arc::as_ptr(c) as usize;
+    if let Some(r) = memo.get(&key) {
+        return r.clone();
+    }
+    let r = flow_in(c, memo);
+    memo.insert(key, r.clone());
+    r
+}
+
+fn flow_in(
+    layer: &Layer,
+    memo: &mut std::collections::HashMap<usize, Result<Flow, StageMismatch>>,
+) -> Result<Flow, StageMismatch> {
     let f = |input: Option<usize>, output: Option<usize>| Flow {
         input,
         output,
@@ -121,7 +143,7 @@ pub fn flow(layer: &Layer) -> Result<Flow, StageMismatch> {
         Layer::Moe(m) => f(Some(m.d), Some(m.d)),
         Layer::Activation(_) | Layer::Dropout(_) => f(None, None),
         Layer::Residual(inner) => {
-            let i = flow(inner)?;
+            let i = child_flow(inner, memo)?;
             let w = i.input.or(i.output);
             f(w, w)
         }
@@ -130,7 +152,7 @@ pub fn flow(layer: &Layer) -> Result<Flow, StageMismatch> {
             // The width entering the next child, once an earlier child fixed it.
             let mut current: Option<usize> = None;
             for (index, c) in children.iter().enumerate() {
-                let cf = flow(c).map_err(|mut e| {
+                let cf = child_flow(c, memo).map_err(|mut e| {
                     e.index = index;
                     e
                 })?;

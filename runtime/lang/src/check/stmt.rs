@@ -271,7 +271,8 @@ impl Checker {
             out.placed = a.placed;
             let size = out.numel();
             if let (Some(r), Some(c), Some(size)) = (r, &a.constant, size) {
-                if let Some(slice) = c.get(r * size..(r + 1) * size) {
+                let rows = r.checked_mul(size).zip((r + 1).checked_mul(size));
+                if let Some(slice) = rows.and_then(|(from, to)| c.get(from..to)) {
                     out = out.with_constant(Some(slice.to_vec()));
                 }
             }

@@ -299,7 +299,7 @@ impl Interp {
                 )?))
             }
             ExprKind::List(items) => self.list(items, e.span),
-            ExprKind::Ctor { kind, dims } => self.ctor(*kind, dims),
+            ExprKind::Ctor { kind, dims } => self.ctor(*kind, dims, e.span),
             ExprKind::Call { name, args } => self.call(&name.name, name.span, args, e.span),
             ExprKind::Device { target, body } => device::device_block(self, target, body, e.span),
             ExprKind::Error => Err(Diagnostic::error(
@@ -344,7 +344,7 @@ impl Interp {
         Ok(Value::Array(ops::stack(self, &arrays, span)?))
     }
 
-    fn ctor(&mut self, _kind: CtorKind, dims: &[Expr]) -> Result<Value, Diagnostic> {
+    fn ctor(&mut self, kind: CtorKind, dims: &[Expr], span: Span) -> Result<Value, Diagnostic> {
         let mut shape = Vec::with_capacity(dims.len());
         for d in dims {
             let v = self.expr(d)?;
@@ -358,7 +358,12 @@ impl Interp {
                 }
             }
         }
-        Ok(Value::Array(ops::zeros(self, shape, Span::default())?))
+        let what = match kind {
+            CtorKind::Param => "param",
+            CtorKind::Tensor => "tensor",
+        };
+        ops::check_size(what, &shape, span)?;
+        Ok(Value::Array(ops::zeros(self, shape, span)?))
     }
 
     fn call(

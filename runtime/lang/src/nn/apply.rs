@@ -81,6 +81,7 @@ impl Forward<'_> {
             }
             Layer::Moe(m) => moe::forward(self, layer, m, x),
             Layer::Chain(children) => {
+                self.it.check_cancel(self.span)?;
                 let mut y = x.clone();
                 let mut i = 0;
                 while i < children.len() {
@@ -109,6 +110,7 @@ impl Forward<'_> {
                 Ok(y)
             }
             Layer::Residual(inner) => {
+                self.it.check_cancel(self.span)?;
                 let y = self.layer(inner, x)?;
                 if y.shape() != x.shape() {
                     return Err(Diagnostic::of(code::E0212)

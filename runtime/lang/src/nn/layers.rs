@@ -3,6 +3,58 @@
 
 use std::sync::Arc;
 
+/// The deepest nesting of `chain` and `residual` a model may have (docs/limits.md):
+/// every walk over a model (apply, display, persistence, the checker) recurses
+/// once per level, so this bounds their stack; `chain`/`residual` refuse deeper
+/// models with E0411, and restore refuses them too.
+pub const MAX_MODEL_DEPTH: usize = 512;
+
+/// The most layers one application of a model may run (docs/limits.md): a
+/// sub-model used twice counts twice, so `repeat 40 { m = chain(m, m) }` is
+/// refused with E0411 at 2^20 instead of growing to 2^40.
+pub const MAX_MODEL_LAYERS: usize = 1 << 20;
+
+/// A model's size as a graph: its nesting depth and the layers one application
+/// runs (saturating), each shared node computed once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Extent {
+    /// Nesting levels (a single layer is 1).
+    pub depth: usize,
+    /// Layers one application runs, shared sub-models counted at every use.
+    pub layers: usize,
+}
+
+impl Layer {
+    /// This model's [`Extent`]: linear in its distinct nodes, however much they
+    /// are shared.
+    pub fn extent(&self) -> Extent {
+        fn go(l: &Layer, memo: &mut std::collections::HashMap<usize, Extent>) -> Extent {
+            let children: &[Arc<Layer>] = match l {
+                Layer::Chain(c) => c,
+                Layer::Residual(c) => std::slice::from_ref(c),
+                _ => return Extent { depth: 1, layers: 1 },
+            };
+            let mut e = Extent { depth: 0, layers: 1 };
+            for c in children {
+                let key = Arc::as_ptr(c) as usize;
+                let ce = match memo.get(&key) {
+                    Some(ce) => *ce,
+                    None => {
+                        let ce = go(c, memo);
+                        memo.insert(key, ce);
+                        ce
+                    }
+                };
+                e.depth = e.depth.max(ce.depth);
+                e.layers = e.layers.saturating_add(ce.layers);
+            }
+            e.depth = e.depth.saturating_add(1);
+            e
+        }
+        go(self, &mut std::collections::HashMap::new())
+    }
+}
+
 /// One node of a model tree.
 #[derive(Debug)]
 pub enum Layer {
@@ -227,7 +279,7 @@ impl Layer {
     /// roles and declared shapes.
     pub fn param_specs(&self) -> Vec<ParamSpec> {
         let mut out = Vec::new();
-        self.walk(&mut |l| out.extend(l.own_params()));
+        self.walk_distinct(&mut |l| out.extend(l.own_params()));
         let mut seen = std::collections::HashSet::new();
         out.retain(|p| seen.insert(p.name.clone()));
         out
@@ -242,6 +294,26 @@ impl Layer {
             Layer::Residual(inner) => inner.walk(f),
             _ => {}
         }
+    }
+
+    /// Calls `f` on every distinct node, depth first in declaration order: a
+    /// shared sub-model is visited at its first occurrence only, so the walk is
+    /// linear in the distinct nodes however much they are shared.
+    pub fn walk_distinct(&self, f: &mut dyn FnMut(&Layer)) {
+        fn go(l: &Layer, f: &mut dyn FnMut(&Layer), seen: &mut std::collections::HashSet<usize>) {
+            f(l);
+            let children: &[Arc<Layer>] = match l {
+                Layer::Chain(c) => c,
+                Layer::Residual(c) => std::slice::from_ref(c),
+                _ => return,
+            };
+            for c in children {
+                if seen.insert(Arc::as_ptr(c) as usize) {
+                    go(c, f, seen);
+                }
+            }
+        }
+        go(self, f, &mut std::collections::HashSet::new());
     }
 
     /// The parameters this node owns itself (not its children's), in order.
@@ -372,7 +444,7 @@ impl Layer {
     /// Whether any node of this model satisfies `pred`.
     pub fn any(&self, pred: &dyn Fn(&Layer) -> bool) -> bool {
         let mut found = false;
-        self.walk(&mut |l| found |= pred(l));
+        self.walk_distinct(&mut |l| found |= pred(l));
         found
     }
 }

@@ -23,7 +23,7 @@ pub mod moe;
 pub mod persist;
 pub mod rope;
 
-pub use layers::{Activation, Layer, ParamSpec};
+pub use layers::{Activation, Extent, Layer, ParamSpec, MAX_MODEL_DEPTH, MAX_MODEL_LAYERS};
 
 use crate::eval::{loss, Interp};
 use crate::value::{Array, Value};

@@ -248,15 +248,28 @@ fn activation_name(a: Activation) -> &'static str {
 
 /// Deepest nesting of `chain` and `residual` a saved model may have (the layer
 /// tree is walked recursively; real models nest a few levels).
-pub const MAX_DEPTH: usize = 4096;
+pub const MAX_DEPTH: usize = super::layers::MAX_MODEL_DEPTH;
 
 /// Rebuilds a node table written by [`ModelWriter`]: entry i of the result is
 /// node i. Errors name the node and what is wrong with it.
 pub fn rebuild(nodes: &[LayerRecord]) -> Result<Vec<Arc<Layer>>, String> {
     let mut built: Vec<Arc<Layer>> = Vec::with_capacity(nodes.len());
     let mut depths: Vec<usize> = Vec::with_capacity(nodes.len());
+    let mut counts: Vec<usize> = Vec::with_capacity(nodes.len());
     for (i, record) in nodes.iter().enumerate() {
         let layer = rebuild_one(record, &built).map_err(|why| format!("model node {i}: {why}"))?;
+        // Sizes are validated as construction validates them (a crafted
+        // 10^12-wide layer is refused here, not when it is first used).
+        let shapes: Vec<Vec<usize>> = layer.own_params().into_iter().map(|p| p.shape).collect();
+        match super::init::elements(&shapes) {
+            Some(n) if n <= crate::value::MAX_ELEMENTS => {}
+            _ => {
+                return Err(format!(
+                    "model node {i}: its parameters would have more than {} elements",
+                    crate::value::MAX_ELEMENTS
+                ))
+            }
+        }
         let children: &[usize] = match record {
             LayerRecord::Chain { children } => children,
             LayerRecord::Residual { inner } => std::slice::from_ref(inner),
@@ -273,7 +286,17 @@ pub fn rebuild(nodes: &[LayerRecord]) -> Result<Vec<Arc<Layer>>, String> {
                 "model node {i}: nested {depth} levels deep (at most {MAX_DEPTH})"
             ));
         }
+        let count = children.iter().fold(1usize, |n, &j| {
+            n.saturating_add(counts.get(j).copied().unwrap_or(0))
+        });
+        if count > super::layers::MAX_MODEL_LAYERS {
+            return Err(format!(
+                "model node {i}: one application would run {count} layers (at most {})",
+                super::layers::MAX_MODEL_LAYERS
+            ));
+        }
         depths.push(depth);
+        counts.push(count);
         built.push(Arc::new(layer));
     }
     Ok(built)

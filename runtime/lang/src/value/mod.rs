@@ -3,6 +3,11 @@
 
 mod array;
 mod device;
+/// The largest array a builtin will allocate: 2^31 elements (8 GiB of float32).
+/// Larger requests are E0410 instead of an allocation that would kill the process
+/// (docs/limits.md).
+pub const MAX_ELEMENTS: usize = 1 << 31;
+
 pub mod scalar;
 
 pub use array::{normalize_names, Array, Names, TapeNode};

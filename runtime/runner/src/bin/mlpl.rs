@@ -98,6 +98,13 @@ struct ServeArgs {
     /// Largest accepted request body in bytes.
     #[arg(long, value_name = "BYTES", default_value_t = serve::MAX_BODY_BYTES)]
     max_body_bytes: usize,
+    /// Most sessions at once (one more is refused with 503 `too_many_sessions`).
+    #[arg(long, value_name = "N", default_value_t = serve::MAX_SESSIONS)]
+    max_sessions: usize,
+    /// Largest single result a cell may allocate, in bytes (E0410 past it;
+    /// default: half the machine's memory; 0: no budget).
+    #[arg(long, value_name = "BYTES")]
+    memory_budget: Option<usize>,
     /// Stop when standard input closes: an editor that starts the server with a
     /// pipe on its input stops it by exiting, even when it is killed.
     #[arg(long)]
@@ -469,6 +476,12 @@ fn serve_cmd(args: ServeArgs) -> ExitCode {
         state_dir: args.state_dir.clone(),
         data_dir,
         max_body_bytes: args.max_body_bytes,
+        max_sessions: args.max_sessions,
+        memory_budget: match args.memory_budget {
+            Some(0) => None,
+            Some(b) => Some(b),
+            None => serve::default_memory_budget(),
+        },
         ..ServeConfig::new(token.clone())
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -540,13 +553,41 @@ fn check(args: CheckArgs) -> ExitCode {
     let mut any_error = false;
     let mut json = Vec::new();
     let opts = RenderOptions { color: color() };
+    // A file that cannot be read or decoded is one more diagnostic; the other
+    // files are still checked and reported (exit status 2 when a file could not
+    // be read at all).
+    let mut unreadable = false;
     for file in &args.files {
-        let text = match read_source(file) {
-            Ok(t) => t,
-            Err(code) => return code,
+        let name = file.display().to_string();
+        let bytes = match std::fs::read(file) {
+            Ok(b) => b,
+            Err(e) => {
+                unreadable = true;
+                let d = Diagnostic::of(mlpl_diag::code::E0405).note(format!("cannot read {name}: {e}"));
+                let src = SourceFile::new(name.clone(), String::new());
+                match args.format {
+                    Format::Human => eprintln!("error: cannot read {name}: {e}"),
+                    Format::Json => {
+                        if let serde_json::Value::Array(items) = to_json(&[d], &src) {
+                            json.extend(items);
+                        }
+                    }
+                }
+                continue;
+            }
         };
-        let src = SourceFile::new(file.display().to_string(), text);
-        let checked = check_source(src.text());
+        let (text, decode_error) = match decode_source(&bytes) {
+            Ok(t) => (t, None),
+            Err(d) => (String::from_utf8_lossy(&bytes).into_owned(), Some(d)),
+        };
+        let src = SourceFile::new(name, text);
+        let checked = match decode_error {
+            None => check_source(src.text()),
+            Some(d) => mlpl_lang::check::Checked {
+                program: mlpl_syntax::parse("").program,
+                diagnostics: vec![d],
+            },
+        };
         any_error |= checked.diagnostics.iter().any(Diagnostic::is_error);
         match args.format {
             Format::Human => {
@@ -567,7 +608,9 @@ fn check(args: CheckArgs) -> ExitCode {
             serde_json::to_string_pretty(&json).expect("JSON values serialize")
         );
     }
-    if any_error {
+    if unreadable {
+        ExitCode::from(2)
+    } else if any_error {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS

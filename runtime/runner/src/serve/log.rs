@@ -23,27 +23,48 @@ pub struct Logged {
 
 struct Inner {
     events: VecDeque<Logged>,
+    /// The bytes of the events' JSON.
+    bytes: usize,
     closed: bool,
 }
 
-/// The retained events of one session (the most recent `capacity`).
+/// The most bytes of event JSON a log keeps (64 MiB): past it the oldest events
+/// go, as past the event count (docs/limits.md).
+pub const LOG_BYTES: usize = 64 << 20;
+
+/// The retained events of one session (the most recent `capacity`, and at
+/// most `max_bytes` of JSON; the newest event is always kept).
 pub struct EventLog {
     inner: Mutex<Inner>,
     notify: watch::Sender<u64>,
     capacity: usize,
+    max_bytes: usize,
 }
 
 impl EventLog {
     /// An empty log that keeps at most `capacity` events (at least 1).
     pub fn new(capacity: usize) -> EventLog {
+        EventLog::with_bytes(capacity, LOG_BYTES)
+    }
+
+    /// An empty log that keeps at most `capacity` events and `max_bytes` bytes
+    /// of their JSON (the newest event always).
+    pub fn with_bytes(capacity: usize, max_bytes: usize) -> EventLog {
         EventLog {
             inner: Mutex::new(Inner {
                 events: VecDeque::new(),
+                bytes: 0,
                 closed: false,
             }),
             notify: watch::channel(0).0,
             capacity: capacity.max(1),
+            max_bytes,
         }
+    }
+
+    /// The bytes of JSON held.
+    pub fn bytes(&self) -> usize {
+        self.lock().bytes
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -66,14 +87,19 @@ impl EventLog {
         });
         {
             let mut inner = self.lock();
+            inner.bytes += json.len();
             inner.events.push_back(Logged {
                 seq: e.seq,
                 kind: e.kind(),
                 run: Arc::from(e.run.as_str()),
                 json: Arc::from(json),
             });
-            while inner.events.len() > self.capacity {
-                inner.events.pop_front();
+            while inner.events.len() > self.capacity
+                || (inner.bytes > self.max_bytes && inner.events.len() > 1)
+            {
+                if let Some(old) = inner.events.pop_front() {
+                    inner.bytes -= old.json.len();
+                }
             }
         }
         self.notify.send_replace(e.seq);
@@ -143,6 +169,22 @@ mod tests {
                 counters: None,
             },
         }
+    }
+
+    #[test]
+    fn the_byte_cap_drops_the_oldest_and_keeps_the_newest() {
+        let one = serde_json::to_string(&event(1)).unwrap().len();
+        let log = EventLog::with_bytes(1000, one * 3 + one / 2);
+        for s in 1..=10 {
+            log.push(&event(s));
+        }
+        let seqs: Vec<u64> = log.after(0, 100).iter().map(|e| e.seq).collect();
+        assert_eq!(seqs, vec![8, 9, 10]);
+        assert!(log.bytes() <= one * 3 + one / 2 + 10, "{}", log.bytes());
+        let tiny = EventLog::with_bytes(1000, 1);
+        tiny.push(&event(1));
+        tiny.push(&event(2));
+        assert_eq!(tiny.after(0, 10).iter().map(|e| e.seq).collect::<Vec<_>>(), vec![2]);
     }
 
     #[test]

@@ -24,6 +24,18 @@ pub const MAX_BODY_BYTES: usize = 4 << 20;
 /// Events kept per session for resuming streams.
 pub const LOG_CAPACITY: usize = 100_000;
 
+/// Default cap on the number of sessions.
+pub const MAX_SESSIONS: usize = 256;
+
+/// The default budget of one result: half the machine's memory, where the system
+/// says (`MemTotal` in /proc/meminfo), else none.
+pub fn default_memory_budget() -> Option<usize> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kb: usize = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb.saturating_mul(1024) / 2)
+}
+
 /// How `mlpl serve` is configured.
 #[derive(Clone, Debug)]
 pub struct ServeConfig {
@@ -40,6 +52,15 @@ pub struct ServeConfig {
     /// How long a cancel waits for the running `train` iteration to end before
     /// interrupting it between operations.
     pub cancel_grace: Duration,
+    /// Most sessions at once; creating one more answers 503 `too_many_sessions`.
+    pub max_sessions: usize,
+    /// The largest single result, in bytes, a cell may allocate (E0410 past it),
+    /// set on each session's worker thread (docs/limits.md).
+    pub memory_budget: Option<usize>,
+    /// Refuse requests whose `Host` or `Origin` names a machine other than this
+    /// one (403 `forbidden_host`): set by [`serve`] for a loopback bind, so that
+    /// a web page reached through DNS rebinding is refused before the token check.
+    pub loopback_hosts: bool,
 }
 
 impl ServeConfig {
@@ -52,6 +73,9 @@ impl ServeConfig {
             max_body_bytes: MAX_BODY_BYTES,
             log_capacity: LOG_CAPACITY,
             cancel_grace: Duration::from_secs(1),
+            max_sessions: MAX_SESSIONS,
+            memory_budget: default_memory_budget(),
+            loopback_hosts: false,
         }
     }
 }
@@ -76,6 +100,10 @@ pub async fn serve(
     on_restore: impl FnOnce(Vec<String>),
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    let mut config = config;
+    if listener.local_addr().is_ok_and(|a| a.ip().is_loopback()) {
+        config.loopback_hosts = true;
+    }
     let state = AppState::new(config);
     on_restore(state.restore_saved());
     let app = routes::router(state.clone());
@@ -91,4 +119,58 @@ pub async fn serve(
             closer.close_all();
         })
         .await
+}
+
+/// Whether `host` (a `Host` header or an origin's host, with or without a port)
+/// names this machine: `localhost`, a loopback address.
+pub fn is_loopback_host(host: &str) -> bool {
+    let name = if let Some(rest) = host.strip_prefix('[') {
+        rest.split(']').next().unwrap_or("")
+    } else {
+        host.rsplit_once(':').map_or(host, |(h, port)| {
+            if port.chars().all(|c| c.is_ascii_digit()) {
+                h
+            } else {
+                host
+            }
+        })
+    };
+    let name = name.trim_end_matches('.');
+    name.eq_ignore_ascii_case("localhost")
+        || name.to_ascii_lowercase().ends_with(".localhost")
+        || name.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+/// Whether an `Origin` header may reach a loopback server: a web origin
+/// (`http`, `https`) must be on this machine; `null` and editor origins
+/// (`vscode-webview://…`, `vscode-file://…`) are not web pages of other hosts.
+pub fn is_allowed_origin(origin: &str) -> bool {
+    let Some((scheme, rest)) = origin.split_once("://") else {
+        return true;
+    };
+    if !scheme.eq_ignore_ascii_case("http") && !scheme.eq_ignore_ascii_case("https") {
+        return true;
+    }
+    let host = rest.split('/').next().unwrap_or("");
+    is_loopback_host(host)
+}
+
+#[cfg(test)]
+mod host_tests {
+    use super::*;
+
+    #[test]
+    fn loopback_hosts_and_origins() {
+        for h in ["localhost", "localhost:8080", "127.0.0.1", "127.0.0.1:9", "[::1]:80", "[::1]", "app.localhost:3"] {
+            assert!(is_loopback_host(h), "{h}");
+        }
+        for h in ["evil.com", "evil.com:80", "10.0.0.1:80", "localhost.evil.com", "127.0.0.1.nip.io"] {
+            assert!(!is_loopback_host(h), "{h}");
+        }
+        assert!(is_allowed_origin("http://localhost:3000"));
+        assert!(is_allowed_origin("vscode-webview://abc"));
+        assert!(is_allowed_origin("null"));
+        assert!(!is_allowed_origin("https://evil.com"));
+        assert!(!is_allowed_origin("http://127.0.0.1.nip.io:8080"));
+    }
 }

@@ -93,7 +93,27 @@ pub fn router(state: Arc<AppState>) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(state.config.max_body_bytes))
+        .layer(middleware::from_fn_with_state(state.clone(), host_check))
         .with_state(state)
+}
+
+/// 403 `forbidden_host` for a loopback server reached under another name or from
+/// another web origin ([`super::ServeConfig::loopback_hosts`]).
+async fn host_check(State(st): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    if st.config.loopback_hosts {
+        let header_text = |name| req.headers().get(name).map(|v| v.to_str().unwrap_or("\u{0}"));
+        let host_ok = header_text(header::HOST).is_none_or(super::is_loopback_host);
+        let origin_ok = header_text(header::ORIGIN).is_none_or(super::is_allowed_origin);
+        if !host_ok || !origin_ok {
+            return ApiError::new(
+                StatusCode::FORBIDDEN,
+                "forbidden_host",
+                "this server listens on a loopback address and answers only requests for this machine (Host and Origin)",
+            )
+            .into_response();
+        }
+    }
+    next.run(req).await
 }
 
 async fn not_found() -> ApiError {
@@ -186,6 +206,16 @@ async fn create_session(
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<(StatusCode, Json<Json_>)> {
     let _: CreateBody = parse_body(body, Some(CreateBody::default()))?;
+    if !st.has_room() {
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too_many_sessions",
+            format!(
+                "the server holds {} sessions, its limit; delete one first",
+                st.config.max_sessions
+            ),
+        ));
+    }
     let h = st.create();
     Ok((StatusCode::CREATED, Json(json!({ "id": h.id }))))
 }

@@ -190,6 +190,11 @@ impl AppState {
         report
     }
 
+    /// Whether another session may be created ([`ServeConfig::max_sessions`]).
+    pub fn has_room(&self) -> bool {
+        lock(&self.sessions).len() < self.config.max_sessions
+    }
+
     /// Creates a new session and returns its handle.
     pub fn create(self: &Arc<Self>) -> Arc<SessionHandle> {
         let id = session::new_id("s");
@@ -229,10 +234,14 @@ impl AppState {
             runs: self.runs.clone(),
             state_dir: self.session_dir(&id),
         };
+        let budget = self.config.memory_budget;
         let spawned = std::thread::Builder::new()
             .name(format!("mlpl-session-{id}"))
             .stack_size(64 << 20)
-            .spawn(move || worker.work(s, rx));
+            .spawn(move || {
+                mlpl_lang::eval::ops::set_memory_budget(budget);
+                worker.work(s, rx)
+            });
         if spawned.is_err() {
             // Without a worker every job is refused; the session reports itself gone.
             handle.deleted.store(true, Ordering::SeqCst);

@@ -338,8 +338,27 @@ fn f32_bytes(v: &[f32]) -> Vec<u8> {
 
 fn write_atomic(path: &Path, data: &[u8]) -> Result<(), String> {
     let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, data).map_err(|e| io_err("write", &tmp, e))?;
-    std::fs::rename(&tmp, path).map_err(|e| io_err("replace", path, e))
+    let done = std::fs::write(&tmp, data)
+        .map_err(|e| io_err("write", &tmp, e))
+        .and_then(|()| std::fs::rename(&tmp, path).map_err(|e| io_err("replace", path, e)));
+    if done.is_err() {
+        // A failed save leaves no temporary file behind.
+        let _ = std::fs::remove_file(&tmp);
+    }
+    done
+}
+
+/// Removes the temporary files (`*.tmp`) an interrupted save left in a session
+/// directory; returns how many. Called for every saved session on start.
+pub fn remove_stale_temps(dir: &Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "tmp") && e.path().is_file())
+        .filter(|e| std::fs::remove_file(e.path()).is_ok())
+        .count()
 }
 
 /// Reads the `session.json` of a session directory.
@@ -496,6 +515,9 @@ pub fn saved_sessions(state_dir: &Path) -> BTreeMap<String, PathBuf> {
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
         let path = entry.path();
+        if super::valid_id(&name) && path.is_dir() {
+            remove_stale_temps(&path);
+        }
         if super::valid_id(&name) && path.join("session.json").is_file() {
             out.insert(name, path);
         }
@@ -511,6 +533,21 @@ mod tests {
         let d = std::env::temp_dir().join(format!("mlpl-persist-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
         d
+    }
+
+    #[test]
+    fn stale_temporary_files_are_removed_when_sessions_are_listed() {
+        let d = temp("stale-tmp");
+        let s = d.join("s-abc");
+        std::fs::create_dir_all(&s).unwrap();
+        std::fs::write(s.join("session.json"), "{}").unwrap();
+        std::fs::write(s.join("tensors.tmp"), vec![0u8; 1000]).unwrap();
+        std::fs::write(s.join("keep.safetensors"), b"x").unwrap();
+        let _ = saved_sessions(&d);
+        assert!(!s.join("tensors.tmp").exists());
+        assert!(s.join("keep.safetensors").exists());
+        assert!(s.join("session.json").exists());
+        let _ = std::fs::remove_dir_all(&d);
     }
 
     #[test]

@@ -242,3 +242,45 @@ fn profile_says_how_each_train_loop_ran() {
     let quiet = mlpl(&["run", "t.mlpl"], &d);
     assert!(quiet.stderr.is_empty(), "no profile unless asked");
 }
+
+#[test]
+fn check_json_keeps_the_other_files_when_one_is_unreadable_or_not_utf8() {
+    let d = temp_dir("check-unreadable");
+    std::fs::write(d.join("good.mlpl"), "x = zeros([2, 3]) + zeros([4])\n").unwrap();
+    std::fs::write(d.join("latin1.mlpl"), b"x = 1\n# caf\xe9\n").unwrap();
+    let out = mlpl(
+        &["check", "good.mlpl", "latin1.mlpl", "missing.mlpl", "--format", "json"],
+        &d,
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON output");
+    let items = json.as_array().unwrap();
+    let of = |file: &str| -> Vec<&str> {
+        items
+            .iter()
+            .filter(|i| i["file"] == file)
+            .map(|i| i["code"].as_str().unwrap())
+            .collect()
+    };
+    assert_eq!(of("good.mlpl"), vec!["E0201"], "{json}");
+    assert_eq!(of("latin1.mlpl").len(), 1, "{json}");
+    assert_eq!(items.iter().find(|i| i["file"] == "latin1.mlpl").unwrap()["line"], 2);
+    assert_eq!(of("missing.mlpl"), vec!["E0405"], "{json}");
+    // Only unreadable files: still a JSON array.
+    let out = mlpl(&["check", "missing.mlpl", "--format", "json"], &d);
+    assert_eq!(out.status.code(), Some(2));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON output");
+    assert_eq!(json.as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn check_survives_sizes_and_depths_that_once_killed_it() {
+    let d = temp_dir("check-huge");
+    let src = "p = param[1e7, 1e7]\nq = tensor[8467440737095516165]\ns = sum(zeros([1e20, 0]), 1)\nr = reshape(iota(4), zeros([1e9]))\nm = linear(2, 2, 0)\nrepeat 100000 { m = residual(m) }\nk = linear(2, 2, 0)\nrepeat 40 { k = chain(k, k) }\n";
+    std::fs::write(d.join("huge.mlpl"), src).unwrap();
+    let out = mlpl(&["check", "huge.mlpl", "--format", "json"], &d);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|_| panic!("JSON output; stderr {}", text(&out.stderr)));
+    assert!(json.is_array());
+    assert!(matches!(out.status.code(), Some(0 | 1)), "{}", text(&out.stderr));
+}

@@ -207,3 +207,27 @@ fn exit_with_stdin_stops_the_server_when_its_input_closes() {
         .unwrap();
     assert!(status.success(), "{status:?}");
 }
+
+#[test]
+fn a_loopback_server_refuses_foreign_hosts_and_origins() {
+    let srv = Server::start(&[]);
+    let token = srv.token.clone();
+    let (status, _) = srv.call_with("GET", "/v1/sessions", None, Some(&token), &[("Host", "localhost:1")]);
+    assert_eq!(status, 200);
+    for headers in [
+        [("Host", "evil.example:80")],
+        [("Origin", "https://evil.example")],
+    ] {
+        let (status, body) = srv.call_with("GET", "/v1/sessions", None, Some(&token), &headers);
+        assert_eq!(status, 403, "{headers:?}: {body}");
+        assert_eq!(body["error"]["code"], "forbidden_host");
+    }
+    let (status, _) = srv.call_with(
+        "GET",
+        "/v1/sessions",
+        None,
+        Some(&token),
+        &[("Origin", "vscode-webview://abc")],
+    );
+    assert_eq!(status, 200);
+}

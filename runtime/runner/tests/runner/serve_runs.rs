@@ -364,3 +364,36 @@ fn cancel_interrupts_tokenizer_training_on_a_loaded_corpus() {
     let value = got.iter().find(|e| e.event == "value").unwrap();
     assert_eq!(value.data["text"], "the quick");
 }
+
+#[test]
+fn cells_that_once_killed_the_server_end_with_an_error_and_the_server_lives_on() {
+    let srv = Server::start(&["--memory-budget", "100000000", "--max-sessions", "3"]);
+    let id = srv.session();
+    let events = srv.events(&id, None);
+    for (code, want) in [
+        ("w = param[4096, 4096, 4096, 4096]", "E0410"),
+        ("x = zeros([30000, 30000])", "E0410"),
+        ("x = [1]\nrepeat 40 { x = concat(x, x) }", "E0410"),
+        ("m = linear(2, 2, 0)\nrepeat 100000 { m = residual(m) }", "E0411"),
+        ("k = linear(2, 2, 0)\nrepeat 40 { k = chain(k, k) }", "E0411"),
+    ] {
+        let run = srv.run(&id, code);
+        let fin = events.until_finished(&run).pop().unwrap();
+        assert_eq!(fin.data["status"], "error", "{code}: {:?}", fin.data);
+        assert_eq!(fin.data["diagnostic"]["code"], want, "{code}: {:?}", fin.data);
+    }
+    // The same session still runs cells, and lists its variables.
+    let run = srv.run(&id, "m = linear(2, 2, 0)\nrepeat 10 { m = chain(m, m) }\nshape(apply(m, ones([1, 2])))");
+    let got = events.until_finished(&run);
+    assert_eq!(got.last().unwrap().data["status"], "ok", "{:?}", got.last().unwrap().data);
+    let (status, vars) = srv.get(&format!("/v1/sessions/{id}/variables"));
+    assert_eq!(status, 200, "{vars}");
+    // The session cap: three in all, a fourth is refused until one goes.
+    let (_a, b) = (srv.session(), srv.session());
+    let (status, body) = srv.call("POST", "/v1/sessions", None);
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["error"]["code"], "too_many_sessions", "{body}");
+    let (status, _) = srv.call("DELETE", &format!("/v1/sessions/{b}"), None);
+    assert_eq!(status, 200);
+    srv.session();
+}

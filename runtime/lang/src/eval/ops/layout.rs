@@ -1,7 +1,6 @@
 //! Building and rearranging arrays: zeros, axis names, rows, array literals,
 //! reshape, permute and concat.
 
-use mlpl_devices::Tensor;
 use mlpl_diag::{Diagnostic, Span};
 
 use super::*;
@@ -13,8 +12,10 @@ use crate::eval::{loss, Interp};
 use crate::value::{named_shape, Array};
 
 /// Zeros of `shape` on the active device.
-pub fn zeros(_it: &mut Interp, shape: Vec<usize>, _span: Span) -> Result<Array, Diagnostic> {
-    Ok(Array::from_tensor(Tensor::zeros(shape)))
+pub fn zeros(_it: &mut Interp, shape: Vec<usize>, span: Span) -> Result<Array, Diagnostic> {
+    check_size("zeros", &shape, span)?;
+    let n = shape.iter().product();
+    Ok(Array::from_vec(shape, try_filled("zeros", n, 0.0, span)?))
 }
 
 /// Attaches axis names (E0209 on a count mismatch, W0201 on duplicates).
@@ -118,6 +119,7 @@ pub fn permute(
 /// Joins two vectors; differentiable.
 pub fn concat(it: &mut Interp, a: &Array, b: &Array, span: Span) -> Result<Array, Diagnostic> {
     let (a1, b1) = (a.numel(), b.numel());
+    check_size("concat", &[a1.saturating_add(b1)], span)?;
     if loss::any_live(it, &[a, b]) {
         let (va, vb) = (loss::var_of(it, a), loss::var_of(it, b));
         return loss::record(it, "concat", span, |t| {

@@ -20,6 +20,7 @@ pub fn reduce(
     if let Some(v) = a.exact_value() {
         return Ok(Array::exact(v));
     }
+    check_reduced(a, axis, span)?;
     let (backend, placement) = placement_for(it, "reduce", &[(a, span)])?;
     let t = match loss::live(it, a) {
         Some(v) if op != ReduceOp::Max => {
@@ -40,6 +41,19 @@ pub fn reduce(
     Ok(Array::from_tensor(t)
         .with_names(reduced_names(a, axis))
         .with_placement(placement))
+}
+
+/// E0410 when reducing an axis of `a` would create a result too large: an
+/// empty array can have huge other axes (`sum(zeros([1e20, 0]), 1)`).
+fn check_reduced(a: &Array, axis: Option<usize>, span: Span) -> Result<(), Diagnostic> {
+    if let Some(ax) = axis {
+        let mut shape = a.shape().to_vec();
+        if ax < shape.len() {
+            shape.remove(ax);
+            check_size("reduce", &shape, span)?;
+        }
+    }
+    Ok(())
 }
 
 /// The names of `a` without the reduced axis (none for a full reduction).
@@ -65,6 +79,7 @@ pub fn logsumexp(
     if let Some(v) = a.exact_value() {
         return Ok(Array::exact(v));
     }
+    check_reduced(a, axis, span)?;
     let (x, ax) = match axis {
         Some(ax) => (a.clone(), ax),
         None => (reshape(it, a, vec![a.numel()], span)?, 0),

@@ -1,0 +1,187 @@
+//! Sizes a program asks for are the program's, never the tools': the checker
+//! reasons about them without allocating, and the interpreter refuses with E0410
+//! before allocating (docs/limits.md).
+
+use crate::common::{error_of, run_in};
+use mlpl_lang::check::check_source;
+use mlpl_lang::eval::ops;
+
+/// Programs whose sizes once made the checker allocate them (an abort or a
+/// capacity-overflow panic in `mlpl check` and the language server).
+const HUGE: &[&str] = &[
+    "p = param[1e7, 1e7]",
+    "p = tensor[1e7, 1e7]\nq = p + 1",
+    "p = param[8467440737095516165]",
+    "p = param[1e30, 1e30]\ns = sum(p, 0)",
+    "s = sum(zeros([1e20, 0]), 1)",
+    "s = mean(zeros([0, 1e20]), 0)",
+    "s = sum(zeros([1e19, 1e19, 0]), 2)",
+    "x = reshape(iota(4), zeros([1e9]))",
+    "x = zeros(zeros([1e9]))",
+    "x = reshape(iota(4), [1e10, 1e10, 0])",
+    "for r in zeros([0, 1e19]) { y = r }",
+    "x = transpose(zeros([1e19, 0]))",
+];
+
+#[test]
+fn the_checker_never_allocates_by_the_programs_sizes() {
+    for src in HUGE {
+        let r = std::panic::catch_unwind(|| check_source(src));
+        assert!(r.is_ok(), "the checker panicked on {src:?}");
+    }
+}
+
+#[test]
+fn the_checker_keeps_the_shape_it_can_say() {
+    let c = check_source("p = param[1e7, 1e7]\nq = p + 1");
+    assert!(c.diagnostics.iter().all(|d| !d.is_error()), "{:?}", c.diagnostics);
+    let c = check_source("p = param[2, 3]\nq = p + [[1, 2, 3]]\nr = p + [1, 2]");
+    assert!(
+        c.diagnostics.iter().any(|d| d.code == "E0201"),
+        "a small parameter still has its shape: {:?}",
+        c.diagnostics
+    );
+}
+
+#[test]
+fn param_and_tensor_refuse_absurd_sizes_with_e0410() {
+    for src in [
+        "w = param[4096, 4096, 4096, 4096]",
+        "w = tensor[8467440737095516165]",
+        "w = param[1e7, 1e7]",
+    ] {
+        let d = error_of(src);
+        assert_eq!(d.code, "E0410", "{src}: {} {:?}", d.message, d.primary);
+        assert_eq!(d.message, "out of host memory");
+        let label = &d.primary.as_ref().unwrap().message;
+        assert!(label.contains("elements"), "{label}");
+    }
+    // Small ones still work.
+    assert!(run_in("w = param[2, 3]\nsum(w)", None).result.is_ok());
+}
+
+#[test]
+fn concat_doubling_ends_with_e0410() {
+    // Past the 1 MiB budget of this thread at 2^18 elements, long before 2^40.
+    ops::set_memory_budget(Some(1 << 20));
+    let d = error_of("x = [1]\nrepeat 40 { x = concat(x, x) }");
+    ops::set_memory_budget(None);
+    assert_eq!(d.code, "E0410", "{} {:?}", d.message, d.primary);
+    assert!(d.primary.as_ref().unwrap().message.contains("concat"));
+}
+
+#[test]
+fn a_thread_budget_refuses_large_results() {
+    // The budget is per thread: this test's thread only.
+    ops::set_memory_budget(Some(1 << 20));
+    let small = run_in("x = zeros([100, 100])\ny = x + 1\nsum(y)", None).result;
+    let big = run_in("x = zeros([1000, 1000])", None).result;
+    let op = run_in("y = matmul(ones([600, 300]), ones([300, 600]))", None).result;
+    let ctor = run_in("w = param[1000, 1000]", None).result;
+    ops::set_memory_budget(None);
+    assert!(small.is_ok(), "{small:?}");
+    for r in [big, op, ctor] {
+        let d = r.unwrap_err();
+        assert_eq!(d.code, "E0410");
+        assert!(
+            d.notes.iter().any(|n| n.contains("budget") && n.contains("1048576")),
+            "{:?}",
+            d.notes
+        );
+    }
+    assert!(run_in("x = zeros([1000, 1000])", None).result.is_ok());
+}
+
+#[test]
+fn reductions_of_empty_arrays_with_huge_axes_are_refused() {
+    let r = run_in("s = sum(zeros([1e20, 0]), 1)", None).result;
+    assert_eq!(r.unwrap_err().code, "E0410");
+}
+
+#[test]
+fn deep_models_are_refused_at_the_depth_limit_with_e0411() {
+    let d = error_of("m = linear(4, 4, 0)\nrepeat 100000 { m = residual(m) }");
+    assert_eq!(d.code, "E0411", "{} {:?}", d.message, d.primary);
+    assert_eq!(d.message, "model too deep or too large");
+    assert!(
+        d.notes.iter().any(|n| n.contains(&mlpl_lang::nn::MAX_MODEL_DEPTH.to_string())),
+        "the limit is named: {:?}",
+        d.notes
+    );
+    let d = error_of("m = linear(4, 4, 0)\nrepeat 100000 { m = chain(m, relu_layer()) }");
+    assert_eq!(d.code, "E0411");
+}
+
+#[test]
+fn a_model_at_the_depth_limit_applies_displays_and_drops() {
+    // One level below the limit (the innermost linear layer is a level too);
+    // this runs on the test harness's thread (2 MiB of stack, unoptimised).
+    let depth = mlpl_lang::nn::MAX_MODEL_DEPTH - 1;
+    let src = format!(
+        "m = linear(2, 2, 0)\nrepeat {depth} {{ m = residual(m) }}\ny = apply(m, ones([1, 2]))\nshape(y)"
+    );
+    let o = run_in(&src, None);
+    match o.result {
+        Ok(Some(v)) => assert_eq!(v.display(), "1 2"),
+        other => panic!("{other:?}"),
+    }
+    let c = check_source(&src);
+    assert!(c.diagnostics.iter().all(|d| !d.is_error()), "{:?}", c.diagnostics);
+}
+
+#[test]
+fn shared_sub_models_are_counted_per_use_and_refused_past_the_layer_limit() {
+    let d = error_of("m = linear(2, 2, 0)\nrepeat 40 { m = chain(m, m) }");
+    assert_eq!(d.code, "E0411");
+    assert!(
+        d.primary.as_ref().unwrap().message.contains("layers"),
+        "{:?}",
+        d.primary
+    );
+    // Below the limit sharing is fine: 2^10 applications of one linear layer.
+    let o = run_in(
+        "m = linear(2, 2, 0)\nrepeat 10 { m = chain(m, m) }\nshape(apply(m, ones([3, 2])))",
+        None,
+    );
+    assert_eq!(o.result.unwrap().unwrap().display(), "3 2");
+    // The checker follows the same rule and stays fast on the same program.
+    let c = check_source("m = linear(2, 2, 0)\nrepeat 40 { m = chain(m, m) }\ny = apply(m, ones([3, 2]))");
+    assert!(c.diagnostics.iter().all(|d| d.code != "E0212"), "{:?}", c.diagnostics);
+}
+
+#[test]
+fn extent_visits_shared_nodes_once() {
+    use mlpl_lang::nn::{Extent, Layer};
+    use std::sync::Arc;
+    let mut m = Arc::new(Layer::Activation(mlpl_lang::nn::Activation::Relu));
+    for _ in 0..200 {
+        m = Arc::new(Layer::Chain(vec![m.clone(), m]));
+    }
+    // 2^200 applications, computed over 201 distinct nodes; saturating.
+    assert_eq!(m.extent(), Extent { depth: 201, layers: usize::MAX });
+}
+
+#[test]
+fn a_residual_of_an_embedding_is_no_error_until_applied() {
+    let c = check_source("m = residual(embed(4, 2, 1))");
+    assert!(c.diagnostics.is_empty(), "{:?}", c.diagnostics);
+    assert!(run_in("m = residual(embed(4, 2, 1))", None).result.is_ok());
+}
+
+#[test]
+fn a_loss_naming_generated_parameters_is_no_w0103() {
+    for src in [
+        "m = linear(2, 1, 0)\nX = ones([4, 2])\ntrain 3 { adam(sum(matmul(X, __linear_W_0)), m, 0.1, 0.9, 0.999, 1e-8) }",
+        "m = linear(2, 1, 0)\nX = ones([4, 2])\ntrain 3 { adam(sum(matmul(X, __linear_W_0) + __linear_b_0), [__linear_W_0, __linear_b_0], 0.1, 0.9, 0.999, 1e-8) }",
+        "m = chain(linear(2, 3, 0), relu_layer(), linear(3, 1, 1))\nX = ones([4, 2])\ntrain 3 { adam(sum(apply(m, X)) + sum(__linear_W_0 * __linear_W_0), m, 0.1, 0.9, 0.999, 1e-8) }",
+        "m = linear(2, 1, 0)\nX = ones([4, 2])\nl = sum(matmul(X, __linear_W_0))\ntrain 3 { adam(sum(matmul(X, __linear_W_0)), __linear_W_0, 0.1, 0.9, 0.999, 1e-8) }",
+    ] {
+        let c = check_source(src);
+        let codes: Vec<&str> = c.diagnostics.iter().map(|d| d.code).collect();
+        assert!(!codes.contains(&"W0103") && !codes.iter().any(|c| c.starts_with('E')), "{src}: {codes:?}");
+        let o = run_in(src, None);
+        assert!(o.result.is_ok(), "{src}: {:?}", o.result);
+        let w: Vec<&str> = o.warnings.iter().map(|d| d.code).collect();
+        assert!(!w.contains(&"W0103"), "{src}: {w:?}");
+    }
+}
