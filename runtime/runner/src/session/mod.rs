@@ -156,6 +156,7 @@ impl Session {
         ws.default_device = Some(opts.device);
         let mut interp = Interp::new(ws);
         interp.capture_steps = opts.capture_steps;
+        crate::http::install(&mut interp);
         let cancel = CancelHandle::new(interp.cancel.clone());
         Session {
             emitter: Arc::new(Emitter::new(id.clone(), last_seq, sink)),
