@@ -76,9 +76,7 @@ impl TimelineData {
 
     /// The trace file: metadata, then every event in time order.
     pub fn to_json(&self, title: &str, device: &str) -> String {
-        let meta = |tid: u32, name: &str| {
-            json!({"name": "thread_name", "ph": "M", "pid": PID, "tid": tid, "ts": 0, "args": {"name": name}})
-        };
+        let meta = |tid: u32, name: &str| json!({"name": "thread_name", "ph": "M", "pid": PID, "tid": tid, "ts": 0, "args": {"name": name}});
         let mut events = vec![
             json!({"name": "process_name", "ph": "M", "pid": PID, "tid": 0, "ts": 0, "args": {"name": title}}),
             meta(0, "device counters"),

@@ -113,10 +113,9 @@ fn llm_call(c: &mut Call) -> Result<Value, Diagnostic> {
             Err(why) => Err(failed(c, why)),
         },
         Err(HttpFailure::Cancelled) => Err(super::cancelled(c)),
-        Err(HttpFailure::Failed(why)) => Err(failed(
-            c,
-            format!("request to `{url}` failed: {why}"),
-        )
-        .help("start the Ollama-compatible server, or correct the address")),
+        Err(HttpFailure::Failed(why)) => {
+            Err(failed(c, format!("request to `{url}` failed: {why}"))
+                .help("start the Ollama-compatible server, or correct the address"))
+        }
     }
 }

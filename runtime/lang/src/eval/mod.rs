@@ -18,8 +18,8 @@ mod workspace;
 pub use call::{Arg, ArgValue, Call};
 pub use device::DeviceContext;
 pub use http::{HttpFailure, HttpPost, HttpReply};
-pub use trace::{Trace, TraceValue};
 pub use observer::{RunObserver, StepMode};
+pub use trace::{Trace, TraceValue};
 pub use workspace::{OptimState, Workspace};
 
 use mlpl_diag::code;

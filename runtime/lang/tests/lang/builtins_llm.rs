@@ -52,7 +52,10 @@ fn fake(status: u16, body: &str) -> Arc<Fake> {
 fn run_with(
     http: Arc<Fake>,
     src: &str,
-) -> (Result<Option<Value>, mlpl_diag::Diagnostic>, Vec<&'static str>) {
+) -> (
+    Result<Option<Value>, mlpl_diag::Diagnostic>,
+    Vec<&'static str>,
+) {
     let mut it = Interp::new(Workspace::new());
     it.http = Some(http);
     let p = mlpl_syntax::parse(src);
@@ -94,7 +97,10 @@ fn the_body_is_model_prompt_and_no_streaming() {
 
 #[test]
 fn a_reply_is_its_response_string() {
-    let http = fake(200, r#"{"model":"llama3.2","response":"MLPL is an array language.","done":true}"#);
+    let http = fake(
+        200,
+        r#"{"model":"llama3.2","response":"MLPL is an array language.","done":true}"#,
+    );
     let (r, warnings) = run_with(
         http.clone(),
         "reply = llm_call(\"http://127.0.0.1:9/\", \"Summarize MLPL.\", \"llama3.2\")\nreply",
@@ -159,7 +165,10 @@ fn failures_are_e0408_naming_the_resolved_address() {
 fn the_excerpt_counts_characters_not_bytes() {
     let body = "é".repeat(300);
     let m = reply_text("http://x/api/generate", 503, &body).unwrap_err();
-    assert!(m.contains(&"é".repeat(200)) && !m.contains(&"é".repeat(201)), "{m}");
+    assert!(
+        m.contains(&"é".repeat(200)) && !m.contains(&"é".repeat(201)),
+        "{m}"
+    );
 }
 
 #[test]
@@ -188,11 +197,18 @@ fn without_an_http_client_every_call_is_e0408() {
 fn arguments_must_be_strings() {
     assert_eq!(error_code("llm_call(1, \"p\", \"m\")"), "E0302");
     assert_eq!(error_code("llm_call(\"http://x\", [1], \"m\")"), "E0302");
-    assert_eq!(error_code("llm_call(\"http://x\", \"p\", tokenizer())"), "E0302");
+    assert_eq!(
+        error_code("llm_call(\"http://x\", \"p\", tokenizer())"),
+        "E0302"
+    );
     assert_eq!(error_code("llm_call(\"http://x\", \"p\")"), "E0103");
     let checked = check_source("llm_call(\"http://x\", 2, \"m\")");
     assert_eq!(
-        checked.diagnostics.iter().map(|d| d.code).collect::<Vec<_>>(),
+        checked
+            .diagnostics
+            .iter()
+            .map(|d| d.code)
+            .collect::<Vec<_>>(),
         vec![code::E0302]
     );
 }
@@ -203,11 +219,19 @@ fn the_checker_knows_the_result_is_a_string() {
     let checked = check_source(src);
     assert!(checked.diagnostics.is_empty(), "{:?}", checked.diagnostics);
     let values = assignment_values(&checked.program);
-    assert!(matches!(values[0].value, AbsValue::Str(None)), "{:?}", values[0].value);
+    assert!(
+        matches!(values[0].value, AbsValue::Str(None)),
+        "{:?}",
+        values[0].value
+    );
     // A string is not an array: the checker says so before the run.
     let checked = check_source("reply = llm_call(\"http://x\", \"p\", \"m\")\nreply + 1");
     assert_eq!(
-        checked.diagnostics.iter().map(|d| d.code).collect::<Vec<_>>(),
+        checked
+            .diagnostics
+            .iter()
+            .map(|d| d.code)
+            .collect::<Vec<_>>(),
         vec![code::E0301]
     );
 }

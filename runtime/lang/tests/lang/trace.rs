@@ -24,10 +24,23 @@ fn the_original_trace_demo() {
     assert_eq!(
         ops(&t),
         vec![
-            "literal", "literal", "literal", "array_lit", "assign", // a
-            "literal", "literal", "literal", "array_lit", "assign", // b
-            "ident", "ident", "add", "assign", // c
-            "ident", "fncall", "assign", // result
+            "literal",
+            "literal",
+            "literal",
+            "array_lit",
+            "assign", // a
+            "literal",
+            "literal",
+            "literal",
+            "array_lit",
+            "assign", // b
+            "ident",
+            "ident",
+            "add",
+            "assign", // c
+            "ident",
+            "fncall",
+            "assign", // result
             "ident",
         ]
     );
@@ -53,11 +66,15 @@ fn the_original_trace_demo() {
     assert_eq!(add["inputs"].as_array().unwrap().len(), 2);
     assert_eq!(add["output"]["Array"]["data"], json!([5.0, 7.0, 9.0]));
     assert_eq!(
-        &src[add["span"]["start"].as_u64().unwrap() as usize..add["span"]["end"].as_u64().unwrap() as usize],
+        &src[add["span"]["start"].as_u64().unwrap() as usize
+            ..add["span"]["end"].as_u64().unwrap() as usize],
         "a + b"
     );
     assert_eq!(j["events"][15]["inputs"], json!([add["output"]]));
-    assert_eq!(j["events"][17]["output"], json!({"Scalar": {"value": 21.0}}));
+    assert_eq!(
+        j["events"][17]["output"],
+        json!({"Scalar": {"value": 21.0}})
+    );
     // Pretty-printed, fields in the original's order.
     let text = t.to_json();
     assert!(text.starts_with("{\n  \"source\": "), "{text}");
@@ -87,8 +104,16 @@ fn every_value_kind_has_its_encoding() {
     );
     assert_eq!(assigns.len(), 4);
     assert_eq!(
-        ops(&t).into_iter().filter(|o| o.starts_with("assign")).collect::<Vec<_>>(),
-        vec!["assign", "assign_string", "assign_model", "assign_tokenizer"]
+        ops(&t)
+            .into_iter()
+            .filter(|o| o.starts_with("assign"))
+            .collect::<Vec<_>>(),
+        vec![
+            "assign",
+            "assign_string",
+            "assign_model",
+            "assign_tokenizer"
+        ]
     );
     // A non-array assignment's value is 0, with no inputs (as in the original).
     for e in t.events.iter().filter(|e| e.op.starts_with("assign_")) {
@@ -101,9 +126,18 @@ fn every_value_kind_has_its_encoding() {
         .filter(|e| e.op == "fncall" || e.op == "ident")
         .map(|e| serde_json::to_value(&e.output).unwrap())
         .collect();
-    assert!(outputs.contains(&json!({"Model": {"params": 8}})), "{outputs:?}");
-    assert!(outputs.contains(&json!({"Tokenizer": {"vocab": 256}})), "{outputs:?}");
-    assert_eq!(t.events.last().unwrap().output, TraceValue::String { len: 3 });
+    assert!(
+        outputs.contains(&json!({"Model": {"params": 8}})),
+        "{outputs:?}"
+    );
+    assert!(
+        outputs.contains(&json!({"Tokenizer": {"vocab": 256}})),
+        "{outputs:?}"
+    );
+    assert_eq!(
+        t.events.last().unwrap().output,
+        TraceValue::String { len: 3 }
+    );
 }
 
 #[test]
@@ -131,7 +165,11 @@ fn operators_calls_loops_and_constructors_have_their_ops() {
     assert_eq!(matmul.inputs.len(), 2);
     // The optimizer shows no inputs, as in the original; the loss it evaluates
     // each step is traced (every iteration is evaluated while tracing).
-    assert!(t.events.iter().filter(|e| e.op == "adam").all(|e| e.inputs.is_empty()));
+    assert!(t
+        .events
+        .iter()
+        .filter(|e| e.op == "adam")
+        .all(|e| e.inputs.is_empty()));
     assert_eq!(t.events.iter().filter(|e| e.op == "adam").count(), 3);
     let negate = t.events.iter().find(|e| e.op == "negate").unwrap();
     assert_eq!(negate.inputs.len(), 1);
@@ -145,7 +183,17 @@ fn events_are_children_before_parents_and_spans_lie_in_the_source() {
     let t = traced(src);
     assert_eq!(
         ops(&t),
-        vec!["literal", "literal", "array_lit", "literal", "mul", "fncall", "literal", "add", "assign"]
+        vec![
+            "literal",
+            "literal",
+            "array_lit",
+            "literal",
+            "mul",
+            "fncall",
+            "literal",
+            "add",
+            "assign"
+        ]
     );
     for e in &t.events {
         assert!(e.span.start <= e.span.end && e.span.end <= src.len());
@@ -162,7 +210,17 @@ fn a_failing_run_keeps_the_events_before_the_error() {
     let t = it.trace.take().unwrap();
     assert_eq!(
         ops(&t),
-        vec!["literal", "literal", "array_lit", "assign", "ident", "literal", "literal", "literal", "array_lit"]
+        vec![
+            "literal",
+            "literal",
+            "array_lit",
+            "assign",
+            "ident",
+            "literal",
+            "literal",
+            "literal",
+            "array_lit"
+        ]
     );
 }
 

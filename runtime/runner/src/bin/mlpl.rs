@@ -12,11 +12,11 @@ use mlpl_lang::check::check_source;
 use mlpl_lang::eval::{Interp, Trace, Workspace};
 use mlpl_lang::value::{DeviceTarget, Value};
 use mlpl_runner::serve::{self, ServeConfig};
-use mlpl_runner::timeline::TimelineObserver;
 use mlpl_runner::session::progress::ProgressRenderer;
 use mlpl_runner::session::{
     CellRef, Emitter, RunRequest, RunStatus, Session, SessionOptions, StepObserver, STEP_INTERVAL,
 };
+use mlpl_runner::timeline::TimelineObserver;
 use mlpl_syntax::lexer::decode_source;
 
 /// mimalloc: the checker and the interpreter allocate many small, short-lived
@@ -143,7 +143,7 @@ struct RunArgs {
     #[arg(long, value_name = "FILE", conflicts_with = "events")]
     trace: Option<PathBuf>,
     /// Write a timeline of the run to FILE in the Chrome Trace Event Format
-    /// (open it in https://ui.perfetto.dev or chrome://tracing): each top-level
+    /// (open it in Perfetto, https://ui.perfetto.dev, or chrome://tracing): each top-level
     /// statement (with its lines and kernel count), each `train` loop and
     /// iteration (with its loss), and the device counters (kernel launches,
     /// transfers, memory) as counter tracks. Times in microseconds from the
@@ -310,7 +310,10 @@ fn run(args: RunArgs) -> ExitCode {
             .unwrap_or_else(|p| p.into_inner())
             .to_json(&title, &device.to_string());
         if let Err(e) = std::fs::write(path, json) {
-            eprintln!("error: cannot write the timeline to {}: {e}", path.display());
+            eprintln!(
+                "error: cannot write the timeline to {}: {e}",
+                path.display()
+            );
             return ExitCode::from(2);
         }
     }

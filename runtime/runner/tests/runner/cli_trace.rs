@@ -36,10 +36,17 @@ fn the_trace_demo_writes_the_evaluation_trace() {
     let d = temp_dir("demo");
     std::fs::write(d.join("trace_demo.mlpl"), TRACE_DEMO).unwrap();
     let out = mlpl(&d, &["run", "trace_demo.mlpl", "--trace", "trace.json"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(String::from_utf8_lossy(&out.stdout), "21\n");
     let text = std::fs::read_to_string(d.join("trace.json")).unwrap();
-    assert!(text.starts_with("{\n  \"source\": "), "not pretty-printed: {text}");
+    assert!(
+        text.starts_with("{\n  \"source\": "),
+        "not pretty-printed: {text}"
+    );
     let t: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(t["source"], TRACE_DEMO);
     let events = t["events"].as_array().unwrap();
@@ -53,12 +60,16 @@ fn the_trace_demo_writes_the_evaluation_trace() {
         for k in ["seq", "op", "span", "inputs", "output"] {
             assert!(keys.contains(&k), "{keys:?}");
         }
-        let (s, end) = (e["span"]["start"].as_u64().unwrap(), e["span"]["end"].as_u64().unwrap());
+        let (s, end) = (
+            e["span"]["start"].as_u64().unwrap(),
+            e["span"]["end"].as_u64().unwrap(),
+        );
         assert!(s <= end && end as usize <= TRACE_DEMO.len());
     }
     let c = &events[12];
     assert_eq!(
-        &TRACE_DEMO[c["span"]["start"].as_u64().unwrap() as usize..c["span"]["end"].as_u64().unwrap() as usize],
+        &TRACE_DEMO[c["span"]["start"].as_u64().unwrap() as usize
+            ..c["span"]["end"].as_u64().unwrap() as usize],
         "a + b"
     );
     assert_eq!(
@@ -82,11 +93,22 @@ fn a_failing_traced_run_still_writes_its_trace() {
 fn help_explains_trace_and_timeline() {
     let d = temp_dir("help");
     let help = String::from_utf8_lossy(&mlpl(&d, &["run", "--help"]).stdout).into_owned();
-    for s in ["--trace", "--timeline", "LANGUAGE §19", "Chrome Trace Event Format", "Perfetto"] {
+    for s in [
+        "--trace",
+        "--timeline",
+        "LANGUAGE §19",
+        "Chrome Trace Event Format",
+        "Perfetto",
+    ] {
         assert!(help.contains(s), "run --help lacks {s}:\n{help}");
     }
     assert_eq!(
-        mlpl(&d, &["run", "x.mlpl", "--trace", "t.json", "--events", "jsonl"]).status.code(),
+        mlpl(
+            &d,
+            &["run", "x.mlpl", "--trace", "t.json", "--events", "jsonl"]
+        )
+        .status
+        .code(),
         Some(2)
     );
 }
@@ -98,7 +120,10 @@ fn help_explains_trace_and_timeline() {
 /// complete events on one track nest. Returns the events by phase.
 fn validate_trace_event_format(t: &Value) -> Vec<Value> {
     let events = t["traceEvents"].as_array().expect("traceEvents array");
-    assert!(matches!(t["displayTimeUnit"].as_str(), Some("ms") | Some("ns")));
+    assert!(matches!(
+        t["displayTimeUnit"].as_str(),
+        Some("ms") | Some("ns")
+    ));
     let mut last_ts = f64::MIN;
     let mut open: std::collections::HashMap<(u64, u64), Vec<f64>> = Default::default();
     for e in events {
@@ -128,7 +153,10 @@ fn validate_trace_event_format(t: &Value) -> Vec<Value> {
                     stack.pop();
                 }
                 if let Some(&end) = stack.last() {
-                    assert!(ts + dur <= end + 1e-3, "{e} overlaps its enclosing event on track {tid}");
+                    assert!(
+                        ts + dur <= end + 1e-3,
+                        "{e} overlaps its enclosing event on track {tid}"
+                    );
                 }
                 stack.push(ts + dur);
             }
@@ -145,7 +173,11 @@ fn the_timeline_is_a_chrome_trace_with_statements_steps_and_counters() {
     let src = "W = param[2]\ntrain 5 {\n  adam(sum((W - [1, 2]) * (W - [1, 2])), W, 0.1, 0.9, 0.999, 1e-8)\n  sum((W - [1, 2]) * (W - [1, 2]))\n}\nx = matmul(ones([4, 4]), ones([4, 4]))\nsum(x)\n";
     std::fs::write(d.join("t.mlpl"), src).unwrap();
     let out = mlpl(&d, &["run", "t.mlpl", "--timeline", "tl.json"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(String::from_utf8_lossy(&out.stdout), "64\n");
     let t = read_json(d.join("tl.json"));
     let events = validate_trace_event_format(&t);
@@ -174,7 +206,10 @@ fn the_timeline_is_a_chrome_trace_with_statements_steps_and_counters() {
     assert!(steps.iter().all(|s| within(s, loops[0])));
     let counters: Vec<&Value> = events.iter().filter(|e| e["ph"] == "C").collect();
     for name in ["kernels", "transfers", "transfer bytes", "device memory"] {
-        assert!(counters.iter().any(|c| c["name"] == name), "no {name} counter");
+        assert!(
+            counters.iter().any(|c| c["name"] == name),
+            "no {name} counter"
+        );
     }
     let launches: Vec<u64> = counters
         .iter()

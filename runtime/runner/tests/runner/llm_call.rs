@@ -9,7 +9,6 @@ use std::net::{TcpListener, TcpStream};
 use std::process::Command;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use mlpl_runner::session::{Event, EventBody, RunRequest, RunStatus, Session, SessionOptions};
 
@@ -124,7 +123,9 @@ fn req(code: &str) -> RunRequest {
 }
 
 fn call(base: &str) -> String {
-    format!("reply = llm_call(\"{base}/\", \"Summarize MLPL in one sentence.\", \"llama3.2\")\nreply")
+    format!(
+        "reply = llm_call(\"{base}/\", \"Summarize MLPL in one sentence.\", \"llama3.2\")\nreply"
+    )
 }
 
 #[test]
@@ -136,7 +137,10 @@ fn a_session_gets_the_reply_and_a_warning_event() {
     let (mut s, events) = session();
     let out = s.run("r1", &req(&call(&server.base)));
     assert_eq!(out.status, RunStatus::Ok, "{:?}", out.diagnostic);
-    assert_eq!(out.value.unwrap().display(), "MLPL is an array language for ML.");
+    assert_eq!(
+        out.value.unwrap().display(),
+        "MLPL is an array language for ML."
+    );
     let got = server.request.recv().unwrap();
     assert_eq!(got.method, "POST");
     assert_eq!(got.path, "/api/generate");
@@ -157,7 +161,10 @@ fn a_session_gets_the_reply_and_a_warning_event() {
     assert_eq!(warnings.len(), 1, "{ev:?}");
     assert_eq!(warnings[0]["code"], "W0404");
     let text = warnings[0].to_string();
-    assert!(text.contains(&format!("{}/api/generate", server.base)), "{text}");
+    assert!(
+        text.contains(&format!("{}/api/generate", server.base)),
+        "{text}"
+    );
 }
 
 /// Runs one call against a server answering `status` and `body`; the E0408 message.
@@ -183,7 +190,10 @@ fn a_non_2xx_status_is_e0408_with_the_start_of_the_body() {
     let (m, _) = failure(500, &body);
     assert!(m.contains("status 500"), "{m}");
     assert!(m.contains(&"x".repeat(200)), "{m}");
-    assert!(!m.contains('y'), "more than 200 characters of the body: {m}");
+    assert!(
+        !m.contains('y'),
+        "more than 200 characters of the body: {m}"
+    );
     let (m, _) = failure(404, r#"{"error":"model 'llama3.2' not found"}"#);
     assert!(m.contains("status 404") && m.contains("not found"), "{m}");
 }
@@ -258,7 +268,10 @@ reply_tokens
 
 #[test]
 fn the_llm_tool_demo_runs_against_a_local_server() {
-    let server = serve(Answer::Now(200, r#"{"response":"MLPL: arrays.","done":true}"#.into()));
+    let server = serve(Answer::Now(
+        200,
+        r#"{"response":"MLPL: arrays.","done":true}"#.into(),
+    ));
     let dir = std::env::temp_dir().join(format!("mlpl-llm-tool-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let demo = LLM_TOOL.replace("http://localhost:11434", &server.base);
@@ -274,6 +287,9 @@ fn the_llm_tool_demo_runs_against_a_local_server() {
     assert!(out.status.success(), "{stdout}\n{stderr}");
     assert_eq!(stdout, "77 76 80 76 58 32 97 114 114 97 121 115 46\n");
     assert!(stderr.contains("W0404"), "{stderr}");
-    assert!(stderr.contains(&format!("{}/api/generate", server.base)), "{stderr}");
+    assert!(
+        stderr.contains(&format!("{}/api/generate", server.base)),
+        "{stderr}"
+    );
     assert_eq!(server.request.recv().unwrap().path, "/api/generate");
 }
