@@ -448,6 +448,7 @@ fn run_events(args: &RunArgs, src: SourceFile, device: mlpl_lang::value::DeviceT
             start_line: 0,
         }),
         device: None,
+        timeline: false,
     };
     match session.run("run-1", &req).status {
         RunStatus::Ok => ExitCode::SUCCESS,

@@ -74,6 +74,10 @@ pub struct RunRequest {
     pub cell: Option<CellRef>,
     /// The device for code outside `device` blocks in this run.
     pub device: Option<String>,
+    /// Record a timeline of the run (`mlpl run --timeline`'s Chrome Trace Event
+    /// format), sent as an `artifact` event of kind `timeline` before
+    /// `run_finished` ("Run Cell with Trace").
+    pub timeline: bool,
 }
 
 /// How a run ended, for the caller (the events say the same).
@@ -314,7 +318,7 @@ impl Session {
         let (result, counters) = match parse_error {
             Some(d) => (Err(d), None),
             None => {
-                let (r, c) = self.evaluate(run, &parsed.program, device, &src);
+                let (r, c) = self.evaluate(run, &parsed.program, device, &src, req.timeline);
                 (r, Some(c))
             }
         };
@@ -384,6 +388,7 @@ impl Session {
         program: &Program,
         device: DeviceTarget,
         src: &SourceFile,
+        timeline: bool,
     ) -> (Result<Option<Value>, Diagnostic>, DeviceCounters) {
         // The run executes on this thread: its counter scope sees only its own
         // kernels and copies, whatever other sessions do meanwhile.
@@ -401,7 +406,19 @@ impl Session {
         .with_cancel(self.cancel.clone())
         .with_counters(counts.clone())
         .with_step_mode(step_mode.clone(), src.clone());
-        self.interp.set_observer(Box::new(observer));
+        let timeline = timeline.then(|| {
+            let t = crate::timeline::TimelineObserver::new(
+                src.clone(),
+                backend.clone(),
+                Some(Box::new(observer) as Box<dyn mlpl_lang::eval::RunObserver>),
+            );
+            let data = t.data();
+            self.interp.set_observer(Box::new(t));
+            data
+        });
+        if timeline.is_none() {
+            self.interp.set_observer(Box::new(observer));
+        }
         let emitter = self.emitter.clone();
         let run_id = run.to_string();
         let warn_src = src.clone();
@@ -428,6 +445,21 @@ impl Session {
             }
         };
         drop(scope);
+        if let Some(data) = timeline {
+            let json = data
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .to_json(&format!("session {} run {run}", self.id), &device.to_string());
+            self.emitter.emit(
+                run,
+                EventBody::Artifact {
+                    kind: "timeline".into(),
+                    path: None,
+                    bytes: json.len(),
+                    content: Some(json),
+                },
+            );
+        }
         let ran = counts.snapshot(backend.kind());
         self.emitter.emit(
             run,

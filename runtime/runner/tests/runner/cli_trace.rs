@@ -232,3 +232,59 @@ fn a_failing_run_still_writes_its_timeline() {
     assert_eq!(statements.len(), 2);
     assert_eq!(statements[1]["args"]["ok"], false);
 }
+
+#[test]
+fn a_session_run_with_a_timeline_sends_it_as_an_artifact() {
+    use mlpl_runner::session::{CellRef, Event, EventBody, RunRequest, Session, SessionOptions};
+    use std::sync::{Arc, Mutex};
+    let events: Arc<Mutex<Vec<Event>>> = Arc::default();
+    let e = events.clone();
+    let mut s = Session::new(
+        "tl",
+        SessionOptions::default(),
+        Box::new(move |ev| e.lock().unwrap().push(ev.clone())),
+    );
+    let req = RunRequest {
+        code: "W = param[2]\ntrain 4 { adam(sum(W * W), W, 0.1, 0.9, 0.999, 1e-8); sum(W * W) }\nsum(W)\n".into(),
+        cell: Some(CellRef {
+            uri: "file:///nb.mlpl".into(),
+            index: 1,
+            start_line: 7,
+        }),
+        device: None,
+        timeline: true,
+    };
+    assert_eq!(s.run("r1", &req).status, mlpl_runner::session::RunStatus::Ok);
+    // Without `timeline`, no artifact.
+    s.run("r2", &RunRequest { code: "1".into(), ..RunRequest::default() });
+    let ev = events.lock().unwrap();
+    let artifacts: Vec<(&str, &str)> = ev
+        .iter()
+        .filter_map(|e| match &e.body {
+            EventBody::Artifact { kind, content, .. } => Some((e.run.as_str(), kind.as_str())).filter(|_| content.is_some()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(artifacts, vec![("r1", "timeline")]);
+    let content = ev
+        .iter()
+        .find_map(|e| match &e.body {
+            EventBody::Artifact { content, .. } => content.clone(),
+            _ => None,
+        })
+        .unwrap();
+    let kinds: Vec<&str> = ev.iter().filter(|e| e.run == "r1").map(Event::kind).collect();
+    let at = kinds.iter().position(|k| *k == "artifact").unwrap();
+    assert!(at < kinds.iter().position(|k| *k == "run_finished").unwrap());
+    let t: Value = serde_json::from_str(&content).unwrap();
+    let events = validate_trace_event_format(&t);
+    let lines: Vec<u64> = events
+        .iter()
+        .filter(|e| e["cat"] == "statement")
+        .map(|e| e["args"]["line"].as_u64().unwrap())
+        .collect();
+    // The document's lines (the cell starts on 0-based line 7).
+    assert_eq!(lines, vec![8, 9, 10]);
+    assert_eq!(events.iter().filter(|e| e["cat"] == "train_step").count(), 4);
+    assert_eq!(t["otherData"]["source"], "file:///nb.mlpl");
+}
