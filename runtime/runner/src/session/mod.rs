@@ -406,19 +406,20 @@ impl Session {
         .with_cancel(self.cancel.clone())
         .with_counters(counts.clone())
         .with_step_mode(step_mode.clone(), src.clone());
-        let timeline = timeline.then(|| {
+        // "Run Cell with Trace": the timeline observer wraps the step observer.
+        let timeline = if timeline {
             let t = crate::timeline::TimelineObserver::new(
                 src.clone(),
                 backend.clone(),
-                Some(Box::new(observer) as Box<dyn mlpl_lang::eval::RunObserver>),
+                Some(Box::new(observer)),
             );
             let data = t.data();
             self.interp.set_observer(Box::new(t));
-            data
-        });
-        if timeline.is_none() {
+            Some(data)
+        } else {
             self.interp.set_observer(Box::new(observer));
-        }
+            None
+        };
         let emitter = self.emitter.clone();
         let run_id = run.to_string();
         let warn_src = src.clone();
