@@ -447,10 +447,10 @@ impl Session {
         };
         drop(scope);
         if let Some(data) = timeline {
-            let json = data
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .to_json(&format!("session {} run {run}", self.id), &device.to_string());
+            let json = data.lock().unwrap_or_else(|p| p.into_inner()).to_json(
+                &format!("session {} run {run}", self.id),
+                &device.to_string(),
+            );
             self.emitter.emit(
                 run,
                 EventBody::Artifact {

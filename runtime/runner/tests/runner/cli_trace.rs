@@ -254,14 +254,25 @@ fn a_session_run_with_a_timeline_sends_it_as_an_artifact() {
         device: None,
         timeline: true,
     };
-    assert_eq!(s.run("r1", &req).status, mlpl_runner::session::RunStatus::Ok);
+    assert_eq!(
+        s.run("r1", &req).status,
+        mlpl_runner::session::RunStatus::Ok
+    );
     // Without `timeline`, no artifact.
-    s.run("r2", &RunRequest { code: "1".into(), ..RunRequest::default() });
+    s.run(
+        "r2",
+        &RunRequest {
+            code: "1".into(),
+            ..RunRequest::default()
+        },
+    );
     let ev = events.lock().unwrap();
     let artifacts: Vec<(&str, &str)> = ev
         .iter()
         .filter_map(|e| match &e.body {
-            EventBody::Artifact { kind, content, .. } => Some((e.run.as_str(), kind.as_str())).filter(|_| content.is_some()),
+            EventBody::Artifact { kind, content, .. } => {
+                Some((e.run.as_str(), kind.as_str())).filter(|_| content.is_some())
+            }
             _ => None,
         })
         .collect();
@@ -273,7 +284,11 @@ fn a_session_run_with_a_timeline_sends_it_as_an_artifact() {
             _ => None,
         })
         .unwrap();
-    let kinds: Vec<&str> = ev.iter().filter(|e| e.run == "r1").map(Event::kind).collect();
+    let kinds: Vec<&str> = ev
+        .iter()
+        .filter(|e| e.run == "r1")
+        .map(Event::kind)
+        .collect();
     let at = kinds.iter().position(|k| *k == "artifact").unwrap();
     assert!(at < kinds.iter().position(|k| *k == "run_finished").unwrap());
     let t: Value = serde_json::from_str(&content).unwrap();
@@ -285,6 +300,9 @@ fn a_session_run_with_a_timeline_sends_it_as_an_artifact() {
         .collect();
     // The document's lines (the cell starts on 0-based line 7).
     assert_eq!(lines, vec![8, 9, 10]);
-    assert_eq!(events.iter().filter(|e| e["cat"] == "train_step").count(), 4);
+    assert_eq!(
+        events.iter().filter(|e| e["cat"] == "train_step").count(),
+        4
+    );
     assert_eq!(t["otherData"]["source"], "file:///nb.mlpl");
 }
