@@ -1,6 +1,7 @@
 /**
  * The cell commands: Run Cell (from a code lens with `{uri, range, cellIndex}` or
- * from the cursor), Run Cell and Advance (Shift+Enter), Run Above, Run All.
+ * from the cursor), Run Cell with Trace (the same, with the run's timeline shown in
+ * the panel), Run Cell and Advance (Shift+Enter), Run Above, Run All.
  */
 
 import * as vscode from "vscode";
@@ -66,6 +67,12 @@ export function registerCellCommands(runner: RunnerController, onRun: () => void
       const t = await target(args);
       if (t) {
         await runJobs(runner, [job(t.doc, t.cell, t.lensRange)], onRun);
+      }
+    }),
+    vscode.commands.registerCommand("mlpl.runCellWithTrace", async (args?: unknown) => {
+      const t = await target(args);
+      if (t) {
+        await runJobs(runner, [{ ...job(t.doc, t.cell, t.lensRange), timeline: true }], onRun);
       }
     }),
     vscode.commands.registerCommand("mlpl.runCellAndAdvance", async () => {

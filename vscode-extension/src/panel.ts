@@ -20,10 +20,17 @@ export interface PanelSummary {
   stepEvents: number;
   /** SVG artifacts shown as images. */
   images: number;
+  /** Timeline bars drawn ("Run Cell with Trace"), by kind. */
+  timeline: { statements: number; loops: number; steps: number } | null;
 }
 
 /** Messages from the webview. */
-type FromWebview = { type: "ready" } | { type: "cancel" } | { type: "rendered"; summary: PanelSummary } | { type: "setLogScale"; value: boolean };
+type FromWebview =
+  | { type: "ready" }
+  | { type: "cancel" }
+  | { type: "rendered"; summary: PanelSummary }
+  | { type: "setLogScale"; value: boolean }
+  | { type: "reveal"; uri: string; line: number; endLine: number };
 
 /** Owns the panel (at most one). */
 export class TelemetryPanel implements vscode.Disposable {
@@ -95,6 +102,22 @@ export class TelemetryPanel implements vscode.Disposable {
       case "setLogScale":
         void vscode.workspace.getConfiguration("mlpl").update("panel.logScale", m.value, vscode.ConfigurationTarget.Global);
         break;
+      case "reveal":
+        void this.reveal(m.uri, m.line, m.endLine);
+        break;
+    }
+  }
+
+  /** Shows a timeline statement's lines (1-based) in its document. */
+  private async reveal(uri: string, line: number, endLine: number): Promise<void> {
+    try {
+      const doc = await vscode.workspace.openTextDocument(vscode.Uri.parse(uri));
+      const start = Math.max(0, line - 1);
+      const end = Math.max(start, endLine - 1);
+      const range = new vscode.Range(start, 0, end, doc.lineAt(Math.min(end, doc.lineCount - 1)).text.length);
+      await vscode.window.showTextDocument(doc, { selection: range, viewColumn: vscode.ViewColumn.One, preserveFocus: false });
+    } catch {
+      // The document is gone: nothing to show.
     }
   }
 

@@ -21,6 +21,8 @@ export type RunnerState = "stopped" | "starting" | "idle" | "running" | "error";
 export interface CellJob {
   code: string;
   cell: RunCell;
+  /** Record the run's timeline ("Run Cell with Trace"). */
+  timeline?: boolean;
 }
 
 const SESSION_KEY = "mlpl.runner.session";
@@ -323,7 +325,7 @@ export class RunnerController implements vscode.Disposable {
       }
       let runId: string;
       try {
-        runId = await client.startRun(session, job.code, job.cell, this.device);
+        runId = await client.startRun(session, job.code, job.cell, this.device, job.timeline === true);
       } catch (e) {
         if (e instanceof RunnerError && e.code === "busy") {
           throw new Error("a run is in progress in this session: wait for it or cancel it (MLPL: Cancel Run)");

@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { TelemetryEvent } from "../src/core/events";
 import { applyEvent, emptySession, findRun, lossDecreased } from "../src/core/runModel";
 import { RunnerClient, RunnerError } from "../src/runner/client";
+import { parseTimeline } from "../src/core/timeline";
 import { startLocalRunner, type LocalRunner } from "../src/runner/serverProcess";
 
 const bin = resolve(__dirname, "..", "..", process.env.CARGO_TARGET_DIR ?? "target", "debug", "mlpl");
@@ -77,6 +78,24 @@ describe.skipIf(!have)("runner client against mlpl serve", () => {
     const vars = await client.variables(session);
     expect(vars.variables.find((v) => v.name === "V")).toMatchObject({ kind: "array", named_shape: "[feat=2]", device: "cpu" });
     expect(await client.runStatus(run)).toBe("ok");
+  });
+
+  it("runs a cell with trace: the timeline arrives as an artifact the panel can draw", async () => {
+    const session = await client.createSession();
+    const code = "W = param[2]\ntrain 5 { adam(sum(W * W), W, 0.1, 0.9, 0.999, 1e-8); sum(W * W) }\nsum(W)";
+    const done = collect(session, 0, (evs) => evs.some((e) => e.type === "run_finished"));
+    const run = await client.startRun(session, code, { uri: "file:///t.mlpl", index: 0, start_line: 4 }, "cpu", true);
+    const events = await done;
+    const m = emptySession();
+    events.forEach((e) => applyEvent(m, e));
+    const r = findRun(m, run)!;
+    const art = r.artifacts.find((a) => a.kind === "timeline");
+    expect(art?.content).toBeTruthy();
+    const view = parseTimeline(art!.content!)!;
+    const statements = view.bars.filter((b) => b.kind === "statement");
+    expect(statements.map((b) => b.line)).toEqual([5, 6, 7]);
+    expect(view.bars.filter((b) => b.kind === "train_step")).toHaveLength(5);
+    expect(view.counterSamples).toBeGreaterThan(0);
   });
 
   it("reports a failing run on document lines and keeps the session alive", async () => {

@@ -115,13 +115,17 @@ export class RunnerClient {
   }
 
   /** Starts a run; returns its id. Throws `RunnerError` with code `busy` while another runs. */
-  async startRun(session: string, code: string, cell?: RunCell, device?: string): Promise<string> {
+  async startRun(session: string, code: string, cell?: RunCell, device?: string, timeline = false): Promise<string> {
     const body: Record<string, unknown> = { code };
     if (cell) {
       body.cell = cell;
     }
     if (device) {
       body.device = device;
+    }
+    if (timeline) {
+      // The runner sends the run's timeline as an `artifact` event of kind `timeline`.
+      body.timeline = true;
     }
     return (await this.request<{ run: string }>("POST", `/v1/sessions/${encodeURIComponent(session)}/runs`, body)).run;
   }

@@ -3,8 +3,9 @@
  * messages (the same `applyEvent` as the extension host), and draws the selected
  * run: loss curves (raw faded, bias-corrected EMA smoothed on the full series,
  * then downsampled), optional log scale, comparison with other runs, steps/s and
- * ETA, device counters and memory, warnings, printed values, SVG artifacts, run
- * history and a Cancel button.
+ * ETA, device counters and memory, warnings, printed values, SVG artifacts, the
+ * timeline of a run traced with "Run Cell with Trace" (statements linked to their
+ * lines), run history and a Cancel button.
  */
 
 import uPlot from "uplot";
@@ -14,6 +15,7 @@ import type { TelemetryEvent } from "../core/events";
 import { comparisonChart } from "../core/chartData";
 import { formatBytes, formatDuration, formatLoss, formatRate, stepModeText } from "../core/format";
 import { applyEvent, emptySession, loopProgress, type RunRecord, type SessionModel } from "../core/runModel";
+import { barGeometry, formatMicros, parseTimeline, type TimelineView } from "../core/timeline";
 
 declare function acquireVsCodeApi(): { postMessage(m: unknown): void; getState(): unknown; setState(s: unknown): void };
 const vscode = acquireVsCodeApi();
@@ -238,7 +240,12 @@ function render(): void {
     app.append(el("h3", {}, "Output"), el("pre", {}, printed.join("")));
   }
   for (const a of run.artifacts) {
-    if (a.kind === "svg" && a.content) {
+    if (a.kind === "timeline" && a.content) {
+      const view = parseTimeline(a.content);
+      if (view) {
+        drawTimeline(run, view);
+      }
+    } else if (a.kind === "svg" && a.content) {
       app.append(el("h3", {}, `Chart (${formatBytes(a.bytes)})`), el("img", { class: "artifact", alt: "SVG chart", src: `data:image/svg+xml;base64,${b64(a.content)}` }));
     } else if (a.path) {
       app.append(el("p", { class: "muted" }, `artifact: ${a.path}`));
@@ -284,6 +291,43 @@ function render(): void {
   report(run);
 }
 
+const ROW_TITLES = ["statements", "train loops", "iterations"];
+
+/** The run's timeline: one strip per track, a bar per statement, loop and iteration. */
+function drawTimeline(run: RunRecord, view: TimelineView): void {
+  const width = Math.max(300, app.clientWidth - 24 || 600);
+  app.append(el("h3", {}, `Timeline (${formatMicros(view.total)}; click a statement to show it)`));
+  const host = el("div", { class: "timeline" });
+  for (let row = 0; row < ROW_TITLES.length; row++) {
+    const bars = view.bars.filter((b) => b.row === row);
+    if (!bars.length) {
+      continue;
+    }
+    const strip = el("div", { class: "timeline-row", "data-row": String(row) });
+    strip.style.width = `${width}px`;
+    for (const b of bars) {
+      const g = barGeometry(view, b, width);
+      const where = b.line !== null ? ` · line ${b.line}${b.endLine !== null && b.endLine !== b.line ? `–${b.endLine}` : ""}` : "";
+      const bar = el("div", { class: `timeline-bar ${b.kind}${b.ok === false ? " failed" : ""}`, title: `${b.name}${where}\n${formatMicros(b.dur)} · ${b.detail}` });
+      bar.style.left = `${g.x}px`;
+      bar.style.width = `${g.w}px`;
+      if (b.kind !== "train_step") {
+        bar.append(b.name);
+      }
+      const uri = run.cell?.uri;
+      if (b.line !== null && uri) {
+        const line = b.line;
+        const endLine = b.endLine ?? line;
+        bar.classList.add("link");
+        bar.addEventListener("click", () => vscode.postMessage({ type: "reveal", uri, line, endLine }));
+      }
+      strip.append(bar);
+    }
+    host.append(el("div", { class: "timeline-title" }, ROW_TITLES[row]), strip);
+  }
+  app.append(host);
+}
+
 function b64(text: string): string {
   const bytes = new TextEncoder().encode(text);
   let s = "";
@@ -304,6 +348,13 @@ function report(run: RunRecord | undefined): void {
       loops: (run?.loops ?? []).map((l) => ({ loop: l.loop, points: l.steps.length, steps: l.steps, losses: l.losses })),
       stepEvents,
       images: app.querySelectorAll("img.artifact").length,
+      timeline: app.querySelector(".timeline")
+        ? {
+            statements: app.querySelectorAll(".timeline-bar.statement").length,
+            loops: app.querySelectorAll(".timeline-bar.train").length,
+            steps: app.querySelectorAll(".timeline-bar.train_step").length,
+          }
+        : null,
     },
   });
 }

@@ -21,6 +21,7 @@ mod experiments;
 mod feasibility;
 mod files;
 mod linalg;
+pub mod llm;
 mod ml;
 mod models;
 mod optim;
@@ -43,6 +44,7 @@ mod experiments_shapes;
 mod feasibility_shapes;
 mod files_shapes;
 mod linalg_shapes;
+mod llm_shapes;
 mod ml_shapes;
 mod models_shapes;
 mod optim_shapes;
@@ -352,6 +354,7 @@ const GROUPS: &[&[Builtin]] = &[
     experiments::BUILTINS,
     feasibility::BUILTINS,
     devices::BUILTINS,
+    llm::BUILTINS,
     analysis::BUILTINS,
     optim::BUILTINS,
     models::BUILTINS,
@@ -378,8 +381,8 @@ pub fn lookup(name: &str) -> Option<&'static Builtin> {
 }
 
 /// Builtins of the language reference that this build does not provide yet
-/// (they arrive with visualisation and language model calls).
-pub const NOT_YET_AVAILABLE: &[&str] = &["llm_call"];
+/// (none today; a name listed here gets E0102 with a note saying so).
+pub const NOT_YET_AVAILABLE: &[&str] = &[];
 
 /// E0102 for a call to a name that is not a builtin, with close suggestions.
 pub fn unknown_function(name: &str, span: mlpl_diag::Span) -> Diagnostic {

@@ -201,6 +201,9 @@ fn capture_ineligible(it: &Interp, n: usize, depth: usize, body: &Block) -> Opti
     if !it.capture_steps {
         return Some("step capture is turned off".into());
     }
+    if it.trace.is_some() {
+        return Some("the run is traced: every iteration is evaluated and recorded".into());
+    }
     if depth > 1 || it.tape.is_some() {
         return Some("only the outermost `train` loop is captured".into());
     }

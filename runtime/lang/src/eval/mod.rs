@@ -7,15 +7,19 @@
 mod call;
 pub mod capture;
 mod device;
+pub mod http;
 mod loops;
 pub mod loss;
 mod observer;
 pub mod ops;
+pub mod trace;
 mod workspace;
 
 pub use call::{Arg, ArgValue, Call};
 pub use device::DeviceContext;
+pub use http::{HttpFailure, HttpPost, HttpReply};
 pub use observer::{RunObserver, StepMode};
+pub use trace::{Trace, TraceValue};
 pub use workspace::{OptimState, Workspace};
 
 use mlpl_diag::code;
@@ -60,6 +64,14 @@ pub struct Interp {
     pub capture_steps: bool,
     /// How the outermost `train` loops of the last run went, in order.
     pub loop_stats: Vec<LoopStats>,
+    /// The HTTP client `llm_call` posts through (LANGUAGE §16.5); `None` (the
+    /// default, and in the browser) makes every `llm_call` E0408.
+    pub http: Option<Arc<dyn HttpPost>>,
+    /// The evaluation trace being recorded (LANGUAGE §19), when tracing; while
+    /// it is `Some`, `train` loops interpret every iteration.
+    pub trace: Option<Trace>,
+    /// The inputs of the node being traced, set just before it returns.
+    trace_inputs: Vec<TraceValue>,
 }
 
 /// How one outermost `train` loop ran: its iterations, how many were replayed
@@ -110,6 +122,9 @@ impl Interp {
             reported_lr: None,
             capture_steps: true,
             loop_stats: Vec::new(),
+            http: None,
+            trace: None,
+            trace_inputs: Vec::new(),
         }
     }
 
@@ -184,7 +199,14 @@ impl Interp {
         }
         let mut last = None;
         for stmt in &program.stmts {
-            last = Some(self.stmt(stmt)?);
+            if let Some(o) = &mut self.observer {
+                o.on_statement_start(stmt.span);
+            }
+            let v = self.stmt(stmt);
+            if let Some(o) = &mut self.observer {
+                o.on_statement_end(stmt.span, v.is_ok());
+            }
+            last = Some(v?);
         }
         Ok(last)
     }
@@ -212,11 +234,42 @@ impl Interp {
 
     /// Evaluates one statement and returns its value (LANGUAGE §6.1).
     pub fn stmt(&mut self, stmt: &Stmt) -> Result<Value, Diagnostic> {
+        if self.trace.is_none() {
+            return self.stmt_node(stmt);
+        }
+        let v = self.stmt_node(stmt);
+        let inputs = std::mem::take(&mut self.trace_inputs);
+        let v = v?;
+        let assigned = match &stmt.kind {
+            StmtKind::Assign { name, .. } | StmtKind::Annotated { name, .. } => {
+                self.ws.get(&name.name)
+            }
+            _ => None,
+        };
+        if let Some(op) = stmt_op(stmt, assigned) {
+            if let Some(t) = &mut self.trace {
+                t.push(op, stmt.span, inputs, &v);
+            }
+        }
+        Ok(v)
+    }
+
+    /// Records the inputs of the node now being evaluated, when tracing.
+    fn trace_inputs_of<'v>(&mut self, values: impl IntoIterator<Item = &'v Value>) {
+        if self.trace.is_some() {
+            self.trace_inputs = values.into_iter().map(TraceValue::of).collect();
+        }
+    }
+
+    fn stmt_node(&mut self, stmt: &Stmt) -> Result<Value, Diagnostic> {
         self.check_cancel(stmt.span)?;
         match &stmt.kind {
             StmtKind::Expr(e) => self.expr(e),
             StmtKind::Assign { name, value } => {
                 let v = self.expr(value)?;
+                if matches!(v, Value::Array(_)) {
+                    self.trace_inputs_of([&v]);
+                }
                 let track = is_param_ctor(value);
                 self.ws.assign(&name.name, v.clone(), track);
                 Ok(assignment_value(v))
@@ -232,6 +285,7 @@ impl Interp {
                     axes.iter().map(|i| Some(i.name.clone())).collect();
                 let a = ops::label(self, a, names, value.span)?;
                 let v = Value::Array(a);
+                self.trace_inputs_of([&v]);
                 self.ws.assign(&name.name, v.clone(), is_param_ctor(value));
                 Ok(assignment_value(v))
             }
@@ -258,6 +312,21 @@ impl Interp {
 
     /// Evaluates an expression.
     pub fn expr(&mut self, e: &Expr) -> Result<Value, Diagnostic> {
+        if self.trace.is_none() {
+            return self.expr_node(e);
+        }
+        let v = self.expr_node(e);
+        let inputs = std::mem::take(&mut self.trace_inputs);
+        let v = v?;
+        if let Some(op) = expr_op(e) {
+            if let Some(t) = &mut self.trace {
+                t.push(op, e.span, inputs, &v);
+            }
+        }
+        Ok(v)
+    }
+
+    fn expr_node(&mut self, e: &Expr) -> Result<Value, Diagnostic> {
         match &e.kind {
             ExprKind::Number(v) => Ok(Value::exact(*v)),
             ExprKind::Str(s) => Ok(Value::string(s.as_str())),
@@ -265,6 +334,7 @@ impl Interp {
             ExprKind::Paren(inner) => self.expr(inner),
             ExprKind::Neg(inner) => {
                 let v = self.expr(inner)?;
+                self.trace_inputs_of([&v]);
                 let a = expect_array(&v, inner.span, "unary `-`")?;
                 Ok(Value::Array(ops::unary(self, UnaryOp::Neg, a, e.span)?))
             }
@@ -276,6 +346,7 @@ impl Interp {
             } => {
                 let l = self.expr(lhs)?;
                 let r = self.expr(rhs)?;
+                self.trace_inputs_of([&l, &r]);
                 let la = expect_array(&l, lhs.span, op.symbol())?;
                 let ra = expect_array(&r, rhs.span, op.symbol())?;
                 let bop = match op {
@@ -446,6 +517,16 @@ impl Interp {
                 Ok(result) => result,
                 Err(payload) => Err(internal_error(name, span, payload)),
             }?;
+        let args = c.args;
+        if self.trace.is_some() && trace::call_op(name) != "fncall" && name != "matmul" {
+            // `grad` and the optimizers show no inputs, as in the original.
+            self.trace_inputs.clear();
+        } else if self.trace.is_some() {
+            self.trace_inputs_of(args.iter().filter_map(|a| match &a.value {
+                ArgValue::Value(v) => Some(v),
+                _ => None,
+            }));
+        }
         // Safety net: a differentiable builtin must keep its result on the tape.
         if any_live {
             if let Value::Array(a) = &result {
@@ -471,6 +552,48 @@ fn internal_error(name: &str, span: Span, payload: Box<dyn std::any::Any + Send>
         .at(span, "this call failed inside MLPL Studio")
         .note(what)
         .note("this is a bug in MLPL Studio, not in your program; the workspace is intact")
+}
+
+/// The trace op of an expression node (LANGUAGE §19); `None` for parentheses,
+/// which are not a node of their own.
+fn expr_op(e: &Expr) -> Option<&'static str> {
+    Some(match &e.kind {
+        ExprKind::Number(_) | ExprKind::Str(_) => "literal",
+        ExprKind::Var(_) => "ident",
+        ExprKind::Paren(_) | ExprKind::Error => return None,
+        ExprKind::Neg(_) => "negate",
+        ExprKind::Binary { op, .. } => match op {
+            BinOp::Add => "add",
+            BinOp::Sub => "sub",
+            BinOp::Mul => "mul",
+            BinOp::Div => "div",
+        },
+        ExprKind::List(_) => "array_lit",
+        ExprKind::Ctor { kind, .. } => match kind {
+            CtorKind::Param => "param_ctor",
+            CtorKind::Tensor => "tensor_ctor",
+        },
+        ExprKind::Call { name, .. } => trace::call_op(&name.name),
+        ExprKind::Device { .. } => "device",
+    })
+}
+
+/// The trace op of a statement (LANGUAGE §19), given the value an assignment
+/// bound; `None` for an expression statement, whose expression is the node.
+fn stmt_op(stmt: &Stmt, assigned: Option<&Value>) -> Option<&'static str> {
+    Some(match &stmt.kind {
+        StmtKind::Expr(_) | StmtKind::Error => return None,
+        StmtKind::Assign { .. } | StmtKind::Annotated { .. } => match assigned? {
+            Value::Array(_) => "assign",
+            Value::Str(_) => "assign_string",
+            Value::Model(_) => "assign_model",
+            Value::Tokenizer(_) => "assign_tokenizer",
+        },
+        StmtKind::Repeat { .. } => "repeat",
+        StmtKind::Train { .. } => "train",
+        StmtKind::For { .. } => "for",
+        StmtKind::Experiment { .. } => "experiment",
+    })
 }
 
 /// An assignment statement's value (LANGUAGE §5.7).

@@ -1,6 +1,7 @@
 //! Progress hooks: an optional observer that the interpreter tells about runs and
 //! `train` loops, so that a session can stream `step` events (DESIGN §6) and the
-//! CLI can draw progress bars. Without an observer nothing is measured.
+//! CLI can draw progress bars, and `mlpl run --timeline` can time statements.
+//! Without an observer nothing is measured.
 
 /// Receives progress from an [`super::Interp`]. Every method has a default that
 /// does nothing; calls come from the thread that runs the program.
@@ -32,6 +33,13 @@ pub trait RunObserver: Send {
     /// A `train` loop ended after `completed` of `total` iterations (fewer when it
     /// failed or was cancelled).
     fn on_train_end(&mut self, _completed: usize, _total: usize, _depth: usize) {}
+
+    /// A top-level statement of the run (its span in the run's source) is about
+    /// to be evaluated (`mlpl run --timeline`).
+    fn on_statement_start(&mut self, _span: mlpl_diag::Span) {}
+
+    /// The top-level statement begun last ended, successfully or not.
+    fn on_statement_end(&mut self, _span: mlpl_diag::Span, _ok: bool) {}
 }
 
 /// How a `train` loop's iterations run (see [`super::capture`]).

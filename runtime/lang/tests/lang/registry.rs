@@ -75,6 +75,12 @@ fn every_builtin_has_docs_and_a_runnable_example() {
         );
         assert!(!b.section.is_empty());
         let out = common::run_in(b.example, Some(&dir));
+        // `llm_call`'s example needs a server (and these runs have no HTTP
+        // client): it runs up to the request, which fails as documented.
+        if b.name == "llm_call" {
+            assert_eq!(out.result.unwrap_err().code, "E0408");
+            continue;
+        }
         if let Err(d) = out.result {
             panic!(
                 "example of `{}` failed: {} {}\n{}",

@@ -9,13 +9,14 @@ use clap::{Parser, Subcommand, ValueEnum};
 use mlpl_diag::render::{render_with, to_json, RenderOptions};
 use mlpl_diag::{codes, Diagnostic, SourceFile};
 use mlpl_lang::check::check_source;
-use mlpl_lang::eval::{Interp, Workspace};
+use mlpl_lang::eval::{Interp, Trace, Workspace};
 use mlpl_lang::value::{DeviceTarget, Value};
 use mlpl_runner::serve::{self, ServeConfig};
 use mlpl_runner::session::progress::ProgressRenderer;
 use mlpl_runner::session::{
     CellRef, Emitter, RunRequest, RunStatus, Session, SessionOptions, StepObserver, STEP_INTERVAL,
 };
+use mlpl_runner::timeline::TimelineObserver;
 use mlpl_syntax::lexer::decode_source;
 
 /// mimalloc: the checker and the interpreter allocate many small, short-lived
@@ -141,6 +142,21 @@ struct RunArgs {
     /// and the share of the replayed iterations' time spent inside kernels.
     #[arg(long)]
     profile: bool,
+    /// Write the evaluation trace (LANGUAGE §19) to FILE as pretty-printed JSON:
+    /// `{"source", "events"}`, one event per evaluated node (`seq`, `op`, `span`,
+    /// `inputs`, `output`), the format of the original MLPL's trace. Written
+    /// also when the run fails (the events up to the error). While tracing,
+    /// `train` loops evaluate every iteration (no step capture). See docs/traces.md.
+    #[arg(long, value_name = "FILE", conflicts_with = "events")]
+    trace: Option<PathBuf>,
+    /// Write a timeline of the run to FILE in the Chrome Trace Event Format
+    /// (open it in Perfetto, https://ui.perfetto.dev, or chrome://tracing): each top-level
+    /// statement (with its lines and kernel count), each `train` loop and
+    /// iteration (with its loss), and the device counters (kernel launches,
+    /// transfers, memory) as counter tracks. Times in microseconds from the
+    /// start of the run. Written also when the run fails. See docs/traces.md.
+    #[arg(long, value_name = "FILE", conflicts_with = "events")]
+    timeline: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -240,6 +256,10 @@ fn run(args: RunArgs) -> ExitCode {
     join_thread_pool();
     let mut it = Interp::new(ws);
     it.capture_steps = !args.no_capture;
+    mlpl_runner::http::install(&mut it);
+    if args.trace.is_some() {
+        it.trace = Some(Trace::new(src.text()));
+    }
     if let Err(why) = it.devices.availability(device) {
         eprintln!(
             "warning: device `{device}` is not available ({}); running on the CPU",
@@ -262,6 +282,13 @@ fn run(args: RunArgs) -> ExitCode {
             device.to_string(),
         )));
     }
+    let timeline = args.timeline.as_ref().map(|_| {
+        let inner = it.take_observer();
+        let t = TimelineObserver::new(src.clone(), it.devices.backend(device), inner);
+        let data = t.data();
+        it.set_observer(Box::new(t));
+        data
+    });
     let warn_src = src.clone();
     let warn_progress = progress.clone();
     it.set_warning_sink(Box::new(move |d: &Diagnostic| {
@@ -277,6 +304,26 @@ fn run(args: RunArgs) -> ExitCode {
         p.finish_all();
     }
     let elapsed = started.elapsed();
+    if let (Some(path), Some(trace)) = (&args.trace, it.trace.take()) {
+        if let Err(e) = std::fs::write(path, trace.to_json()) {
+            eprintln!("error: cannot write the trace to {}: {e}", path.display());
+            return ExitCode::from(2);
+        }
+    }
+    if let (Some(path), Some(data)) = (&args.timeline, timeline) {
+        let title = format!("mlpl run {}", args.file.display());
+        let json = data
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .to_json(&title, &device.to_string());
+        if let Err(e) = std::fs::write(path, json) {
+            eprintln!(
+                "error: cannot write the timeline to {}: {e}",
+                path.display()
+            );
+            return ExitCode::from(2);
+        }
+    }
     let code = match result {
         Ok(Some(v)) => {
             print_value(&v, args.svg_out.as_deref());
@@ -408,6 +455,7 @@ fn run_events(args: &RunArgs, src: SourceFile, device: mlpl_lang::value::DeviceT
             start_line: 0,
         }),
         device: None,
+        timeline: false,
     };
     match session.run("run-1", &req).status {
         RunStatus::Ok => ExitCode::SUCCESS,

@@ -253,6 +253,8 @@ struct RunBody {
     code: String,
     cell: Option<CellRef>,
     device: Option<String>,
+    #[serde(default)]
+    timeline: bool,
 }
 
 async fn start_run(
@@ -274,6 +276,7 @@ async fn start_run(
         code: b.code,
         cell: b.cell,
         device: b.device,
+        timeline: b.timeline,
     };
     match st.start_run(&h, req) {
         Ok(run) => Ok((

@@ -74,6 +74,10 @@ pub struct RunRequest {
     pub cell: Option<CellRef>,
     /// The device for code outside `device` blocks in this run.
     pub device: Option<String>,
+    /// Record a timeline of the run (`mlpl run --timeline`'s Chrome Trace Event
+    /// format), sent as an `artifact` event of kind `timeline` before
+    /// `run_finished` ("Run Cell with Trace").
+    pub timeline: bool,
 }
 
 /// How a run ended, for the caller (the events say the same).
@@ -156,6 +160,7 @@ impl Session {
         ws.default_device = Some(opts.device);
         let mut interp = Interp::new(ws);
         interp.capture_steps = opts.capture_steps;
+        crate::http::install(&mut interp);
         let cancel = CancelHandle::new(interp.cancel.clone());
         Session {
             emitter: Arc::new(Emitter::new(id.clone(), last_seq, sink)),
@@ -313,7 +318,7 @@ impl Session {
         let (result, counters) = match parse_error {
             Some(d) => (Err(d), None),
             None => {
-                let (r, c) = self.evaluate(run, &parsed.program, device, &src);
+                let (r, c) = self.evaluate(run, &parsed.program, device, &src, req.timeline);
                 (r, Some(c))
             }
         };
@@ -383,6 +388,7 @@ impl Session {
         program: &Program,
         device: DeviceTarget,
         src: &SourceFile,
+        timeline: bool,
     ) -> (Result<Option<Value>, Diagnostic>, DeviceCounters) {
         // The run executes on this thread: its counter scope sees only its own
         // kernels and copies, whatever other sessions do meanwhile.
@@ -400,7 +406,20 @@ impl Session {
         .with_cancel(self.cancel.clone())
         .with_counters(counts.clone())
         .with_step_mode(step_mode.clone(), src.clone());
-        self.interp.set_observer(Box::new(observer));
+        // "Run Cell with Trace": the timeline observer wraps the step observer.
+        let timeline = if timeline {
+            let t = crate::timeline::TimelineObserver::new(
+                src.clone(),
+                backend.clone(),
+                Some(Box::new(observer)),
+            );
+            let data = t.data();
+            self.interp.set_observer(Box::new(t));
+            Some(data)
+        } else {
+            self.interp.set_observer(Box::new(observer));
+            None
+        };
         let emitter = self.emitter.clone();
         let run_id = run.to_string();
         let warn_src = src.clone();
@@ -427,6 +446,21 @@ impl Session {
             }
         };
         drop(scope);
+        if let Some(data) = timeline {
+            let json = data.lock().unwrap_or_else(|p| p.into_inner()).to_json(
+                &format!("session {} run {run}", self.id),
+                &device.to_string(),
+            );
+            self.emitter.emit(
+                run,
+                EventBody::Artifact {
+                    kind: "timeline".into(),
+                    path: None,
+                    bytes: json.len(),
+                    content: Some(json),
+                },
+            );
+        }
         let ran = counts.snapshot(backend.kind());
         self.emitter.emit(
             run,

@@ -132,6 +132,7 @@ fn an_error_maps_to_document_lines_and_the_session_lives_on() {
             start_line: 10,
         }),
         device: None,
+        timeline: false,
     };
     let out = s.run("bad", &r);
     assert_eq!(out.status, RunStatus::Error);

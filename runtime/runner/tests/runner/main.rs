@@ -6,7 +6,9 @@
 mod cli;
 mod cli_calibrate;
 mod cli_events;
+mod cli_trace;
 mod examples;
+mod llm_call;
 mod serve_api;
 mod serve_persist;
 mod serve_runs;

@@ -1,0 +1,118 @@
+/**
+ * The timeline of a run traced with "Run Cell with Trace": the runner sends the
+ * run's Chrome Trace Event file (docs/traces.md) as an `artifact` event of kind
+ * `timeline`; this turns it into the bars the panel draws, one row per track
+ * (statements, train loops and their iterations), each statement linked to its
+ * document lines. Plain data, no DOM, so it is unit-tested.
+ */
+
+/** One bar of the timeline. */
+export interface TimelineBar {
+  /** `statement`, `train` (a loop) or `train_step` (an iteration). */
+  kind: "statement" | "train" | "train_step";
+  name: string;
+  /** Start and duration in microseconds since the run started. */
+  ts: number;
+  dur: number;
+  /** Row: 0 statements, 1 train loops, 2 iterations. */
+  row: number;
+  /** The statement's first and last document lines (1-based), when a statement. */
+  line: number | null;
+  endLine: number | null;
+  /** Whether the statement succeeded (statements only). */
+  ok: boolean | null;
+  /** Kernels the statement ran, or the iteration's loss. */
+  detail: string;
+}
+
+/** The timeline of one run. */
+export interface TimelineView {
+  /** End of the last bar, in microseconds. */
+  total: number;
+  bars: TimelineBar[];
+  /** Counter samples (`ph: "C"`) in the file. */
+  counterSamples: number;
+}
+
+type TraceEvent = { ph?: unknown; cat?: unknown; name?: unknown; ts?: unknown; dur?: unknown; args?: Record<string, unknown> };
+
+const ROWS: Record<TimelineBar["kind"], number> = { statement: 0, train: 1, train_step: 2 };
+
+function num(v: unknown): number | null {
+  return typeof v === "number" && Number.isFinite(v) ? v : null;
+}
+
+/** Reads a timeline artifact's content; `null` if it is not a trace event file. */
+export function parseTimeline(content: string): TimelineView | null {
+  let json: unknown;
+  try {
+    json = JSON.parse(content);
+  } catch {
+    return null;
+  }
+  const events = (json as { traceEvents?: unknown }).traceEvents;
+  if (!Array.isArray(events)) {
+    return null;
+  }
+  const bars: TimelineBar[] = [];
+  let counterSamples = 0;
+  let total = 0;
+  for (const e of events as TraceEvent[]) {
+    if (e.ph === "C") {
+      counterSamples++;
+      continue;
+    }
+    if (e.ph !== "X" || (e.cat !== "statement" && e.cat !== "train" && e.cat !== "train_step")) {
+      continue;
+    }
+    const ts = num(e.ts);
+    const dur = num(e.dur);
+    if (ts === null || dur === null) {
+      continue;
+    }
+    const kind = e.cat;
+    const args = e.args ?? {};
+    const line = kind === "statement" ? num(args.line) : null;
+    const endLine = kind === "statement" ? num(args.end_line) : null;
+    let detail = "";
+    if (kind === "statement") {
+      detail = `${num(args.kernel_launches) ?? 0} kernels`;
+    } else if (kind === "train_step") {
+      const loss = num(args.loss);
+      detail = loss === null ? "loss —" : `loss ${loss.toPrecision(5)}`;
+    } else {
+      detail = `${num(args.completed) ?? 0}/${num(args.total) ?? 0} steps${typeof args.step_mode === "string" ? `, ${args.step_mode}` : ""}`;
+    }
+    bars.push({
+      kind,
+      name: typeof e.name === "string" ? e.name : "",
+      ts,
+      dur,
+      row: ROWS[kind],
+      line,
+      endLine,
+      ok: kind === "statement" ? args.ok === true : null,
+      detail,
+    });
+    total = Math.max(total, ts + dur);
+  }
+  return { total, bars, counterSamples };
+}
+
+/** Where a bar lies in a strip `width` pixels wide (at least 1 px wide). */
+export function barGeometry(view: TimelineView, bar: TimelineBar, width: number): { x: number; w: number } {
+  const scale = view.total > 0 ? width / view.total : 0;
+  const x = Math.min(width - 1, Math.max(0, bar.ts * scale));
+  return { x, w: Math.max(1, Math.min(width - x, bar.dur * scale)) };
+}
+
+/** `12.3 ms`, `850 µs`, `2.10 s`. */
+export function formatMicros(us: number): string {
+  if (us >= 1e6) {
+    return `${(us / 1e6).toFixed(2)} s`;
+  }
+  if (us >= 1e3) {
+    return `${(us / 1e3).toFixed(1)} ms`;
+  }
+  return `${Math.round(us)} µs`;
+}
