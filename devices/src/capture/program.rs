@@ -7,7 +7,8 @@ use crate::backend::{Backend, Result};
 use crate::kernels::Op;
 use crate::tensor::Tensor;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use crate::clock::Instant;
+use std::time::Duration;
 
 /// A captured step, ready to run again and again.
 pub trait StepProgram: Send {

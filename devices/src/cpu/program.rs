@@ -35,7 +35,8 @@ use crate::tensor::{numel_of, Tensor};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use crate::clock::Instant;
+use std::time::Duration;
 
 /// What one step of the program computes, with everything that depends only
 /// on shapes decided.
