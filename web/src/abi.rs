@@ -8,6 +8,7 @@
 
 use std::cell::RefCell;
 
+#[link(wasm_import_module = "env")]
 extern "C" {
     fn mlpl_now_ms() -> f64;
     fn mlpl_unix_ms() -> f64;
@@ -106,4 +107,24 @@ pub unsafe extern "C" fn mlpl_run_cell(ptr: *mut u8, len: usize, first_line: usi
 #[no_mangle]
 pub extern "C" fn mlpl_reset() {
     SESSION.with(|s| *s.borrow_mut() = None);
+}
+
+// The C library functions CORE-MATH's `pow` names on a path for an internal
+// error (a message, then `exit`); WebAssembly has no C library, so they are
+// defined here: the message is dropped and `exit` panics, which the page
+// reports as an internal error. (`printf` is variadic in C: in the wasm32 C ABI
+// that is the format and a pointer to the arguments.)
+#[no_mangle]
+pub extern "C" fn printf(_format: *const u8, _args: *const u8) -> i32 {
+    0
+}
+
+#[no_mangle]
+pub extern "C" fn puts(_text: *const u8) -> i32 {
+    0
+}
+
+#[no_mangle]
+pub extern "C" fn exit(status: i32) -> ! {
+    panic!("the C math library called exit({status})")
 }

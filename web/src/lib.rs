@@ -256,16 +256,16 @@ mod tests {
 
     #[test]
     fn check_reports_both_named_shapes_with_utf16_ranges() {
-        let src = "# é\nx = zeros([3, 4]) : [batch, feat]\ny = zeros([5, 4]) : [time, feat]\nx + y\n";
+        let src = "# é\nx : [batch, feat] = zeros([3, 4])\ny : [time, feat] = zeros([5, 4])\nx + y\n";
         let out = parse(&check(src));
         let d = &out["diagnostics"][0];
         assert_eq!(d["severity"], "error", "{out}");
         let from = d["from"].as_u64().unwrap() as usize;
         let to = d["to"].as_u64().unwrap() as usize;
         let units: Vec<u16> = src.encode_utf16().collect();
-        assert_eq!(String::from_utf16(&units[from..to]).unwrap(), "x + y");
+        assert_eq!(String::from_utf16(&units[from..to]).unwrap(), "y");
         let rendered = d["rendered"].as_str().unwrap();
-        assert!(rendered.contains("batch") && rendered.contains("time"), "{rendered}");
+        assert!(rendered.contains("[batch=3, feat=4]") && rendered.contains("[time=5, feat=4]"), "{rendered}");
         assert!(!d["labels"].as_array().unwrap().is_empty(), "{d}");
     }
 

@@ -25,21 +25,26 @@ function nativeStdout(name) {
 }
 
 test('check reports a shape error naming both shapes, with related locations', () => {
-  const src = 'x = zeros([3, 4]) : [batch, feat]\ny = zeros([5, 4]) : [time, feat]\nz = x + y\n';
+  const src = 'x : [batch, feat] = zeros([3, 4])\ny : [time, feat] = zeros([5, 4])\nz = x + y\n';
   const { diagnostics } = mlpl.check(src);
   const errors = diagnostics.filter((d) => d.severity === 'error');
   assert.equal(errors.length, 1, JSON.stringify(diagnostics));
   const [d] = errors;
-  assert.equal(src.slice(d.from, d.to), 'x + y');
-  assert.match(d.rendered, /batch/);
-  assert.match(d.rendered, /time/);
-  assert.ok(d.labels.length >= 1, 'related locations');
-  for (const l of d.labels) assert.ok(src.slice(l.from, l.to).length > 0);
+  assert.equal(d.code, 'E0201');
+  assert.equal(src.slice(d.from, d.to), 'y');
+  assert.equal(d.label, 'right operand: [time=5, feat=4]');
+  // Related locations: the left operand, and where each operand got its names.
+  const related = d.labels.map((l) => [src.slice(l.from, l.to), l.message]);
+  assert.deepEqual(related, [
+    ['x', 'left operand: [batch=3, feat=4]'],
+    ['x : [batch, feat]', 'the left operand got its axis names here'],
+    ['y : [time, feat]', 'the right operand got its axis names here'],
+  ]);
   assert.deepEqual(mlpl.check('x = zeros([3, 4])\nx + 1\n').diagnostics, []);
 });
 
 test('hover shows the checker\'s shape', () => {
-  const src = 'x = zeros([3, 4]) : [batch, feat]\nx\n';
+  const src = 'x : [batch, feat] = zeros([3, 4])\nx\n';
   const h = mlpl.hover(src, src.length - 2);
   assert.equal(h.text, '[batch=3, feat=4]');
 });
@@ -50,6 +55,7 @@ test('files and llm_call answer that they are not available', () => {
   assert.match(r.error.rendered, /not available in the browser/);
   const l = mlpl.run('llm_call("hi")\n');
   assert.equal(l.ok, false, JSON.stringify(l));
+  assert.match(l.error.rendered, /not available in this build/);
 });
 
 test('tiny_lm prints exactly what the native mlpl run prints', () => {
