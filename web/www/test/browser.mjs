@@ -105,13 +105,16 @@ try {
   assert.ok(points[points.length - 1] > points[0], 'the live loss curve falls (SVG y grows downwards)');
 
   // A chart, and a long run cancelled.
-  await setText('# %% chart\nloss_curve([3, 2, 1.5, 1.2, 1])\n# %% long\nw = 0\ntrain 5000 { w = w + 1\n loss_metric = w }\n');
+  // (The long run's steps are 128×128 products: minutes in all, so it is
+  // still running when its first step is reported.)
+  await setText('# %% chart\nloss_curve([3, 2, 1.5, 1.2, 1])\n# %% long\nA = ones([128, 128])\ntrain 5000 {\n  loss_metric = sum(matmul(A, A + step))\n}\n');
   await page.waitForSelector('.cell[data-index="1"]');
   await page.click('.cell[data-index="0"] .run');
   const chart = await page.waitForSelector('.cell[data-index="0"] img.chart', { timeout: 20000 });
   assert.match(await chart.getAttribute('src'), /^data:image\/svg\+xml/);
   await page.click('.cell[data-index="1"] .run');
   await page.waitForFunction(() => /step \d+\/5000/.test(document.querySelector('.cell[data-index="1"] .progress')?.textContent || ''), null, { timeout: 20000 });
+  assert.equal(await page.getAttribute('.cell[data-index="1"] .output', 'data-state'), 'running');
   await page.click('.cell[data-index="1"] .cancel');
   await page.waitForSelector('.cell[data-index="1"] .output[data-state="cancelled"]', { timeout: 10000 });
   // The page still answers: a new run starts in a fresh worker.
