@@ -50,7 +50,10 @@ impl Utf16<'_> {
     }
 
     fn range(&self, label: &Label) -> (usize, usize) {
-        (self.at(label.span.start), self.at(label.span.end.max(label.span.start)))
+        (
+            self.at(label.span.start),
+            self.at(label.span.end.max(label.span.start)),
+        )
     }
 }
 
@@ -256,7 +259,8 @@ mod tests {
 
     #[test]
     fn check_reports_both_named_shapes_with_utf16_ranges() {
-        let src = "# é\nx : [batch, feat] = zeros([3, 4])\ny : [time, feat] = zeros([5, 4])\nx + y\n";
+        let src =
+            "# é\nx : [batch, feat] = zeros([3, 4])\ny : [time, feat] = zeros([5, 4])\nx + y\n";
         let out = parse(&check(src));
         let d = &out["diagnostics"][0];
         assert_eq!(d["severity"], "error", "{out}");
@@ -265,7 +269,10 @@ mod tests {
         let units: Vec<u16> = src.encode_utf16().collect();
         assert_eq!(String::from_utf16(&units[from..to]).unwrap(), "y");
         let rendered = d["rendered"].as_str().unwrap();
-        assert!(rendered.contains("[batch=3, feat=4]") && rendered.contains("[time=5, feat=4]"), "{rendered}");
+        assert!(
+            rendered.contains("[batch=3, feat=4]") && rendered.contains("[time=5, feat=4]"),
+            "{rendered}"
+        );
         assert!(!d["labels"].as_array().unwrap().is_empty(), "{d}");
     }
 
@@ -284,7 +291,10 @@ mod tests {
 
     #[test]
     fn a_train_loop_over_the_limit_is_stopped_with_the_reason() {
-        let out = parse(&run(&format!("w = 0\ntrain {} {{ w = w + 1 }}\n", TRAIN_LIMIT + 1)));
+        let out = parse(&run(&format!(
+            "w = 0\ntrain {} {{ w = w + 1 }}\n",
+            TRAIN_LIMIT + 1
+        )));
         assert_eq!(out["ok"], false, "{out}");
         let text = out["error"]["rendered"].as_str().unwrap();
         assert!(text.contains("at most 5000"), "{text}");
