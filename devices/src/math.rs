@@ -129,7 +129,11 @@ mod tests {
             let x = 1.0 + (r & 0xffff) as f32 / 65536.0;
             let y = 1.0 + ((r >> 16) & 0xffff) as f32 / 65536.0;
             same(x, y, -(x * y));
-            same(x, -y, f32::from_bits(c.to_bits() & 0x807f_ffff | 0x3f80_0000));
+            same(
+                x,
+                -y,
+                f32::from_bits(c.to_bits() & 0x807f_ffff | 0x3f80_0000),
+            );
             // Ties: 1 + 2^-24 (an f32 midpoint) plus a tiny product just above,
             // below or at zero.
             let t = 2f32.powi(-30) * (1.0 + (r & 0xff) as f32 / 256.0);
