@@ -34,3 +34,25 @@ elif [ -n "${CI:-}" ]; then
 else
   echo "npm not found: skipping the VS Code extension's tests (install Node.js 20+)" >&2
 fi
+
+# The browser playground (web/, docs/playground.md): the wasm module and the
+# page built once (scripts/wasm-build.sh installs its toolchain with apt-get,
+# exit 77 = skipped when it cannot), then the module's Node test (checker,
+# examples bit for bit against the native snapshots) and the page's headless
+# Chromium test.
+wasm_rc=0
+bash scripts/wasm-build.sh || wasm_rc=$?
+if [ "$wasm_rc" -eq 77 ]; then
+  echo "=== playground: SKIPPED (see the message above): the browser build is NOT built or tested ===" >&2
+elif [ "$wasm_rc" -ne 0 ]; then
+  exit "$wasm_rc"
+else
+  node --test web/www/test/wasm.test.mjs
+  browser_rc=0
+  node web/www/test/browser.mjs || browser_rc=$?
+  if [ "$browser_rc" -eq 77 ]; then
+    echo "=== playground: browser test SKIPPED (see the message above) ===" >&2
+  elif [ "$browser_rc" -ne 0 ]; then
+    exit "$browser_rc"
+  fi
+fi

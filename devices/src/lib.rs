@@ -15,6 +15,7 @@
 mod declare;
 mod backend;
 pub mod capture;
+pub mod clock;
 mod counter_scope;
 pub mod cpu;
 pub mod cuda;

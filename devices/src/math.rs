@@ -61,9 +61,99 @@ pub fn expf(x: f32) -> f32 {
     (s * p) as f32
 }
 
+/// a·b + c rounded once (a fused multiply-add): `f32::mul_add`, except on
+/// wasm32, which has no FMA instruction and whose `mul_add` is a library call:
+/// there [`fma_f32_via_f64`], the same result without the call in nearly every
+/// case.
+#[inline(always)]
+pub fn fma_f32(a: f32, b: f32, c: f32) -> f32 {
+    #[cfg(target_arch = "wasm32")]
+    {
+        fma_f32_via_f64(a, b, c)
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        a.mul_add(b, c)
+    }
+}
+
+/// The fused multiply-add of f32s through f64: a·b is exact in f64 (24 + 24
+/// significant bits ≤ 53), so a·b + c in f64 is the exact sum rounded once.
+/// Rounding that to f32 rounds the exact sum correctly unless the f64 sum is an
+/// exact f32 midpoint (low 29 significand bits 1000…0: the first rounding
+/// may have landed on the tie) or lies below f32's normal range (where f32's
+/// midpoints sit elsewhere); those rare cases take `f32::mul_add`. (The
+/// argument of musl's `fmaf`.)
+#[inline(always)]
+pub fn fma_f32_via_f64(a: f32, b: f32, c: f32) -> f32 {
+    let s = f64::from(a) * f64::from(b) + f64::from(c);
+    let bits = s.to_bits();
+    if bits & 0x1fff_ffff != 0x1000_0000 && s.abs() >= f64::from(f32::MIN_POSITIVE) {
+        s as f32
+    } else {
+        a.mul_add(b, c)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::{Path, PathBuf};
+
+    /// The wasm build's fused multiply-add equals `f32::mul_add` bit for bit:
+    /// random operands of every magnitude, and sums built to land on f32 ties.
+    #[test]
+    fn fma_through_f64_is_the_fused_multiply_add() {
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let same = |a: f32, b: f32, c: f32| {
+            let (want, got) = (a.mul_add(b, c), super::fma_f32_via_f64(a, b, c));
+            assert!(
+                want.to_bits() == got.to_bits() || (want.is_nan() && got.is_nan()),
+                "{a:e} * {b:e} + {c:e}: {want:e} vs {got:e}"
+            );
+        };
+        for _ in 0..2_000_000 {
+            let r = next();
+            let (a, b, c) = (
+                f32::from_bits(r as u32),
+                f32::from_bits((r >> 32) as u32),
+                f32::from_bits(next() as u32),
+            );
+            same(a, b, c);
+            // Magnitudes that meet: products near c's size, with cancellation.
+            let x = 1.0 + (r & 0xffff) as f32 / 65536.0;
+            let y = 1.0 + ((r >> 16) & 0xffff) as f32 / 65536.0;
+            same(x, y, -(x * y));
+            same(
+                x,
+                -y,
+                f32::from_bits(c.to_bits() & 0x807f_ffff | 0x3f80_0000),
+            );
+            // Ties: 1 + 2^-24 (an f32 midpoint) plus a tiny product just above,
+            // below or at zero.
+            let t = 2f32.powi(-30) * (1.0 + (r & 0xff) as f32 / 256.0);
+            same(t, 1.0, 1.0 + f32::EPSILON);
+            same(t, -1.0, 1.0 + f32::EPSILON);
+            same(2f32.powi(-24), 1.0 + f32::EPSILON * (r & 7) as f32, 1.0);
+            // Below the normal range.
+            same(f32::MIN_POSITIVE * x, 0.5 * y, -f32::MIN_POSITIVE * 0.25);
+        }
+        for (a, b, c) in [
+            (0.0, 0.0, -0.0),
+            (-0.0, 1.0, 0.0),
+            (f32::MAX, 2.0, -f32::MAX),
+            (f32::INFINITY, 0.0, 1.0),
+            (f32::NAN, 1.0, 1.0),
+            (1e-40, 1e-40, 0.0),
+        ] {
+            same(a, b, c);
+        }
+    }
 
     #[test]
     fn the_exp2_table_is_correctly_rounded() {

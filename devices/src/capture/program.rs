@@ -4,10 +4,11 @@
 use super::plan::StepPlan;
 use super::trace::{Origin, ValueId};
 use crate::backend::{Backend, Result};
+use crate::clock::Instant;
 use crate::kernels::Op;
 use crate::tensor::Tensor;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// A captured step, ready to run again and again.
 pub trait StepProgram: Send {

@@ -30,12 +30,13 @@ use super::nn;
 use super::reduce::{argmax_into, reduce_into};
 use crate::backend::{AdamStep, BinaryOp, DeviceError, DeviceKind, ReduceOp, Result, UnaryOp};
 use crate::capture::{Op, Origin, StepPlan, StepProgram, ValueId};
+use crate::clock::Instant;
 use crate::counter_scope::{count_in_scopes, Count};
 use crate::tensor::{numel_of, Tensor};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// What one step of the program computes, with everything that depends only
 /// on shapes decided.

@@ -96,9 +96,9 @@ unsafe fn finish_partial(
     }
 }
 
-/// The portable kernel: plain `f32::mul_add`, an exact fused multiply-add on
-/// every CPU (one instruction where the CPU has FMA, a library routine where it
-/// does not: the same result either way).
+/// The portable kernel: an exact fused multiply-add on every CPU
+/// (`math::fma_f32`: one instruction where the CPU has FMA, a library routine
+/// where it does not, f64 arithmetic on wasm32: the same result every way).
 mod scalar {
     pub(super) const MR: usize = 4;
     pub(super) const NR: usize = 8;
@@ -135,7 +135,7 @@ mod scalar {
                     for (r, row) in acc.iter_mut().enumerate() {
                         let av = *ap.add(r * x.ars);
                         for (j, v) in row.iter_mut().enumerate() {
-                            *v = av.mul_add(*bp.add(j), *v);
+                            *v = crate::math::fma_f32(av, *bp.add(j), *v);
                         }
                     }
                 }

@@ -1,6 +1,6 @@
 //! Feasibility builtins that need no model (LANGUAGE §10.17, §15).
 
-use std::time::Instant;
+use mlpl_devices::clock::Instant;
 
 use super::ParamKind::*;
 use super::{opt, req, Builtin, Diff, Facts};

@@ -525,6 +525,9 @@ pub fn path_error(c: &impl CallSite, i: usize, e: &crate::data::files::PathError
     };
     let d = c.error_at(i, e.code(), headline, e.to_string());
     match e.code() {
+        code::E0403 if cfg!(target_arch = "wasm32") => d.help(
+            "the browser playground cannot read or write files; use `load_preloaded` for the built-in corpora, or run the script with `mlpl run`",
+        ),
         code::E0403 => d.help(
             "pass `--data-dir DIR` to `mlpl run`, or use `load_preloaded` for the built-in corpora",
         ),

@@ -55,6 +55,10 @@ impl PathError {
 impl fmt::Display for PathError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            // The browser build has no file system at all (docs/playground.md).
+            PathError::NoDataDir if cfg!(target_arch = "wasm32") => {
+                write!(f, "files are not available in the browser")
+            }
             PathError::NoDataDir => write!(f, "no data directory is configured"),
             PathError::NotRelative { path } => {
                 write!(f, "path \"{path}\" must be relative to the data directory")

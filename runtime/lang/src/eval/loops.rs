@@ -65,7 +65,7 @@ pub fn train(it: &mut Interp, count: &Expr, body: &Block) -> Result<Value, Diagn
     }
     let mut recording = why_eager.is_none().then(Recording::default);
     let mut replay: Option<Replay> = None;
-    let loop_started = std::time::Instant::now();
+    let loop_started = mlpl_devices::clock::Instant::now();
     let mut replay_wall = std::time::Duration::ZERO;
     // Each replayed iteration's wall time (room for all, so recording one does
     // not allocate).
@@ -75,7 +75,7 @@ pub fn train(it: &mut Interp, count: &Expr, body: &Block) -> Result<Value, Diagn
     let result = (|| {
         for step in 0..n {
             it.check_cancel(body.span)?;
-            let started = std::time::Instant::now();
+            let started = mlpl_devices::clock::Instant::now();
             let loss = if let Some(r) = replay.as_mut() {
                 let loss = r.step(body.span);
                 let took = started.elapsed();
@@ -310,9 +310,7 @@ pub fn experiment(
             .note("an experiment's name is a string"));
     };
     let run_name = run_name.to_string();
-    let timestamp_ns = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
+    let timestamp_ns = mlpl_devices::clock::unix_nanos();
     let value = it.block(&body.stmts)?;
     let record = snapshot(it, run_name, timestamp_ns);
     if let Some(dir) = it.ws.exp_dir.clone() {

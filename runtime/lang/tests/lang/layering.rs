@@ -422,7 +422,8 @@ fn build_closure(package: &str) -> BTreeSet<String> {
 }
 
 /// The language core builds without the runner's crates (so it also builds for
-/// the browser), and the language server links none of them.
+/// the browser), the language server links none of them, and the browser build
+/// none at all.
 #[test]
 fn the_language_core_and_the_language_server_pull_in_no_runner_crates() {
     let runner_only = [
@@ -437,6 +438,7 @@ fn the_language_core_and_the_language_server_pull_in_no_runner_crates() {
     for (package, allowed) in [
         ("mlpl-lang", &[][..]),
         ("mlpl-lsp", &["tokio", "mimalloc"][..]),
+        ("mlpl-web", &[][..]),
     ] {
         let closure = build_closure(package);
         assert!(closure.len() > 3, "{package}: read its dependency graph");
