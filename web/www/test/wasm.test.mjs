@@ -59,7 +59,11 @@ test('files and llm_call answer that they are not available', () => {
   assert.match(l.error.rendered, /not available in this build/);
 });
 
-test('tiny_lm prints exactly what the native mlpl run prints', (t) => {
+// tiny_lm takes minutes in wasm today (docs/playground.md), so CI runs it only
+// when asked: MLPL_PLAYGROUND_TINY_LM=1 node --test web/www/test/wasm.test.mjs
+const tinyLm = process.env.MLPL_PLAYGROUND_TINY_LM === '1' ? test : test.skip;
+
+tinyLm('tiny_lm prints exactly what the native mlpl run prints', (t) => {
   const want = nativeStdout('tiny_lm');
   assert.equal(want.stdout, '5.7037826 5.5920854 0.07700125\n');
   steps.length = 0;
