@@ -658,7 +658,8 @@ fn has_blocks(s: &Stmt) -> bool {
         StmtKind::Repeat { .. }
         | StmtKind::Train { .. }
         | StmtKind::For { .. }
-        | StmtKind::Experiment { .. } => true,
+        | StmtKind::Experiment { .. }
+        | StmtKind::Fn(_) => true,
         StmtKind::Expr(e)
         | StmtKind::Assign { value: e, .. }
         | StmtKind::Annotated { value: e, .. } => device_in(e),

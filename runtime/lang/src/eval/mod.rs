@@ -7,6 +7,7 @@
 mod call;
 pub mod capture;
 mod device;
+mod functions;
 mod loops;
 pub mod loss;
 mod observer;
@@ -15,6 +16,7 @@ mod workspace;
 
 pub use call::{Arg, ArgValue, Call};
 pub use device::DeviceContext;
+pub use functions::Frame;
 pub use observer::{RunObserver, StepMode};
 pub use workspace::{OptimState, Workspace};
 
@@ -60,6 +62,8 @@ pub struct Interp {
     pub capture_steps: bool,
     /// How the outermost `train` loops of the last run went, in order.
     pub loop_stats: Vec<LoopStats>,
+    /// The calls of user functions being run, innermost last.
+    pub(crate) frames: Vec<Frame>,
 }
 
 /// How one outermost `train` loop ran: its iterations, how many were replayed
@@ -110,6 +114,7 @@ impl Interp {
             reported_lr: None,
             capture_steps: true,
             loop_stats: Vec::new(),
+            frames: Vec::new(),
         }
     }
 
@@ -133,6 +138,7 @@ impl Interp {
     pub fn reset_after_panic(&mut self) {
         self.train_depth = 0;
         self.tape = None;
+        self.frames.clear();
     }
 
     /// The observer, if one is installed (used by `train` loops).
@@ -178,6 +184,7 @@ impl Interp {
         self.warned.clear();
         self.loop_stats.clear();
         self.devices.begin_run(self.ws.default_device);
+        self.frames.clear();
         self.cancel.store(false, Ordering::SeqCst);
         if let Some(o) = &mut self.observer {
             o.on_run_start();
@@ -218,7 +225,7 @@ impl Interp {
             StmtKind::Assign { name, value } => {
                 let v = self.expr(value)?;
                 let track = is_param_ctor(value);
-                self.ws.assign(&name.name, v.clone(), track);
+                self.bind(&name.name, v.clone(), track);
                 Ok(assignment_value(v))
             }
             StmtKind::Annotated { name, axes, value } => {
@@ -232,13 +239,14 @@ impl Interp {
                     axes.iter().map(|i| Some(i.name.clone())).collect();
                 let a = ops::label(self, a, names, value.span)?;
                 let v = Value::Array(a);
-                self.ws.assign(&name.name, v.clone(), is_param_ctor(value));
+                self.bind(&name.name, v.clone(), is_param_ctor(value));
                 Ok(assignment_value(v))
             }
             StmtKind::Repeat { count, body } => loops::repeat(self, count, body),
             StmtKind::Train { count, body } => loops::train(self, count, body),
             StmtKind::For { var, iter, body } => loops::for_loop(self, var, iter, body),
             StmtKind::Experiment { name, body } => loops::experiment(self, name, body, stmt.span),
+            StmtKind::Fn(def) => self.define(def),
             StmtKind::Error => Err(Diagnostic::error(
                 code::E0006,
                 "this statement could not be parsed",
@@ -311,6 +319,23 @@ impl Interp {
     }
 
     fn var(&mut self, name: &str, span: Span) -> Result<Value, Diagnostic> {
+        if let Some(frame) = self.frames.last() {
+            // Inside a function: its locals only. Values passed in keep their
+            // tape nodes, so no name becomes a new leaf here.
+            if let Some(v) = frame.locals.get(name) {
+                return Ok(v.clone());
+            }
+            if self.ws.get(name).is_some() {
+                return Err(crate::errors::signature::not_visible_error(&frame.def, name, span));
+            }
+            let mut d = Diagnostic::error(code::E0101, format!("undefined name `{name}`"))
+                .at(span, "not bound");
+            let known = frame.locals.keys().map(|s| s.as_str());
+            if let Some(s) = crate::errors::suggest::closest(name, known) {
+                d = d.help(format!("a variable with a similar name exists: `{s}`"));
+            }
+            return Err(d);
+        }
         match self.ws.get(name) {
             Some(v) => Ok(loss::read_variable(self, name, v.clone())),
             None => {
@@ -373,8 +398,16 @@ impl Interp {
         span: Span,
     ) -> Result<Value, Diagnostic> {
         let Some(b) = builtins::lookup(name) else {
+            if let Some(def) = self.ws.functions.get(name).cloned() {
+                return self.call_fn(def, name_span, args, span);
+            }
             return Err(builtins::unknown_function(name, name_span));
         };
+        if let Some(def) = self.current_fn() {
+            if b.params.iter().any(|p| p.kind == ParamKind::Lazy) {
+                return Err(crate::errors::signature::by_name_builtin_in_fn(def, name, name_span));
+            }
+        }
         let n = args.len();
         if n < b.min_args() || n > b.max_args() {
             return Err(Diagnostic::of(code::E0103)

@@ -28,6 +28,7 @@ mod common;
 mod conformance;
 mod cuda_training;
 mod finite_differences;
+mod functions;
 mod fused_layers;
 mod gradients;
 mod interp_props;
