@@ -5,6 +5,7 @@
 
 mod common;
 mod examples;
+mod functions;
 mod nvim;
 mod protocol;
 mod robustness;

@@ -72,6 +72,15 @@ pub fn fn_def(s: &Stmt) -> Option<&FnDef> {
     }
 }
 
+/// The top-level function definition whose name is at `offset`.
+pub fn fn_at(program: &crate::ast::Program, offset: usize) -> Option<&FnDef> {
+    program
+        .stmts
+        .iter()
+        .filter_map(fn_def)
+        .find(|f| f.name.span.start <= offset && offset <= f.name.span.end)
+}
+
 /// Calls `f` on `e` and every expression below it, pre-order, the statements of
 /// `device` blocks included.
 pub fn each_expr(e: &Expr, f: &mut dyn FnMut(&Expr)) {

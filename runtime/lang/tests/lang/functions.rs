@@ -332,3 +332,17 @@ fn static_and_runtime_values_agree_through_calls() {
     let known = crate::check_support::check_agreement("functions", src, None);
     assert!(known >= 4, "{known}");
 }
+
+#[test]
+fn the_functions_example_checks_clean_and_trains() {
+    let src = include_str!("../../../../examples/functions_block.mlpl");
+    let c = check_source(src);
+    assert!(c.diagnostics.is_empty(), "{:?}", c.diagnostics);
+    let mut s = Session::new(None, None);
+    s.eval(src);
+    assert_eq!(s.it.loop_stats[0].eager_reason, None, "captured");
+    assert!(s.it.loop_stats[0].replayed > 0);
+    let first: f64 = s.eval("first_loss").parse().unwrap();
+    let last: f64 = s.eval("loss_metric").parse().unwrap();
+    assert!(last < first / 2.0, "{first} -> {last}");
+}
