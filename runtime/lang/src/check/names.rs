@@ -165,6 +165,12 @@ impl<'a> NameChecker<'a> {
                     None => self.out.push(unknown_function(&name.name, name.span)),
                 },
                 Some(b) => {
+                    if let Some((def, _)) = &self.in_fn {
+                        if b.params.iter().any(|p| p.kind == builtins::ParamKind::Lazy) {
+                            self.out
+                                .push(signature::by_name_builtin_in_fn(def, &name.name, name.span));
+                        }
+                    }
                     let n = args.len();
                     if n < b.min_args() || n > b.max_args() {
                         self.out.push(

@@ -118,7 +118,13 @@ impl Interp {
         self.frames.pop();
         let value = match result {
             Ok(v) => v,
-            Err(d) if self.frames.is_empty() && in_span(&d, def.body.span) => {
+            // A read the body makes on every call (E0111) is the body's alone,
+            // as the checker reports it; anything else points at the call too.
+            Err(d)
+                if self.frames.is_empty()
+                    && in_span(&d, def.body.span)
+                    && d.code != mlpl_diag::code::E0111 =>
+            {
                 return Err(d.with_label(span, format!("in this call of `{}`", def.name.name)))
             }
             Err(d) => return Err(d),
