@@ -174,6 +174,15 @@ fn stmt_symbols(a: &Analysis, s: &Stmt, out: &mut Vec<DocumentSymbol>) {
         | StmtKind::Experiment { body, .. } => {
             body.stmts.iter().for_each(|x| stmt_symbols(a, x, out));
         }
+        StmtKind::Fn(f) => out.push(symbol(
+            a,
+            f.name.name.clone(),
+            Some(f.signature()),
+            SymbolKind::FUNCTION,
+            s.span,
+            f.name.span,
+            Vec::new(),
+        )),
         StmtKind::Expr(_) | StmtKind::Error => {}
     }
 }

@@ -80,7 +80,7 @@ fn abs_of(axes: Vec<(Size, AxName)>) -> AbsValue {
 }
 
 /// A parameter as the body sees it when checked with symbolic dimensions.
-fn symbolic(shape: Option<&ShapeSig>) -> AbsValue {
+pub(crate) fn symbolic(shape: Option<&ShapeSig>) -> AbsValue {
     let Some(sig) = shape else {
         return AbsValue::Unknown;
     };
