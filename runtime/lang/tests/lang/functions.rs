@@ -340,7 +340,8 @@ fn the_functions_example_checks_clean_and_trains() {
     let c = check_source(src);
     assert!(c.diagnostics.is_empty(), "{:?}", c.diagnostics);
     let mut s = Session::new(None, None);
-    s.eval(src);
+    let shown = s.eval(src);
+    eprintln!("example value: {shown}");
     assert_eq!(s.it.loop_stats[0].eager_reason, None, "captured");
     assert!(s.it.loop_stats[0].replayed > 0);
     let first: f64 = s.eval("first_loss").parse().unwrap();
