@@ -308,6 +308,9 @@ fn collect_stmt(src: &str, s: &Stmt, out: &mut Vec<Occurrence>, params: &mut Has
                 .iter()
                 .for_each(|s| collect_stmt(src, s, out, params));
         }
+        // A function's body is a scope of its own: its names are not the
+        // program's variables (rename and references stay out of it).
+        StmtKind::Fn(_) => {}
         StmtKind::Error => {}
     }
 }

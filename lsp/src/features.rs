@@ -30,6 +30,11 @@ pub const DEVICE_NAMES: &[(&str, &str)] = &[
 
 const KEYWORDS: &[(&str, &str, &str)] = &[
     (
+        "fn",
+        "fn ${1:name}(${2:x}) {\n\t$0\n}",
+        "a function: `fn name(x : [n, d]) -> [n, d] { … }`",
+    ),
+    (
         "train",
         "train ${1:steps} {\n\t$0\n}",
         "a training loop: `train N { … }` (LANGUAGE §12)",
@@ -244,12 +249,23 @@ pub fn hover(a: &Analysis, offset: usize, cfg: &FeatureConfig) -> Option<Hover> 
                     }
                 }
                 parts.push(s);
+            } else if let Some(doc) = user_fn_hover(a, &name, name_span, call_span) {
+                parts.push(doc);
             } else {
                 parts.push(format!(
-                    "`{name}` is not a builtin (MLPL has no user-defined functions)"
+                    "`{name}` is neither a builtin nor a function defined with `fn`"
                 ));
             }
             range = Some(name_span);
+        }
+    }
+    // A function definition's name.
+    if parts.is_empty() {
+        if let Some(f) = mlpl_syntax::walk::fn_at(&a.program, offset) {
+            if let Some(doc) = user_fn_hover(a, &f.name.name, f.name.span, f.name.span) {
+                parts.push(doc);
+                range = Some(f.name.span);
+            }
         }
     }
     // Variables and axis names.
@@ -503,6 +519,13 @@ pub fn completion(a: &Analysis, offset: usize, cfg: &FeatureConfig) -> Vec<Compl
     }
     // Builtins with snippets.
     let followed_by_paren = text[offset..].trim_start().starts_with('(');
+    out.extend(user_fn_completions(
+        a,
+        prefix,
+        range,
+        followed_by_paren,
+        cfg,
+    ));
     for b in builtins::all() {
         if !matches_prefix(b.name, prefix) {
             continue;
@@ -541,6 +564,62 @@ pub fn completion(a: &Analysis, offset: usize, cfg: &FeatureConfig) -> Vec<Compl
             kw.to_string()
         };
         it.text_edit = Some(CompletionTextEdit::Edit(TextEdit::new(range, insert)));
+        out.push(it);
+    }
+    out
+}
+
+/// Hover text for the user function `name`: its signature, and the result of
+/// this call when the checker knows it (`call_span` is the whole call).
+fn user_fn_hover(a: &Analysis, name: &str, name_span: Span, call_span: Span) -> Option<String> {
+    let fns = mlpl_lang::check::functions_of(&a.program);
+    let f = fns.get(name)?;
+    let mut s = format!("```mlpl\n{}\n```\nuser-defined function", f.signature());
+    if call_span != name_span {
+        if let Some((span, v)) = a.value_at(name_span.start) {
+            if span == call_span {
+                s = format!("result: `{}`\n\n---\n{s}", describe(&v));
+            }
+        }
+    }
+    Some(s)
+}
+
+/// Completion items for the document's user functions matching `prefix`.
+fn user_fn_completions(
+    a: &Analysis,
+    prefix: &str,
+    range: lsp_types::Range,
+    followed_by_paren: bool,
+    cfg: &FeatureConfig,
+) -> Vec<CompletionItem> {
+    let mut fns: Vec<_> = mlpl_lang::check::functions_of(&a.program)
+        .into_values()
+        .collect();
+    fns.sort_by(|x, y| x.name.name.cmp(&y.name.name));
+    let mut out = Vec::new();
+    for f in fns {
+        let name = f.name.name.as_str();
+        if !matches_prefix(name, prefix) {
+            continue;
+        }
+        let mut it = item(name, CompletionItemKind::FUNCTION, f.signature(), "0");
+        let insert = if followed_by_paren {
+            name.to_string()
+        } else if cfg.snippets {
+            it.insert_text_format = Some(InsertTextFormat::SNIPPET);
+            let args: Vec<String> = f
+                .params
+                .iter()
+                .enumerate()
+                .map(|(i, p)| format!("${{{}:{}}}", i + 1, p.name.name))
+                .collect();
+            format!("{name}({})$0", args.join(", "))
+        } else {
+            name.to_string()
+        };
+        it.text_edit = Some(CompletionTextEdit::Edit(TextEdit::new(range, insert)));
+        it.filter_text = Some(name.to_string());
         out.push(it);
     }
     out

@@ -71,7 +71,10 @@ fn parse_error(why: &str) -> Frame {
 
 impl Framer {
     pub fn new() -> Framer {
-        Framer { buf: Vec::new(), state: State::Headers }
+        Framer {
+            buf: Vec::new(),
+            state: State::Headers,
+        }
     }
 
     /// Appends bytes read from the client.
@@ -103,8 +106,9 @@ impl Framer {
                     };
                     let block = self.buf[..end].to_vec();
                     match find(&block, CONTENT_LENGTH) {
-                        Some(p) if block[..p].iter().any(|b| !b.is_ascii_whitespace())
-                            && !header_lines_before(&block[..p]) =>
+                        Some(p)
+                            if block[..p].iter().any(|b| !b.is_ascii_whitespace())
+                                && !header_lines_before(&block[..p]) =>
                         {
                             // Bytes that are not headers before the next header
                             // (the rest of a frame whose length was too short).
@@ -113,13 +117,18 @@ impl Framer {
                         }
                         Some(p) => {
                             self.buf.drain(..end + 4);
-                            let line_end = find(&block[p..], b"\r\n").map_or(block.len(), |e| p + e);
+                            let line_end =
+                                find(&block[p..], b"\r\n").map_or(block.len(), |e| p + e);
                             let value = &block[p + CONTENT_LENGTH.len()..line_end];
                             let len = std::str::from_utf8(value)
                                 .ok()
                                 .and_then(|v| v.trim().parse::<usize>().ok());
                             match len {
-                                None => return Some(parse_error("a Content-Length that is not a number")),
+                                None => {
+                                    return Some(parse_error(
+                                        "a Content-Length that is not a number",
+                                    ))
+                                }
                                 Some(n) if n > MAX_FRAME => {
                                     // Its body (if it comes) is read as bytes outside
                                     // any frame, up to the next header.
@@ -185,13 +194,20 @@ fn header_lines_before(prefix: &[u8]) -> bool {
     if !prefix.ends_with(b"\r\n") {
         return false;
     }
-    prefix[..prefix.len() - 2].split(|&b| b == b'\n').all(|line| {
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
-        match line.iter().position(|&b| b == b':') {
-            Some(c) => c > 0 && line[..c].iter().all(|b| b.is_ascii_alphanumeric() || *b == b'-'),
-            None => false,
-        }
-    })
+    prefix[..prefix.len() - 2]
+        .split(|&b| b == b'\n')
+        .all(|line| {
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            match line.iter().position(|&b| b == b':') {
+                Some(c) => {
+                    c > 0
+                        && line[..c]
+                            .iter()
+                            .all(|b| b.is_ascii_alphanumeric() || *b == b'-')
+                }
+                None => false,
+            }
+        })
 }
 
 /// Checks a frame's body: UTF-8, JSON (lone surrogates repaired), and a JSON-RPC
@@ -399,7 +415,10 @@ mod tests {
     fn good_frames_pass_through() {
         let mut input = msg(PING);
         input.extend(msg(PING));
-        assert_eq!(frames(&input), vec![Frame::Message(PING.into()), Frame::Message(PING.into())]);
+        assert_eq!(
+            frames(&input),
+            vec![Frame::Message(PING.into()), Frame::Message(PING.into())]
+        );
     }
 
     #[test]
@@ -416,10 +435,19 @@ mod tests {
 
     #[test]
     fn lone_surrogates_are_repaired() {
-        assert_eq!(repair_surrogates(r#"{"t":"a\ud800b"}"#), r#"{"t":"a\ufffdb"}"#);
+        assert_eq!(
+            repair_surrogates(r#"{"t":"a\ud800b"}"#),
+            r#"{"t":"a\ufffdb"}"#
+        );
         assert_eq!(repair_surrogates(r#"{"t":"\udc00"}"#), r#"{"t":"\ufffd"}"#);
-        assert_eq!(repair_surrogates(r#"{"t":"\ud83d\ude00"}"#), r#"{"t":"\ud83d\ude00"}"#);
-        assert_eq!(repair_surrogates(r#"{"t":"\\ud800"}"#), r#"{"t":"\\ud800"}"#);
+        assert_eq!(
+            repair_surrogates(r#"{"t":"\ud83d\ude00"}"#),
+            r#"{"t":"\ud83d\ude00"}"#
+        );
+        assert_eq!(
+            repair_surrogates(r#"{"t":"\\ud800"}"#),
+            r#"{"t":"\\ud800"}"#
+        );
         let body = r#"{"jsonrpc":"2.0","method":"x","params":{"t":"\ud800"}}"#;
         match &frames(&msg(body))[..] {
             [Frame::Message(m)] => {
@@ -449,7 +477,10 @@ mod tests {
                 other => panic!("{other:?}"),
             })
             .collect();
-        assert_eq!(codes, vec![-32700, -32600, -32600, -32700, -32700, -32700, -32700]);
+        assert_eq!(
+            codes,
+            vec![-32700, -32600, -32600, -32700, -32700, -32700, -32700]
+        );
         match &out[2] {
             Frame::Reject(v) => assert_eq!(v["id"], 7),
             _ => unreachable!(),
@@ -463,14 +494,19 @@ mod tests {
         let out = frames(&input);
         assert!(matches!(out[0], Frame::Reject(_)), "{out:?}");
         assert_eq!(out.last(), Some(&Frame::Message(PING.into())));
-        assert!(out[1..out.len() - 1].iter().all(|f| matches!(f, Frame::Reject(_))));
+        assert!(out[1..out.len() - 1]
+            .iter()
+            .all(|f| matches!(f, Frame::Reject(_))));
     }
 
     #[test]
     fn a_long_content_length_does_not_swallow_the_next_frame() {
         let mut input = format!("Content-Length: {}\r\n\r\n{PING}", PING.len() + 40).into_bytes();
         input.extend(msg(PING));
-        assert_eq!(frames(&input), vec![Frame::Message(PING.into()), Frame::Message(PING.into())]);
+        assert_eq!(
+            frames(&input),
+            vec![Frame::Message(PING.into()), Frame::Message(PING.into())]
+        );
     }
 
     #[test]

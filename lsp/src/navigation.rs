@@ -174,6 +174,15 @@ fn stmt_symbols(a: &Analysis, s: &Stmt, out: &mut Vec<DocumentSymbol>) {
         | StmtKind::Experiment { body, .. } => {
             body.stmts.iter().for_each(|x| stmt_symbols(a, x, out));
         }
+        StmtKind::Fn(f) => out.push(symbol(
+            a,
+            f.name.name.clone(),
+            Some(f.signature()),
+            SymbolKind::FUNCTION,
+            s.span,
+            f.name.span,
+            Vec::new(),
+        )),
         StmtKind::Expr(_) | StmtKind::Error => {}
     }
 }
@@ -436,7 +445,11 @@ fn encode(a: &Analysis, raw: &[(Span, u32, u32)]) -> Vec<SemanticToken> {
             Some((l, at, col)) if l == line && at <= s => (at, col),
             _ => (a.lines.line_start(line), 0),
         };
-        let s = if a.text.is_char_boundary(s) { s } else { return a.lines.position(&a.text, s) };
+        let s = if a.text.is_char_boundary(s) {
+            s
+        } else {
+            return a.lines.position(&a.text, s);
+        };
         let col = col + a.text[from..s].encode_utf16().count() as u32;
         cursor = Some((line, s, col));
         lsp_types::Position::new(line as u32, col)

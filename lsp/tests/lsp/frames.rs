@@ -92,7 +92,10 @@ impl Lsp {
     }
 
     fn response(&self, id: i64) -> Value {
-        self.until(&format!("response {id}"), |v| v["id"] == id && v.get("method").is_none()).1
+        self.until(&format!("response {id}"), |v| {
+            v["id"] == id && v.get("method").is_none()
+        })
+        .1
     }
 
     /// Checks the server still answers, then ends it and returns its exit status.
@@ -127,7 +130,10 @@ fn invalid_json_is_answered_and_the_server_keeps_serving() {
     let codes = errors(&before);
     assert!(codes.len() >= 6, "{before:?}");
     assert_eq!(&codes[..4], &[-32700, -32700, -32600, -32600], "{before:?}");
-    assert!(before.iter().any(|m| m["id"] == 3), "the refused request's id is kept: {before:?}");
+    assert!(
+        before.iter().any(|m| m["id"] == 3),
+        "the refused request's id is kept: {before:?}"
+    );
     assert!(lsp.finish(5).success());
 }
 
@@ -146,11 +152,18 @@ fn a_lone_surrogate_in_did_change_is_repaired() {
         v["method"] == "textDocument/publishDiagnostics" && v["params"]["version"] == 2
     });
     assert_eq!(diags["params"]["uri"], uri);
-    lsp.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "textDocument/hover",
-        "params": {"textDocument": {"uri": uri}, "position": {"line": 1, "character": 0}}}));
+    lsp.send(
+        &json!({"jsonrpc": "2.0", "id": 2, "method": "textDocument/hover",
+        "params": {"textDocument": {"uri": uri}, "position": {"line": 1, "character": 0}}}),
+    );
     let hover = lsp.response(2);
-    let text = hover["result"]["contents"]["value"].as_str().unwrap_or_default();
-    assert!(text.contains("[2, 3]") || text.contains("2 × 3") || text.contains('3'), "{hover}");
+    let text = hover["result"]["contents"]["value"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        text.contains("[2, 3]") || text.contains("2 × 3") || text.contains('3'),
+        "{hover}"
+    );
     assert!(lsp.finish(3).success());
 }
 
@@ -189,10 +202,14 @@ fn documents_with_absurd_sizes_and_models_are_analysed() {
     let uri = "file:///huge.mlpl";
     lsp.send(&json!({"jsonrpc": "2.0", "method": "textDocument/didOpen",
         "params": {"textDocument": {"uri": uri, "languageId": "mlpl", "version": 1, "text": text}}}));
-    lsp.until("diagnostics", |v| v["method"] == "textDocument/publishDiagnostics" && v["params"]["uri"] == uri);
+    lsp.until("diagnostics", |v| {
+        v["method"] == "textDocument/publishDiagnostics" && v["params"]["uri"] == uri
+    });
     for (id, line) in [(2, 0), (3, 5), (4, 8)] {
-        lsp.send(&json!({"jsonrpc": "2.0", "id": id, "method": "textDocument/hover",
-            "params": {"textDocument": {"uri": uri}, "position": {"line": line, "character": 0}}}));
+        lsp.send(
+            &json!({"jsonrpc": "2.0", "id": id, "method": "textDocument/hover",
+            "params": {"textDocument": {"uri": uri}, "position": {"line": line, "character": 0}}}),
+        );
         assert!(lsp.response(id).get("error").is_none());
     }
     assert!(lsp.finish(5).success());

@@ -6,6 +6,7 @@
 mod common;
 mod examples;
 mod frames;
+mod functions;
 mod nvim;
 mod protocol;
 mod robustness;

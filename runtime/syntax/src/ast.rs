@@ -60,8 +60,150 @@ pub enum StmtKind {
     For { var: Ident, iter: Expr, body: Block },
     /// `experiment name { body }`.
     Experiment { name: Expr, body: Block },
+    /// `fn name(params) [-> [dims]] { body }`: a function definition (only at
+    /// the top level of a program).
+    Fn(Box<FnDef>),
     /// A statement that failed to parse (a diagnostic was reported).
     Error,
+}
+
+/// A user-defined function: `fn attend(x : [batch, T, d], w : [d, d]) -> [batch, T, d] { ... }`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FnDef {
+    /// The function's name.
+    pub name: Ident,
+    /// Parameters in order.
+    pub params: Vec<FnParam>,
+    /// The declared result shape, if any.
+    pub ret: Option<ShapeSig>,
+    /// The body; the value of its last statement is the result.
+    pub body: Block,
+    /// From `fn` to the `)` of the parameter list, or to the result shape when
+    /// there is one (the signature as written).
+    pub sig_span: Span,
+}
+
+/// One parameter of a function, with its optional shape.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FnParam {
+    /// The parameter's name.
+    pub name: Ident,
+    /// `: [dims]`, if written.
+    pub shape: Option<ShapeSig>,
+    /// The whole parameter (name and shape).
+    pub span: Span,
+}
+
+/// A shape in a signature, `[batch, T, 2 * d]`: one entry per axis.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ShapeSig {
+    /// The axes in order.
+    pub dims: Vec<DimSig>,
+    /// From `[` to `]`.
+    pub span: Span,
+}
+
+/// One axis of a signature's shape.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DimSig {
+    /// What the axis says.
+    pub kind: DimSigKind,
+    /// Where it is written.
+    pub span: Span,
+}
+
+/// The forms of a signature's axis.
+#[derive(Clone, Debug, PartialEq)]
+pub enum DimSigKind {
+    /// A dimension name: binds the size (and the axis name) at its first use.
+    Name(String),
+    /// `_`: any size, any name.
+    Any,
+    /// A size written as a number.
+    Size(usize),
+    /// `a op b` over names and numbers (`2 * d`, `d / heads`).
+    Binary {
+        op: BinOp,
+        lhs: Box<DimSig>,
+        rhs: Box<DimSig>,
+    },
+}
+
+impl DimSig {
+    /// The names this axis mentions, in order.
+    pub fn names(&self) -> Vec<&str> {
+        match &self.kind {
+            DimSigKind::Name(n) => vec![n.as_str()],
+            DimSigKind::Binary { lhs, rhs, .. } => {
+                let mut v = lhs.names();
+                v.extend(rhs.names());
+                v
+            }
+            DimSigKind::Any | DimSigKind::Size(_) => Vec::new(),
+        }
+    }
+
+    /// The axis as written, normalised (`2 * d`).
+    pub fn text(&self) -> String {
+        match &self.kind {
+            DimSigKind::Name(n) => n.clone(),
+            DimSigKind::Any => "_".to_string(),
+            DimSigKind::Size(n) => n.to_string(),
+            DimSigKind::Binary { op, lhs, rhs } => {
+                let side = |d: &DimSig| match d.kind {
+                    DimSigKind::Binary { .. } => format!("({})", d.text()),
+                    _ => d.text(),
+                };
+                format!("{} {} {}", side(lhs), op.symbol(), side(rhs))
+            }
+        }
+    }
+
+    /// The size under `env` (a name's size), if every name is bound and the
+    /// arithmetic is exact (a division must leave no remainder).
+    pub fn eval(&self, env: &dyn Fn(&str) -> Option<usize>) -> Option<usize> {
+        match &self.kind {
+            DimSigKind::Name(n) => env(n),
+            DimSigKind::Any => None,
+            DimSigKind::Size(n) => Some(*n),
+            DimSigKind::Binary { op, lhs, rhs } => {
+                let (a, b) = (lhs.eval(env)?, rhs.eval(env)?);
+                match op {
+                    BinOp::Add => a.checked_add(b),
+                    BinOp::Sub => a.checked_sub(b),
+                    BinOp::Mul => a.checked_mul(b),
+                    BinOp::Div => (b != 0 && a % b == 0).then(|| a / b),
+                }
+            }
+        }
+    }
+}
+
+impl ShapeSig {
+    /// The shape as written, normalised: `[batch, T, 2 * d]`.
+    pub fn text(&self) -> String {
+        let dims: Vec<String> = self.dims.iter().map(DimSig::text).collect();
+        format!("[{}]", dims.join(", "))
+    }
+}
+
+impl FnDef {
+    /// The signature as text: `fn attend(x : [batch, T, d], w) -> [batch, T, d]`.
+    pub fn signature(&self) -> String {
+        let params: Vec<String> = self
+            .params
+            .iter()
+            .map(|p| match &p.shape {
+                Some(s) => format!("{} : {}", p.name.name, s.text()),
+                None => p.name.name.clone(),
+            })
+            .collect();
+        let ret = match &self.ret {
+            Some(r) => format!(" -> {}", r.text()),
+            None => String::new(),
+        };
+        format!("fn {}({}){}", self.name.name, params.join(", "), ret)
+    }
 }
 
 /// The four arithmetic operators.

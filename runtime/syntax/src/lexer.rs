@@ -483,6 +483,11 @@ impl<'a> Lexer<'a> {
         let start = self.pos;
         let c = self.char_at(start).unwrap_or('\0');
         let next = self.byte(start + c.len_utf8()).copied();
+        if c == '-' && next == Some(b'>') {
+            self.pos = start + 2;
+            self.push(TokenKind::Arrow, start, start + 2);
+            return;
+        }
         let simple = match c {
             '(' => Some(TokenKind::LParen),
             ')' => Some(TokenKind::RParen),

@@ -35,6 +35,10 @@ pub enum TokenKind {
     Experiment,
     /// `device`
     Device,
+    /// `fn` (a function definition)
+    Fn,
+    /// `->` (a function's result shape)
+    Arrow,
     /// `(`
     LParen,
     /// `)`
@@ -84,11 +88,12 @@ impl TokenKind {
             "in" => TokenKind::In,
             "experiment" => TokenKind::Experiment,
             "device" => TokenKind::Device,
+            "fn" => TokenKind::Fn,
             _ => return None,
         })
     }
 
-    /// Whether this is one of the six reserved keywords.
+    /// Whether this is one of the seven reserved keywords.
     pub fn is_keyword(&self) -> bool {
         self.keyword_str().is_some()
     }
@@ -102,6 +107,7 @@ impl TokenKind {
             TokenKind::In => "in",
             TokenKind::Experiment => "experiment",
             TokenKind::Device => "device",
+            TokenKind::Fn => "fn",
             _ => return None,
         })
     }
@@ -166,6 +172,7 @@ impl TokenKind {
             TokenKind::Minus => "-",
             TokenKind::Star => "*",
             TokenKind::Slash => "/",
+            TokenKind::Arrow => "->",
             other => return other.keyword_str(),
         })
     }

@@ -4,7 +4,7 @@
 //! the nodes they care about and leave the structure to these functions, so a
 //! new kind of node is added here once.
 
-use crate::ast::{Block, Expr, ExprKind, Stmt, StmtKind};
+use crate::ast::{Block, Expr, ExprKind, FnDef, Stmt, StmtKind};
 
 /// The direct sub-expressions of `e`, in source order: call arguments, list
 /// items and constructor sizes, the operand of `-` and of parentheses, both
@@ -43,22 +43,42 @@ pub fn stmt_expr(s: &Stmt) -> Option<&Expr> {
         | StmtKind::Train { count: e, .. }
         | StmtKind::For { iter: e, .. }
         | StmtKind::Experiment { name: e, .. } => Some(e),
-        StmtKind::Error => None,
+        StmtKind::Fn(_) | StmtKind::Error => None,
     }
 }
 
-/// The body of a `repeat`, `train`, `for` or `experiment` statement.
+/// The body of a `repeat`, `train`, `for` or `experiment` statement, or of a
+/// function definition (a function's body is its own scope: consumers that track
+/// variables check [`fn_def`] first).
 pub fn stmt_body(s: &Stmt) -> Option<&Block> {
     match &s.kind {
         StmtKind::Repeat { body, .. }
         | StmtKind::Train { body, .. }
         | StmtKind::For { body, .. }
         | StmtKind::Experiment { body, .. } => Some(body),
+        StmtKind::Fn(f) => Some(&f.body),
         StmtKind::Expr(_)
         | StmtKind::Assign { .. }
         | StmtKind::Annotated { .. }
         | StmtKind::Error => None,
     }
+}
+
+/// The function a statement defines, if it is a definition.
+pub fn fn_def(s: &Stmt) -> Option<&FnDef> {
+    match &s.kind {
+        StmtKind::Fn(f) => Some(f),
+        _ => None,
+    }
+}
+
+/// The top-level function definition whose name is at `offset`.
+pub fn fn_at(program: &crate::ast::Program, offset: usize) -> Option<&FnDef> {
+    program
+        .stmts
+        .iter()
+        .filter_map(fn_def)
+        .find(|f| f.name.span.start <= offset && offset <= f.name.span.end)
 }
 
 /// Calls `f` on `e` and every expression below it, pre-order, the statements of
@@ -115,6 +135,12 @@ mod tests {
             ]
         );
         assert_eq!(visited("repeat n { x = (y) }"), ["n", "(y)", "y"]);
+        // A function's body is visited; its signature's dimensions are not
+        // expressions.
+        assert_eq!(
+            visited("fn f(x : [d]) -> [d] { y = x + 1 }"),
+            ["x + 1", "x", "1"]
+        );
         assert_eq!(
             visited("device(\"cpu\") { z = w }"),
             ["device(\"cpu\") { z = w }", "\"cpu\"", "w"]

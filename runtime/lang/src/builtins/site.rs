@@ -735,8 +735,18 @@ pub fn check_model_extent(c: &impl CallSite, layer: &crate::nn::Layer) -> Result
     let e = layer.extent();
     if e.depth > MAX_MODEL_DEPTH {
         return Err(c
-            .error_of(0, code::E0411, format!("`{}` would nest the model {} levels deep", c.name(), e.depth))
-            .note(format!("models nest at most {MAX_MODEL_DEPTH} levels of `chain` and `residual`")));
+            .error_of(
+                0,
+                code::E0411,
+                format!(
+                    "`{}` would nest the model {} levels deep",
+                    c.name(),
+                    e.depth
+                ),
+            )
+            .note(format!(
+                "models nest at most {MAX_MODEL_DEPTH} levels of `chain` and `residual`"
+            )));
     }
     if e.layers > MAX_MODEL_LAYERS {
         return Err(c

@@ -389,7 +389,9 @@ impl<'a> ShapeCtx<'a> {
         }
         // A rank past any real array's: the sizes are not kept (the run refuses
         // the shape).
-        Ok(a.numel().filter(|&n| n <= MAX_CONST).map(|n| vec![Dim::Unknown; n]))
+        Ok(a.numel()
+            .filter(|&n| n <= MAX_CONST)
+            .map(|n| vec![Dim::Unknown; n]))
     }
 
     /// The names of a names argument, when they are constants (LANGUAGE §5.8).

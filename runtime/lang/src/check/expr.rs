@@ -55,6 +55,10 @@ pub struct Checker {
     pub loss: Option<LossCtx>,
     /// The variables each loop body may bind, by the body's span (computed once).
     pub(crate) loop_names: super::env::FxHashMap<(usize, usize), std::rc::Rc<Vec<String>>>,
+    /// The program's user functions by name.
+    pub fns: super::env::FxHashMap<String, std::rc::Rc<mlpl_syntax::FnDef>>,
+    /// The functions whose bodies are being analysed, innermost last.
+    pub(crate) fn_stack: Vec<String>,
 }
 
 impl Default for Checker {
@@ -77,6 +81,8 @@ impl Checker {
             plain_loop_depth: 0,
             loss: None,
             loop_names: Default::default(),
+            fns: Default::default(),
+            fn_stack: Vec::new(),
         }
     }
 
@@ -341,6 +347,9 @@ impl Checker {
 
     fn call(&mut self, name: &Ident, args: &[Expr], span: Span) -> AbsValue {
         let Some(b) = builtins::lookup(&name.name) else {
+            if let Some(def) = self.fns.get(&name.name).cloned() {
+                return self.call_fn(def, args, span);
+            }
             // E0102 is the name checker's; still look inside the arguments.
             for a in args {
                 self.expr(a);

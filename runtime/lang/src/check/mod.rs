@@ -21,6 +21,7 @@ pub mod ctx;
 pub mod dims;
 pub mod env;
 pub mod expr;
+pub mod functions;
 pub mod loss;
 pub mod models;
 mod names;
@@ -32,6 +33,17 @@ pub use expr::{AssignedValue, Checker};
 
 use mlpl_diag::Diagnostic;
 use mlpl_syntax::{parse, Program};
+
+/// The top-level function definitions of `program` by name (a later one of the
+/// same name wins).
+pub fn functions_of(program: &Program) -> env::FxHashMap<String, &mlpl_syntax::FnDef> {
+    program
+        .stmts
+        .iter()
+        .filter_map(mlpl_syntax::walk::fn_def)
+        .map(|f| (f.name.name.clone(), f))
+        .collect()
+}
 
 /// The result of checking a source text.
 #[derive(Debug)]

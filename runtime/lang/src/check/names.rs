@@ -7,27 +7,50 @@ use mlpl_diag::code;
 
 use crate::builtins;
 use crate::builtins::unknown_function;
+use crate::errors::signature;
 use mlpl_diag::Diagnostic;
-use mlpl_syntax::{walk, Expr, ExprKind, Program, Stmt, StmtKind};
+use mlpl_syntax::{walk, Expr, ExprKind, FnDef, Program, Stmt, StmtKind};
 
-/// Checks a program in source order with one flat scope (LANGUAGE §6.4).
+/// Checks a program in source order with one flat scope (LANGUAGE §6.4); a
+/// function's body has a scope of its own (its parameters and what it assigns),
+/// and every function of the program may be called anywhere in it.
 pub fn check(program: &Program) -> Vec<Diagnostic> {
+    let fns = super::functions_of(program);
     let mut c = NameChecker {
         bound: HashSet::default(),
         out: Vec::new(),
+        fns: &fns,
+        in_fn: None,
     };
-    for s in &program.stmts {
-        c.stmt(s);
-    }
+    c.stmts(&program.stmts);
     c.out
 }
 
-struct NameChecker {
+struct NameChecker<'a> {
     bound: HashSet<String>,
     out: Vec<Diagnostic>,
+    /// The program's functions.
+    fns: &'a super::env::FxHashMap<String, &'a FnDef>,
+    /// Inside a body: the function and the names bound outside it.
+    in_fn: Option<(&'a FnDef, HashSet<String>)>,
 }
 
-impl NameChecker {
+impl<'a> NameChecker<'a> {
+    /// A definition: E0112 for a builtin's name, then the body in its own scope.
+    fn define(&mut self, def: &'a FnDef) {
+        if builtins::lookup(&def.name.name).is_some() {
+            self.out.push(signature::builtin_name_error(def));
+        }
+        let mut inner = NameChecker {
+            bound: def.params.iter().map(|p| p.name.name.clone()).collect(),
+            out: Vec::new(),
+            fns: self.fns,
+            in_fn: Some((def, self.bound.clone())),
+        };
+        inner.stmts(&def.body.stmts);
+        self.out.append(&mut inner.out);
+    }
+
     fn bind(&mut self, name: &str, span: mlpl_diag::Span) {
         if builtins::lookup(name).is_some() {
             self.out.push(
@@ -39,15 +62,18 @@ impl NameChecker {
         self.bound.insert(name.to_string());
     }
 
-    fn stmts(&mut self, stmts: &[Stmt]) {
+    fn stmts(&mut self, stmts: &'a [Stmt]) {
         for s in stmts {
+            if let StmtKind::Fn(def) = &s.kind {
+                self.define(def);
+            }
             self.stmt(s);
         }
     }
 
     /// A loop body runs repeatedly: names it binds anywhere are visible in later
     /// iterations, so a first pass collects them before reporting.
-    fn loop_body(&mut self, stmts: &[Stmt]) {
+    fn loop_body(&mut self, stmts: &'a [Stmt]) {
         let mut assigned = Vec::new();
         collect_assigned(stmts, &mut assigned);
         // Only the names the body assigns matter below: remember which of them
@@ -74,7 +100,7 @@ impl NameChecker {
         }
     }
 
-    fn stmt(&mut self, s: &Stmt) {
+    fn stmt(&mut self, s: &'a Stmt) {
         match &s.kind {
             StmtKind::Expr(e) => self.expr(e),
             StmtKind::Assign { name, value } | StmtKind::Annotated { name, value, .. } => {
@@ -101,15 +127,23 @@ impl NameChecker {
                 self.expr(name);
                 self.stmts(&body.stmts);
             }
+            StmtKind::Fn(_) => {}
             StmtKind::Error => {}
         }
     }
 
-    fn expr(&mut self, e: &Expr) {
+    fn expr(&mut self, e: &'a Expr) {
         match &e.kind {
             ExprKind::Number(_) | ExprKind::Str(_) | ExprKind::Error => {}
             ExprKind::Var(name) => {
                 if !self.bound.contains(name) && !is_implicit(name) {
+                    if let Some((def, outer)) = &self.in_fn {
+                        if outer.contains(name) || name == "step" {
+                            self.out
+                                .push(signature::not_visible_error(def, name, e.span));
+                            return;
+                        }
+                    }
                     let d = if builtins::lookup(name).is_some() {
                         crate::errors::undefined_name(
                             name,
@@ -131,8 +165,20 @@ impl NameChecker {
                 }
             }
             ExprKind::Call { name, args } => match builtins::lookup(&name.name) {
-                None => self.out.push(unknown_function(&name.name, name.span)),
+                None => match self.fns.get(&name.name) {
+                    Some(def) if def.params.len() != args.len() => self
+                        .out
+                        .push(signature::fn_arity_error(def, args.len(), e.span)),
+                    Some(_) => {}
+                    None => self.out.push(unknown_function(&name.name, name.span)),
+                },
                 Some(b) => {
+                    if let Some((def, _)) = &self.in_fn {
+                        if b.params.iter().any(|p| p.kind == builtins::ParamKind::Lazy) {
+                            self.out
+                                .push(signature::by_name_builtin_in_fn(def, &name.name, name.span));
+                        }
+                    }
                     let n = args.len();
                     if n < b.min_args() || n > b.max_args() {
                         self.out.push(
@@ -184,7 +230,7 @@ fn collect_assigned(stmts: &[Stmt], out: &mut Vec<String>) {
                 out.push(var.name.clone());
                 collect_assigned(&body.stmts, out)
             }
-            StmtKind::Expr(_) | StmtKind::Error => {}
+            StmtKind::Expr(_) | StmtKind::Fn(_) | StmtKind::Error => {}
         }
     }
 }

@@ -137,6 +137,7 @@ pub fn check_with_facts(src: &str) -> (super::Checked, Facts) {
     diagnostics.extend(super::names::check(&parsed.program));
     let mut w = Walker::new(None);
     w.c.report = true;
+    w.know_functions(&parsed.program);
     w.top_level(&parsed.program.stmts);
     diagnostics.append(&mut w.c.out);
     diagnostics.sort_by_key(|d| d.primary.as_ref().map_or(0, |l| l.span.start));
@@ -150,6 +151,7 @@ pub fn check_with_facts(src: &str) -> (super::Checked, Facts) {
 /// The facts of a program (see the module documentation).
 pub fn facts(program: &Program) -> Facts {
     let mut w = Walker::new(None);
+    w.know_functions(program);
     w.top_level(&program.stmts);
     w.finish()
 }
@@ -169,6 +171,7 @@ impl Walker {
 /// knows (not even its kind being known counts as not known), with its span.
 pub fn value_at(program: &Program, offset: usize) -> Option<(Span, AbsValue)> {
     let mut w = Walker::new(Some(offset));
+    w.know_functions(program);
     w.stmts(&program.stmts);
     w.found
 }
@@ -182,6 +185,7 @@ pub fn value_at_resumed(
     offset: usize,
 ) -> Option<(Span, AbsValue)> {
     let mut w = Walker::new(Some(offset));
+    w.know_functions(program);
     let from = facts.checkpoints.iter().rev().find(|c| {
         program
             .stmts
@@ -238,6 +242,42 @@ fn reads_ids(l: &Layer) -> bool {
         Layer::Embed(_) => true,
         Layer::Chain(c) => c.first().is_some_and(|x| reads_ids(x)),
         _ => false,
+    }
+}
+
+impl Walker {
+    /// Every function of the program is callable anywhere in it (as in
+    /// [`Checker::program`]).
+    fn know_functions(&mut self, program: &Program) {
+        for (name, def) in super::functions_of(program) {
+            self.c.fns.insert(name, std::rc::Rc::new(def.clone()));
+        }
+    }
+
+    /// A function's body, in its own scope with the parameters as the checker
+    /// sees them at the definition (symbolic dimensions), for hovers and inlay
+    /// hints inside bodies.
+    fn fn_body(&mut self, def: &mlpl_syntax::FnDef) {
+        if let Some(t) = self.target {
+            if !contains(def.body.span, t) {
+                return;
+            }
+        }
+        let mut env = super::env::Env::default();
+        for p in &def.params {
+            env.assign(
+                &p.name.name,
+                super::functions::symbolic(p.shape.as_ref()),
+                false,
+            );
+        }
+        let outer = std::mem::replace(&mut self.c.env, env);
+        let report = std::mem::replace(&mut self.c.report, false);
+        self.c.fn_stack.push(def.name.name.clone());
+        self.stmts(&def.body.stmts);
+        self.c.fn_stack.pop();
+        self.c.report = report;
+        self.c.env = outer;
     }
 }
 
@@ -373,6 +413,10 @@ impl Walker {
     /// expressions) from the environment they start from, then restores the
     /// environment after `s`.
     fn bodies(&mut self, s: &Stmt, names: &[String], before: Snapshot) {
+        if let StmtKind::Fn(def) = &s.kind {
+            self.fn_body(def);
+            return;
+        }
         let body: Option<&Block> = match &s.kind {
             StmtKind::Repeat { body, .. }
             | StmtKind::Train { body, .. }
@@ -658,7 +702,8 @@ fn has_blocks(s: &Stmt) -> bool {
         StmtKind::Repeat { .. }
         | StmtKind::Train { .. }
         | StmtKind::For { .. }
-        | StmtKind::Experiment { .. } => true,
+        | StmtKind::Experiment { .. }
+        | StmtKind::Fn(_) => true,
         StmtKind::Expr(e)
         | StmtKind::Assign { value: e, .. }
         | StmtKind::Annotated { value: e, .. } => device_in(e),

@@ -44,6 +44,11 @@ impl Checker {
     /// Checks a whole program; `after` is called after each top-level statement
     /// with its index, the statement and the environment at that point.
     pub fn program(&mut self, program: &Program, mut after: impl FnMut(usize, &Stmt, &Env)) {
+        // Every function may be called anywhere (a body may call one defined
+        // after it); each definition's body is checked where it stands.
+        for (name, def) in super::functions_of(program) {
+            self.fns.insert(name, std::rc::Rc::new(def.clone()));
+        }
         for (i, s) in program.stmts.iter().enumerate() {
             self.stmt(s);
             after(i, s, &self.env);
@@ -108,6 +113,7 @@ impl Checker {
                 }
                 self.block(&body.stmts)
             }
+            StmtKind::Fn(def) => self.define(def),
             StmtKind::Error => AbsValue::Unknown,
         }
     }
@@ -522,7 +528,8 @@ pub fn assigned_in_block(stmts: &[Stmt], out: &mut Vec<String>) {
                 assigned_in_expr(name, out);
                 assigned_in_block(&body.stmts, out);
             }
-            StmtKind::Error => {}
+            // A function's body binds only its own variables.
+            StmtKind::Fn(_) | StmtKind::Error => {}
         }
     }
 }

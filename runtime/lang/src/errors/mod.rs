@@ -7,6 +7,7 @@ mod devices;
 mod loss;
 mod names;
 mod shapes;
+pub mod signature;
 pub mod suggest;
 
 pub use devices::{call_placement_conflict, device_error, device_mismatch_error};

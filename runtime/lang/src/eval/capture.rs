@@ -36,6 +36,38 @@ pub fn static_reason(body: &Block) -> Option<String> {
     body.stmts.iter().find_map(stmt_reason)
 }
 
+/// Why a body cannot be captured because of a user function it calls
+/// (directly or through other functions): the same syntactic reasons, found
+/// in the functions' bodies.
+pub fn functions_reason(
+    body: &Block,
+    fns: &std::collections::HashMap<String, std::sync::Arc<mlpl_syntax::FnDef>>,
+) -> Option<String> {
+    let mut seen = std::collections::HashSet::new();
+    let mut todo: Vec<&Block> = vec![body];
+    while let Some(b) = todo.pop() {
+        let mut called = Vec::new();
+        for s in &b.stmts {
+            walk::each_stmt_expr(s, &mut |e| {
+                if let ExprKind::Call { name, .. } = &e.kind {
+                    called.push(name.name.clone());
+                }
+            });
+        }
+        for name in called {
+            let Some(f) = fns.get(&name) else { continue };
+            if !seen.insert(name.clone()) {
+                continue;
+            }
+            if let Some(r) = static_reason(&f.body) {
+                return Some(format!("{r} (in function `{name}`)"));
+            }
+            todo.push(&f.body);
+        }
+    }
+    None
+}
+
 fn stmt_reason(s: &Stmt) -> Option<String> {
     match &s.kind {
         StmtKind::Expr(e) => expr_reason(e),
@@ -44,6 +76,7 @@ fn stmt_reason(s: &Stmt) -> Option<String> {
         StmtKind::Train { .. } => Some("the body contains a `train` loop".into()),
         StmtKind::For { .. } => Some("the body contains a `for` loop".into()),
         StmtKind::Experiment { .. } => Some("the body contains an `experiment`".into()),
+        StmtKind::Fn(_) => Some("the body defines a function".into()),
         StmtKind::Error => Some("the body has a statement that did not parse".into()),
     }
 }

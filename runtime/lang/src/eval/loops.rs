@@ -83,7 +83,7 @@ pub fn train(it: &mut Interp, count: &Expr, body: &Block) -> Result<Value, Diagn
                 replay_times.push(took);
                 loss?
             } else {
-                it.ws.assign("step", Value::exact(step as f64), false);
+                it.bind("step", Value::exact(step as f64), false);
                 last = match recording.as_mut() {
                     Some(rec) if step < 2 => {
                         let (value, trace) = capture::recorded(it, |it| it.block(&body.stmts));
@@ -141,7 +141,7 @@ pub fn train(it: &mut Interp, count: &Expr, body: &Block) -> Result<Value, Diagn
     }
     if let Some(r) = replay.take() {
         let written = r.finish(it, body.span);
-        it.ws.assign(
+        it.bind(
             "step",
             Value::exact(losses.len().saturating_sub(1) as f64),
             false,
@@ -165,7 +165,7 @@ pub fn train(it: &mut Interp, count: &Expr, body: &Block) -> Result<Value, Diagn
     }
     result?;
     let losses = Array::from_vec(vec![losses.len()], losses);
-    it.ws.assign("last_losses", Value::Array(losses), false);
+    it.bind("last_losses", Value::Array(losses), false);
     Ok(last)
 }
 
@@ -207,10 +207,13 @@ fn capture_ineligible(it: &Interp, n: usize, depth: usize, body: &Block) -> Opti
     if depth > 1 || it.tape.is_some() {
         return Some("only the outermost `train` loop is captured".into());
     }
+    if !it.frames.is_empty() {
+        return Some("the loop is inside a function".into());
+    }
     if n < 3 {
         return Some("fewer than 3 iterations: nothing to replay".into());
     }
-    capture::static_reason(body)
+    capture::static_reason(body).or_else(|| capture::functions_reason(body, &it.ws.functions))
 }
 
 /// The loss recorded for one iteration: a scalar itself, otherwise the mean.
@@ -262,7 +265,7 @@ pub fn for_loop(
     for r in 0..rows {
         it.check_cancel(body.span)?;
         let row = ops::row(it, &a, r)?;
-        it.ws.assign(&var.name, Value::Array(row), false);
+        it.bind(&var.name, Value::Array(row), false);
         last = it.block(&body.stmts)?;
         let Value::Array(out) = &last else {
             return Err(Diagnostic::of(code::E0307)

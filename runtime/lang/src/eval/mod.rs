@@ -7,6 +7,7 @@
 mod call;
 pub mod capture;
 mod device;
+mod functions;
 pub mod http;
 mod loops;
 pub mod loss;
@@ -17,6 +18,7 @@ mod workspace;
 
 pub use call::{Arg, ArgValue, Call};
 pub use device::DeviceContext;
+pub use functions::Frame;
 pub use http::{HttpFailure, HttpPost, HttpReply};
 pub use observer::{RunObserver, StepMode};
 pub use trace::{Trace, TraceValue};
@@ -72,6 +74,8 @@ pub struct Interp {
     pub trace: Option<Trace>,
     /// The inputs of the node being traced, set just before it returns.
     trace_inputs: Vec<TraceValue>,
+    /// The calls of user functions being run, innermost last.
+    pub(crate) frames: Vec<Frame>,
 }
 
 /// How one outermost `train` loop ran: its iterations, how many were replayed
@@ -125,6 +129,7 @@ impl Interp {
             http: None,
             trace: None,
             trace_inputs: Vec::new(),
+            frames: Vec::new(),
         }
     }
 
@@ -148,6 +153,7 @@ impl Interp {
     pub fn reset_after_panic(&mut self) {
         self.train_depth = 0;
         self.tape = None;
+        self.frames.clear();
     }
 
     /// The observer, if one is installed (used by `train` loops).
@@ -193,6 +199,7 @@ impl Interp {
         self.warned.clear();
         self.loop_stats.clear();
         self.devices.begin_run(self.ws.default_device);
+        self.frames.clear();
         self.cancel.store(false, Ordering::SeqCst);
         if let Some(o) = &mut self.observer {
             o.on_run_start();
@@ -271,7 +278,7 @@ impl Interp {
                     self.trace_inputs_of([&v]);
                 }
                 let track = is_param_ctor(value);
-                self.ws.assign(&name.name, v.clone(), track);
+                self.bind(&name.name, v.clone(), track);
                 Ok(assignment_value(v))
             }
             StmtKind::Annotated { name, axes, value } => {
@@ -286,13 +293,14 @@ impl Interp {
                 let a = ops::label(self, a, names, value.span)?;
                 let v = Value::Array(a);
                 self.trace_inputs_of([&v]);
-                self.ws.assign(&name.name, v.clone(), is_param_ctor(value));
+                self.bind(&name.name, v.clone(), is_param_ctor(value));
                 Ok(assignment_value(v))
             }
             StmtKind::Repeat { count, body } => loops::repeat(self, count, body),
             StmtKind::Train { count, body } => loops::train(self, count, body),
             StmtKind::For { var, iter, body } => loops::for_loop(self, var, iter, body),
             StmtKind::Experiment { name, body } => loops::experiment(self, name, body, stmt.span),
+            StmtKind::Fn(def) => self.define(def),
             StmtKind::Error => Err(Diagnostic::error(
                 code::E0006,
                 "this statement could not be parsed",
@@ -382,6 +390,25 @@ impl Interp {
     }
 
     fn var(&mut self, name: &str, span: Span) -> Result<Value, Diagnostic> {
+        if let Some(frame) = self.frames.last() {
+            // Inside a function: its locals only. Values passed in keep their
+            // tape nodes, so no name becomes a new leaf here.
+            if let Some(v) = frame.locals.get(name) {
+                return Ok(v.clone());
+            }
+            if self.ws.get(name).is_some() {
+                return Err(crate::errors::signature::not_visible_error(
+                    &frame.def, name, span,
+                ));
+            }
+            let mut d = Diagnostic::error(code::E0101, format!("undefined name `{name}`"))
+                .at(span, "not bound");
+            let known = frame.locals.keys().map(|s| s.as_str());
+            if let Some(s) = crate::errors::suggest::closest(name, known) {
+                d = d.help(format!("a variable with a similar name exists: `{s}`"));
+            }
+            return Err(d);
+        }
         match self.ws.get(name) {
             Some(v) => Ok(loss::read_variable(self, name, v.clone())),
             None => {
@@ -445,8 +472,18 @@ impl Interp {
         span: Span,
     ) -> Result<Value, Diagnostic> {
         let Some(b) = builtins::lookup(name) else {
+            if let Some(def) = self.ws.functions.get(name).cloned() {
+                return self.call_fn(def, name_span, args, span);
+            }
             return Err(builtins::unknown_function(name, name_span));
         };
+        if let Some(def) = self.current_fn() {
+            if b.params.iter().any(|p| p.kind == ParamKind::Lazy) {
+                return Err(crate::errors::signature::by_name_builtin_in_fn(
+                    def, name, name_span,
+                ));
+            }
+        }
         let n = args.len();
         if n < b.min_args() || n > b.max_args() {
             return Err(Diagnostic::of(code::E0103)
@@ -582,7 +619,8 @@ fn expr_op(e: &Expr) -> Option<&'static str> {
 /// bound; `None` for an expression statement, whose expression is the node.
 fn stmt_op(stmt: &Stmt, assigned: Option<&Value>) -> Option<&'static str> {
     Some(match &stmt.kind {
-        StmtKind::Expr(_) | StmtKind::Error => return None,
+        // A definition evaluates nothing (functions are not in the original).
+        StmtKind::Expr(_) | StmtKind::Error | StmtKind::Fn(_) => return None,
         StmtKind::Assign { .. } | StmtKind::Annotated { .. } => match assigned? {
             Value::Array(_) => "assign",
             Value::Str(_) => "assign_string",

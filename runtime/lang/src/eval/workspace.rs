@@ -27,6 +27,8 @@ pub struct Workspace {
     pub default_device: Option<DeviceTarget>,
     /// Optimizer state per (optimizer, parameter name) (LANGUAGE §12.5).
     pub optim: HashMap<(String, String), OptimState>,
+    /// User-defined functions by name (docs/language.md, "Functions").
+    pub functions: HashMap<String, std::sync::Arc<mlpl_syntax::FnDef>>,
 }
 
 /// The state one optimizer keeps for one parameter.

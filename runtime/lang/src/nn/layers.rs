@@ -32,9 +32,17 @@ impl Layer {
             let children: &[Arc<Layer>] = match l {
                 Layer::Chain(c) => c,
                 Layer::Residual(c) => std::slice::from_ref(c),
-                _ => return Extent { depth: 1, layers: 1 },
+                _ => {
+                    return Extent {
+                        depth: 1,
+                        layers: 1,
+                    }
+                }
             };
-            let mut e = Extent { depth: 0, layers: 1 };
+            let mut e = Extent {
+                depth: 0,
+                layers: 1,
+            };
             for c in children {
                 let key = Arc::as_ptr(c) as usize;
                 let ce = match memo.get(&key) {

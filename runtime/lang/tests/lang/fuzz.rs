@@ -52,7 +52,9 @@ const STATEMENTS: &[&str] = &[
     "z = x[0]",
 ];
 
-const NOISE: &[&str] = &["(", ")", "[", "]", "{", "}", ",", "\n", " + ", "-", "1e400", "\"", "#"];
+const NOISE: &[&str] = &[
+    "(", ")", "[", "]", "{", "}", ",", "\n", " + ", "-", "1e400", "\"", "#",
+];
 
 fn program() -> impl Strategy<Value = String> {
     prop::collection::vec(
@@ -108,7 +110,11 @@ fn the_fragments_each_run_alone() {
     ops::set_memory_budget(Some(16 << 20));
     for s in STATEMENTS {
         let r = std::panic::catch_unwind(|| run(s));
-        assert!(matches!(r, Ok(Ok(()))), "failed on {s:?}: {:?}", r.map_err(|_| "panic"));
+        assert!(
+            matches!(r, Ok(Ok(()))),
+            "failed on {s:?}: {:?}",
+            r.map_err(|_| "panic")
+        );
     }
     ops::set_memory_budget(None);
 }

@@ -34,7 +34,11 @@ fn the_checker_never_allocates_by_the_programs_sizes() {
 #[test]
 fn the_checker_keeps_the_shape_it_can_say() {
     let c = check_source("p = param[1e7, 1e7]\nq = p + 1");
-    assert!(c.diagnostics.iter().all(|d| !d.is_error()), "{:?}", c.diagnostics);
+    assert!(
+        c.diagnostics.iter().all(|d| !d.is_error()),
+        "{:?}",
+        c.diagnostics
+    );
     let c = check_source("p = param[2, 3]\nq = p + [[1, 2, 3]]\nr = p + [1, 2]");
     assert!(
         c.diagnostics.iter().any(|d| d.code == "E0201"),
@@ -84,7 +88,9 @@ fn a_thread_budget_refuses_large_results() {
         let d = r.unwrap_err();
         assert_eq!(d.code, "E0410");
         assert!(
-            d.notes.iter().any(|n| n.contains("budget") && n.contains("1048576")),
+            d.notes
+                .iter()
+                .any(|n| n.contains("budget") && n.contains("1048576")),
             "{:?}",
             d.notes
         );
@@ -104,7 +110,9 @@ fn deep_models_are_refused_at_the_depth_limit_with_e0411() {
     assert_eq!(d.code, "E0411", "{} {:?}", d.message, d.primary);
     assert_eq!(d.message, "model too deep or too large");
     assert!(
-        d.notes.iter().any(|n| n.contains(&mlpl_lang::nn::MAX_MODEL_DEPTH.to_string())),
+        d.notes
+            .iter()
+            .any(|n| n.contains(&mlpl_lang::nn::MAX_MODEL_DEPTH.to_string())),
         "the limit is named: {:?}",
         d.notes
     );
@@ -126,7 +134,11 @@ fn a_model_at_the_depth_limit_applies_displays_and_drops() {
         other => panic!("{other:?}"),
     }
     let c = check_source(&src);
-    assert!(c.diagnostics.iter().all(|d| !d.is_error()), "{:?}", c.diagnostics);
+    assert!(
+        c.diagnostics.iter().all(|d| !d.is_error()),
+        "{:?}",
+        c.diagnostics
+    );
 }
 
 #[test]
@@ -145,8 +157,14 @@ fn shared_sub_models_are_counted_per_use_and_refused_past_the_layer_limit() {
     );
     assert_eq!(o.result.unwrap().unwrap().display(), "3 2");
     // The checker follows the same rule and stays fast on the same program.
-    let c = check_source("m = linear(2, 2, 0)\nrepeat 40 { m = chain(m, m) }\ny = apply(m, ones([3, 2]))");
-    assert!(c.diagnostics.iter().all(|d| d.code != "E0212"), "{:?}", c.diagnostics);
+    let c = check_source(
+        "m = linear(2, 2, 0)\nrepeat 40 { m = chain(m, m) }\ny = apply(m, ones([3, 2]))",
+    );
+    assert!(
+        c.diagnostics.iter().all(|d| d.code != "E0212"),
+        "{:?}",
+        c.diagnostics
+    );
 }
 
 #[test]
@@ -158,7 +176,13 @@ fn extent_visits_shared_nodes_once() {
         m = Arc::new(Layer::Chain(vec![m.clone(), m]));
     }
     // 2^200 applications, computed over 201 distinct nodes; saturating.
-    assert_eq!(m.extent(), Extent { depth: 201, layers: usize::MAX });
+    assert_eq!(
+        m.extent(),
+        Extent {
+            depth: 201,
+            layers: usize::MAX
+        }
+    );
 }
 
 #[test]

@@ -611,7 +611,8 @@ fn check(args: CheckArgs) -> ExitCode {
             Ok(b) => b,
             Err(e) => {
                 unreadable = true;
-                let d = Diagnostic::of(mlpl_diag::code::E0405).note(format!("cannot read {name}: {e}"));
+                let d =
+                    Diagnostic::of(mlpl_diag::code::E0405).note(format!("cannot read {name}: {e}"));
                 let src = SourceFile::new(name.clone(), String::new());
                 match args.format {
                     Format::Human => eprintln!("error: cannot read {name}: {e}"),

@@ -184,7 +184,10 @@ mod tests {
         let tiny = EventLog::with_bytes(1000, 1);
         tiny.push(&event(1));
         tiny.push(&event(2));
-        assert_eq!(tiny.after(0, 10).iter().map(|e| e.seq).collect::<Vec<_>>(), vec![2]);
+        assert_eq!(
+            tiny.after(0, 10).iter().map(|e| e.seq).collect::<Vec<_>>(),
+            vec![2]
+        );
     }
 
     #[test]

@@ -138,7 +138,9 @@ pub fn is_loopback_host(host: &str) -> bool {
     let name = name.trim_end_matches('.');
     name.eq_ignore_ascii_case("localhost")
         || name.to_ascii_lowercase().ends_with(".localhost")
-        || name.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// Whether an `Origin` header may reach a loopback server: a web origin
@@ -161,10 +163,24 @@ mod host_tests {
 
     #[test]
     fn loopback_hosts_and_origins() {
-        for h in ["localhost", "localhost:8080", "127.0.0.1", "127.0.0.1:9", "[::1]:80", "[::1]", "app.localhost:3"] {
+        for h in [
+            "localhost",
+            "localhost:8080",
+            "127.0.0.1",
+            "127.0.0.1:9",
+            "[::1]:80",
+            "[::1]",
+            "app.localhost:3",
+        ] {
             assert!(is_loopback_host(h), "{h}");
         }
-        for h in ["evil.com", "evil.com:80", "10.0.0.1:80", "localhost.evil.com", "127.0.0.1.nip.io"] {
+        for h in [
+            "evil.com",
+            "evil.com:80",
+            "10.0.0.1:80",
+            "localhost.evil.com",
+            "127.0.0.1.nip.io",
+        ] {
             assert!(!is_loopback_host(h), "{h}");
         }
         assert!(is_allowed_origin("http://localhost:3000"));

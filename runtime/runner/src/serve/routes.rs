@@ -101,7 +101,11 @@ pub fn router(state: Arc<AppState>) -> Router {
 /// another web origin ([`super::ServeConfig::loopback_hosts`]).
 async fn host_check(State(st): State<Arc<AppState>>, req: Request, next: Next) -> Response {
     if st.config.loopback_hosts {
-        let header_text = |name| req.headers().get(name).map(|v| v.to_str().unwrap_or("\u{0}"));
+        let header_text = |name| {
+            req.headers()
+                .get(name)
+                .map(|v| v.to_str().unwrap_or("\u{0}"))
+        };
         let host_ok = header_text(header::HOST).is_none_or(super::is_loopback_host);
         let origin_ok = header_text(header::ORIGIN).is_none_or(super::is_allowed_origin);
         if !host_ok || !origin_ok {

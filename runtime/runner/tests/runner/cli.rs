@@ -249,7 +249,14 @@ fn check_json_keeps_the_other_files_when_one_is_unreadable_or_not_utf8() {
     std::fs::write(d.join("good.mlpl"), "x = zeros([2, 3]) + zeros([4])\n").unwrap();
     std::fs::write(d.join("latin1.mlpl"), b"x = 1\n# caf\xe9\n").unwrap();
     let out = mlpl(
-        &["check", "good.mlpl", "latin1.mlpl", "missing.mlpl", "--format", "json"],
+        &[
+            "check",
+            "good.mlpl",
+            "latin1.mlpl",
+            "missing.mlpl",
+            "--format",
+            "json",
+        ],
         &d,
     );
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
@@ -264,7 +271,10 @@ fn check_json_keeps_the_other_files_when_one_is_unreadable_or_not_utf8() {
     };
     assert_eq!(of("good.mlpl"), vec!["E0201"], "{json}");
     assert_eq!(of("latin1.mlpl").len(), 1, "{json}");
-    assert_eq!(items.iter().find(|i| i["file"] == "latin1.mlpl").unwrap()["line"], 2);
+    assert_eq!(
+        items.iter().find(|i| i["file"] == "latin1.mlpl").unwrap()["line"],
+        2
+    );
     assert_eq!(of("missing.mlpl"), vec!["E0405"], "{json}");
     // Only unreadable files: still a JSON array.
     let out = mlpl(&["check", "missing.mlpl", "--format", "json"], &d);
@@ -282,5 +292,9 @@ fn check_survives_sizes_and_depths_that_once_killed_it() {
     let json: serde_json::Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|_| panic!("JSON output; stderr {}", text(&out.stderr)));
     assert!(json.is_array());
-    assert!(matches!(out.status.code(), Some(0 | 1)), "{}", text(&out.stderr));
+    assert!(
+        matches!(out.status.code(), Some(0 | 1)),
+        "{}",
+        text(&out.stderr)
+    );
 }

@@ -212,7 +212,13 @@ fn exit_with_stdin_stops_the_server_when_its_input_closes() {
 fn a_loopback_server_refuses_foreign_hosts_and_origins() {
     let srv = Server::start(&[]);
     let token = srv.token.clone();
-    let (status, _) = srv.call_with("GET", "/v1/sessions", None, Some(&token), &[("Host", "localhost:1")]);
+    let (status, _) = srv.call_with(
+        "GET",
+        "/v1/sessions",
+        None,
+        Some(&token),
+        &[("Host", "localhost:1")],
+    );
     assert_eq!(status, 200);
     for headers in [
         [("Host", "evil.example:80")],

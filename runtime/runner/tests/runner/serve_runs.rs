@@ -374,18 +374,36 @@ fn cells_that_once_killed_the_server_end_with_an_error_and_the_server_lives_on()
         ("w = param[4096, 4096, 4096, 4096]", "E0410"),
         ("x = zeros([30000, 30000])", "E0410"),
         ("x = [1]\nrepeat 40 { x = concat(x, x) }", "E0410"),
-        ("m = linear(2, 2, 0)\nrepeat 100000 { m = residual(m) }", "E0411"),
-        ("k = linear(2, 2, 0)\nrepeat 40 { k = chain(k, k) }", "E0411"),
+        (
+            "m = linear(2, 2, 0)\nrepeat 100000 { m = residual(m) }",
+            "E0411",
+        ),
+        (
+            "k = linear(2, 2, 0)\nrepeat 40 { k = chain(k, k) }",
+            "E0411",
+        ),
     ] {
         let run = srv.run(&id, code);
         let fin = events.until_finished(&run).pop().unwrap();
         assert_eq!(fin.data["status"], "error", "{code}: {:?}", fin.data);
-        assert_eq!(fin.data["diagnostic"]["code"], want, "{code}: {:?}", fin.data);
+        assert_eq!(
+            fin.data["diagnostic"]["code"], want,
+            "{code}: {:?}",
+            fin.data
+        );
     }
     // The same session still runs cells, and lists its variables.
-    let run = srv.run(&id, "m = linear(2, 2, 0)\nrepeat 10 { m = chain(m, m) }\nshape(apply(m, ones([1, 2])))");
+    let run = srv.run(
+        &id,
+        "m = linear(2, 2, 0)\nrepeat 10 { m = chain(m, m) }\nshape(apply(m, ones([1, 2])))",
+    );
     let got = events.until_finished(&run);
-    assert_eq!(got.last().unwrap().data["status"], "ok", "{:?}", got.last().unwrap().data);
+    assert_eq!(
+        got.last().unwrap().data["status"],
+        "ok",
+        "{:?}",
+        got.last().unwrap().data
+    );
     let (status, vars) = srv.get(&format!("/v1/sessions/{id}/variables"));
     assert_eq!(status, 200, "{vars}");
     // The session cap: three in all, a fourth is refused until one goes.

@@ -89,6 +89,7 @@ pub fn parse(src: &str) -> Parsed {
 
 mod brackets;
 mod expr;
+mod func;
 mod stmt;
 #[cfg(test)]
 mod tests;

@@ -118,7 +118,8 @@ impl<'a> Parser<'a> {
             StmtKind::Repeat { .. }
             | StmtKind::Train { .. }
             | StmtKind::For { .. }
-            | StmtKind::Experiment { .. } => true,
+            | StmtKind::Experiment { .. }
+            | StmtKind::Fn(_) => true,
             StmtKind::Expr(e) => matches!(e.kind, ExprKind::Device { .. }),
             _ => false,
         };
@@ -168,6 +169,7 @@ impl<'a> Parser<'a> {
                 }
             }
             K::For => self.parse_for(),
+            K::Fn => self.parse_fn(),
             K::Experiment => {
                 self.advance();
                 let name = self.parse_header_expr();
@@ -536,7 +538,7 @@ impl<'a> Parser<'a> {
     pub(super) fn looks_like_stmt_start(&self) -> bool {
         match self.peek() {
             K::Ident(_) => matches!(self.peek2(), K::Eq | K::Colon),
-            K::Repeat | K::Train | K::For | K::Experiment => true,
+            K::Repeat | K::Train | K::For | K::Experiment | K::Fn => true,
             K::LBrace => true,
             _ => false,
         }

@@ -4,5 +4,6 @@
 //! crate builds and links once for all of them.
 
 mod catalog;
+mod functions;
 mod props;
 mod rules;

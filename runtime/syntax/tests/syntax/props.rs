@@ -104,6 +104,22 @@ fn check_stmt(src: &str, s: &Stmt, depth: usize) -> Result<(), TestCaseError> {
             check_expr(src, name, depth)?;
             check_block(src, body, depth)?;
         }
+        StmtKind::Fn(f) => {
+            prop_assert!(span_ok(src, f.name.span));
+            prop_assert!(span_ok(src, f.sig_span));
+            for p in &f.params {
+                prop_assert!(span_ok(src, p.span));
+                if let Some(shape) = &p.shape {
+                    prop_assert!(span_ok(src, shape.span));
+                    for d in &shape.dims {
+                        prop_assert!(span_ok(src, d.span));
+                    }
+                }
+            }
+            // Definitions only at the top level.
+            prop_assert_eq!(depth, 0);
+            check_block(src, &f.body, depth)?;
+        }
         StmtKind::Error => {}
     }
     Ok(())
@@ -170,7 +186,7 @@ fn single_fragment() -> impl Strategy<Value = String> {
         4 => prop::sample::select(vec![
             "(", ")", "[", "]", "{", "}", ",", "=", ":", ";", "+", "-", "*", "/",
             "repeat", "train", "for", "in", "experiment", "device", "param", "tensor",
-            "\n", "\r\n", "\r", " ", "  ", "\t", "# %% cell\n", "# comment\n", "\n# %%",
+            "fn", "->", "fn f(", ") -> [", "\n", "\r\n", "\r", " ", "  ", "\t", "# %% cell\n", "# comment\n", "\n# %%",
             "\"", "\\", "'", "%", "==", "**", "<", ">", ".", "@", "!", "&", "|", ":vars",
             "1.", ".5", "1e400", "2e", "1_", "1__0", "1e-4", "4_000", "-1", "x -1", "é", "−",
         ])
@@ -203,7 +219,7 @@ fn token_soup() -> impl Strategy<Value = String> {
 
 /// Well-formed programs with one random edit.
 fn mutated_program() -> impl Strategy<Value = String> {
-    let base = "x = f(1, [2, -3],\n  g(y))\nrepeat 3 {\n  w : [a, b] = param[2, 2]\n  z = device(\"cuda\") { matmul(w, w) }\n}\nfor r in rows { r * 2 }\n# %% next\ntrain 10 { adam(loss, m, 0.1, 0.9, 0.999, 1e-8); loss }\n";
+    let base = "x = f(1, [2, -3],\n  g(y))\nrepeat 3 {\n  w : [a, b] = param[2, 2]\n  z = device(\"cuda\") { matmul(w, w) }\n}\nfor r in rows { r * 2 }\n# %% next\ntrain 10 { adam(loss, m, 0.1, 0.9, 0.999, 1e-8); loss }\nfn f(x : [b, 2 * d], w) -> [b, _] {\n  h = matmul(x, w)\n  g(h)\n}\n";
     (0..base.len(), single_fragment(), 0usize..3).prop_map(move |(at, frag, op)| {
         let at = (0..=at)
             .rev()
@@ -282,8 +298,8 @@ proptest! {
 
 #[test]
 fn base_program_is_clean() {
-    let base = "x = f(1, [2, -3],\n  g(y))\nrepeat 3 {\n  w : [a, b] = param[2, 2]\n  z = device(\"cuda\") { matmul(w, w) }\n}\nfor r in rows { r * 2 }\n# %% next\ntrain 10 { adam(loss, m, 0.1, 0.9, 0.999, 1e-8); loss }\n";
+    let base = "x = f(1, [2, -3],\n  g(y))\nrepeat 3 {\n  w : [a, b] = param[2, 2]\n  z = device(\"cuda\") { matmul(w, w) }\n}\nfor r in rows { r * 2 }\n# %% next\ntrain 10 { adam(loss, m, 0.1, 0.9, 0.999, 1e-8); loss }\nfn f(x : [b, 2 * d], w) -> [b, _] {\n  h = matmul(x, w)\n  g(h)\n}\n";
     let p = parse(base);
     assert!(p.diagnostics.is_empty(), "{:#?}", p.diagnostics);
-    assert_eq!(p.program.stmts.len(), 4);
+    assert_eq!(p.program.stmts.len(), 5);
 }

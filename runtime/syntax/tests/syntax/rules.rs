@@ -114,6 +114,7 @@ fn stmt_sexp(s: &Stmt) -> String {
         StmtKind::Experiment { name, body } => {
             format!("experiment {} {{{}}}", sexp(name), body.stmts.len())
         }
+        StmtKind::Fn(f) => format!("{} {{{}}}", f.signature(), f.body.stmts.len()),
         StmtKind::Error => "ERROR".into(),
     }
 }

@@ -1,0 +1,145 @@
+//! Calls of user-defined functions (docs/language.md, "Functions").
+//!
+//! A call evaluates its arguments in the caller's scope, left to right, checks
+//! them against the signature (E0219, naming the function and the parameter),
+//! then runs the body in a frame of its own: the parameters and what the body
+//! assigns. A body reads no caller variable (E0111). Calls nest at most
+//! [`MAX_CALL_DEPTH`] deep (E0412): the interpreter is recursive, and that
+//! depth stays far inside a 2 MiB thread stack (a test runs the limit on one).
+//! Arrays passed in keep their tape node, so a loss that calls functions is
+//! differentiated through them; models built or applied in a body keep their
+//! parameters in the workspace, as everywhere.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::Interp;
+use crate::errors::signature::{self, ArgShape, AxName, Size, Unifier, MAX_CALL_DEPTH};
+use crate::value::Value;
+use mlpl_diag::{Diagnostic, Span};
+use mlpl_syntax::{Expr, FnDef};
+
+/// The scope of one running call.
+#[derive(Debug)]
+pub struct Frame {
+    /// The function being run.
+    pub def: Arc<FnDef>,
+    /// Its parameters and the variables its body assigned.
+    pub locals: HashMap<String, Value>,
+}
+
+/// What the signature check sees of a runtime value.
+pub fn arg_shape(v: &Value) -> ArgShape {
+    match v {
+        Value::Array(a) => {
+            let names = a.names();
+            ArgShape::Axes(
+                a.shape()
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &n)| {
+                        let name = match names.and_then(|ns| ns.get(i)).and_then(|n| n.as_deref()) {
+                            Some(s) if !s.is_empty() => AxName::Named(s.to_string()),
+                            _ => AxName::Unnamed,
+                        };
+                        (Size::Known(n), name)
+                    })
+                    .collect(),
+            )
+        }
+        other => ArgShape::NotArray(other.kind_name()),
+    }
+}
+
+impl Interp {
+    /// `fn name(...) { ... }`: binds the function (E0112 for a builtin's name).
+    pub(super) fn define(&mut self, def: &FnDef) -> Result<Value, Diagnostic> {
+        if crate::builtins::lookup(&def.name.name).is_some() {
+            return Err(signature::builtin_name_error(def));
+        }
+        self.ws
+            .functions
+            .insert(def.name.name.clone(), Arc::new(def.clone()));
+        Ok(Value::exact(0.0))
+    }
+
+    /// The function being run, if any.
+    pub(crate) fn current_fn(&self) -> Option<&Arc<FnDef>> {
+        self.frames.last().map(|f| &f.def)
+    }
+
+    /// Binds a variable in the current scope: the running call's frame, or the
+    /// workspace.
+    pub(crate) fn bind(&mut self, name: &str, value: Value, track: bool) {
+        match self.frames.last_mut() {
+            Some(f) => {
+                f.locals.insert(name.to_string(), value);
+            }
+            None => self.ws.assign(name, value, track),
+        }
+    }
+
+    /// A call of the user function `def`.
+    pub(super) fn call_fn(
+        &mut self,
+        def: Arc<FnDef>,
+        name_span: Span,
+        args: &[Expr],
+        span: Span,
+    ) -> Result<Value, Diagnostic> {
+        if args.len() != def.params.len() {
+            return Err(signature::fn_arity_error(&def, args.len(), span));
+        }
+        let mut values = Vec::with_capacity(args.len());
+        for a in args {
+            values.push(self.expr(a)?);
+        }
+        let mut u = Unifier::default();
+        let shapes: Vec<ArgShape> = values.iter().map(arg_shape).collect();
+        if let Err(m) = u.params(&def, &shapes) {
+            let at = m.param.map_or(span, |p| args[p].span);
+            return Err(signature::signature_mismatch(&def, &m, at));
+        }
+        if self.frames.len() >= MAX_CALL_DEPTH {
+            return Err(signature::recursion_error(&def.name.name, name_span));
+        }
+        self.check_cancel(span)?;
+        let locals = def
+            .params
+            .iter()
+            .map(|p| p.name.name.clone())
+            .zip(values)
+            .collect();
+        self.frames.push(Frame {
+            def: def.clone(),
+            locals,
+        });
+        let result = self.block(&def.body.stmts);
+        self.frames.pop();
+        let value = match result {
+            Ok(v) => v,
+            // A read the body makes on every call (E0111) is the body's alone,
+            // as the checker reports it; anything else points at the call too.
+            Err(d)
+                if self.frames.is_empty()
+                    && in_span(&d, def.body.span)
+                    && d.code != mlpl_diag::code::E0111 =>
+            {
+                return Err(d.with_label(span, format!("in this call of `{}`", def.name.name)))
+            }
+            Err(d) => return Err(d),
+        };
+        if let Err(m) = u.result(&def, &arg_shape(&value)) {
+            let at = def.body.stmts.last().map_or(def.body.span, |s| s.span);
+            let d = signature::signature_mismatch(&def, &m, at);
+            return Err(d.with_label(span, format!("in this call of `{}`", def.name.name)));
+        }
+        Ok(value)
+    }
+}
+
+fn in_span(d: &Diagnostic, outer: Span) -> bool {
+    d.primary
+        .as_ref()
+        .is_some_and(|l| l.span.start >= outer.start && l.span.end <= outer.end)
+}
