@@ -54,9 +54,10 @@ test('files and llm_call answer that they are not available', () => {
   const r = mlpl.run('load("data.csv")\n');
   assert.equal(r.ok, false);
   assert.match(r.error.rendered, /not available in the browser/);
-  const l = mlpl.run('llm_call("hi")\n');
+  const l = mlpl.run('llm_call("http://127.0.0.1:11434", "hi", "llama3.2")\n');
   assert.equal(l.ok, false, JSON.stringify(l));
-  assert.match(l.error.rendered, /not available in this build/);
+  assert.equal(l.error.code, 'E0408');
+  assert.match(l.error.rendered, /this build of MLPL has no HTTP client/);
 });
 
 // tiny_lm takes minutes in wasm today (docs/playground.md), so CI runs it only
