@@ -391,28 +391,9 @@ impl<'a> Parser<'a> {
             return (items, self.span_from(open_i));
         }
         self.ctx.push(true);
-        loop {
-            let i = self.idx();
-            let t = self.toks[i].clone();
-            if t.kind.is_closer() {
-                if close == Some(i) {
-                    self.advance();
-                }
-                break;
-            }
-            if t.kind == K::Eof {
-                break;
-            }
-            if close.is_none() && i > self.pos && self.looks_like_stmt_start() {
-                break;
-            }
+        while let Some(t) = self.next_in_group(close) {
             if t.kind == K::Comma {
-                self.error(
-                    Diagnostic::of(code::E0012)
-                        .at(t.span, "an element is missing before this `,`")
-                        .help("remove the extra `,`"),
-                );
-                self.advance();
+                self.extra_comma(&t, "an element", true);
                 continue;
             }
             let before = self.errs;
@@ -455,6 +436,38 @@ impl<'a> Parser<'a> {
         self.ctx.pop();
         self.leave();
         (items, self.span_from(open_i))
+    }
+
+    /// The next item's first token of a comma-separated group whose closer is
+    /// at `close`, or `None` at its end: the closer (consumed when it is the
+    /// group's own), the end of input, or, for a group never closed, a new line
+    /// that starts a statement.
+    pub(super) fn next_in_group(&mut self, close: Option<usize>) -> Option<Token> {
+        let i = self.idx();
+        let t = self.toks[i].clone();
+        if t.kind.is_closer() {
+            if close == Some(i) {
+                self.advance();
+            }
+            return None;
+        }
+        if t.kind == K::Eof || (close.is_none() && i > self.pos && self.looks_like_stmt_start()) {
+            return None;
+        }
+        Some(t)
+    }
+
+    /// E0012 for the `,` at `comma` with no item (`what`) before it, reported
+    /// when `report`; consumes it.
+    pub(super) fn extra_comma(&mut self, comma: &Token, what: &str, report: bool) {
+        if report {
+            self.error(
+                Diagnostic::of(code::E0012)
+                    .at(comma.span, format!("{what} is missing before this `,`"))
+                    .help("remove the extra `,`"),
+            );
+        }
+        self.advance();
     }
 
     /// Consumes the group's own closer if it is next.

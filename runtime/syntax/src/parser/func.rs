@@ -108,30 +108,13 @@ impl<'a> Parser<'a> {
         self.ctx.push(true);
         loop {
             let i = self.idx();
-            let t = self.toks[i].clone();
-            if t.kind.is_closer() {
-                if close == Some(i) {
-                    self.advance();
-                }
+            let Some(t) = self.next_in_group(close) else {
                 break;
-            }
-            if t.kind == K::Eof {
-                break;
-            }
-            if close.is_none() && i > self.pos && self.looks_like_stmt_start() {
-                break;
-            }
+            };
             match &t.kind {
                 K::Comma => {
-                    if ok {
-                        self.error(
-                            Diagnostic::of(code::E0012)
-                                .at(t.span, "a parameter is missing before this `,`")
-                                .help("remove the extra `,`"),
-                        );
-                    }
+                    self.extra_comma(&t, "a parameter", ok);
                     ok = false;
-                    self.advance();
                     continue;
                 }
                 K::Ident(_) => {

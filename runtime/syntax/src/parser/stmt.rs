@@ -380,32 +380,11 @@ impl<'a> Parser<'a> {
         self.ctx.push(true);
         let mut axes = Vec::new();
         let mut ok = true;
-        loop {
-            let i = self.idx();
-            let t = self.toks[i].clone();
-            if t.kind.is_closer() {
-                if close == Some(i) {
-                    self.advance();
-                }
-                break;
-            }
-            if t.kind == K::Eof {
-                break;
-            }
-            if close.is_none() && i > self.pos && self.looks_like_stmt_start() {
-                break;
-            }
+        while let Some(t) = self.next_in_group(close) {
             match &t.kind {
                 K::Comma => {
-                    if ok {
-                        self.error(
-                            Diagnostic::of(code::E0012)
-                                .at(t.span, "an axis name is missing before this `,`")
-                                .help("remove the extra `,`"),
-                        );
-                    }
+                    self.extra_comma(&t, "an axis name", ok);
                     ok = false;
-                    self.advance();
                     continue;
                 }
                 K::Ident(_) => {
