@@ -47,24 +47,14 @@ impl<'a> Parser<'a> {
         let mut ret = None;
         if *self.peek() == K::Arrow {
             let arrow = self.bump();
-            if *self.peek() == K::LBracket {
-                let (shape, shape_ok) = self.parse_shape();
-                ok &= shape_ok;
-                ret = Some(shape);
-            } else {
-                let found = self.peek().describe();
-                let (span, _) = self.found_span();
-                self.error(
-                    Diagnostic::error(
-                        code::E0011,
-                        format!("malformed signature: expected a shape after `->`, found {found}"),
-                    )
-                    .at(span, "expected `[`")
-                    .with_label(arrow.span, "the result shape starts here")
-                    .help("write the result's axes, e.g. `-> [batch, d]`"),
-                );
-                ok = false;
-            }
+            let (shape, shape_ok) = self.shape_after(
+                &arrow,
+                "a shape after `->`",
+                "the result shape starts here",
+                "write the result's axes, e.g. `-> [batch, d]`".into(),
+            );
+            ok &= shape_ok;
+            ret = shape;
             sig_span = self.span_from(fn_i);
         }
         let body = self.parse_body(&format!("fn {}", name.name));
@@ -87,6 +77,34 @@ impl<'a> Parser<'a> {
             })),
             _ => StmtKind::Error,
         }
+    }
+
+    /// The shape `[...]` that must follow `intro` (`->` or `:`), or E0011
+    /// naming what stands there instead (`None`). Returns it and whether it
+    /// parsed.
+    fn shape_after(
+        &mut self,
+        intro: &Token,
+        expected: &str,
+        label: &str,
+        help: String,
+    ) -> (Option<ShapeSig>, bool) {
+        if *self.peek() == K::LBracket {
+            let (shape, ok) = self.parse_shape();
+            return (Some(shape), ok);
+        }
+        let found = self.peek().describe();
+        let (span, _) = self.found_span();
+        self.error(
+            Diagnostic::error(
+                code::E0011,
+                format!("malformed signature: expected {expected}, found {found}"),
+            )
+            .at(span, "expected `[`")
+            .with_label(intro.span, label)
+            .help(help),
+        );
+        (None, false)
     }
 
     /// `(x : [a, b], y)`; the next token is `(`. Returns the parameters and
@@ -123,25 +141,17 @@ impl<'a> Parser<'a> {
                     let mut shape = None;
                     if *self.peek() == K::Colon {
                         let colon = self.bump();
-                        if *self.peek() == K::LBracket {
-                            let (s, shape_ok) = self.parse_shape();
-                            ok &= shape_ok;
-                            shape = Some(s);
-                        } else {
-                            let found = self.peek().describe();
-                            let (span, _) = self.found_span();
-                            self.error(
-                                Diagnostic::error(
-                                    code::E0011,
-                                    format!("malformed signature: expected `[` after `:`, found {found}"),
-                                )
-                                .at(span, "expected `[`")
-                                .with_label(colon.span, "a parameter's shape starts here")
-                                .help(format!("write `{} : [axis, ...]`", name.name)),
-                            );
-                            ok = false;
+                        let (s, shape_ok) = self.shape_after(
+                            &colon,
+                            "`[` after `:`",
+                            "a parameter's shape starts here",
+                            format!("write `{} : [axis, ...]`", name.name),
+                        );
+                        ok &= shape_ok;
+                        if s.is_none() {
                             self.sync_in_group();
                         }
+                        shape = s;
                     }
                     if params.iter().any(|p: &FnParam| p.name.name == name.name) {
                         self.error(
