@@ -242,8 +242,7 @@ impl Analysis {
         let mut seen = HashSet::new();
         let mut out = Vec::new();
         for o in &self.occurrences {
-            if o.kind.class() == 1 && seen.insert(o.name.clone())
-            {
+            if o.kind.class() == 1 && seen.insert(o.name.clone()) {
                 out.push(o.name.clone());
             }
         }

@@ -583,7 +583,10 @@ mod tests {
         assert!(invalid_name("1x", OccKind::VarUse).is_some());
         assert!(invalid_name("ok_2", OccKind::VarUse).is_none());
         let f = invalid_name("softmax", OccKind::FnDef).unwrap();
-        assert!(f.contains("E0112") && f.contains("name of a builtin"), "{f}");
+        assert!(
+            f.contains("E0112") && f.contains("name of a builtin"),
+            "{f}"
+        );
         assert!(invalid_name("fn", OccKind::FnUse).is_some());
         assert!(invalid_name("my_softmax", OccKind::FnUse).is_none());
     }

@@ -128,7 +128,11 @@ fn starts(v: &Value) -> Vec<(u64, u64)> {
         .unwrap()
         .iter()
         .map(|x| {
-            let r = if x.get("range").is_some() { &x["range"] } else { x };
+            let r = if x.get("range").is_some() {
+                &x["range"]
+            } else {
+                x
+            };
             (
                 r["start"]["line"].as_u64().unwrap(),
                 r["start"]["character"].as_u64().unwrap(),
@@ -268,7 +272,10 @@ async fn signature_help_for_user_functions_and_hover_on_parameters() {
     assert_eq!(h["activeParameter"], 1);
     let off = |i: usize| -> (usize, usize) {
         let p = &sig["parameters"][i]["label"];
-        (p[0].as_u64().unwrap() as usize, p[1].as_u64().unwrap() as usize)
+        (
+            p[0].as_u64().unwrap() as usize,
+            p[1].as_u64().unwrap() as usize,
+        )
     };
     let (a, b) = off(0);
     assert_eq!(&label[a..b], "x : [n, d]");
@@ -332,7 +339,13 @@ async fn inlay_hints_inside_bodies_show_symbolic_shapes_and_tokens_mark_function
         } else {
             col += ds;
         }
-        toks.push((line, col, c5[2].as_u64().unwrap(), c5[3].as_u64().unwrap(), c5[4].as_u64().unwrap()));
+        toks.push((
+            line,
+            col,
+            c5[2].as_u64().unwrap(),
+            c5[3].as_u64().unwrap(),
+            c5[4].as_u64().unwrap(),
+        ));
     }
     let at = |l: u64, c: u64| toks.iter().find(|t| t.0 == l && t.1 == c).copied();
     // `fn` is a keyword; `widen` a function declaration; `x` a parameter

@@ -52,7 +52,10 @@ fn every_corpus_script_reports_exactly_its_expected_errors() {
     assert!(files.len() >= 60, "the corpus has {} scripts", files.len());
     let function_scripts = files
         .iter()
-        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("fn_")))
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("fn_"))
+        })
         .count();
     assert!(
         function_scripts >= 30,

@@ -239,7 +239,11 @@ fn well_shaped(seed: u64, len: usize) -> String {
                 out.push_str(&format!("fn {g}(x, y) {{ x * y + x }}\n"));
                 match compatible(&a, &b) {
                     Some((s, n)) => (format!("{g}({}, {})", a.name, b.name), s, n),
-                    None => (format!("{g}({}, 2)", a.name), a.shape.clone(), a.names.clone()),
+                    None => (
+                        format!("{g}({}, 2)", a.name),
+                        a.shape.clone(),
+                        a.names.clone(),
+                    ),
                 }
             }
             _ => {
@@ -341,14 +345,33 @@ fn generator_covers_named_looping_and_function_programs() {
 /// function or recurse; arguments of every kind.
 fn random_signatures(seed: u64) -> String {
     let mut r = Rng(seed);
-    const DIMS: &[&str] = &["n", "d", "2 * d", "d / 2", "_", "3", "n + 1", "d - 4", "n * d"];
+    const DIMS: &[&str] = &[
+        "n", "d", "2 * d", "d / 2", "_", "3", "n + 1", "d - 4", "n * d",
+    ];
     const BODIES: &[&str] = &[
-        "x0", "x0 + x1", "matmul(x0, x1)", "sum(x0, 0)", "g(x0)", "f(x0, x1)", "transpose(x0)",
-        "reshape(x0, [-1])", "h = x0 * 2\n  h + x1", "apply(linear(3, 2, 0), x0)", "f(x0 + 1, x1)",
+        "x0",
+        "x0 + x1",
+        "matmul(x0, x1)",
+        "sum(x0, 0)",
+        "g(x0)",
+        "f(x0, x1)",
+        "transpose(x0)",
+        "reshape(x0, [-1])",
+        "h = x0 * 2\n  h + x1",
+        "apply(linear(3, 2, 0), x0)",
+        "f(x0 + 1, x1)",
     ];
     const ARGS: &[&str] = &[
-        "ones([2, 3])", "ones([3])", "iota(4)", "\"s\"", "linear(2, 3, 0)", "ones([6, 3])",
-        "ones([0])", "2", "ones([3, 3])", "label(ones([2, 3]), [\"a\", \"b\"])",
+        "ones([2, 3])",
+        "ones([3])",
+        "iota(4)",
+        "\"s\"",
+        "linear(2, 3, 0)",
+        "ones([6, 3])",
+        "ones([0])",
+        "2",
+        "ones([3, 3])",
+        "label(ones([2, 3]), [\"a\", \"b\"])",
     ];
     let mut out = String::new();
     for f in ["f", "g"] {
@@ -367,9 +390,14 @@ fn random_signatures(seed: u64) -> String {
         } else {
             String::new()
         };
-        let body = r.pick(BODIES).replace("x1", if f == "g" { "x0" } else { "x1" });
+        let body = r
+            .pick(BODIES)
+            .replace("x1", if f == "g" { "x0" } else { "x1" });
         let params = if f == "g" { &params[..1] } else { &params[..] };
-        out.push_str(&format!("fn {f}({}){ret} {{\n  {body}\n}}\n", params.join(", ")));
+        out.push_str(&format!(
+            "fn {f}({}){ret} {{\n  {body}\n}}\n",
+            params.join(", ")
+        ));
     }
     for i in 0..1 + r.below(3) {
         let call = if r.below(2) == 0 {

@@ -476,7 +476,13 @@ fn a_transformer_block_written_as_functions_trains_bit_identically_to_dsl_layers
         assert_eq!(stats.len(), 1);
         assert_eq!(stats[0].eager_reason, None, "captured");
         assert!(stats[0].replayed > 0, "{:?}", stats[0]);
-        let losses = s.it.ws.get("last_losses").unwrap().as_array().unwrap().tensor();
+        let losses =
+            s.it.ws
+                .get("last_losses")
+                .unwrap()
+                .as_array()
+                .unwrap()
+                .tensor();
         let bits: Vec<u32> = losses.host().iter().map(|x| x.to_bits()).collect();
         (printed, bits)
     };
@@ -500,7 +506,11 @@ fn an_unknown_function_suggests_a_defined_one_statically_and_at_run_time() {
         d.help.as_deref(),
         Some("a function with a similar name is defined: `project`")
     );
-    assert!(d.notes.iter().any(|n| n.contains("defined with `fn")), "{:?}", d.notes);
+    assert!(
+        d.notes.iter().any(|n| n.contains("defined with `fn")),
+        "{:?}",
+        d.notes
+    );
     let r = error_of(src);
     assert_eq!((r.code, &r.help, &r.notes), (d.code, &d.help, &d.notes));
     // A builtin closer than any function is suggested instead.
