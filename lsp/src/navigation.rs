@@ -347,7 +347,8 @@ const DEFAULT_LIBRARY: u32 = 2;
 
 /// Semantic tokens: keywords, builtins (`defaultLibrary`), user functions
 /// (`function`, `declaration` at the definition), variables, tracked parameters
-/// and function parameters (`parameter`), axis names (`typeParameter`), strings,
+/// and function parameters (`parameter`), axis names and a signature's
+/// dimension names (`typeParameter`), strings,
 /// numbers, comments and operators. Multi-line tokens are split per line.
 pub fn semantic_tokens(a: &Analysis) -> Vec<SemanticToken> {
     let mut raw: Vec<(Span, u32, u32)> = Vec::new();
@@ -364,6 +365,17 @@ pub fn semantic_tokens(a: &Analysis) -> Vec<SemanticToken> {
                 classified.insert(name.span.start, (FUNCTION, m));
             }
         });
+    }
+    // Dimension names in signatures: axis-like (`typeParameter`), the first
+    // use in a signature being its declaration.
+    for s in &a.program.stmts {
+        if let StmtKind::Fn(f) = &s.kind {
+            let mut seen = std::collections::HashSet::new();
+            let shapes = f.params.iter().filter_map(|p| p.shape.as_ref());
+            for d in shapes.chain(f.ret.as_ref()).flat_map(|sh| &sh.dims) {
+                dim_tokens(d, &mut seen, &mut classified);
+            }
+        }
     }
     // Parameters of user functions, by the function (its start) they belong to.
     let fn_params: std::collections::HashSet<(Option<usize>, &str)> = a
@@ -460,6 +472,29 @@ pub fn semantic_tokens(a: &Analysis) -> Vec<SemanticToken> {
     }
     raw.sort_by_key(|(s, ..)| s.start);
     encode(a, &raw)
+}
+
+/// The dimension names of one signature axis (`2 * d`: `d`) as axis tokens.
+fn dim_tokens<'a>(
+    d: &'a mlpl_syntax::DimSig,
+    seen: &mut std::collections::HashSet<&'a str>,
+    out: &mut HashMap<usize, (u32, u32)>,
+) {
+    match &d.kind {
+        mlpl_syntax::DimSigKind::Name(n) => {
+            let m = if seen.insert(n.as_str()) {
+                DECLARATION
+            } else {
+                0
+            };
+            out.insert(d.span.start, (AXIS, m));
+        }
+        mlpl_syntax::DimSigKind::Binary { lhs, rhs, .. } => {
+            dim_tokens(lhs, seen, out);
+            dim_tokens(rhs, seen, out);
+        }
+        mlpl_syntax::DimSigKind::Any | mlpl_syntax::DimSigKind::Size(_) => {}
+    }
 }
 
 fn encode(a: &Analysis, raw: &[(Span, u32, u32)]) -> Vec<SemanticToken> {

@@ -355,4 +355,10 @@ async fn inlay_hints_inside_bodies_show_symbolic_shapes_and_tokens_mark_function
     assert_eq!(at(0, 9).map(|t| (t.3, t.4)), Some((3, 1)), "{toks:?}");
     assert_eq!(at(1, 13).map(|t| (t.3, t.4)), Some((3, 0)), "{toks:?}");
     assert_eq!(at(5, 4).map(|t| (t.3, t.4)), Some((1, 0)), "{toks:?}");
+    // Dimension names in the signature are type parameters, declared at their
+    // first use: `n` (0:14), `d` (0:17), then `d` again (0:26) and in `2 * d`.
+    assert_eq!(at(0, 14).map(|t| (t.3, t.4)), Some((4, 1)), "{toks:?}");
+    assert_eq!(at(0, 17).map(|t| (t.3, t.4)), Some((4, 1)), "{toks:?}");
+    assert_eq!(at(0, 26).map(|t| (t.3, t.4)), Some((4, 0)), "{toks:?}");
+    assert_eq!(at(0, 33).map(|t| (t.3, t.4)), Some((4, 0)), "{toks:?}");
 }
