@@ -116,12 +116,15 @@ pub fn fixes(a: &Analysis, d: &Diagnostic) -> Vec<(String, Vec<(Span, String)>)>
     let mut out = Vec::new();
     match d.code {
         code::E0101 | code::E0102 | code::E0207 => {
-            let marker = match d.code {
-                code::E0101 => "a variable with a similar name exists:",
-                code::E0102 => "a builtin with a similar name exists:",
-                _ => "an axis with a similar name exists:",
+            let markers: &[&str] = match d.code {
+                code::E0101 => &["a variable with a similar name exists:"],
+                code::E0102 => &[
+                    "a builtin with a similar name exists:",
+                    "a function with a similar name is defined:",
+                ],
+                _ => &["an axis with a similar name exists:"],
             };
-            if let Some(name) = quoted_after(help, marker) {
+            if let Some(name) = markers.iter().find_map(|m| quoted_after(help, m)) {
                 let replacement = if d.code == code::E0207 {
                     format!("\"{name}\"")
                 } else {
@@ -338,6 +341,16 @@ mod tests {
             .unwrap();
         let f = fixes(&a, d);
         assert_eq!(apply(&a, &f[0].1), "x = matmul([[1]], [[2]])");
+        // A misspelt user function.
+        let a = Analysis::new("fn project(x) { x }\ny = porject(1)");
+        let d = a
+            .diagnostics
+            .iter()
+            .find(|d| d.code == code::E0102)
+            .unwrap();
+        let f = fixes(&a, d);
+        assert_eq!(f[0].0, "Replace with `project`");
+        assert_eq!(apply(&a, &f[0].1), "fn project(x) { x }\ny = project(1)");
 
         let a = Analysis::new("a = zeros([2, 3])\nb = zeros([2, 3])\nc = matmul(a, b)");
         let d = a

@@ -1,7 +1,8 @@
 //! One analysis of one version of a document: the parse, the checker's
 //! diagnostics, the checker's facts (values of assignments, `train` blocks,
-//! optimizer calls), the cells and an index of every variable and axis-name
-//! occurrence. Every editor feature reads an [`Analysis`]; none runs code. Shapes
+//! optimizer calls), the cells and an index of every variable, function,
+//! parameter and axis-name occurrence. A function's body is a scope of its
+//! own: its parameters and variables are not the program's. Every editor feature reads an [`Analysis`]; none runs code. Shapes
 //! come only from the runtime's checker (`mlpl_lang::check`).
 
 use std::collections::HashSet;
@@ -29,6 +30,37 @@ pub enum OccKind {
     AxisDef,
     /// An axis name in a string argument (`sum(x, "a")`, `label(x, ["a"])`).
     AxisUse,
+    /// A parameter in a function's signature.
+    ParamDef,
+    /// The name of a user function in its definition.
+    FnDef,
+    /// The name of a user function in a call.
+    FnUse,
+}
+
+impl OccKind {
+    /// Whether this names a variable or parameter (scoped), not an axis or a
+    /// function (global).
+    pub fn is_variable(self) -> bool {
+        matches!(self, OccKind::VarDef | OccKind::VarUse | OccKind::ParamDef)
+    }
+
+    /// Whether this is where a name is introduced.
+    pub fn is_definition(self) -> bool {
+        matches!(
+            self,
+            OccKind::VarDef | OccKind::AxisDef | OccKind::ParamDef | OccKind::FnDef
+        )
+    }
+
+    /// The class of names this belongs to: variables, axis names or functions.
+    fn class(self) -> u8 {
+        match self {
+            OccKind::VarDef | OccKind::VarUse | OccKind::ParamDef => 0,
+            OccKind::AxisDef | OccKind::AxisUse => 1,
+            OccKind::FnDef | OccKind::FnUse => 2,
+        }
+    }
 }
 
 /// One occurrence of a variable or axis name.
@@ -40,6 +72,9 @@ pub struct Occurrence {
     pub span: Span,
     /// What it is.
     pub kind: OccKind,
+    /// For a variable or parameter: the start of the function definition whose
+    /// body it is in (`None` at the top level).
+    pub scope: Option<usize>,
 }
 
 /// The result of analysing one text.
@@ -78,8 +113,18 @@ impl Analysis {
         let lines = LineIndex::new(text);
         let mut occurrences = Vec::new();
         let mut params = HashSet::new();
+        let fns: HashSet<String> = mlpl_lang::check::functions_of(&checked.program)
+            .into_keys()
+            .collect();
+        let mut c = Collector {
+            src: text,
+            out: &mut occurrences,
+            params: &mut params,
+            fns: &fns,
+            scope: None,
+        };
         for s in &checked.program.stmts {
-            collect_stmt(text, s, &mut occurrences, &mut params);
+            c.stmt(s);
         }
         occurrences.sort_by_key(|o| o.span.start);
         Analysis {
@@ -103,30 +148,30 @@ impl Analysis {
             .find(|o| o.span.start <= offset && offset <= o.span.end)
     }
 
-    /// All occurrences of the same variable or axis name as `occ`.
+    /// All occurrences of the same variable (in the same scope), axis name or
+    /// function as `occ`.
     pub fn related(&self, occ: &Occurrence) -> Vec<&Occurrence> {
-        let axis = matches!(occ.kind, OccKind::AxisDef | OccKind::AxisUse);
         self.occurrences
             .iter()
             .filter(|o| {
-                o.name == occ.name && matches!(o.kind, OccKind::AxisDef | OccKind::AxisUse) == axis
+                o.name == occ.name
+                    && o.kind.class() == occ.kind.class()
+                    && (!occ.kind.is_variable() || o.scope == occ.scope)
             })
             .collect()
     }
 
     /// The definition of `occ`: for a variable, the last assignment before it (or the
-    /// first one, for a read before any assignment, as in a loop); for an axis name,
-    /// the first annotation that introduces it.
+    /// first one, for a read before any assignment, as in a loop), or the
+    /// parameter it reads inside a function; for an axis name, the first
+    /// annotation that introduces it; for a function, its `fn` definition.
     pub fn definition(&self, occ: &Occurrence) -> Option<&Occurrence> {
         let all = self.related(occ);
-        let defs: Vec<&&Occurrence> = all
-            .iter()
-            .filter(|o| matches!(o.kind, OccKind::VarDef | OccKind::AxisDef))
-            .collect();
-        if matches!(occ.kind, OccKind::AxisDef | OccKind::AxisUse) {
+        let defs: Vec<&&Occurrence> = all.iter().filter(|o| o.kind.is_definition()).collect();
+        if !occ.kind.is_variable() {
             return defs.first().map(|o| **o).or_else(|| all.first().copied());
         }
-        if occ.kind == OccKind::VarDef {
+        if matches!(occ.kind, OccKind::VarDef | OccKind::ParamDef) {
             return self.occurrences.iter().find(|o| *o == occ);
         }
         defs.iter()
@@ -197,8 +242,7 @@ impl Analysis {
         let mut seen = HashSet::new();
         let mut out = Vec::new();
         for o in &self.occurrences {
-            if matches!(o.kind, OccKind::AxisDef | OccKind::AxisUse) && seen.insert(o.name.clone())
-            {
+            if o.kind.class() == 1 && seen.insert(o.name.clone()) {
                 out.push(o.name.clone());
             }
         }
@@ -248,106 +292,112 @@ fn comment_spans(text: &str, tokens: &[Token]) -> Vec<Span> {
     out
 }
 
-fn collect_stmt(src: &str, s: &Stmt, out: &mut Vec<Occurrence>, params: &mut HashSet<String>) {
-    let def = |name: &str, span: Span| Occurrence {
-        name: name.to_string(),
-        span,
-        kind: OccKind::VarDef,
-    };
-    match &s.kind {
-        StmtKind::Expr(e) => collect_expr(src, e, out),
-        StmtKind::Assign { name, value } => {
-            collect_expr(src, value, out);
-            out.push(def(&name.name, name.span));
-            if matches!(
-                value.unparen().kind,
-                ExprKind::Ctor {
-                    kind: mlpl_syntax::CtorKind::Param,
-                    ..
-                }
-            ) {
-                params.insert(name.name.clone());
-            }
-        }
-        StmtKind::Annotated { name, axes, value } => {
-            collect_expr(src, value, out);
-            out.push(def(&name.name, name.span));
-            for a in axes {
-                out.push(Occurrence {
-                    name: a.name.clone(),
-                    span: a.span,
-                    kind: OccKind::AxisDef,
-                });
-            }
-            if matches!(
-                value.unparen().kind,
-                ExprKind::Ctor {
-                    kind: mlpl_syntax::CtorKind::Param,
-                    ..
-                }
-            ) {
-                params.insert(name.name.clone());
-            }
-        }
-        StmtKind::Repeat { count, body } | StmtKind::Train { count, body } => {
-            collect_expr(src, count, out);
-            body.stmts
-                .iter()
-                .for_each(|s| collect_stmt(src, s, out, params));
-        }
-        StmtKind::For { var, iter, body } => {
-            collect_expr(src, iter, out);
-            out.push(def(&var.name, var.span));
-            body.stmts
-                .iter()
-                .for_each(|s| collect_stmt(src, s, out, params));
-        }
-        StmtKind::Experiment { name, body } => {
-            collect_expr(src, name, out);
-            body.stmts
-                .iter()
-                .for_each(|s| collect_stmt(src, s, out, params));
-        }
-        // A function's body is a scope of its own: its names are not the
-        // program's variables (rename and references stay out of it).
-        StmtKind::Fn(_) => {}
-        StmtKind::Error => {}
-    }
+/// Walks the program and records occurrences.
+struct Collector<'a> {
+    src: &'a str,
+    out: &'a mut Vec<Occurrence>,
+    params: &'a mut HashSet<String>,
+    /// The program's user functions.
+    fns: &'a HashSet<String>,
+    /// The function body being walked (its definition's start).
+    scope: Option<usize>,
 }
 
-fn collect_expr(src: &str, e: &Expr, out: &mut Vec<Occurrence>) {
-    match &e.kind {
-        ExprKind::Var(name) => out.push(Occurrence {
-            name: name.clone(),
-            span: e.span,
-            kind: OccKind::VarUse,
-        }),
-        ExprKind::Call { name, args } => {
-            let b = builtins::lookup(&name.name);
-            for (i, a) in args.iter().enumerate() {
-                let kind = b.and_then(|b| b.param_at(i)).map(|p| p.kind);
-                if matches!(kind, Some(ParamKind::Axis | ParamKind::Names)) {
-                    axis_strings(src, a, out);
+impl Collector<'_> {
+    fn push(&mut self, name: &str, span: Span, kind: OccKind) {
+        let scope = if kind.is_variable() { self.scope } else { None };
+        self.out.push(Occurrence {
+            name: name.to_string(),
+            span,
+            kind,
+            scope,
+        });
+    }
+
+    fn block(&mut self, stmts: &[Stmt]) {
+        stmts.iter().for_each(|s| self.stmt(s));
+    }
+
+    fn stmt(&mut self, s: &Stmt) {
+        match &s.kind {
+            StmtKind::Expr(e) => self.expr(e),
+            StmtKind::Assign { name, value } | StmtKind::Annotated { name, value, .. } => {
+                self.expr(value);
+                self.push(&name.name, name.span, OccKind::VarDef);
+                if let StmtKind::Annotated { axes, .. } = &s.kind {
+                    for a in axes {
+                        self.push(&a.name, a.span, OccKind::AxisDef);
+                    }
                 }
-                collect_expr(src, a, out);
+                let is_param = matches!(
+                    value.unparen().kind,
+                    ExprKind::Ctor {
+                        kind: mlpl_syntax::CtorKind::Param,
+                        ..
+                    }
+                );
+                if is_param && self.scope.is_none() {
+                    self.params.insert(name.name.clone());
+                }
             }
+            StmtKind::Repeat { count, body } | StmtKind::Train { count, body } => {
+                self.expr(count);
+                self.block(&body.stmts);
+            }
+            StmtKind::For { var, iter, body } => {
+                self.expr(iter);
+                self.push(&var.name, var.span, OccKind::VarDef);
+                self.block(&body.stmts);
+            }
+            StmtKind::Experiment { name, body } => {
+                self.expr(name);
+                self.block(&body.stmts);
+            }
+            // A function's body is a scope of its own: its names are not the
+            // program's variables (rename and references keep them apart).
+            StmtKind::Fn(f) => {
+                self.push(&f.name.name, f.name.span, OccKind::FnDef);
+                let outer = self.scope.replace(s.span.start);
+                for p in &f.params {
+                    self.push(&p.name.name, p.name.span, OccKind::ParamDef);
+                }
+                self.block(&f.body.stmts);
+                self.scope = outer;
+            }
+            StmtKind::Error => {}
         }
-        ExprKind::List(items) | ExprKind::Ctor { dims: items, .. } => {
-            items.iter().for_each(|i| collect_expr(src, i, out))
+    }
+
+    fn expr(&mut self, e: &Expr) {
+        match &e.kind {
+            ExprKind::Var(name) => self.push(name, e.span, OccKind::VarUse),
+            ExprKind::Call { name, args } => {
+                let b = builtins::lookup(&name.name);
+                if b.is_none() && self.fns.contains(&name.name) {
+                    self.push(&name.name, name.span, OccKind::FnUse);
+                }
+                for (i, a) in args.iter().enumerate() {
+                    let kind = b.and_then(|b| b.param_at(i)).map(|p| p.kind);
+                    if matches!(kind, Some(ParamKind::Axis | ParamKind::Names)) {
+                        axis_strings(self.src, a, self.out);
+                    }
+                    self.expr(a);
+                }
+            }
+            ExprKind::List(items) | ExprKind::Ctor { dims: items, .. } => {
+                items.iter().for_each(|i| self.expr(i))
+            }
+            ExprKind::Neg(x) | ExprKind::Paren(x) => self.expr(x),
+            ExprKind::Binary { lhs, rhs, .. } => {
+                self.expr(lhs);
+                self.expr(rhs);
+            }
+            ExprKind::Device { target, body } => {
+                self.expr(target);
+                self.block(&body.stmts);
+            }
+            ExprKind::Number(_) | ExprKind::Str(_) | ExprKind::Error => {}
         }
-        ExprKind::Neg(x) | ExprKind::Paren(x) => collect_expr(src, x, out),
-        ExprKind::Binary { lhs, rhs, .. } => {
-            collect_expr(src, lhs, out);
-            collect_expr(src, rhs, out);
-        }
-        ExprKind::Device { target, body } => {
-            collect_expr(src, target, out);
-            let mut params = HashSet::new();
-            body.stmts
-                .iter()
-                .for_each(|s| collect_stmt(src, s, out, &mut params));
-        }
-        ExprKind::Number(_) | ExprKind::Str(_) | ExprKind::Error => {}
     }
 }
 
@@ -371,6 +421,7 @@ fn axis_strings(src: &str, e: &Expr, out: &mut Vec<Occurrence>) {
                             name: trimmed.to_string(),
                             span: Span::new(start, start + trimmed.len()),
                             kind: OccKind::AxisUse,
+                            scope: None,
                         });
                     }
                     pos += part.len() + 1;

@@ -302,11 +302,18 @@ pub fn hover(a: &Analysis, offset: usize, cfg: &FeatureConfig) -> Option<Hover> 
                             occ.name
                         ),
                     };
-                    if a.params.contains(&occ.name) {
+                    if occ.scope.is_none() && a.params.contains(&occ.name) {
                         s.push_str("\n\ntracked parameter (`param[…]`)");
                     }
                     parts.push(s);
                 }
+                OccKind::ParamDef => {
+                    if let Some(s) = param_hover(a, occ) {
+                        parts.push(s);
+                    }
+                }
+                // Function names are answered above (calls and definitions).
+                OccKind::FnDef | OccKind::FnUse => {}
                 OccKind::AxisDef | OccKind::AxisUse => {
                     let sizes: Vec<String> = a
                         .facts
@@ -576,6 +583,9 @@ fn user_fn_hover(a: &Analysis, name: &str, name_span: Span, call_span: Span) -> 
     let f = fns.get(name)?;
     let mut s = format!("```mlpl\n{}\n```\nuser-defined function", f.signature());
     if call_span != name_span {
+        if let Some(inst) = instantiation(a, f, name_span) {
+            s = format!("{inst}\n\n---\n{s}");
+        }
         if let Some((span, v)) = a.value_at(name_span.start) {
             if span == call_span {
                 s = format!("result: `{}`\n\n---\n{s}", describe(&v));
@@ -583,6 +593,83 @@ fn user_fn_hover(a: &Analysis, name: &str, name_span: Span, call_span: Span) -> 
         }
     }
     Some(s)
+}
+
+/// The dimension names of `f`'s signature as the call whose name is at
+/// `name_span` binds them (`n = 4, d = 3 (feat)`), from the arguments' values
+/// as the checker knows them; `None` when the signature names no dimension or
+/// the arguments do not match it.
+fn instantiation(a: &Analysis, f: &mlpl_syntax::FnDef, name_span: Span) -> Option<String> {
+    use mlpl_lang::errors::signature::{AxName, Size, Unifier};
+    let mut args = None;
+    for st in &a.program.stmts {
+        mlpl_syntax::walk::each_stmt_expr(st, &mut |e| {
+            if let mlpl_syntax::ExprKind::Call { name, args: xs } = &e.kind {
+                if name.span == name_span {
+                    args = Some(xs.clone());
+                }
+            }
+        });
+    }
+    let args = args?;
+    if args.len() != f.params.len() {
+        return None;
+    }
+    let shapes: Vec<_> = args
+        .iter()
+        .map(|x| match a.value_at(x.span.start) {
+            Some((span, v)) if span == x.span => mlpl_lang::check::functions::abs_arg_shape(&v),
+            _ => mlpl_lang::errors::signature::ArgShape::Unknown,
+        })
+        .collect();
+    let mut u = Unifier::default();
+    u.params(f, &shapes).ok()?;
+    // In the order the signature names them.
+    let mut order: Vec<&str> = Vec::new();
+    for p in &f.params {
+        for d in p.shape.iter().flat_map(|s| &s.dims) {
+            for n in d.names() {
+                if !order.contains(&n) {
+                    order.push(n);
+                }
+            }
+        }
+    }
+    let parts: Vec<String> = order
+        .iter()
+        .filter_map(|n| {
+            let b = u.binds.get(*n)?;
+            let size = match &b.size {
+                Size::Known(k) => k.to_string(),
+                Size::Sym(s) => s.clone(),
+                Size::Unknown => "?".to_string(),
+            };
+            Some(match &b.name {
+                AxName::Named(x) => format!("`{n}` = {size} (axis `{x}`)"),
+                _ => format!("`{n}` = {size}"),
+            })
+        })
+        .collect();
+    (!parts.is_empty()).then(|| format!("this call: {}", parts.join(", ")))
+}
+
+/// Hover text for a function's parameter where it is declared: its declared
+/// shape and the function it belongs to.
+fn param_hover(a: &Analysis, occ: &crate::analysis::Occurrence) -> Option<String> {
+    let f = a.program.stmts.iter().find_map(|s| match &s.kind {
+        mlpl_syntax::StmtKind::Fn(f) if Some(s.span.start) == occ.scope => Some(f),
+        _ => None,
+    })?;
+    let p = f.params.iter().find(|p| p.name.span == occ.span)?;
+    let shape = p
+        .shape
+        .as_ref()
+        .map_or_else(|| "any value (no shape declared)".to_string(), |s| s.text());
+    Some(format!(
+        "```mlpl\n{}: {shape}\n```\nparameter of `{}`; a dimension name binds at each call and must agree everywhere else it appears",
+        p.name.name,
+        f.signature()
+    ))
 }
 
 /// Completion items for the document's user functions matching `prefix`.
@@ -688,11 +775,14 @@ pub fn variable_value(a: &Analysis, occ: &crate::analysis::Occurrence) -> Option
     })
 }
 
-/// Signature help at byte `offset`.
+/// Signature help at byte `offset`: for a builtin, from its registry entry;
+/// for a user function, from its definition.
 pub fn signature_help(a: &Analysis, offset: usize) -> Option<SignatureHelp> {
     let ctx = context(&a.text, offset);
     let call = ctx.call?;
-    let b = builtins::lookup(&call.name)?;
+    let Some(b) = builtins::lookup(&call.name) else {
+        return user_fn_signature_help(a, &call.name, call.arg_index);
+    };
     let label = b.signature();
     let mut params = Vec::new();
     let mut search = b.name.len() + 1;
@@ -723,6 +813,56 @@ pub fn signature_help(a: &Analysis, offset: usize) -> Option<SignatureHelp> {
             documentation: Some(Documentation::MarkupContent(MarkupContent {
                 kind: MarkupKind::Markdown,
                 value: format!("{}\n\n{}", b.summary, b.doc),
+            })),
+            parameters: Some(params),
+            active_parameter: Some(active),
+        }],
+        active_signature: Some(0),
+        active_parameter: Some(active),
+    })
+}
+
+/// Signature help for a call of the user function `name`, the argument at
+/// `arg_index` being typed: the signature as written, each parameter's label
+/// its part of it (`x : [n, d]`).
+fn user_fn_signature_help(a: &Analysis, name: &str, arg_index: usize) -> Option<SignatureHelp> {
+    let fns = mlpl_lang::check::functions_of(&a.program);
+    let f = fns.get(name)?;
+    let label = f.signature();
+    let u16 = |byte: usize| label[..byte].encode_utf16().count() as u32;
+    let mut search = label.find('(').map_or(0, |i| i + 1);
+    let mut params = Vec::new();
+    for p in &f.params {
+        let text = match &p.shape {
+            Some(s) => format!("{} : {}", p.name.name, s.text()),
+            None => p.name.name.clone(),
+        };
+        let Some(i) = label[search..].find(&text) else {
+            break;
+        };
+        let (start, end) = (search + i, search + i + text.len());
+        params.push(ParameterInformation {
+            label: ParameterLabel::LabelOffsets([u16(start), u16(end)]),
+            documentation: Some(Documentation::String(match &p.shape {
+                Some(s) => format!("an array of shape {}", s.text()),
+                None => "any value".to_string(),
+            })),
+        });
+        search = end;
+    }
+    let active = arg_index.min(f.params.len().saturating_sub(1)) as u32;
+    let ret = f
+        .ret
+        .as_ref()
+        .map_or_else(|| "its last statement's value".to_string(), |r| r.text());
+    Some(SignatureHelp {
+        signatures: vec![SignatureInformation {
+            label,
+            documentation: Some(Documentation::MarkupContent(MarkupContent {
+                kind: MarkupKind::Markdown,
+                value: format!(
+                    "user-defined function; returns {ret}. Dimension names bind at the call and must agree everywhere else they appear."
+                ),
             })),
             parameters: Some(params),
             active_parameter: Some(active),

@@ -26,7 +26,8 @@ pub fn definition(a: &Analysis, uri: &Url, offset: usize) -> Option<Location> {
     Some(Location::new(uri.clone(), a.lines.range(&a.text, def.span)))
 }
 
-/// Every occurrence of the variable or axis name at `offset`.
+/// Every occurrence of the variable, parameter, function or axis name at
+/// `offset` (a variable's in its own scope only).
 pub fn references(
     a: &Analysis,
     uri: &Url,
@@ -38,7 +39,7 @@ pub fn references(
     };
     a.related(occ)
         .into_iter()
-        .filter(|o| include_declaration || matches!(o.kind, OccKind::VarUse | OccKind::AxisUse))
+        .filter(|o| include_declaration || !o.kind.is_definition())
         .map(|o| Location::new(uri.clone(), a.lines.range(&a.text, o.span)))
         .collect()
 }
@@ -49,8 +50,8 @@ pub fn prepare_rename(a: &Analysis, offset: usize) -> Option<Range> {
     Some(a.lines.range(&a.text, occ.span))
 }
 
-/// Why a new name is not acceptable, if it is not.
-pub fn invalid_name(new_name: &str, axis: bool) -> Option<String> {
+/// Why a new name for a name of kind `kind` is not acceptable, if it is not.
+pub fn invalid_name(new_name: &str, kind: OccKind) -> Option<String> {
     let mut chars = new_name.chars();
     let ok_start = chars
         .next()
@@ -65,13 +66,22 @@ pub fn invalid_name(new_name: &str, axis: bool) -> Option<String> {
     if TokenKind::keyword(new_name).is_some() {
         return Some(format!("`{new_name}` is a keyword"));
     }
-    if !axis && builtins::lookup(new_name).is_some() {
+    let function = matches!(kind, OccKind::FnDef | OccKind::FnUse);
+    if function && builtins::lookup(new_name).is_some() {
+        // E0112's message: a definition may not take a builtin's name.
+        return Some(format!(
+            "function `{new_name}` has the name of a builtin (E0112): functions may not shadow builtins"
+        ));
+    }
+    if kind.is_variable() && builtins::lookup(new_name).is_some() {
         return Some(format!("`{new_name}` would shadow a builtin (W0105)"));
     }
     None
 }
 
-/// The edits renaming the variable or axis name at `offset`.
+/// The edits renaming the variable, parameter, function or axis name at
+/// `offset`: every occurrence in its scope (a parameter's in its function's
+/// body; a function's at its definition and every call).
 pub fn rename(
     a: &Analysis,
     uri: &Url,
@@ -81,9 +91,14 @@ pub fn rename(
     let Some(occ) = a.occurrence_at(offset) else {
         return Ok(None);
     };
-    let axis = matches!(occ.kind, OccKind::AxisDef | OccKind::AxisUse);
-    if let Some(why) = invalid_name(new_name, axis) {
+    if let Some(why) = invalid_name(new_name, occ.kind) {
         return Err(why);
+    }
+    if matches!(occ.kind, OccKind::FnDef | OccKind::FnUse)
+        && new_name != occ.name
+        && mlpl_lang::check::functions_of(&a.program).contains_key(new_name)
+    {
+        return Err(format!("a function `{new_name}` is already defined"));
     }
     let edits: Vec<TextEdit> = a
         .related(occ)
@@ -330,9 +345,11 @@ const OPERATOR: u32 = 8;
 const DECLARATION: u32 = 1;
 const DEFAULT_LIBRARY: u32 = 2;
 
-/// Semantic tokens: keywords, builtins (`defaultLibrary`), variables, tracked
-/// parameters (`parameter`), axis names (`typeParameter`), strings, numbers,
-/// comments and operators. Multi-line tokens are split per line.
+/// Semantic tokens: keywords, builtins (`defaultLibrary`), user functions
+/// (`function`, `declaration` at the definition), variables, tracked parameters
+/// and function parameters (`parameter`), axis names and a signature's
+/// dimension names (`typeParameter`), strings,
+/// numbers, comments and operators. Multi-line tokens are split per line.
 pub fn semantic_tokens(a: &Analysis) -> Vec<SemanticToken> {
     let mut raw: Vec<(Span, u32, u32)> = Vec::new();
     // Names from the AST first: they decide what an identifier token is.
@@ -349,10 +366,32 @@ pub fn semantic_tokens(a: &Analysis) -> Vec<SemanticToken> {
             }
         });
     }
+    // Dimension names in signatures: axis-like (`typeParameter`), the first
+    // use in a signature being its declaration.
+    for s in &a.program.stmts {
+        if let StmtKind::Fn(f) = &s.kind {
+            let mut seen = std::collections::HashSet::new();
+            let shapes = f.params.iter().filter_map(|p| p.shape.as_ref());
+            for d in shapes.chain(f.ret.as_ref()).flat_map(|sh| &sh.dims) {
+                dim_tokens(d, &mut seen, &mut classified);
+            }
+        }
+    }
+    // Parameters of user functions, by the function (its start) they belong to.
+    let fn_params: std::collections::HashSet<(Option<usize>, &str)> = a
+        .occurrences
+        .iter()
+        .filter(|o| o.kind == OccKind::ParamDef)
+        .map(|o| (o.scope, o.name.as_str()))
+        .collect();
     for o in &a.occurrences {
         let (t, m) = match o.kind {
+            OccKind::ParamDef => (PARAMETER, DECLARATION),
+            OccKind::FnDef => (FUNCTION, DECLARATION),
+            OccKind::FnUse => (FUNCTION, 0),
             OccKind::VarDef | OccKind::VarUse => {
-                let t = if a.params.contains(&o.name) {
+                let tracked = o.scope.is_none() && a.params.contains(&o.name);
+                let t = if tracked || fn_params.contains(&(o.scope, o.name.as_str())) {
                     PARAMETER
                 } else {
                     VARIABLE
@@ -385,7 +424,8 @@ pub fn semantic_tokens(a: &Analysis) -> Vec<SemanticToken> {
             | TokenKind::For
             | TokenKind::In
             | TokenKind::Experiment
-            | TokenKind::Device => Some((KEYWORD, 0)),
+            | TokenKind::Device
+            | TokenKind::Fn => Some((KEYWORD, 0)),
             TokenKind::Ident(n) if n == "param" || n == "tensor" => Some((KEYWORD, 0)),
             TokenKind::Ident(_) => classified
                 .get(&t.span.start)
@@ -432,6 +472,29 @@ pub fn semantic_tokens(a: &Analysis) -> Vec<SemanticToken> {
     }
     raw.sort_by_key(|(s, ..)| s.start);
     encode(a, &raw)
+}
+
+/// The dimension names of one signature axis (`2 * d`: `d`) as axis tokens.
+fn dim_tokens<'a>(
+    d: &'a mlpl_syntax::DimSig,
+    seen: &mut std::collections::HashSet<&'a str>,
+    out: &mut HashMap<usize, (u32, u32)>,
+) {
+    match &d.kind {
+        mlpl_syntax::DimSigKind::Name(n) => {
+            let m = if seen.insert(n.as_str()) {
+                DECLARATION
+            } else {
+                0
+            };
+            out.insert(d.span.start, (AXIS, m));
+        }
+        mlpl_syntax::DimSigKind::Binary { lhs, rhs, .. } => {
+            dim_tokens(lhs, seen, out);
+            dim_tokens(rhs, seen, out);
+        }
+        mlpl_syntax::DimSigKind::Any | mlpl_syntax::DimSigKind::Size(_) => {}
+    }
 }
 
 fn encode(a: &Analysis, raw: &[(Span, u32, u32)]) -> Vec<SemanticToken> {
@@ -549,10 +612,17 @@ mod tests {
 
     #[test]
     fn rename_checks_names() {
-        assert!(invalid_name("train", false).is_some());
-        assert!(invalid_name("matmul", false).is_some());
-        assert!(invalid_name("matmul", true).is_none());
-        assert!(invalid_name("1x", false).is_some());
-        assert!(invalid_name("ok_2", false).is_none());
+        assert!(invalid_name("train", OccKind::VarUse).is_some());
+        assert!(invalid_name("matmul", OccKind::VarDef).is_some());
+        assert!(invalid_name("matmul", OccKind::AxisUse).is_none());
+        assert!(invalid_name("1x", OccKind::VarUse).is_some());
+        assert!(invalid_name("ok_2", OccKind::VarUse).is_none());
+        let f = invalid_name("softmax", OccKind::FnDef).unwrap();
+        assert!(
+            f.contains("E0112") && f.contains("name of a builtin"),
+            "{f}"
+        );
+        assert!(invalid_name("fn", OccKind::FnUse).is_some());
+        assert!(invalid_name("my_softmax", OccKind::FnUse).is_none());
     }
 }

@@ -81,6 +81,9 @@ pub struct FnDef {
     /// From `fn` to the `)` of the parameter list, or to the result shape when
     /// there is one (the signature as written).
     pub sig_span: Span,
+    /// The definition as written, from `fn` to the body's `}` (a saved session
+    /// keeps its functions as this text and parses it again on restore).
+    pub source: String,
 }
 
 /// One parameter of a function, with its optional shape.

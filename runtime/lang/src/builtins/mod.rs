@@ -384,17 +384,32 @@ pub fn lookup(name: &str) -> Option<&'static Builtin> {
 /// (none today; a name listed here gets E0102 with a note saying so).
 pub const NOT_YET_AVAILABLE: &[&str] = &[];
 
-/// E0102 for a call to a name that is not a builtin, with close suggestions.
-pub fn unknown_function(name: &str, span: mlpl_diag::Span) -> Diagnostic {
+/// E0102 for a call to a name that is neither a builtin nor one of
+/// `functions` (the user functions defined where the call is), with the
+/// closest of either as a suggestion.
+pub fn unknown_function<'a>(
+    name: &str,
+    span: mlpl_diag::Span,
+    functions: impl Iterator<Item = &'a str>,
+) -> Diagnostic {
     let mut d = Diagnostic::error(code::E0102, format!("unknown function `{name}`"))
-        .at(span, "not a builtin");
+        .at(span, "not a builtin or a function defined with `fn`");
     if NOT_YET_AVAILABLE.contains(&name) {
         return d.note(format!(
             "`{name}` is part of MLPL but is not available in this build yet"
         ));
     }
-    if let Some(s) = crate::errors::suggest::closest(name, all().map(|b| b.name)) {
-        d = d.help(format!("a builtin with a similar name exists: `{s}`"));
+    let functions: Vec<&str> = functions.collect();
+    let user = crate::errors::suggest::closest(name, functions.iter().copied());
+    let builtin = crate::errors::suggest::closest(name, all().map(|b| b.name));
+    let distance = |s: &str| crate::errors::suggest::edit_distance(name, s);
+    match (user, builtin) {
+        (Some(u), Some(b)) if distance(b) < distance(u) => {
+            d = d.help(format!("a builtin with a similar name exists: `{b}`"))
+        }
+        (Some(u), _) => d = d.help(format!("a function with a similar name is defined: `{u}`")),
+        (None, Some(b)) => d = d.help(format!("a builtin with a similar name exists: `{b}`")),
+        (None, None) => {}
     }
-    d.note("MLPL has no user-defined functions; every call names a builtin")
+    d.note("a call names a builtin or a function defined with `fn name(x) { ... }` (docs/language.md, \"Functions\")")
 }

@@ -170,7 +170,11 @@ impl<'a> NameChecker<'a> {
                         .out
                         .push(signature::fn_arity_error(def, args.len(), e.span)),
                     Some(_) => {}
-                    None => self.out.push(unknown_function(&name.name, name.span)),
+                    None => self.out.push(unknown_function(
+                        &name.name,
+                        name.span,
+                        self.fns.keys().map(String::as_str),
+                    )),
                 },
                 Some(b) => {
                     if let Some((def, _)) = &self.in_fn {

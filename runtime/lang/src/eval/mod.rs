@@ -475,7 +475,11 @@ impl Interp {
             if let Some(def) = self.ws.functions.get(name).cloned() {
                 return self.call_fn(def, name_span, args, span);
             }
-            return Err(builtins::unknown_function(name, name_span));
+            return Err(builtins::unknown_function(
+                name,
+                name_span,
+                self.ws.functions.keys().map(String::as_str),
+            ));
         };
         if let Some(def) = self.current_fn() {
             if b.params.iter().any(|p| p.kind == ParamKind::Lazy) {

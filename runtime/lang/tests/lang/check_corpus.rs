@@ -50,6 +50,17 @@ fn every_corpus_script_reports_exactly_its_expected_errors() {
         .collect();
     files.sort();
     assert!(files.len() >= 60, "the corpus has {} scripts", files.len());
+    let function_scripts = files
+        .iter()
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("fn_"))
+        })
+        .count();
+    assert!(
+        function_scripts >= 30,
+        "the corpus has {function_scripts} function scripts (`fn_*.mlpl`)"
+    );
     let mut codes = std::collections::BTreeSet::new();
     let mut failures = Vec::new();
     for path in &files {

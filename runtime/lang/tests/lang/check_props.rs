@@ -1,6 +1,9 @@
 //! Property tests of the checker: randomly generated well-shaped programs (which
 //! the interpreter runs without error) never get a checker error, and randomly
-//! mutated programs never crash it.
+//! mutated programs never crash it. The programs define and call user
+//! functions (annotated with dimension names, unannotated, calling each other),
+//! and programs of random signatures and calls, recursion included, crash
+//! neither the checker nor the interpreter.
 
 use mlpl_lang::check::check_source;
 use mlpl_lang::eval::{Interp, Workspace};
@@ -82,11 +85,13 @@ fn compatible(a: &Var, b: &Var) -> Option<(Vec<usize>, Vec<Option<String>>)> {
 fn well_shaped(seed: u64, len: usize) -> String {
     let mut r = Rng(seed);
     let mut vars: Vec<Var> = Vec::new();
+    // User functions defined so far: name and the rank their signature takes.
+    let mut fns: Vec<(String, usize)> = Vec::new();
     let mut out = String::new();
     let dims = [1usize, 2, 3, 4];
     for i in 0..len {
         let name = format!("v{i}");
-        let choice = if vars.is_empty() { 0 } else { r.below(11) };
+        let choice = if vars.is_empty() { 0 } else { r.below(14) };
         let (expr, shape, names): (String, Vec<usize>, Vec<Option<String>>) = match choice {
             0 | 1 => {
                 let rank = r.below(3);
@@ -192,6 +197,55 @@ fn well_shaped(seed: u64, len: usize) -> String {
                     )
                 }
             }
+            11 | 12 => {
+                // A call of a user function taking the rank of `a` (its shape
+                // and names come back): an existing one, or one defined here
+                // with one dimension name per axis, whose body may call an
+                // earlier function of the same rank.
+                let a = r.pick(&vars).clone();
+                let rank = a.shape.len();
+                let same: Vec<&(String, usize)> = fns.iter().filter(|f| f.1 == rank).collect();
+                let f = if rank > 0 && (same.is_empty() || r.below(2) == 0) {
+                    let f = format!("f{i}");
+                    let sig = (0..rank)
+                        .map(|k| format!("d{k}"))
+                        .collect::<Vec<_>>()
+                        .join(", ");
+                    let inner = match same.first() {
+                        Some((g, _)) if r.below(2) == 0 => format!("{g}(x)"),
+                        _ => "x".to_string(),
+                    };
+                    out.push_str(&format!(
+                        "fn {f}(x : [{sig}]) -> [{sig}] {{\n  y = {inner} * 2\n  y - x\n}}\n"
+                    ));
+                    fns.push((f.clone(), rank));
+                    f
+                } else if let Some((g, _)) = same.first() {
+                    g.clone()
+                } else {
+                    // Rank 0: an unannotated function.
+                    let f = format!("f{i}");
+                    out.push_str(&format!("fn {f}(x) {{ x + 1 }}\n"));
+                    fns.push((f.clone(), 0));
+                    f
+                };
+                (format!("{f}({})", a.name), a.shape.clone(), a.names.clone())
+            }
+            13 => {
+                // An unannotated function of two arguments that broadcast.
+                let a = r.pick(&vars).clone();
+                let b = r.pick(&vars).clone();
+                let g = format!("g{i}");
+                out.push_str(&format!("fn {g}(x, y) {{ x * y + x }}\n"));
+                match compatible(&a, &b) {
+                    Some((s, n)) => (format!("{g}({}, {})", a.name, b.name), s, n),
+                    None => (
+                        format!("{g}({}, 2)", a.name),
+                        a.shape.clone(),
+                        a.names.clone(),
+                    ),
+                }
+            }
             _ => {
                 // A loop that keeps the shape of what it updates.
                 let a = r.pick(&vars).clone();
@@ -252,6 +306,7 @@ proptest! {
             "(", ")", "[", "]", "{", "}", ",", "-1", "0", "1e9", "\"x\"", "matmul(", "repeat 3 {",
             "for i in ", "device(\"cuda\") {", "param[", ":", "=", "label(", "train 2 {", "\n", "#",
             "reshape(", "[-1, -1]", "step", "last_rows", "grad(", "adam(", "1e300", "apply(chain(linear(4, 2, 0), relu_layer()), ", "residual(", "attention(8, 2, 0", "svg(", "2.5", "\"a,b\"",
+            "fn h(x : [n, d]) -> [n] { ", "fn ", " -> [d, 2 * d]", ": [d / 2, _]", "f1(", "g2(v0, ", "fn f1(x) { f1(x) }\n",
         ];
         for (pos, kind) in edits {
             let at = if src.is_empty() { 0 } else { pos as usize % (src.len() + 1) };
@@ -274,9 +329,98 @@ proptest! {
 }
 
 #[test]
-fn generator_covers_named_and_looping_programs() {
+fn generator_covers_named_looping_and_function_programs() {
     let src: String = (0..20).map(|s| well_shaped(s, 25)).collect();
     assert!(src.contains("label("));
     assert!(src.contains("matmul("));
     assert!(src.contains("repeat") || src.contains("train"));
+    assert!(src.contains("fn f") && src.contains("fn g"));
+    assert!(src.contains("-> [d0, d1]"), "a rank-2 signature");
+    // A body calling an earlier function.
+    assert!(src.contains("y = f"), "{src}");
+}
+
+/// A program of random definitions and calls: signatures over names, `_`,
+/// sizes and arithmetic; bodies that add, multiply, reduce, call the other
+/// function or recurse; arguments of every kind.
+fn random_signatures(seed: u64) -> String {
+    let mut r = Rng(seed);
+    const DIMS: &[&str] = &[
+        "n", "d", "2 * d", "d / 2", "_", "3", "n + 1", "d - 4", "n * d",
+    ];
+    const BODIES: &[&str] = &[
+        "x0",
+        "x0 + x1",
+        "matmul(x0, x1)",
+        "sum(x0, 0)",
+        "g(x0)",
+        "f(x0, x1)",
+        "transpose(x0)",
+        "reshape(x0, [-1])",
+        "h = x0 * 2\n  h + x1",
+        "apply(linear(3, 2, 0), x0)",
+        "f(x0 + 1, x1)",
+    ];
+    const ARGS: &[&str] = &[
+        "ones([2, 3])",
+        "ones([3])",
+        "iota(4)",
+        "\"s\"",
+        "linear(2, 3, 0)",
+        "ones([6, 3])",
+        "ones([0])",
+        "2",
+        "ones([3, 3])",
+        "label(ones([2, 3]), [\"a\", \"b\"])",
+    ];
+    let mut out = String::new();
+    for f in ["f", "g"] {
+        let params: Vec<String> = (0..2)
+            .map(|k| {
+                if r.below(3) == 0 {
+                    format!("x{k}")
+                } else {
+                    let dims: Vec<&str> = (0..r.below(3) + 1).map(|_| *r.pick(DIMS)).collect();
+                    format!("x{k} : [{}]", dims.join(", "))
+                }
+            })
+            .collect();
+        let ret = if r.below(2) == 0 {
+            format!(" -> [{}]", r.pick(DIMS))
+        } else {
+            String::new()
+        };
+        let body = r
+            .pick(BODIES)
+            .replace("x1", if f == "g" { "x0" } else { "x1" });
+        let params = if f == "g" { &params[..1] } else { &params[..] };
+        out.push_str(&format!(
+            "fn {f}({}){ret} {{\n  {body}\n}}\n",
+            params.join(", ")
+        ));
+    }
+    for i in 0..1 + r.below(3) {
+        let call = if r.below(2) == 0 {
+            format!("f({}, {})", r.pick(ARGS), r.pick(ARGS))
+        } else {
+            format!("g({})", r.pick(ARGS))
+        };
+        out.push_str(&format!("r{i} = {call}\n"));
+    }
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    #[test]
+    fn random_signatures_and_calls_never_crash_the_checker_or_the_interpreter(seed in any::<u64>()) {
+        let src = random_signatures(seed);
+        let checked = check_source(&src);
+        let mut it = Interp::new(Workspace::new());
+        // An error must come with a place in the source.
+        if let Err(d) = it.run(&checked.program) {
+            prop_assert!(d.primary.is_some(), "{d:?}\n{src}");
+        }
+    }
 }

@@ -421,3 +421,102 @@ fn the_functions_example_checks_clean_and_trains() {
     let last: f64 = s.eval("loss_metric").parse().unwrap();
     assert!(last < first / 2.0, "{first} -> {last}");
 }
+
+// ----- a transformer block: DSL layers vs functions ---------------------------
+
+/// The data and the loss both programs train on.
+const BLOCK_DATA: &str = "X = randn(1, [8, 16]) * 0.5\nY = tanh(X) * 0.5\n";
+
+/// A pre-norm transformer block built from DSL layers.
+const BLOCK_DSL: &str = "m = chain(residual(chain(rms_norm(16), causal_attention(16, 2, 7))), residual(chain(rms_norm(16), linear(16, 64, 8), gelu_layer(), linear(64, 16, 9))))
+train 12 {
+  adam(mean((apply(m, X) - Y) * (apply(m, X) - Y)), m, 0.01, 0.9, 0.999, 1e-8)
+  loss_metric = mean((apply(m, X) - Y) * (apply(m, X) - Y))
+}
+last_losses";
+
+/// The same block written as functions: the residual structure and the MLP
+/// from primitives (`matmul`, `+`, `gelu` on the linear layers' own weight and
+/// bias), the norms and the attention applied as layers. The layers are built
+/// with the same seeds, so they start from the same values.
+const BLOCK_FNS: &str = "fn attention_part(x : [T, d], norm, attn) -> [T, d] {
+  x + apply(attn, apply(norm, x))
+}
+fn mlp(x : [T, d], w1 : [d, 4 * d], b1 : [1, 4 * d], w2 : [4 * d, d], b2 : [1, d]) -> [T, d] {
+  matmul(gelu(matmul(x, w1) + b1), w2) + b2
+}
+fn block(x : [T, d], n1, attn, n2, w1, b1, w2, b2) -> [T, d] {
+  h = attention_part(x, n1, attn)
+  h + mlp(apply(n2, h), w1, b1, w2, b2)
+}
+fn mse(a : [T, d], b : [T, d]) {
+  mean((a - b) * (a - b))
+}
+n1 = rms_norm(16)
+attn = causal_attention(16, 2, 7)
+n2 = rms_norm(16)
+up = linear(16, 64, 8)
+down = linear(64, 16, 9)
+params = chain(n1, attn, n2, up, down)
+train 12 {
+  adam(mse(block(X, n1, attn, n2, __linear_W_1, __linear_b_1, __linear_W_2, __linear_b_2), Y), params, 0.01, 0.9, 0.999, 1e-8)
+  loss_metric = mse(block(X, n1, attn, n2, __linear_W_1, __linear_b_1, __linear_W_2, __linear_b_2), Y)
+}
+last_losses";
+
+#[test]
+fn a_transformer_block_written_as_functions_trains_bit_identically_to_dsl_layers_captured() {
+    let run = |body: &str| {
+        let src = format!("{BLOCK_DATA}{body}");
+        let c = check_source(&src);
+        assert!(c.diagnostics.is_empty(), "{:?}", c.diagnostics);
+        let mut s = Session::new(None, None);
+        let printed = s.eval(&src);
+        let stats = &s.it.loop_stats;
+        assert_eq!(stats.len(), 1);
+        assert_eq!(stats[0].eager_reason, None, "captured");
+        assert!(stats[0].replayed > 0, "{:?}", stats[0]);
+        let losses =
+            s.it.ws
+                .get("last_losses")
+                .unwrap()
+                .as_array()
+                .unwrap()
+                .tensor();
+        let bits: Vec<u32> = losses.host().iter().map(|x| x.to_bits()).collect();
+        (printed, bits)
+    };
+    let (dsl_printed, dsl_bits) = run(BLOCK_DSL);
+    let (fns_printed, fns_bits) = run(BLOCK_FNS);
+    assert_eq!(dsl_bits.len(), 12);
+    assert_eq!(fns_printed, dsl_printed);
+    assert_eq!(fns_bits, dsl_bits);
+    // It trained.
+    assert!(f32::from_bits(dsl_bits[11]) < f32::from_bits(dsl_bits[0]) / 2.0);
+}
+
+#[test]
+fn an_unknown_function_suggests_a_defined_one_statically_and_at_run_time() {
+    let src = "fn project(x) { x }\ny = porject(1)";
+    let c = check_source(src);
+    assert_eq!(c.diagnostics.len(), 1, "{:?}", c.diagnostics);
+    let d = &c.diagnostics[0];
+    assert_eq!(d.code, "E0102");
+    assert_eq!(
+        d.help.as_deref(),
+        Some("a function with a similar name is defined: `project`")
+    );
+    assert!(
+        d.notes.iter().any(|n| n.contains("defined with `fn")),
+        "{:?}",
+        d.notes
+    );
+    let r = error_of(src);
+    assert_eq!((r.code, &r.help, &r.notes), (d.code, &d.help, &d.notes));
+    // A builtin closer than any function is suggested instead.
+    let d = &check_source("fn project(x) { x }\ny = sofmax(1)").diagnostics[0];
+    assert_eq!(
+        d.help.as_deref(),
+        Some("a builtin with a similar name exists: `softmax`")
+    );
+}

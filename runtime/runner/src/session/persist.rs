@@ -10,6 +10,11 @@
 //!   `session.json` is replaced atomically (written aside, then renamed), so a
 //!   crash during a save leaves the previous save readable.
 //!
+//! Functions: every user function of the workspace is kept as its definition's
+//! text (`functions` in `session.json`, sorted by name) and parsed again on
+//! restore; a text that no longer parses as one definition is reported as not
+//! restored, like a model of an older file.
+//!
 //! Models: the layer structure of every model binding is one node table in
 //! `session.json` (`models`, see [`mlpl_lang::nn::persist`]; a layer shared between
 //! models stays shared); their parameters are ordinary bindings in the tensor
@@ -64,6 +69,49 @@ pub struct StateFile {
     pub optim: Vec<OptimRecord>,
     /// Experiment runs recorded in the session.
     pub experiments: Vec<RunRecord>,
+    /// User functions, as written (absent in files of older builds).
+    #[serde(default)]
+    pub functions: Vec<FunctionRecord>,
+}
+
+/// One saved user function.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct FunctionRecord {
+    /// The function's name.
+    pub name: String,
+    /// Its definition as written, from `fn` to the body's `}`.
+    pub source: String,
+}
+
+/// Saved functions, sorted by name.
+fn function_records(ws: &Workspace) -> Vec<FunctionRecord> {
+    let mut out: Vec<FunctionRecord> = ws
+        .functions
+        .iter()
+        .map(|(name, def)| FunctionRecord {
+            name: name.clone(),
+            source: def.source.clone(),
+        })
+        .collect();
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
+
+/// The definition saved in `r`: its text must parse, without errors, as exactly
+/// one definition of the function it is saved under.
+fn parse_function(r: &FunctionRecord) -> Result<mlpl_syntax::FnDef, String> {
+    let parsed = mlpl_syntax::parse(&r.source);
+    let bad = || format!("function `{}`: its saved definition does not parse", r.name);
+    if parsed.diagnostics.iter().any(|d| d.is_error()) {
+        return Err(bad());
+    }
+    match parsed.program.stmts.as_slice() {
+        [s] => match &s.kind {
+            mlpl_syntax::StmtKind::Fn(def) if def.name.name == r.name => Ok((**def).clone()),
+            _ => Err(bad()),
+        },
+        _ => Err(bad()),
+    }
 }
 
 /// One saved binding.
@@ -307,6 +355,7 @@ pub fn save(
         models: models.finish(),
         optim,
         experiments: ws.experiments.clone(),
+        functions: function_records(ws),
     };
     let json = serde_json::to_vec_pretty(&state).map_err(|e| e.to_string())?;
     bytes += json.len() as u64;
@@ -481,6 +530,15 @@ pub fn restore(dir: &Path) -> Result<(StateFile, Restored), String> {
         .collect();
     ws.model_counter = state.model_counter;
     ws.experiments = state.experiments.clone();
+    for f in &state.functions {
+        match parse_function(f) {
+            Ok(def) => {
+                ws.functions
+                    .insert(f.name.clone(), std::sync::Arc::new(def));
+            }
+            Err(why) => skipped.push(why),
+        }
+    }
     for o in &state.optim {
         let m = take(&o.m)?;
         let v = match &o.v {

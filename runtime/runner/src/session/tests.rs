@@ -399,3 +399,42 @@ fn models_saved_without_structure_restore_as_their_parameters() {
     assert!(r.workspace().tracked.contains(w.unwrap()));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn functions_survive_save_and_restore_and_a_broken_saved_definition_is_reported() {
+    let dir = std::env::temp_dir().join(format!("mlpl-session-fn-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let (mut s, _events) = session();
+    let define = "fn twice(x : [n]) -> [n] {\n  x * 2\n}\nfn four(x) { twice(twice(x)) }";
+    assert_eq!(s.run("r1", &req(define)).status, RunStatus::Ok);
+    // A later cell calls them.
+    let call = "four([1, 2, 3])";
+    let want = s.run("r2", &req(call)).value.unwrap().display();
+    assert_eq!(want, "4 8 12");
+    s.save(&dir).unwrap();
+    let (mut r, skipped) =
+        Session::restore(&dir, SessionOptions::default(), Box::new(|_| {})).unwrap();
+    assert!(skipped.is_empty(), "{skipped:?}");
+    let got = r.run("r3", &req(call));
+    assert_eq!(got.status, RunStatus::Ok, "{:?}", got.diagnostic);
+    assert_eq!(got.value.unwrap().display(), want);
+    // The restored signature is still checked at the call (E0219).
+    let bad = r.run("r4", &req("twice([[1, 2]])"));
+    assert_eq!(bad.diagnostic.unwrap().code, code::E0219);
+
+    // A saved text that does not parse as that function is not restored, and
+    // says so; the other one is.
+    let path = dir.join("session.json");
+    let mut state: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    state["functions"][1]["source"] = serde_json::json!("fn twice(x) {");
+    std::fs::write(&path, serde_json::to_vec(&state).unwrap()).unwrap();
+    let (r, skipped) = Session::restore(&dir, SessionOptions::default(), Box::new(|_| {})).unwrap();
+    assert_eq!(
+        skipped,
+        ["function `twice`: its saved definition does not parse"]
+    );
+    assert!(r.workspace().functions.contains_key("four"));
+    assert!(!r.workspace().functions.contains_key("twice"));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -153,3 +153,42 @@ fn a_trained_model_its_optimizer_state_and_experiments_survive_a_server_restart(
     assert_eq!(run_value(&srv, &events, &id, COMPARE_CELL), compared);
     srv.stop();
 }
+
+/// Defines two functions, one calling the other (cell one).
+const FN_CELL: &str = "fn proj(x : [n, d], w : [d, k]) -> [n, k] {\n  matmul(x, w)\n}\nfn block(x : [n, d], w : [d, d]) -> [n, d] {\n  h = proj(x, w)\n  x + tanh(h)\n}\nW = param[2, 2]\nW = [[0.5, -0.25], [0.125, 1]]";
+
+/// Calls them from a later cell, and trains through them.
+const CALL_CELL: &str = "X = [[1, 2], [3, 4], [5, 6]]\ntrain 3 { adam(sum(block(X, W) * block(X, W)), W, 0.1, 0.9, 0.999, 1e-8); sum(block(X, W)) }\nlast_losses + sum(block(X, W))";
+
+#[test]
+fn functions_defined_in_one_cell_are_called_from_later_cells_and_survive_a_server_restart() {
+    // Without a restart: a later cell of the same session calls them.
+    let srv = Server::start(&[]);
+    let id = srv.session();
+    let events = srv.events(&id, None);
+    run_value(&srv, &events, &id, FN_CELL);
+    let want = run_value(&srv, &events, &id, CALL_CELL);
+    srv.stop();
+
+    // With one: define, restart, restore, call.
+    let state = temp_dir("fn-state");
+    let srv = Server::start(&["--state-dir", s(&state)]);
+    let id = srv.session();
+    let events = srv.events(&id, None);
+    run_value(&srv, &events, &id, FN_CELL);
+    srv.stop();
+    let saved: Value =
+        serde_json::from_slice(&std::fs::read(state.join(&id).join("session.json")).unwrap())
+            .unwrap();
+    let names: Vec<&str> = saved["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["block", "proj"]);
+    let srv = Server::start(&["--state-dir", s(&state)]);
+    let events = srv.events(&id, None);
+    assert_eq!(run_value(&srv, &events, &id, CALL_CELL), want);
+    srv.stop();
+}

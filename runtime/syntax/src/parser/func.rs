@@ -68,13 +68,17 @@ impl<'a> Parser<'a> {
             return StmtKind::Error;
         }
         match body {
-            Some(body) if ok => StmtKind::Fn(Box::new(FnDef {
-                name,
-                params,
-                ret,
-                body,
-                sig_span,
-            })),
+            Some(body) if ok => {
+                let source = self.text(fn_tok.span.to(body.span)).to_string();
+                StmtKind::Fn(Box::new(FnDef {
+                    name,
+                    params,
+                    ret,
+                    body,
+                    sig_span,
+                    source,
+                }))
+            }
             _ => StmtKind::Error,
         }
     }
