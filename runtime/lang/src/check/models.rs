@@ -133,6 +133,8 @@ fn flow_in(
             ids: true,
         },
         Layer::Attention(a) => f(Some(a.d), Some(a.d)),
+        Layer::Unembed(e) => f(Some(e.d), Some(e.vocab)),
+        Layer::PosEmbed(p) => f(Some(p.d), Some(p.d)),
         Layer::RmsNorm(r) => match r.gain {
             Some(_) => f(Some(r.dim), Some(r.dim)),
             None => f(None, None),
@@ -315,6 +317,20 @@ impl Forward {
                     self.first_attention = Some((x.clone(), a.heads));
                 }
                 Ok(Self::unnamed(x))
+            }
+            Layer::Unembed(e) => {
+                self.last_axis(layer, x, e.d)?;
+                Ok(Self::with_last(x, e.vocab))
+            }
+            Layer::PosEmbed(p) => {
+                if let Some(d) = &x.dims {
+                    let long = d.len() >= 2 && matches!(d[d.len() - 2], Dim::Known(t) if t > p.max_pos);
+                    if d.len() < 2 || d[d.len() - 1].provably_ne(&Dim::Known(p.d)) || long {
+                        let pattern = format!("[…, T, {}] with T ≤ {}", p.d, p.max_pos);
+                        return Err(self.wrong_input(layer, &pattern, x));
+                    }
+                }
+                Ok(Self::same(x))
             }
             Layer::RmsNorm(r) => {
                 match r.gain {
