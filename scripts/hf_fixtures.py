@@ -31,19 +31,19 @@ def families():
                       "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                       "original_max_position_embeddings": 16},
         tie_word_embeddings=False, attention_bias=False, mlp_bias=False,
-        bos_token_id=1, eos_token_id=2, pad_token_id=0), tf.LlamaForCausalLM
+        initializer_range=0.3, bos_token_id=1, eos_token_id=2, pad_token_id=0), tf.LlamaForCausalLM
     yield "qwen3", tf.Qwen3Config(
         vocab_size=64, hidden_size=32, intermediate_size=48,
         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
         head_dim=16, max_position_embeddings=64, rms_norm_eps=1e-6,
         rope_theta=1000000.0, tie_word_embeddings=True,
         use_sliding_window=False,
-        bos_token_id=1, eos_token_id=2, pad_token_id=0), tf.Qwen3ForCausalLM
+        initializer_range=0.3, bos_token_id=1, eos_token_id=2, pad_token_id=0), tf.Qwen3ForCausalLM
     yield "gpt2", tf.GPT2Config(
         vocab_size=64, n_positions=32, n_embd=32, n_layer=2, n_head=4,
         activation_function="gelu_new", resid_pdrop=0.0, embd_pdrop=0.0,
         attn_pdrop=0.0, layer_norm_epsilon=1e-5, tie_word_embeddings=True,
-        bos_token_id=1, eos_token_id=2, pad_token_id=0), tf.GPT2LMHeadModel
+        initializer_range=0.3, bos_token_id=1, eos_token_id=2, pad_token_id=0), tf.GPT2LMHeadModel
 
 
 def tolist(t):
@@ -109,7 +109,7 @@ def build(name, config, cls):
     ref["greedy"] = gen[0, x.shape[1]:].tolist()
     ref["versions"] = {"torch": torch.__version__,
                        "transformers": tf.__version__}
-    (out / "reference.json").write_text(json.dumps(ref, indent=1) + "\n")
+    (out / "reference.json").write_text(json.dumps(ref) + "\n")
     size = sum(f.stat().st_size for f in out.iterdir())
     print(f"{name}: {size} bytes, loss {loss.item():.6f}, greedy {ref['greedy']}")
 

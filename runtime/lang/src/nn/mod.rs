@@ -4,7 +4,7 @@
 //!
 //! Layout: [`layers`] (the tree), [`init`] (ids, names, initial values),
 //! [`apply`] (the forward pass and its input checks), [`attention`], [`rope`],
-//! [`moe`], [`dropout`], [`generate`] (decoding with a key/value cache), [`clone`] (`clone_model`), [`lora`], [`families`]
+//! [`moe`], [`dropout`], [`generate`] (decoding with a key/value cache), [`hf`] (Hugging Face checkpoints), [`clone`] (`clone_model`), [`lora`], [`families`]
 //! (`perturb_params`, `reinit`), [`checkpoint`] (structural keys), [`persist`] (the structure as data, for
 //! saved sessions) and
 //! [`estimate`] (FLOPs and activations of `estimate_train`).
@@ -17,6 +17,7 @@ pub mod dropout;
 pub mod estimate;
 pub mod families;
 pub mod generate;
+pub mod hf;
 pub mod init;
 pub mod layers;
 pub mod lora;

@@ -33,6 +33,7 @@ mod functions;
 mod fused_layers;
 mod fuzz;
 mod gradients;
+mod hf_families;
 mod interp_props;
 mod language_semantics;
 mod layering;
