@@ -34,6 +34,7 @@ mod fused_layers;
 mod fuzz;
 mod gradients;
 mod hf_families;
+mod hf_layers;
 mod interp_props;
 mod language_semantics;
 mod layering;

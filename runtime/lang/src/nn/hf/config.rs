@@ -136,6 +136,16 @@ fn rope(c: &Map<String, Json>) -> Result<(f64, RopeScaling), String> {
     Ok((theta, s))
 }
 
+/// A number written as an integer when it is one (`transformers` wants
+/// integer sizes).
+fn whole(v: f64) -> Json {
+    if v.fract() == 0.0 && v.abs() < 9e15 {
+        json!(v as i64)
+    } else {
+        json!(v)
+    }
+}
+
 impl Config {
     /// Reads the text of a `config.json`.
     pub fn parse(text: &str) -> Result<Config, String> {
@@ -262,7 +272,7 @@ impl Config {
                         "factor": factor,
                         "low_freq_factor": low,
                         "high_freq_factor": high,
-                        "original_max_position_embeddings": original,
+                        "original_max_position_embeddings": whole(original),
                     });
                 }
                 json!({
