@@ -639,6 +639,88 @@ mod tests {
     }
 
     #[test]
+    fn transformer_options_round_trip_and_older_records_read() {
+        let embed = Embed {
+            id: 1,
+            vocab: 8,
+            d: 4,
+        };
+        let attention = Attention {
+            id: 2,
+            d: 4,
+            heads: 2,
+            kv_heads: 1,
+            causal: true,
+            rope: Some(Rope {
+                head_dim: 6,
+                base: 1e4,
+                scaling: RopeScaling::Llama3 {
+                    factor: 8.0,
+                    low: 1.0,
+                    high: 4.0,
+                    original: 16.0,
+                },
+            }),
+            hd: 6,
+            bias: true,
+            qk_norm: Some(1e-6),
+        };
+        let net = Arc::new(Layer::Chain(vec![
+            Arc::new(Layer::Embed(embed)),
+            Arc::new(Layer::PosEmbed(PosEmbed {
+                id: 3,
+                max_pos: 5,
+                d: 4,
+            })),
+            Arc::new(Layer::Attention(attention)),
+            Arc::new(Layer::RmsNorm(RmsNorm {
+                dim: 4,
+                gain: Some(4),
+                eps: 1e-5,
+            })),
+            Arc::new(Layer::LayerNorm(LayerNorm {
+                id: 5,
+                d: 4,
+                eps: 1e-6,
+            })),
+            Arc::new(Layer::Linear(Linear {
+                id: 6,
+                inp: 4,
+                out: 8,
+                bias: false,
+            })),
+            Arc::new(Layer::Unembed(embed)),
+        ]));
+        let mut w = ModelWriter::new();
+        let i = w.add(&net);
+        let json = serde_json::to_string(&w.finish()).unwrap();
+        let back: Vec<LayerRecord> = serde_json::from_str(&json).unwrap();
+        let built = rebuild(&back).unwrap();
+        assert_eq!(built[i].parameters(), net.parameters());
+        let describe = |l: &Layer| {
+            let mut v = Vec::new();
+            l.walk(&mut |n| v.push(n.describe()));
+            v
+        };
+        assert_eq!(describe(&built[i]), describe(&net));
+        let Layer::Chain(c) = &*built[i] else {
+            panic!("not a chain")
+        };
+        let Layer::Attention(a) = &*c[2] else {
+            panic!("not attention")
+        };
+        assert_eq!(a.rope.map(|r| r.scaling), attention.rope.map(|r| r.scaling));
+        // A record written before these options reads with their defaults.
+        let old: Vec<LayerRecord> = serde_json::from_str(
+            r#"[{"layer":"linear","id":0,"inp":2,"out":3},{"layer":"rms_norm","dim":2,"gain":null}]"#,
+        )
+        .unwrap();
+        let built = rebuild(&old).unwrap();
+        assert!(matches!(&*built[0], Layer::Linear(l) if l.bias));
+        assert!(matches!(&*built[1], Layer::RmsNorm(r) if r.eps == super::super::layers::RMS_EPS));
+    }
+
+    #[test]
     fn invalid_records_are_errors() {
         let bad = [
             vec![LayerRecord::Chain { children: vec![0] }],
