@@ -454,7 +454,12 @@ mod tests {
     fn linear(i: usize, o: usize) -> Arc<Layer> {
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let id = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Arc::new(Layer::Linear(Linear { id, inp: i, out: o }))
+        Arc::new(Layer::Linear(Linear {
+            id,
+            inp: i,
+            out: o,
+            bias: true,
+        }))
     }
 
     #[test]
