@@ -48,7 +48,11 @@ fn hf_error(c: &Call, i: usize, e: HfError) -> Diagnostic {
             .error_of(i, code::E0406, m)
             .note("docs/models.md lists what each family supports"),
         HfError::NotAFamily(m) => c
-            .error_of(0, code::E0406, format!("not a checkpoint of a supported family: {m}"))
+            .error_of(
+                0,
+                code::E0406,
+                format!("not a checkpoint of a supported family: {m}"),
+            )
             .help("`hf_save` writes models shaped as `hf_model` builds them (docs/models.md)"),
         HfError::Mismatch {
             missing,
@@ -65,7 +69,11 @@ fn hf_error(c: &Call, i: usize, e: HfError) -> Diagnostic {
                     unexpected.len()
                 ),
             );
-            for (what, list) in [("missing", &missing), ("mis-shaped", &misshaped), ("unexpected", &unexpected)] {
+            for (what, list) in [
+                ("missing", &missing),
+                ("mis-shaped", &misshaped),
+                ("unexpected", &unexpected),
+            ] {
                 if !list.is_empty() {
                     d = d.note(format!("{what}: {}", list.join(", ")));
                 }

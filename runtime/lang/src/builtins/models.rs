@@ -228,7 +228,7 @@ pub const BUILTINS: &[Builtin] = &[
         name: "generate",
         params: &[req("model", Model), req("ids", Array), req("n", Scalar), opt("temperature", Scalar), opt("top_k", Scalar), opt("seed", Seed)],
         summary: "autoregressive decoding with a key/value cache",
-        doc: "`generate(model, ids, n [, temperature [, top_k [, seed]]])` returns the n token ids `[n]` that follow the prompt ids `[T]` under a model mapping ids `[T]` to logits `[T, V]` (LANGUAGE §11.11). Every attention layer keeps a key/value cache, so each new token costs one position. temperature 0 (the default) is greedy, the first maximum; otherwise the id is drawn from softmax(logits / temperature), among the top_k largest logits when top_k ≥ 1, the draw of step i seeded with seed + i (seed 0 unless given). E0401 for a negative temperature or top_k outside 0..=V; E0211 when the model's output is not logits.",
+        doc: "`generate(model, ids, n [, temperature [, top_k [, seed]]])` returns the n token ids `[n]` that follow the prompt ids `[T]` under a model mapping ids `[T]` to logits `[T, V]` (LANGUAGE §11.11). Every attention layer keeps a key/value cache, so each new token costs one position. temperature 0 (the default) is greedy, the first maximum; otherwise the id is drawn from softmax(logits / temperature), among the top_k largest logits when top_k ≥ 1, the draw of step i seeded with seed + i (seed 0 unless given). E0401 for a model with a non-causal `attention` layer or a negative temperature.",
         example: "e = embed(5, 4, 1)\nm = chain(e, causal_attention(4, 2, 2), unembed(e))\ngenerate(m, [1, 2], 3)",
         diff: Diff::No,
         facts: Facts::NONE,
@@ -362,6 +362,15 @@ fn pos_embed(c: &mut Call) -> Result<Value, Diagnostic> {
 
 fn generate(c: &mut Call) -> Result<Value, Diagnostic> {
     let m = c.model(0)?.0.clone();
+    if m.any(&|l| matches!(l, Layer::Attention(a) if !a.causal)) {
+        // Cached keys are only valid when earlier positions never see later ones.
+        return Err(c
+            .invalid(
+                0,
+                "the model has an attention layer without the causal mask",
+            )
+            .help("`generate` decodes models built with `causal_attention`"));
+    }
     let ids = c.array_of_rank(1, 1, "prompt ids `[T]`")?.to_f32();
     let n = dim(c, 2)?;
     let temperature = if c.has(3) { c.scalar(3)? } else { 0.0 };
@@ -401,7 +410,11 @@ fn attention_like(c: &mut Call, causal: bool) -> Result<Value, Diagnostic> {
         None => None,
     };
     let bias = switch(c, 6, false)?;
-    let qk_norm = if c.has(7) { Some(eps(c, 7, 0.0)?) } else { None };
+    let qk_norm = if c.has(7) {
+        Some(eps(c, 7, 0.0)?)
+    } else {
+        None
+    };
     let q = heads.saturating_mul(hd);
     check_elements(
         c,

@@ -166,7 +166,14 @@ fn attention_like(c: &mut ShapeCtx, causal: bool) -> Rule {
             AbsValue::Model(None) => return unknown_model(),
             AbsValue::Array(_) => match c.scalar(4)? {
                 Some(v) if v == 0.0 => None,
-                Some(_) => return Err(super::site::rope_kind_error(c, 4, "number other than 0", hd)),
+                Some(_) => {
+                    return Err(super::site::rope_kind_error(
+                        c,
+                        4,
+                        "number other than 0",
+                        hd,
+                    ))
+                }
                 None => return unknown_model(),
             },
             other => match other.kind_name() {

@@ -370,8 +370,8 @@ fn is_decay_exempt(name: &str) -> bool {
         "__attn_qn_",
         "__attn_kn_",
     ]
-        .iter()
-        .any(|p| name.starts_with(p))
+    .iter()
+    .any(|p| name.starts_with(p))
 }
 
 fn optional_max_norm(c: &Call, i: usize) -> Result<Option<f64>, Diagnostic> {

@@ -219,8 +219,11 @@ pub fn rope_kind_error(c: &impl CallSite, i: usize, kind: &str, hd: usize) -> Di
 
 /// E0401 when `rope` has some but not all four scaling arguments.
 pub fn rope_scaling_missing(c: &impl CallSite) -> Diagnostic {
-    c.invalid(2, "Llama 3.1 scaling needs all four of factor, low, high and original")
-        .help("write `rope(hd, base, 8, 1, 4, 8192)` or leave the four out")
+    c.invalid(
+        2,
+        "Llama 3.1 scaling needs all four of factor, low, high and original",
+    )
+    .help("write `rope(hd, base, 8, 1, 4, 8192)` or leave the four out")
 }
 
 /// The `embed` layer of argument `i` (E0401 for any other model).
@@ -249,8 +252,9 @@ pub fn head_width(
     match given {
         Some(hd) if hd > 0 => {
             if heads == 0 {
-                return Err(dim_error(c, 1, "0 heads".to_string())
-                    .help("choose a number of heads ≥ 1"));
+                return Err(
+                    dim_error(c, 1, "0 heads".to_string()).help("choose a number of heads ≥ 1")
+                );
             }
             Ok(hd)
         }
@@ -273,7 +277,10 @@ pub fn check_switch(c: &impl CallSite, i: usize, v: f64) -> Result<bool, Diagnos
 pub fn check_eps(c: &impl CallSite, i: usize, eps: f64) -> Result<f64, Diagnostic> {
     if !(eps.is_finite() && eps > 0.0) {
         return Err(c
-            .invalid(i, format!("{} must be a finite number > 0", c.param_name(i)))
+            .invalid(
+                i,
+                format!("{} must be a finite number > 0", c.param_name(i)),
+            )
             .help("norm epsilons are small positive numbers such as 1e-5 or 1e-6"));
     }
     Ok(eps)
@@ -281,10 +288,16 @@ pub fn check_eps(c: &impl CallSite, i: usize, eps: f64) -> Result<f64, Diagnosti
 
 /// E0401 unless `rope`'s Llama 3.1 scaling (arguments 2 to 5: factor, low,
 /// high, original) are finite numbers > 0 with high > low.
-pub fn check_rope_scaling(c: &impl CallSite, v: [f64; 4]) -> Result<crate::nn::layers::RopeScaling, Diagnostic> {
+pub fn check_rope_scaling(
+    c: &impl CallSite,
+    v: [f64; 4],
+) -> Result<crate::nn::layers::RopeScaling, Diagnostic> {
     for (k, x) in v.iter().enumerate() {
         if !(x.is_finite() && *x > 0.0) {
-            return Err(c.invalid(2 + k, format!("{} must be a finite number > 0", c.param_name(2 + k))));
+            return Err(c.invalid(
+                2 + k,
+                format!("{} must be a finite number > 0", c.param_name(2 + k)),
+            ));
         }
     }
     if v[2] <= v[1] {

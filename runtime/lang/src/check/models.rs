@@ -324,7 +324,8 @@ impl Forward {
             }
             Layer::PosEmbed(p) => {
                 if let Some(d) = &x.dims {
-                    let long = d.len() >= 2 && matches!(d[d.len() - 2], Dim::Known(t) if t > p.max_pos);
+                    let long =
+                        d.len() >= 2 && matches!(d[d.len() - 2], Dim::Known(t) if t > p.max_pos);
                     if d.len() < 2 || d[d.len() - 1].provably_ne(&Dim::Known(p.d)) || long {
                         let pattern = format!("[…, T, {}] with T ≤ {}", p.d, p.max_pos);
                         return Err(self.wrong_input(layer, &pattern, x));

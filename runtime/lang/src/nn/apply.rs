@@ -364,7 +364,11 @@ impl Forward<'_> {
     ) -> Result<Array, Diagnostic> {
         let s = x.shape();
         if s.len() < 2 || s[s.len() - 1] != p.d || start + s[s.len() - 2] > p.max_pos {
-            let pattern = format!("[…, T, {}] with T ≤ {}", p.d, p.max_pos - start.min(p.max_pos));
+            let pattern = format!(
+                "[…, T, {}] with T ≤ {}",
+                p.d,
+                p.max_pos - start.min(p.max_pos)
+            );
             return Err(self.wrong_input(layer, &pattern, x));
         }
         let t = s[s.len() - 2];

@@ -40,11 +40,7 @@ impl Done {
     }
 }
 
-fn clone_shared(
-    it: &mut Interp,
-    layer: &Arc<Layer>,
-    done: &mut Done,
-) -> Arc<Layer> {
+fn clone_shared(it: &mut Interp, layer: &Arc<Layer>, done: &mut Done) -> Arc<Layer> {
     let key = Arc::as_ptr(layer);
     if let Some(c) = done.nodes.get(&key) {
         return c.clone();
@@ -54,11 +50,7 @@ fn clone_shared(
     copy
 }
 
-fn clone_node(
-    it: &mut Interp,
-    layer: &Layer,
-    done: &mut Done,
-) -> Layer {
+fn clone_node(it: &mut Interp, layer: &Layer, done: &mut Done) -> Layer {
     let new = match layer {
         Layer::Chain(children) => {
             return Layer::Chain(children.iter().map(|c| clone_shared(it, c, done)).collect())

@@ -332,7 +332,10 @@ fn scaling_of(s: Option<[f64; 4]>) -> Result<RopeScaling, String> {
         None => RopeScaling::Plain,
         Some([factor, low, high, original]) => {
             ensure(
-                [factor, low, high, original].iter().all(|v| v.is_finite() && *v > 0.0) && high > low,
+                [factor, low, high, original]
+                    .iter()
+                    .all(|v| v.is_finite() && *v > 0.0)
+                    && high > low,
                 || "rope scaling needs finite factors > 0 and high > low".to_string(),
             )?;
             RopeScaling::Llama3 {
@@ -347,7 +350,9 @@ fn scaling_of(s: Option<[f64; 4]>) -> Result<RopeScaling, String> {
 
 fn eps_of(eps: Option<f64>, default: f64) -> Result<f64, String> {
     let e = eps.unwrap_or(default);
-    ensure(e.is_finite() && e > 0.0, || format!("epsilon {e} is not a finite number > 0"))?;
+    ensure(e.is_finite() && e > 0.0, || {
+        format!("epsilon {e} is not a finite number > 0")
+    })?;
     Ok(e)
 }
 
@@ -448,12 +453,7 @@ fn rope_layer(head_dim: usize, base: f64, scaling: Option<[f64; 4]>) -> Result<R
 
 fn rebuild_one(record: &LayerRecord, built: &[Arc<Layer>]) -> Result<Layer, String> {
     Ok(match record {
-        &LayerRecord::Linear { id, inp, out, bias } => Layer::Linear(Linear {
-            id,
-            inp,
-            out,
-            bias,
-        }),
+        &LayerRecord::Linear { id, inp, out, bias } => Layer::Linear(Linear { id, inp, out, bias }),
         &LayerRecord::Lora {
             id,
             inp,
@@ -466,12 +466,7 @@ fn rebuild_one(record: &LayerRecord, built: &[Arc<Layer>]) -> Result<Layer, Stri
             ensure(rank >= 1, || "LoRA rank must be ≥ 1".to_string())?;
             ensure(alpha.is_finite(), || "LoRA alpha is not finite".to_string())?;
             Layer::Lora(Lora {
-                base: Linear {
-                    id,
-                    inp,
-                    out,
-                    bias,
-                },
+                base: Linear { id, inp, out, bias },
                 adapter_id,
                 rank,
                 alpha,
@@ -509,7 +504,9 @@ fn rebuild_one(record: &LayerRecord, built: &[Arc<Layer>]) -> Result<Layer, Stri
             let rope = match rope {
                 Some((n, base)) => {
                     let r = rope_layer(n, base, rope_scaling)?;
-                    ensure(n == hd, || format!("rope size {n} differs from head_dim = {hd}"))?;
+                    ensure(n == hd, || {
+                        format!("rope size {n} differs from head_dim = {hd}")
+                    })?;
                     Some(r)
                 }
                 None => None,

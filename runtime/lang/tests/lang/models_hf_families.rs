@@ -120,11 +120,22 @@ fn gradients(name: &str) {
     let mut f = load(name);
     let (x, y) = (f.x(), f.y());
     let params = f.reference_params("grads");
-    assert!(params.len() >= 4, "{name}: too few gradients in the reference");
+    assert!(
+        params.len() >= 4,
+        "{name}: too few gradients in the reference"
+    );
     for (b, want) in params {
-        let got = f.eval(&format!("grad(cross_entropy(apply(m, {x}), {y}), {})", b.param));
+        let got = f.eval(&format!(
+            "grad(cross_entropy(apply(m, {x}), {y}), {})",
+            b.param
+        ));
         let r = relative(&got, &want);
-        assert!(r <= 1e-4, "{name}: gradient of `{}` ({}) differs by {r:e}", b.hf, b.param);
+        assert!(
+            r <= 1e-4,
+            "{name}: gradient of `{}` ({}) differs by {r:e}",
+            b.hf,
+            b.param
+        );
     }
 }
 
@@ -180,7 +191,10 @@ fn save_round_trip(name: &str) {
         &mut it,
         &format!("m = hf_model(\"in\")\nhf_save(m, \"out\")\napply(m, {x})"),
     ));
-    let again = values(run_value(&mut it, &format!("apply(hf_model(\"out\"), {x})")));
+    let again = values(run_value(
+        &mut it,
+        &format!("apply(hf_model(\"out\"), {x})"),
+    ));
     assert_eq!(first, again, "{name}: logits after hf_save and hf_model");
     let _ = std::fs::remove_dir_all(&data);
 }

@@ -27,9 +27,15 @@ fn linear_without_a_bias_has_only_its_weight() {
 #[test]
 fn norm_epsilons_are_used() {
     // x / √(mean(x²) + 1) with mean(x²) = 1.
-    assert_eq!(eval("apply(rms_norm(2, 0, 1), [[1, 1]])"), "0.70710677 0.70710677");
+    assert_eq!(
+        eval("apply(rms_norm(2, 0, 1), [[1, 1]])"),
+        "0.70710677 0.70710677"
+    );
     // (x − 2) / √(1 + 1).
-    assert_eq!(eval("apply(layer_norm(2, 1), [[1, 3]])"), "-0.70710677 0.70710677");
+    assert_eq!(
+        eval("apply(layer_norm(2, 1), [[1, 3]])"),
+        "-0.70710677 0.70710677"
+    );
     assert_eq!(error_code("rms_norm(2, 1, 0)"), "E0401");
     assert_eq!(error_code("layer_norm(2, -1)"), "E0401");
 }
@@ -43,8 +49,14 @@ fn attention_with_its_own_head_width_biases_and_qk_norm() {
     assert_eq!(eval(&format!("{src}shape(__attn_bk_0)")), "1 3");
     assert_eq!(eval(&format!("{src}__attn_qn_0")), "1 1 1");
     assert_eq!(error_code("causal_attention(4, 2, 1, 1, 1)"), "E0303");
-    assert_eq!(error_code("causal_attention(4, 2, 1, 1, 0, 3, 1, 0)"), "E0401");
-    assert_eq!(error_code("causal_attention(4, 2, 1, 1, rope(4, 10000), 3)"), "E0213");
+    assert_eq!(
+        error_code("causal_attention(4, 2, 1, 1, 0, 3, 1, 0)"),
+        "E0401"
+    );
+    assert_eq!(
+        error_code("causal_attention(4, 2, 1, 1, rope(4, 10000), 3)"),
+        "E0213"
+    );
     // Without head_dim, heads must still divide d.
     assert_eq!(error_code("attention(5, 2, 1)"), "E0213");
 }
@@ -70,10 +82,17 @@ fn unembed_is_the_embedding_table_transposed_and_shared() {
     let src = "e = embed(5, 3, 1)\nm = chain(e, unembed(e))\n";
     assert_eq!(
         eval(&format!("{src}apply(m, [0, 4])")),
-        eval(&format!("{src}matmul(apply(e, [0, 4]), transpose(embed_table(e)))"))
+        eval(&format!(
+            "{src}matmul(apply(e, [0, 4]), transpose(embed_table(e)))"
+        ))
     );
     // One parameter, used twice: the model has exactly the table.
-    assert_eq!(eval(&format!("{src}shape(grad(sum(apply(m, [0, 4])), __embed_E_0))")), "5 3");
+    assert_eq!(
+        eval(&format!(
+            "{src}shape(grad(sum(apply(m, [0, 4])), __embed_E_0))"
+        )),
+        "5 3"
+    );
     assert_eq!(error_code("unembed(linear(2, 2, 0))"), "E0401");
 }
 
@@ -82,9 +101,14 @@ fn pos_embed_adds_the_rows_of_the_positions() {
     let src = "p = pos_embed(4, 2, 0)\n";
     assert_eq!(
         eval(&format!("{src}apply(p, zeros([3, 2]))")),
-        eval(&format!("{src}matmul([[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0]], __pos_P_0)"))
+        eval(&format!(
+            "{src}matmul([[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0]], __pos_P_0)"
+        ))
     );
-    assert_eq!(error_code("apply(pos_embed(4, 2, 0), zeros([5, 2]))"), "E0211");
+    assert_eq!(
+        error_code("apply(pos_embed(4, 2, 0), zeros([5, 2]))"),
+        "E0211"
+    );
     assert_eq!(error_code("pos_embed(0, 2, 0)"), "E0213");
 }
 
@@ -117,7 +141,10 @@ fn generate_with_the_cache_equals_recomputing_every_step() {
         let mut seq = vec![5.0, 9.0, 11.0];
         for _ in 0..10 {
             let items: Vec<String> = seq.iter().map(|x| x.to_string()).collect();
-            let logits = values(run_value(&mut it, &format!("apply(m, [{}])", items.join(", "))));
+            let logits = values(run_value(
+                &mut it,
+                &format!("apply(m, [{}])", items.join(", ")),
+            ));
             let last = &logits[logits.len() - 64..];
             let mut best = 0;
             for (i, v) in last.iter().enumerate() {
@@ -132,14 +159,33 @@ fn generate_with_the_cache_equals_recomputing_every_step() {
         let a = values(run_value(&mut it, "generate(m, [5, 9, 11], 8, 1.2, 5, 3)"));
         let b = values(run_value(&mut it, "generate(m, [5, 9, 11], 8, 1.2, 5, 3)"));
         assert_eq!(a, b);
-        assert!(a.iter().all(|&t| (0.0..64.0).contains(&t) && t.fract() == 0.0));
-        assert_ne!(a, cached[..8].to_vec(), "{family}: sampling at 1.2 should differ from greedy");
+        assert!(a
+            .iter()
+            .all(|&t| (0.0..64.0).contains(&t) && t.fract() == 0.0));
+        assert_ne!(
+            a,
+            cached[..8].to_vec(),
+            "{family}: sampling at 1.2 should differ from greedy"
+        );
     }
     assert_eq!(
-        run_in("e = embed(4, 2, 0)\ngenerate(chain(e, unembed(e)), [1], 2, -1)", None)
-            .result
-            .err()
-            .map(|d| d.code),
+        run_in(
+            "e = embed(4, 2, 0)\ngenerate(chain(e, unembed(e)), [1], 2, -1)",
+            None
+        )
+        .result
+        .err()
+        .map(|d| d.code),
+        Some("E0401")
+    );
+    assert_eq!(
+        run_in(
+            "e = embed(4, 2, 0)\ngenerate(chain(e, attention(2, 1, 1), unembed(e)), [1], 2)",
+            None
+        )
+        .result
+        .err()
+        .map(|d| d.code),
         Some("E0401")
     );
 }
@@ -182,7 +228,9 @@ fn write_tensors(path: &Path, tensors: &Tensors, bf16: bool) {
         .iter()
         .map(|(_, _, v)| {
             if bf16 {
-                v.iter().flat_map(|x| ((x.to_bits() >> 16) as u16).to_le_bytes()).collect()
+                v.iter()
+                    .flat_map(|x| ((x.to_bits() >> 16) as u16).to_le_bytes())
+                    .collect()
             } else {
                 v.iter().flat_map(|x| x.to_le_bytes()).collect()
             }
@@ -208,19 +256,39 @@ fn a_checkpoint_that_does_not_fit_names_every_wrong_tensor() {
             *s = vec![s[1], s[0]];
         }
     }
-    t.push(("model.layers.9.extra.weight".into(), vec![2], vec![0.0, 1.0]));
+    t.push((
+        "model.layers.9.extra.weight".into(),
+        vec![2],
+        vec![0.0, 1.0],
+    ));
     write_tensors(&st, &t, false);
     let out = run_in("hf_model(\"ck\")", Some(&data));
     let d = out.result.err().expect("an error");
     assert_eq!(d.code, "E0407");
     let notes = d.notes.join("\n");
-    for name in ["model.norm.weight", "model.layers.1.self_attn.k_proj.weight", "model.layers.9.extra.weight"] {
+    for name in [
+        "model.norm.weight",
+        "model.layers.1.self_attn.k_proj.weight",
+        "model.layers.9.extra.weight",
+    ] {
         assert!(notes.contains(name), "{name} not named in {notes}");
     }
     // An unsupported family and a path outside the data directory.
     std::fs::write(data.join("ck/config.json"), "{\"model_type\": \"bert\"}").unwrap();
-    assert_eq!(run_in("hf_model(\"ck\")", Some(&data)).result.err().map(|d| d.code), Some("E0406"));
-    assert_eq!(run_in("hf_model(\"../ck\")", Some(&data)).result.err().map(|d| d.code), Some("E0404"));
+    assert_eq!(
+        run_in("hf_model(\"ck\")", Some(&data))
+            .result
+            .err()
+            .map(|d| d.code),
+        Some("E0406")
+    );
+    assert_eq!(
+        run_in("hf_model(\"../ck\")", Some(&data))
+            .result
+            .err()
+            .map(|d| d.code),
+        Some("E0404")
+    );
     let _ = std::fs::remove_dir_all(&data);
 }
 
@@ -230,7 +298,10 @@ fn sharded_and_bf16_checkpoints_load() {
     let st = data.join("ck/model.safetensors");
     let t = read_tensors(&st);
     let x = "[55, 22, 28, 6, 24, 23, 50, 57]";
-    let whole = values(run_value(&mut interp(&data), &format!("apply(hf_model(\"ck\"), {x})")));
+    let whole = values(run_value(
+        &mut interp(&data),
+        &format!("apply(hf_model(\"ck\"), {x})"),
+    ));
     // Two shards named by an index, the second in bf16.
     let (a, b) = t.split_at(t.len() / 2);
     write_tensors(&data.join("ck/part-1.safetensors"), &a.to_vec(), false);
@@ -243,24 +314,47 @@ fn sharded_and_bf16_checkpoints_load() {
         map.insert(k.clone(), "part-2.safetensors".into());
     }
     let index = serde_json::json!({ "metadata": {}, "weight_map": map });
-    std::fs::write(data.join("ck/model.safetensors.index.json"), index.to_string()).unwrap();
+    std::fs::write(
+        data.join("ck/model.safetensors.index.json"),
+        index.to_string(),
+    )
+    .unwrap();
     std::fs::remove_file(&st).unwrap();
-    let sharded = values(run_value(&mut interp(&data), &format!("apply(hf_model(\"ck\"), {x})")));
+    let sharded = values(run_value(
+        &mut interp(&data),
+        &format!("apply(hf_model(\"ck\"), {x})"),
+    ));
     let scale = whole.iter().fold(0f64, |m, v| m.max(v.abs()));
-    let diff = whole.iter().zip(&sharded).fold(0f64, |m, (p, q)| m.max((p - q).abs()));
+    let diff = whole
+        .iter()
+        .zip(&sharded)
+        .fold(0f64, |m, (p, q)| m.max((p - q).abs()));
     // bf16 keeps 8 bits of mantissa: close, not equal.
     assert!(diff > 0.0 && diff < 0.05 * scale, "{diff} of {scale}");
     // A shard outside the folder is refused.
     let bad = serde_json::json!({ "weight_map": { "x": "../elsewhere.safetensors" } });
-    std::fs::write(data.join("ck/model.safetensors.index.json"), bad.to_string()).unwrap();
-    assert_eq!(run_in("hf_model(\"ck\")", Some(&data)).result.err().map(|d| d.code), Some("E0406"));
+    std::fs::write(
+        data.join("ck/model.safetensors.index.json"),
+        bad.to_string(),
+    )
+    .unwrap();
+    assert_eq!(
+        run_in("hf_model(\"ck\")", Some(&data))
+            .result
+            .err()
+            .map(|d| d.code),
+        Some("E0406")
+    );
     let _ = std::fs::remove_dir_all(&data);
 }
 
 #[test]
 fn hf_save_refuses_a_model_of_no_family() {
     let data = temp_dir("hf-save");
-    let out = run_in("hf_save(chain(linear(2, 2, 0), relu_layer()), \"out\")", Some(&data));
+    let out = run_in(
+        "hf_save(chain(linear(2, 2, 0), relu_layer()), \"out\")",
+        Some(&data),
+    );
     assert_eq!(out.result.err().map(|d| d.code), Some("E0406"));
     let _ = std::fs::remove_dir_all(&data);
 }

@@ -147,7 +147,14 @@ struct Planner {
 }
 
 impl Planner {
-    fn bind(&mut self, param: String, shape: Vec<usize>, hf: String, layout: Layout, hf_shape: Vec<usize>) {
+    fn bind(
+        &mut self,
+        param: String,
+        shape: Vec<usize>,
+        hf: String,
+        layout: Layout,
+        hf_shape: Vec<usize>,
+    ) {
         self.out.push(Binding {
             param,
             shape,
@@ -159,25 +166,50 @@ impl Planner {
 
     /// A `[in, out]` weight stored `[out, in]`.
     fn linear_weight(&mut self, param: String, inp: usize, out: usize, hf: String) {
-        self.bind(param, vec![inp, out], hf, Layout::Transposed, vec![out, inp]);
+        self.bind(
+            param,
+            vec![inp, out],
+            hf,
+            Layout::Transposed,
+            vec![out, inp],
+        );
     }
 
     fn norm(&mut self, layer: &Layer, prefix: &str) -> Result<(), String> {
         match layer {
             Layer::RmsNorm(RmsNorm {
-                dim,
-                gain: Some(k),
-                ..
+                dim, gain: Some(k), ..
             }) if self.family != Family::Gpt2 => {
-                self.bind(format!("__rms_g_{k}"), vec![*dim], format!("{prefix}.weight"), Layout::Same, vec![*dim]);
+                self.bind(
+                    format!("__rms_g_{k}"),
+                    vec![*dim],
+                    format!("{prefix}.weight"),
+                    Layout::Same,
+                    vec![*dim],
+                );
                 Ok(())
             }
             Layer::LayerNorm(l) if self.family == Family::Gpt2 => {
-                self.bind(format!("__ln_g_{}", l.id), vec![l.d], format!("{prefix}.weight"), Layout::Same, vec![l.d]);
-                self.bind(format!("__ln_b_{}", l.id), vec![l.d], format!("{prefix}.bias"), Layout::Same, vec![l.d]);
+                self.bind(
+                    format!("__ln_g_{}", l.id),
+                    vec![l.d],
+                    format!("{prefix}.weight"),
+                    Layout::Same,
+                    vec![l.d],
+                );
+                self.bind(
+                    format!("__ln_b_{}", l.id),
+                    vec![l.d],
+                    format!("{prefix}.bias"),
+                    Layout::Same,
+                    vec![l.d],
+                );
                 Ok(())
             }
-            other => Err(format!("expected the family's norm, found `{}`", other.describe())),
+            other => Err(format!(
+                "expected the family's norm, found `{}`",
+                other.describe()
+            )),
         }
     }
 
@@ -189,11 +221,35 @@ impl Planner {
             let total = q + 2 * kv;
             for (k, (role, w)) in [("q", q), ("k", kv), ("v", kv)].into_iter().enumerate() {
                 let start = [0, q, q + kv][k];
-                self.bind(n(&format!("W{role}")), vec![d, w], format!("{p}.c_attn.weight"), Layout::Columns { start }, vec![d, total]);
-                self.bind(n(&format!("b{role}")), vec![1, w], format!("{p}.c_attn.bias"), Layout::Columns { start }, vec![total]);
+                self.bind(
+                    n(&format!("W{role}")),
+                    vec![d, w],
+                    format!("{p}.c_attn.weight"),
+                    Layout::Columns { start },
+                    vec![d, total],
+                );
+                self.bind(
+                    n(&format!("b{role}")),
+                    vec![1, w],
+                    format!("{p}.c_attn.bias"),
+                    Layout::Columns { start },
+                    vec![total],
+                );
             }
-            self.bind(n("Wo"), vec![q, d], format!("{p}.c_proj.weight"), Layout::Same, vec![q, d]);
-            self.bind(n("bo"), vec![1, d], format!("{p}.c_proj.bias"), Layout::Row, vec![d]);
+            self.bind(
+                n("Wo"),
+                vec![q, d],
+                format!("{p}.c_proj.weight"),
+                Layout::Same,
+                vec![q, d],
+            );
+            self.bind(
+                n("bo"),
+                vec![1, d],
+                format!("{p}.c_proj.bias"),
+                Layout::Row,
+                vec![d],
+            );
             return Ok(());
         }
         let p = format!("model.layers.{i}.self_attn");
@@ -202,13 +258,36 @@ impl Planner {
         self.linear_weight(n("Wv"), d, kv, format!("{p}.v_proj.weight"));
         self.linear_weight(n("Wo"), q, d, format!("{p}.o_proj.weight"));
         if a.bias {
-            for (role, w, hf) in [("bq", q, "q_proj"), ("bk", kv, "k_proj"), ("bv", kv, "v_proj"), ("bo", d, "o_proj")] {
-                self.bind(n(role), vec![1, w], format!("{p}.{hf}.bias"), Layout::Row, vec![w]);
+            for (role, w, hf) in [
+                ("bq", q, "q_proj"),
+                ("bk", kv, "k_proj"),
+                ("bv", kv, "v_proj"),
+                ("bo", d, "o_proj"),
+            ] {
+                self.bind(
+                    n(role),
+                    vec![1, w],
+                    format!("{p}.{hf}.bias"),
+                    Layout::Row,
+                    vec![w],
+                );
             }
         }
         if a.qk_norm.is_some() {
-            self.bind(n("qn"), vec![a.hd], format!("{p}.q_norm.weight"), Layout::Same, vec![a.hd]);
-            self.bind(n("kn"), vec![a.hd], format!("{p}.k_norm.weight"), Layout::Same, vec![a.hd]);
+            self.bind(
+                n("qn"),
+                vec![a.hd],
+                format!("{p}.q_norm.weight"),
+                Layout::Same,
+                vec![a.hd],
+            );
+            self.bind(
+                n("kn"),
+                vec![a.hd],
+                format!("{p}.k_norm.weight"),
+                Layout::Same,
+                vec![a.hd],
+            );
         }
         Ok(())
     }
@@ -239,7 +318,9 @@ pub fn plan(layer: &Layer) -> Result<(Config, Vec<Binding>), String> {
     let first = if gpt2 { 2 } else { 1 };
     let blocks = &children[first..children.len().saturating_sub(2).max(first)];
     if blocks.len() % 2 != 0 || children.len() < first + 2 {
-        return Err("expected pairs of attention and feed-forward blocks, then a norm and a head".into());
+        return Err(
+            "expected pairs of attention and feed-forward blocks, then a norm and a head".into(),
+        );
     }
     let attn_of = |b: &Arc<Layer>| -> Option<Attention> {
         match block(b)?.get(1).map(|l| &**l) {
@@ -258,22 +339,48 @@ pub fn plan(layer: &Layer) -> Result<(Config, Vec<Binding>), String> {
         out: Vec::new(),
     };
     let (vocab, d) = (embed.vocab, embed.d);
-    let embed_name = if gpt2 { "transformer.wte.weight" } else { "model.embed_tokens.weight" };
-    p.bind(format!("__embed_E_{}", embed.id), vec![vocab, d], embed_name.into(), Layout::Same, vec![vocab, d]);
+    let embed_name = if gpt2 {
+        "transformer.wte.weight"
+    } else {
+        "model.embed_tokens.weight"
+    };
+    p.bind(
+        format!("__embed_E_{}", embed.id),
+        vec![vocab, d],
+        embed_name.into(),
+        Layout::Same,
+        vec![vocab, d],
+    );
     let mut positions = 0;
     if let Layer::PosEmbed(pe) = &*children[1] {
         positions = pe.max_pos;
-        p.bind(format!("__pos_P_{}", pe.id), vec![pe.max_pos, pe.d], "transformer.wpe.weight".into(), Layout::Same, vec![pe.max_pos, pe.d]);
+        p.bind(
+            format!("__pos_P_{}", pe.id),
+            vec![pe.max_pos, pe.d],
+            "transformer.wpe.weight".into(),
+            Layout::Same,
+            vec![pe.max_pos, pe.d],
+        );
     }
     let mut eps = 0.0;
     let mut hidden = 0;
-    let layer_prefix = |i: usize| if gpt2 { format!("transformer.h.{i}") } else { format!("model.layers.{i}") };
+    let layer_prefix = |i: usize| {
+        if gpt2 {
+            format!("transformer.h.{i}")
+        } else {
+            format!("model.layers.{i}")
+        }
+    };
     for (i, pair) in blocks.chunks(2).enumerate() {
         let (Some(att), Some(mlp)) = (block(&pair[0]), block(&pair[1])) else {
             return Err(format!("block {i} is not residual(chain(norm, …)) twice"));
         };
         let pre = layer_prefix(i);
-        let (n1, n2) = if gpt2 { ("ln_1", "ln_2") } else { ("input_layernorm", "post_attention_layernorm") };
+        let (n1, n2) = if gpt2 {
+            ("ln_1", "ln_2")
+        } else {
+            ("input_layernorm", "post_attention_layernorm")
+        };
         p.norm(&att[0], &format!("{pre}.{n1}"))?;
         eps = match &*att[0] {
             Layer::RmsNorm(r) => r.eps,
@@ -284,7 +391,9 @@ pub fn plan(layer: &Layer) -> Result<(Config, Vec<Binding>), String> {
             return Err(format!("block {i} has no attention layer"));
         };
         if att.len() != 2 || !a.causal || a.d != d {
-            return Err(format!("block {i}'s attention is not a causal attention of width {d}"));
+            return Err(format!(
+                "block {i}'s attention is not a causal attention of width {d}"
+            ));
         }
         p.attention(a, i)?;
         p.norm(&mlp[0], &format!("{pre}.{n2}"))?;
@@ -296,26 +405,64 @@ pub fn plan(layer: &Layer) -> Result<(Config, Vec<Binding>), String> {
                 hidden = s.hidden;
                 let k = s.id;
                 let mp = format!("{pre}.mlp");
-                p.linear_weight(format!("__swiglu_Wg_{k}"), s.d, s.hidden, format!("{mp}.gate_proj.weight"));
-                p.linear_weight(format!("__swiglu_Wu_{k}"), s.d, s.hidden, format!("{mp}.up_proj.weight"));
-                p.linear_weight(format!("__swiglu_Wd_{k}"), s.hidden, s.d, format!("{mp}.down_proj.weight"));
+                p.linear_weight(
+                    format!("__swiglu_Wg_{k}"),
+                    s.d,
+                    s.hidden,
+                    format!("{mp}.gate_proj.weight"),
+                );
+                p.linear_weight(
+                    format!("__swiglu_Wu_{k}"),
+                    s.d,
+                    s.hidden,
+                    format!("{mp}.up_proj.weight"),
+                );
+                p.linear_weight(
+                    format!("__swiglu_Wd_{k}"),
+                    s.hidden,
+                    s.d,
+                    format!("{mp}.down_proj.weight"),
+                );
             }
             (true, [up, act, down]) => {
-                let (Layer::Linear(up), Layer::Activation(Activation::Gelu), Layer::Linear(down)) = (&**up, &**act, &**down) else {
-                    return Err(format!("block {i}'s feed-forward is not linear, gelu_layer, linear"));
+                let (Layer::Linear(up), Layer::Activation(Activation::Gelu), Layer::Linear(down)) =
+                    (&**up, &**act, &**down)
+                else {
+                    return Err(format!(
+                        "block {i}'s feed-forward is not linear, gelu_layer, linear"
+                    ));
                 };
                 hidden = up.out;
                 let mp = format!("{pre}.mlp");
                 for (l, hf) in [(up, "c_fc"), (down, "c_proj")] {
-                    p.bind(l.w(), vec![l.inp, l.out], format!("{mp}.{hf}.weight"), Layout::Same, vec![l.inp, l.out]);
-                    p.bind(l.b(), vec![1, l.out], format!("{mp}.{hf}.bias"), Layout::Row, vec![l.out]);
+                    p.bind(
+                        l.w(),
+                        vec![l.inp, l.out],
+                        format!("{mp}.{hf}.weight"),
+                        Layout::Same,
+                        vec![l.inp, l.out],
+                    );
+                    p.bind(
+                        l.b(),
+                        vec![1, l.out],
+                        format!("{mp}.{hf}.bias"),
+                        Layout::Row,
+                        vec![l.out],
+                    );
                 }
             }
             _ => return Err(format!("block {i}'s feed-forward has an unexpected form")),
         }
     }
     let norm = &children[children.len() - 2];
-    p.norm(norm, if gpt2 { "transformer.ln_f" } else { "model.norm" })?;
+    p.norm(
+        norm,
+        if gpt2 {
+            "transformer.ln_f"
+        } else {
+            "model.norm"
+        },
+    )?;
     if eps == 0.0 {
         eps = match &**norm {
             Layer::RmsNorm(r) => r.eps,
@@ -329,7 +476,10 @@ pub fn plan(layer: &Layer) -> Result<(Config, Vec<Binding>), String> {
             p.linear_weight(l.w(), d, vocab, "lm_head.weight".into());
             false
         }
-        other => return Err(format!("the head `{}` is neither `unembed` of the embedding nor `linear(d, vocab, seed, 0)`", other.describe())),
+        other => return Err(format!(
+            "the head `{}` is neither `unembed` of the embedding nor `linear(d, vocab, seed, 0)`",
+            other.describe()
+        )),
     };
     let a = a0.unwrap_or(Attention {
         id: 0,

@@ -65,13 +65,18 @@ fn read_tensors(dir: &Path) -> Result<BTreeMap<String, Tensor<Vec<f32>>>, HfErro
         let map = v
             .get("weight_map")
             .and_then(|m| m.as_object())
-            .ok_or_else(|| HfError::Malformed("model.safetensors.index.json has no `weight_map`".into()))?;
+            .ok_or_else(|| {
+                HfError::Malformed("model.safetensors.index.json has no `weight_map`".into())
+            })?;
         let shards: BTreeSet<String> = map
             .values()
             .filter_map(|s| s.as_str().map(str::to_string))
             .collect();
         for s in &shards {
-            let plain = Path::new(s).file_name().map(|f| f.to_string_lossy() == s.as_str()) == Some(true);
+            let plain = Path::new(s)
+                .file_name()
+                .map(|f| f.to_string_lossy() == s.as_str())
+                == Some(true);
             if !plain || !s.ends_with(".safetensors") {
                 return Err(HfError::Malformed(format!(
                     "shard `{s}` is not a `.safetensors` file name in the checkpoint's folder"
@@ -89,7 +94,10 @@ fn read_tensors(dir: &Path) -> Result<BTreeMap<String, Tensor<Vec<f32>>>, HfErro
             .map_err(|e| HfError::Malformed(format!("{f} is not a safetensors file: {e}")))?;
         for (name, view) in st.tensors() {
             let values = crate::data::files::tensor_values(&view).ok_or_else(|| {
-                HfError::Malformed(format!("tensor `{name}` of {f} has unsupported type {:?}", view.dtype()))
+                HfError::Malformed(format!(
+                    "tensor `{name}` of {f} has unsupported type {:?}",
+                    view.dtype()
+                ))
             })?;
             out.insert(
                 name,
@@ -257,7 +265,8 @@ pub fn save(it: &mut Interp, model: &Layer, dir: &Path) -> Result<usize, HfError
         })
         .collect::<Result<Vec<_>, _>>()?;
     let meta: HashMap<String, String> = [("format".to_string(), "pt".to_string())].into();
-    let bytes = safetensors::serialize(views, &Some(meta)).map_err(|e| HfError::Malformed(e.to_string()))?;
+    let bytes = safetensors::serialize(views, &Some(meta))
+        .map_err(|e| HfError::Malformed(e.to_string()))?;
     std::fs::create_dir_all(dir).map_err(|e| HfError::Io(format!("{}: {e}", dir.display())))?;
     let st = dir.join("model.safetensors");
     std::fs::write(&st, bytes).map_err(|e| HfError::Io(format!("{}: {e}", st.display())))?;
