@@ -645,11 +645,15 @@ mod tests {
                 kv_heads: 2,
                 causal: true,
                 rope: None,
+                hd: 4,
+                bias: false,
+                qk_norm: None,
             })),
             Arc::new(Layer::Linear(Linear {
                 id: 3,
                 inp: 8,
                 out: 32,
+                bias: true,
             })),
         ]);
         let cpu = profiles(None, "", "", Some(16.0 * GIB));

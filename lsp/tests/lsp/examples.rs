@@ -1,13 +1,15 @@
 //! Every example checks clean in the editor too: the server (which reports the
-//! runtime checker's diagnostics) shows no error on `examples/*.mlpl` (DESIGN §8),
+//! runtime checker's diagnostics) shows no error on `examples/*.mlpl` and
+//! `examples/hf/*.mlpl` (DESIGN §8),
 //! and knows the shapes of their main variables.
 
 use mlpl_lsp::analysis::Analysis;
 
 fn examples() -> Vec<(String, String)> {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples");
-    let mut out: Vec<(String, String)> = std::fs::read_dir(dir)
-        .unwrap()
+    let mut out: Vec<(String, String)> = [dir.to_string(), format!("{dir}/hf")]
+        .iter()
+        .flat_map(|d| std::fs::read_dir(d).unwrap())
         .filter_map(|e| e.ok())
         .map(|e| e.path())
         .filter(|p| p.extension().is_some_and(|x| x == "mlpl"))

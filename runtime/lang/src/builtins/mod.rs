@@ -20,6 +20,7 @@ mod elementwise;
 mod experiments;
 mod feasibility;
 mod files;
+mod hf;
 mod linalg;
 pub mod llm;
 mod ml;
@@ -43,6 +44,7 @@ mod elementwise_shapes;
 mod experiments_shapes;
 mod feasibility_shapes;
 mod files_shapes;
+mod hf_shapes;
 mod linalg_shapes;
 mod llm_shapes;
 mod ml_shapes;
@@ -349,6 +351,7 @@ const GROUPS: &[&[Builtin]] = &[
     sampling::BUILTINS,
     dataprep::BUILTINS,
     files::BUILTINS,
+    hf::BUILTINS,
     tokenizers::BUILTINS,
     axes::BUILTINS,
     experiments::BUILTINS,

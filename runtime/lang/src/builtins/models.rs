@@ -13,7 +13,7 @@ use super::ParamKind::*;
 use super::{opt, req, rest, Builtin, Diff, Facts};
 use crate::eval::{ops, Call};
 use crate::nn::apply::Forward;
-use crate::nn::layers::{Dropout, Layer, Rope};
+use crate::nn::layers::{Dropout, Layer, Rope, RopeScaling};
 use crate::nn::{init, Activation};
 use crate::value::{Array, Value};
 use mlpl_diag::Diagnostic;
@@ -22,9 +22,9 @@ use mlpl_diag::Diagnostic;
 pub const BUILTINS: &[Builtin] = &[
     Builtin {
         name: "linear",
-        params: &[req("in", Scalar), req("out", Scalar), req("seed", Seed)],
+        params: &[req("in", Scalar), req("out", Scalar), req("seed", Seed), opt("bias", Scalar)],
         summary: "a dense layer x·W + b",
-        doc: "`linear(in, out, seed)` creates W `[in, out]` = 0.5·randn(seed, [in, out]) and b `[1, out]` = 0 as tracked parameters `__linear_W_k`, `__linear_b_k`. `apply` maps `[…, in]` to `[…, out]`; leading axes keep their names. E0213 for sizes that are not non-negative integers.",
+        doc: "`linear(in, out, seed [, bias])` creates W `[in, out]` = 0.5·randn(seed, [in, out]) and b `[1, out]` = 0 as tracked parameters `__linear_W_k`, `__linear_b_k`; with bias = 0 the layer is x·W and has no b (bias must be 0 or 1, E0401). `apply` maps `[…, in]` to `[…, out]`; leading axes keep their names. E0213 for sizes that are not non-negative integers.",
         example: "m = linear(3, 2, 0)\napply(m, [[1, 0, 0], [0, 1, 0]])",
         diff: Diff::Effect,
         facts: Facts::NONE.allowed_in_loss().parameterised(),
@@ -46,9 +46,9 @@ pub const BUILTINS: &[Builtin] = &[
     },
     Builtin {
         name: "attention",
-        params: &[req("d", Scalar), req("heads", Scalar), req("seed", Seed), opt("kv_heads", Scalar), opt("rope", Model)],
+        params: &[req("d", Scalar), req("heads", Scalar), req("seed", Seed), opt("kv_heads", Scalar), opt("rope", Any), opt("head_dim", Scalar), opt("bias", Scalar), opt("qk_norm", Scalar)],
         summary: "multi-head self-attention",
-        doc: "`attention(d, heads, seed [, kv_heads [, rope]])` creates Wq `[d, d]`, Wk and Wv `[d, kv_heads·d/heads]` and Wo `[d, d]`, each 0.5·randn(seed + 0, 1, 2, 3). `apply` maps `[T, d]` or `[B, T, d]` to the same shape (LANGUAGE §11.3); consecutive query heads share a key/value head when kv_heads < heads, and a `rope(d/heads, base)` argument rotates queries and keys by position. E0213 when heads does not divide d, kv_heads does not divide heads, or the rope size differs from d/heads.",
+        doc: "`attention(d, heads, seed [, kv_heads [, rope [, head_dim [, bias [, qk_norm]]]]])` creates Wq `[d, heads·hd]`, Wk and Wv `[d, kv_heads·hd]` and Wo `[heads·hd, d]`, each 0.5·randn(seed + 0, 1, 2, 3), where the head width hd is head_dim when given and not 0, else d/heads. `apply` maps `[T, d]` or `[B, T, d]` to the same shape (LANGUAGE §11.3); consecutive query heads share a key/value head when kv_heads < heads, and a `rope(hd, base)` argument (0 for none) rotates queries and keys by position. bias = 1 adds biases bq, bk, bv, bo (zeros); qk_norm = ε > 0 RMS-normalises each head's queries and keys with learned gains qn, kn `[hd]` (ones) before the rotation (Qwen 3). E0213 when heads does not divide d (without head_dim), kv_heads does not divide heads, or the rope size differs from hd; E0401 for a bias other than 0 or 1 or an ε that is not > 0.",
         example: "a = attention(4, 2, 7)\napply(a, reshape(iota(8), [2, 4]) / 8)",
         diff: Diff::Effect,
         facts: Facts::NONE.allowed_in_loss().parameterised(),
@@ -58,9 +58,9 @@ pub const BUILTINS: &[Builtin] = &[
     },
     Builtin {
         name: "causal_attention",
-        params: &[req("d", Scalar), req("heads", Scalar), req("seed", Seed), opt("kv_heads", Scalar), opt("rope", Model)],
+        params: &[req("d", Scalar), req("heads", Scalar), req("seed", Seed), opt("kv_heads", Scalar), opt("rope", Any), opt("head_dim", Scalar), opt("bias", Scalar), opt("qk_norm", Scalar)],
         summary: "multi-head self-attention with a causal mask",
-        doc: "`causal_attention(d, heads, seed [, kv_heads [, rope]])` is `attention` (the same seed gives the same weights) where every score with column > row is set to −1e9 before the softmax, so position t only attends to positions ≤ t.",
+        doc: "`causal_attention(d, heads, seed [, kv_heads [, rope [, head_dim [, bias [, qk_norm]]]]])` is `attention` (the same seed gives the same weights) where every score with column > row is set to −1e9 before the softmax, so position t only attends to positions ≤ t.",
         example: "a = causal_attention(4, 2, 11)\napply(a, reshape(iota(12), [3, 4]) / 12)",
         diff: Diff::Effect,
         facts: Facts::NONE.allowed_in_loss().parameterised(),
@@ -70,9 +70,9 @@ pub const BUILTINS: &[Builtin] = &[
     },
     Builtin {
         name: "rms_norm",
-        params: &[req("dim", Scalar), opt("gain", Scalar)],
+        params: &[req("dim", Scalar), opt("gain", Scalar), opt("eps", Scalar)],
         summary: "RMS normalisation over the last axis",
-        doc: "`rms_norm(dim [, gain])` maps `[…, w]` to x / √(mean(x², last axis) + 1e-8). With gain = 1 it has a learned gain g `[dim]` = 1 (`__rms_g_k`) and the last axis must be dim (E0211). gain must be 0 or 1 (E0401).",
+        doc: "`rms_norm(dim [, gain [, eps]])` maps `[…, w]` to x / √(mean(x², last axis) + eps), eps 1e-8 unless given (Llama uses 1e-5, Qwen 1e-6). With gain = 1 it has a learned gain g `[dim]` = 1 (`__rms_g_k`) and the last axis must be dim (E0211). gain must be 0 or 1 and eps a finite number > 0 (E0401).",
         example: "apply(rms_norm(3), [[1, 2, 3], [0, 0, 4]])",
         diff: Diff::Effect,
         facts: Facts::NONE.allowed_in_loss(),
@@ -82,9 +82,9 @@ pub const BUILTINS: &[Builtin] = &[
     },
     Builtin {
         name: "layer_norm",
-        params: &[req("d", Scalar)],
+        params: &[req("d", Scalar), opt("eps", Scalar)],
         summary: "layer normalisation with gain and bias",
-        doc: "`layer_norm(d)` creates g `[d]` = 1 and b `[d]` = 0 (`__ln_g_k`, `__ln_b_k`) and maps `[…, d]` to (x − μ)/√(σ² + 1e-5)·g + b over the last axis (biased variance).",
+        doc: "`layer_norm(d [, eps])` creates g `[d]` = 1 and b `[d]` = 0 (`__ln_g_k`, `__ln_b_k`) and maps `[…, d]` to (x − μ)/√(σ² + eps)·g + b over the last axis (biased variance), eps 1e-5 unless given (a finite number > 0, E0401).",
         example: "apply(layer_norm(3), [[1, 2, 3], [2, 2, 5]])",
         diff: Diff::Effect,
         facts: Facts::NONE.allowed_in_loss().parameterised(),
@@ -178,9 +178,9 @@ pub const BUILTINS: &[Builtin] = &[
     },
     Builtin {
         name: "rope",
-        params: &[req("head_dim", Scalar), req("base", Scalar)],
+        params: &[req("head_dim", Scalar), req("base", Scalar), opt("factor", Scalar), opt("low", Scalar), opt("high", Scalar), opt("original", Scalar)],
         summary: "rotary position embedding",
-        doc: "`rope(head_dim, base)` rotates each pair (x_i, x_{i+n/2}) of `[…, T, n]` by the angle t·base^(−2i/n), t being the position along the second-to-last axis (LANGUAGE §11.4). Pass it to `attention` to rotate queries and keys. head_dim must be even and ≥ 2 (E0213); base > 0 (E0401).",
+        doc: "`rope(head_dim, base [, factor, low, high, original])` rotates each pair (x_i, x_{i+n/2}) of `[…, T, n]` by the angle t·θ_i, θ_i = base^(−2i/n), t being the position along the second-to-last axis (LANGUAGE §11.4). With the four scaling arguments it is Llama 3.1's rope: θ_i whose wavelength 2π/θ_i exceeds original/low is divided by factor, one below original/high is kept, and the band between is interpolated. Pass it to `attention` to rotate queries and keys. head_dim must be even and ≥ 2 (E0213); base > 0 and the scaling numbers finite and > 0 with high > low (E0401).",
         example: "apply(rope(4, 10000), reshape(iota(8), [2, 4]))",
         diff: Diff::Effect,
         facts: Facts::NONE.allowed_in_loss(),
@@ -199,6 +199,42 @@ pub const BUILTINS: &[Builtin] = &[
         section: "10.13",
         run: moe,
         shape: Some(super::models_shapes::moe),
+    },
+    Builtin {
+        name: "unembed",
+        params: &[req("e", Model)],
+        summary: "a tied output head sharing an embedding table",
+        doc: "`unembed(e)` is the output head x·Eᵀ of the `embed(vocab, d, seed)` layer e: it maps `[…, d]` to `[…, vocab]` with e's own table `__embed_E_k`, so the parameter is used twice and its gradient sums both uses (GPT-2, tied Llama and Qwen heads). E0303 when e is not an `embed` layer.",
+        example: "e = embed(5, 3, 1)\napply(chain(e, unembed(e)), [0, 4])",
+        diff: Diff::Effect,
+        facts: Facts::NONE.allowed_in_loss(),
+        section: "10.13",
+        run: unembed,
+        shape: Some(super::models_shapes::unembed),
+    },
+    Builtin {
+        name: "pos_embed",
+        params: &[req("max_pos", Scalar), req("d", Scalar), req("seed", Seed)],
+        summary: "learned absolute position embeddings",
+        doc: "`pos_embed(max_pos, d, seed)` creates P `[max_pos, d]` = 0.1·randn(seed, [max_pos, d]) (`__pos_P_k`) and maps `[…, T, d]` to x + P[0..T] (row t added at position t; GPT-2's `wpe`). E0211 when the last axis is not d or T > max_pos; max_pos must be ≥ 1 (E0213).",
+        example: "p = pos_embed(4, 2, 0)\napply(p, [[1, 0], [0, 1]])",
+        diff: Diff::Effect,
+        facts: Facts::NONE.allowed_in_loss().parameterised(),
+        section: "10.13",
+        run: pos_embed,
+        shape: Some(super::models_shapes::pos_embed),
+    },
+    Builtin {
+        name: "generate",
+        params: &[req("model", Model), req("ids", Array), req("n", Scalar), opt("temperature", Scalar), opt("top_k", Scalar), opt("seed", Seed)],
+        summary: "autoregressive decoding with a key/value cache",
+        doc: "`generate(model, ids, n [, temperature [, top_k [, seed]]])` returns the n token ids `[n]` that follow the prompt ids `[T]` under a model mapping ids `[T]` to logits `[T, V]` (LANGUAGE §11.11). Every attention layer keeps a key/value cache, so each new token costs one position. temperature 0 (the default) is greedy, the first maximum; otherwise the id is drawn from softmax(logits / temperature), among the top_k largest logits when top_k ≥ 1, the draw of step i seeded with seed + i (seed 0 unless given). E0401 for a model with a non-causal `attention` layer or a negative temperature.",
+        example: "e = embed(5, 4, 1)\nm = chain(e, causal_attention(4, 2, 2), unembed(e))\ngenerate(m, [1, 2], 3)",
+        diff: Diff::No,
+        facts: Facts::NONE,
+        section: "10.13",
+        run: generate,
+        shape: Some(super::models_shapes::generate),
     },
     Builtin {
         name: "chain",
@@ -287,8 +323,70 @@ pub fn check_elements(c: &Call, shapes: &[Vec<usize>]) -> Result<(), Diagnostic>
 fn linear(c: &mut Call) -> Result<Value, Diagnostic> {
     let (inp, out) = (dim(c, 0)?, dim(c, 1)?);
     let seed = c.seed(2)?;
+    let bias = switch(c, 3, true)?;
     check_elements(c, &[vec![inp, out], vec![1, out]])?;
-    Ok(model_value(init::linear(c.it, inp, out, seed)))
+    Ok(model_value(init::linear(c.it, inp, out, seed, bias)))
+}
+
+/// Optional switch argument `i` (0 or 1, E0401), `default` when absent.
+fn switch(c: &Call, i: usize, default: bool) -> Result<bool, Diagnostic> {
+    if !c.has(i) {
+        return Ok(default);
+    }
+    let v = c.scalar(i)?;
+    super::site::check_switch(c, i, v)
+}
+
+/// Optional epsilon argument `i` (finite, > 0, E0401), `default` when absent.
+fn eps(c: &Call, i: usize, default: f64) -> Result<f64, Diagnostic> {
+    if !c.has(i) {
+        return Ok(default);
+    }
+    let v = c.scalar(i)?;
+    super::site::check_eps(c, i, v)
+}
+
+fn unembed(c: &mut Call) -> Result<Value, Diagnostic> {
+    let m = c.model(0)?.0.clone();
+    let e = super::site::embed_argument(c, 0, &m)?;
+    Ok(model_value(Layer::Unembed(e)))
+}
+
+fn pos_embed(c: &mut Call) -> Result<Value, Diagnostic> {
+    let (max_pos, d) = (dim(c, 0)?, dim(c, 1)?);
+    super::site::check_positive_size(c, 0, max_pos)?;
+    let seed = c.seed(2)?;
+    check_elements(c, &[vec![max_pos, d]])?;
+    Ok(model_value(init::pos_embed(c.it, max_pos, d, seed)))
+}
+
+fn generate(c: &mut Call) -> Result<Value, Diagnostic> {
+    let m = c.model(0)?.0.clone();
+    if m.any(&|l| matches!(l, Layer::Attention(a) if !a.causal)) {
+        // Cached keys are only valid when earlier positions never see later ones.
+        return Err(c
+            .invalid(
+                0,
+                "the model has an attention layer without the causal mask",
+            )
+            .help("`generate` decodes models built with `causal_attention`"));
+    }
+    let ids = c.array_of_rank(1, 1, "prompt ids `[T]`")?.to_f32();
+    let n = dim(c, 2)?;
+    let temperature = if c.has(3) { c.scalar(3)? } else { 0.0 };
+    if !(temperature.is_finite() && temperature >= 0.0) {
+        return Err(c.invalid(3, "temperature must be a finite number ≥ 0"));
+    }
+    let top_k = if c.has(4) { dim(c, 4)? } else { 0 };
+    let seed = if c.has(5) { c.seed(5)? } else { 0 };
+    let how = crate::nn::generate::Decoding {
+        temperature,
+        top_k,
+        seed,
+    };
+    let (span, x_span) = (c.span, c.arg_span(1));
+    let out = crate::nn::generate::generate(c.it, &m, &ids, n, how, span, x_span)?;
+    Ok(Value::Array(Array::from_vec(vec![out.len()], out)))
 }
 
 fn embed(c: &mut Call) -> Result<Value, Diagnostic> {
@@ -301,23 +399,39 @@ fn embed(c: &mut Call) -> Result<Value, Diagnostic> {
 fn attention_like(c: &mut Call, causal: bool) -> Result<Value, Diagnostic> {
     let (d, heads) = (dim(c, 0)?, dim(c, 1)?);
     let seed = c.seed(2)?;
-    super::site::check_heads(c, d, heads)?;
+    let given = if c.has(5) { Some(dim(c, 5)?) } else { None };
+    let hd = super::site::head_width(c, d, heads, given)?;
     let kv = if c.has(3) { dim(c, 3)? } else { heads };
     super::site::check_kv_heads(c, heads, kv)?;
-    let hd = d / heads;
-    let rope = if c.has(4) {
-        let m = c.model(4)?.0.clone();
-        Some(super::site::rope_argument(c, 4, &m, hd)?)
+    let rope = match c.has(4).then(|| c.value(4).clone()) {
+        Some(Value::Model(m)) => Some(super::site::rope_argument(c, 4, &m.0, hd)?),
+        Some(Value::Array(a)) if a.rank() == 0 && a.to_f64()[0] == 0.0 => None,
+        Some(other) => return Err(super::site::rope_kind_error(c, 4, other.kind_name(), hd)),
+        None => None,
+    };
+    let bias = switch(c, 6, false)?;
+    let qk_norm = if c.has(7) {
+        Some(eps(c, 7, 0.0)?)
     } else {
         None
     };
+    let q = heads.saturating_mul(hd);
     check_elements(
         c,
-        &[vec![d, d], vec![d, kv * hd], vec![d, kv * hd], vec![d, d]],
+        &[vec![d, q], vec![d, kv * hd], vec![d, kv * hd], vec![q, d]],
     )?;
-    Ok(model_value(init::attention(
-        c.it, d, heads, kv, causal, rope, seed,
-    )))
+    let a = crate::nn::layers::Attention {
+        id: 0,
+        d,
+        heads,
+        kv_heads: kv,
+        causal,
+        rope,
+        hd,
+        bias,
+        qk_norm,
+    };
+    Ok(model_value(init::attention(c.it, a, seed)))
 }
 
 fn attention(c: &mut Call) -> Result<Value, Diagnostic> {
@@ -332,14 +446,16 @@ fn rms_norm(c: &mut Call) -> Result<Value, Diagnostic> {
     let d = dim(c, 0)?;
     let gain = if c.has(1) { c.scalar(1)? } else { 0.0 };
     super::site::check_gain(c, 1, gain)?;
+    let e = eps(c, 2, crate::nn::RMS_EPS)?;
     check_elements(c, &[vec![d]])?;
-    Ok(model_value(init::rms_norm(c.it, d, gain == 1.0)))
+    Ok(model_value(init::rms_norm(c.it, d, gain == 1.0, e)))
 }
 
 fn layer_norm(c: &mut Call) -> Result<Value, Diagnostic> {
     let d = dim(c, 0)?;
+    let e = eps(c, 1, crate::nn::LN_EPS)?;
     check_elements(c, &[vec![d], vec![d]])?;
-    Ok(model_value(init::layer_norm(c.it, d)))
+    Ok(model_value(init::layer_norm(c.it, d, e)))
 }
 
 fn activation(a: Activation) -> Result<Value, Diagnostic> {
@@ -386,7 +502,23 @@ fn rope(c: &mut Call) -> Result<Value, Diagnostic> {
     super::site::check_rope_size(c, 0, n)?;
     let base = c.scalar(1)?;
     super::site::check_rope_base(c, 1, base)?;
-    Ok(model_value(Layer::Rope(Rope { head_dim: n, base })))
+    let scaling = if c.has(2) {
+        let mut v = [0.0; 4];
+        for (k, x) in v.iter_mut().enumerate() {
+            if !c.has(2 + k) {
+                return Err(super::site::rope_scaling_missing(c));
+            }
+            *x = c.scalar(2 + k)?;
+        }
+        super::site::check_rope_scaling(c, v)?
+    } else {
+        RopeScaling::Plain
+    };
+    Ok(model_value(Layer::Rope(Rope {
+        head_dim: n,
+        base,
+        scaling,
+    })))
 }
 
 fn moe(c: &mut Call) -> Result<Value, Diagnostic> {
@@ -453,6 +585,7 @@ fn attention_weights(c: &mut Call) -> Result<Value, Diagnostic> {
         x_span,
         capture: true,
         weights: None,
+        cache: None,
     };
     f.layer(&m, &x)?;
     match f.weights.take() {

@@ -39,18 +39,88 @@ fn unknown_model() -> Rule {
     Ok(AbsValue::Model(None))
 }
 
-/// `linear(in, out, seed)`.
+/// `linear(in, out, seed [, bias])`: E0401 unless bias is 0 or 1.
 pub fn linear(c: &mut ShapeCtx) -> Rule {
     let (inp, out) = (dim(c, 0)?, dim(c, 1)?);
     c.seed(2)?;
-    match (inp, out) {
-        (Some(inp), Some(out)) => model(Layer::Linear(Linear {
+    let bias = switch(c, 3, true)?;
+    match (inp, out, bias) {
+        (Some(inp), Some(out), Some(bias)) => model(Layer::Linear(Linear {
             id: c.fresh_id(),
             inp,
             out,
+            bias,
         })),
         _ => unknown_model(),
     }
+}
+
+/// Optional switch argument `i`: its value when constant (E0401 unless 0 or 1).
+fn switch(c: &ShapeCtx, i: usize, default: bool) -> Result<Option<bool>, Diagnostic> {
+    if !c.has(i) {
+        return Ok(Some(default));
+    }
+    c.scalar(i)?
+        .map(|v| super::site::check_switch(c, i, v))
+        .transpose()
+}
+
+/// Optional epsilon argument `i`: its value when constant (E0401 unless > 0).
+fn eps(c: &ShapeCtx, i: usize, default: f64) -> Result<Option<f64>, Diagnostic> {
+    if !c.has(i) {
+        return Ok(Some(default));
+    }
+    c.scalar(i)?
+        .map(|v| super::site::check_eps(c, i, v))
+        .transpose()
+}
+
+/// `unembed(e)`: E0401 unless e is an `embed` layer.
+pub fn unembed(c: &mut ShapeCtx) -> Rule {
+    match c.model(0)? {
+        Some(m) => model(Layer::Unembed(super::site::embed_argument(c, 0, &m.0)?)),
+        None => unknown_model(),
+    }
+}
+
+/// `pos_embed(max_pos, d, seed)`: E0213 unless max_pos ≥ 1.
+pub fn pos_embed(c: &mut ShapeCtx) -> Rule {
+    let (max_pos, d) = (dim(c, 0)?, dim(c, 1)?);
+    if let Some(n) = max_pos {
+        super::site::check_positive_size(c, 0, n)?;
+    }
+    c.seed(2)?;
+    match (max_pos, d) {
+        (Some(max_pos), Some(d)) => model(Layer::PosEmbed(crate::nn::layers::PosEmbed {
+            id: c.fresh_id(),
+            max_pos,
+            d,
+        })),
+        _ => unknown_model(),
+    }
+}
+
+/// `generate(model, ids, n …)`: ids `[n]` (E0401 for a negative temperature).
+pub fn generate(c: &mut ShapeCtx) -> Rule {
+    c.model(0)?;
+    let n = dim(c, 2)?;
+    if c.has(3) {
+        if let Some(t) = c.scalar(3)? {
+            if !(t.is_finite() && t >= 0.0) {
+                return Err(c.invalid(3, "temperature must be a finite number ≥ 0"));
+            }
+        }
+    }
+    if c.has(4) {
+        dim(c, 4)?;
+    }
+    if c.has(5) {
+        c.seed(5)?;
+    }
+    Ok(AbsValue::Array(match n {
+        Some(n) => AbsArray::of_shape(&[n]),
+        None => AbsArray::unknown(),
+    }))
 }
 
 /// `embed(vocab, d, seed)`.
@@ -73,20 +143,54 @@ fn attention_like(c: &mut ShapeCtx, causal: bool) -> Rule {
     let (Some(d), Some(heads)) = (d, heads) else {
         return unknown_model();
     };
-    super::site::check_heads(c, d, heads)?;
+    let given = if c.has(5) {
+        match dim(c, 5)? {
+            Some(h) => Some(h),
+            None => return unknown_model(),
+        }
+    } else {
+        None
+    };
+    let hd = super::site::head_width(c, d, heads, given)?;
     let kv = if c.has(3) { dim(c, 3)? } else { Some(heads) };
     let Some(kv) = kv else {
         return unknown_model();
     };
     super::site::check_kv_heads(c, heads, kv)?;
-    let hd = d / heads;
     let rope = if c.has(4) {
-        let Some(m) = c.model(4)? else {
-            return unknown_model();
-        };
-        Some(super::site::rope_argument(c, 4, &m.0, hd)?)
+        match c.value(4) {
+            AbsValue::Model(Some(m)) => {
+                let m = m.clone();
+                Some(super::site::rope_argument(c, 4, &m.0, hd)?)
+            }
+            AbsValue::Model(None) => return unknown_model(),
+            AbsValue::Array(_) => match c.scalar(4)? {
+                Some(v) if v == 0.0 => None,
+                Some(_) => {
+                    return Err(super::site::rope_kind_error(
+                        c,
+                        4,
+                        "number other than 0",
+                        hd,
+                    ))
+                }
+                None => return unknown_model(),
+            },
+            other => match other.kind_name() {
+                Some(kind) => return Err(super::site::rope_kind_error(c, 4, kind, hd)),
+                None => return unknown_model(),
+            },
+        }
     } else {
         None
+    };
+    let (Some(bias), qk) = (switch(c, 6, false)?, eps(c, 7, 0.0)?) else {
+        return unknown_model();
+    };
+    let qk_norm = match (c.has(7), qk) {
+        (false, _) => None,
+        (true, Some(e)) => Some(e),
+        (true, None) => return unknown_model(),
     };
     model(Layer::Attention(Attention {
         id: c.fresh_id(),
@@ -95,6 +199,9 @@ fn attention_like(c: &mut ShapeCtx, causal: bool) -> Rule {
         kv_heads: kv,
         causal,
         rope,
+        hd,
+        bias,
+        qk_norm,
     }))
 }
 
@@ -116,10 +223,10 @@ pub fn rms_norm(c: &mut ShapeCtx) -> Rule {
     if let Some(g) = gain {
         super::site::check_gain(c, 1, g)?;
     }
-    match (d, gain) {
-        (Some(dim), Some(g)) => {
+    match (d, gain, eps(c, 2, crate::nn::RMS_EPS)?) {
+        (Some(dim), Some(g), Some(eps)) => {
             let gain = (g == 1.0).then(|| c.fresh_id());
-            model(Layer::RmsNorm(RmsNorm { dim, gain }))
+            model(Layer::RmsNorm(RmsNorm { dim, gain, eps }))
         }
         _ => unknown_model(),
     }
@@ -127,12 +234,13 @@ pub fn rms_norm(c: &mut ShapeCtx) -> Rule {
 
 /// `layer_norm(d)`.
 pub fn layer_norm(c: &mut ShapeCtx) -> Rule {
-    match dim(c, 0)? {
-        Some(d) => model(Layer::LayerNorm(LayerNorm {
+    match (dim(c, 0)?, eps(c, 1, crate::nn::LN_EPS)?) {
+        (Some(d), Some(eps)) => model(Layer::LayerNorm(LayerNorm {
             id: c.fresh_id(),
             d,
+            eps,
         })),
-        None => unknown_model(),
+        _ => unknown_model(),
     }
 }
 
@@ -191,8 +299,8 @@ pub fn swiglu(c: &mut ShapeCtx) -> Rule {
     }
 }
 
-/// `rope(head_dim, base)`: E0213 unless head_dim is even and ≥ 2, E0401 unless
-/// base > 0.
+/// `rope(head_dim, base [, factor, low, high, original])`: E0213 unless
+/// head_dim is even and ≥ 2, E0401 unless base > 0 and the scaling is valid.
 pub fn rope(c: &mut ShapeCtx) -> Rule {
     let n = dim(c, 0)?;
     if let Some(n) = n {
@@ -202,8 +310,31 @@ pub fn rope(c: &mut ShapeCtx) -> Rule {
     if let Some(b) = base {
         super::site::check_rope_base(c, 1, b)?;
     }
+    let scaling = if c.has(2) {
+        let mut v = [0.0; 4];
+        let mut known = true;
+        for (k, x) in v.iter_mut().enumerate() {
+            if !c.has(2 + k) {
+                return Err(super::site::rope_scaling_missing(c));
+            }
+            match c.scalar(2 + k)? {
+                Some(s) => *x = s,
+                None => known = false,
+            }
+        }
+        if !known {
+            return unknown_model();
+        }
+        super::site::check_rope_scaling(c, v)?
+    } else {
+        crate::nn::layers::RopeScaling::Plain
+    };
     match (n, base) {
-        (Some(head_dim), Some(base)) => model(Layer::Rope(Rope { head_dim, base })),
+        (Some(head_dim), Some(base)) => model(Layer::Rope(Rope {
+            head_dim,
+            base,
+            scaling,
+        })),
         _ => unknown_model(),
     }
 }

@@ -358,9 +358,20 @@ fn optimize(
 
 /// Layer biases and normalisation gains are not decayed by AdamW (LANGUAGE §12.5).
 fn is_decay_exempt(name: &str) -> bool {
-    ["__linear_b_", "__ln_b_", "__ln_g_", "__rms_g_"]
-        .iter()
-        .any(|p| name.starts_with(p))
+    [
+        "__linear_b_",
+        "__ln_b_",
+        "__ln_g_",
+        "__rms_g_",
+        "__attn_bq_",
+        "__attn_bk_",
+        "__attn_bv_",
+        "__attn_bo_",
+        "__attn_qn_",
+        "__attn_kn_",
+    ]
+    .iter()
+    .any(|p| name.starts_with(p))
 }
 
 fn optional_max_norm(c: &Call, i: usize) -> Result<Option<f64>, Diagnostic> {

@@ -203,10 +203,112 @@ pub fn rope_argument(
         return Err(dim_error(
             c,
             i,
-            format!("rope size {} differs from d/heads = {hd}", r.head_dim),
+            format!("rope size {} differs from the head width {hd}", r.head_dim),
         ));
     }
     Ok(*r)
+}
+
+/// E0303 for an attention `rope` argument that is neither a `rope(…)` layer
+/// nor 0.
+pub fn rope_kind_error(c: &impl CallSite, i: usize, kind: &str, hd: usize) -> Diagnostic {
+    c.error_of(i, code::E0303, format!("this is a {kind}"))
+        .note("the rope argument of attention is a `rope(…)` layer, or 0 for none")
+        .help(format!("pass `rope({hd}, 10000)` or 0"))
+}
+
+/// E0401 when `rope` has some but not all four scaling arguments.
+pub fn rope_scaling_missing(c: &impl CallSite) -> Diagnostic {
+    c.invalid(
+        2,
+        "Llama 3.1 scaling needs all four of factor, low, high and original",
+    )
+    .help("write `rope(hd, base, 8, 1, 4, 8192)` or leave the four out")
+}
+
+/// The `embed` layer of argument `i` (E0401 for any other model).
+pub fn embed_argument(
+    c: &impl CallSite,
+    i: usize,
+    layer: &crate::nn::layers::Layer,
+) -> Result<crate::nn::layers::Embed, Diagnostic> {
+    match layer {
+        crate::nn::layers::Layer::Embed(e) => Ok(*e),
+        other => Err(c
+            .invalid(i, format!("this is a {}, not an `embed(…)` layer", other.describe()))
+            .note("`unembed(e)` reuses the table of an `embed` layer as the output head")
+            .help("pass the embedding layer itself, e.g. `e = embed(vocab, d, seed)` then `unembed(e)`")),
+    }
+}
+
+/// An attention layer's head width: `given` when not 0, else
+/// d / heads, which then must divide evenly (E0213).
+pub fn head_width(
+    c: &impl CallSite,
+    d: usize,
+    heads: usize,
+    given: Option<usize>,
+) -> Result<usize, Diagnostic> {
+    match given {
+        Some(hd) if hd > 0 => {
+            if heads == 0 {
+                return Err(
+                    dim_error(c, 1, "0 heads".to_string()).help("choose a number of heads ≥ 1")
+                );
+            }
+            Ok(hd)
+        }
+        _ => {
+            check_heads(c, d, heads)?;
+            Ok(d / heads)
+        }
+    }
+}
+
+/// E0401 unless a switch argument `i` (a bias) is 0 (off) or 1 (on).
+pub fn check_switch(c: &impl CallSite, i: usize, v: f64) -> Result<bool, Diagnostic> {
+    if v != 0.0 && v != 1.0 {
+        return Err(c.invalid(i, format!("{} must be 0 (off) or 1 (on)", c.param_name(i))));
+    }
+    Ok(v == 1.0)
+}
+
+/// E0401 unless an epsilon (argument `i`) is a finite number > 0.
+pub fn check_eps(c: &impl CallSite, i: usize, eps: f64) -> Result<f64, Diagnostic> {
+    if !(eps.is_finite() && eps > 0.0) {
+        return Err(c
+            .invalid(
+                i,
+                format!("{} must be a finite number > 0", c.param_name(i)),
+            )
+            .help("norm epsilons are small positive numbers such as 1e-5 or 1e-6"));
+    }
+    Ok(eps)
+}
+
+/// E0401 unless `rope`'s Llama 3.1 scaling (arguments 2 to 5: factor, low,
+/// high, original) are finite numbers > 0 with high > low.
+pub fn check_rope_scaling(
+    c: &impl CallSite,
+    v: [f64; 4],
+) -> Result<crate::nn::layers::RopeScaling, Diagnostic> {
+    for (k, x) in v.iter().enumerate() {
+        if !(x.is_finite() && *x > 0.0) {
+            return Err(c.invalid(
+                2 + k,
+                format!("{} must be a finite number > 0", c.param_name(2 + k)),
+            ));
+        }
+    }
+    if v[2] <= v[1] {
+        return Err(c.invalid(4, "high must be greater than low"));
+    }
+    Ok(crate::nn::layers::RopeScaling::Llama3 {
+        factor: v[0],
+        low: v[1],
+        high: v[2],
+        original: v[3],
+    })
 }
 
 /// E0106: `svg`'s chart type `other` (argument `i`) is not one of [`super::viz::SVG_TYPES`].

@@ -49,6 +49,8 @@ fn copy(layer: &Layer, lora: Option<(usize, f64)>, id: &mut dyn FnMut() -> u64) 
             ..*l
         }),
         Layer::Embed(e) => Layer::Embed(crate::nn::layers::Embed { id: id(), ..*e }),
+        Layer::Unembed(e) => Layer::Unembed(crate::nn::layers::Embed { id: id(), ..*e }),
+        Layer::PosEmbed(p) => Layer::PosEmbed(crate::nn::layers::PosEmbed { id: id(), ..*p }),
         Layer::Attention(a) => Layer::Attention(crate::nn::layers::Attention { id: id(), ..*a }),
         Layer::RmsNorm(r) => Layer::RmsNorm(crate::nn::layers::RmsNorm {
             gain: r.gain.map(|_| id()),

@@ -133,6 +133,8 @@ fn flow_in(
             ids: true,
         },
         Layer::Attention(a) => f(Some(a.d), Some(a.d)),
+        Layer::Unembed(e) => f(Some(e.d), Some(e.vocab)),
+        Layer::PosEmbed(p) => f(Some(p.d), Some(p.d)),
         Layer::RmsNorm(r) => match r.gain {
             Some(_) => f(Some(r.dim), Some(r.dim)),
             None => f(None, None),
@@ -316,6 +318,21 @@ impl Forward {
                 }
                 Ok(Self::unnamed(x))
             }
+            Layer::Unembed(e) => {
+                self.last_axis(layer, x, e.d)?;
+                Ok(Self::with_last(x, e.vocab))
+            }
+            Layer::PosEmbed(p) => {
+                if let Some(d) = &x.dims {
+                    let long =
+                        d.len() >= 2 && matches!(d[d.len() - 2], Dim::Known(t) if t > p.max_pos);
+                    if d.len() < 2 || d[d.len() - 1].provably_ne(&Dim::Known(p.d)) || long {
+                        let pattern = format!("[…, T, {}] with T ≤ {}", p.d, p.max_pos);
+                        return Err(self.wrong_input(layer, &pattern, x));
+                    }
+                }
+                Ok(Self::same(x))
+            }
             Layer::RmsNorm(r) => {
                 match r.gain {
                     Some(_) => self.last_axis(layer, x, r.dim)?,
@@ -438,7 +455,12 @@ mod tests {
     fn linear(i: usize, o: usize) -> Arc<Layer> {
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let id = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Arc::new(Layer::Linear(Linear { id, inp: i, out: o }))
+        Arc::new(Layer::Linear(Linear {
+            id,
+            inp: i,
+            out: o,
+            bias: true,
+        }))
     }
 
     #[test]

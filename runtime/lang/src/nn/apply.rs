@@ -39,6 +39,8 @@ pub struct Forward<'a> {
     pub capture: bool,
     /// Those probabilities, once reached, shaped as `attention_weights` returns them.
     pub weights: Option<Array>,
+    /// The key/value cache while generating (`generate`), else `None`.
+    pub cache: Option<super::generate::KvCache>,
 }
 
 /// Applies `model` to `x`. `span` is the call, `x_span` the input argument.
@@ -55,6 +57,7 @@ pub fn apply(
         x_span,
         capture: false,
         weights: None,
+        cache: None,
     };
     f.layer(model, x)
 }
@@ -80,6 +83,11 @@ impl Forward<'_> {
                 rope::rotate(self, r, x)
             }
             Layer::Moe(m) => moe::forward(self, layer, m, x),
+            Layer::Unembed(e) => self.unembed(layer, e, x),
+            Layer::PosEmbed(p) => {
+                let start = self.cache.as_ref().map_or(0, |c| c.pos);
+                self.pos_embed(layer, p, x, start)
+            }
             Layer::Chain(children) => {
                 self.it.check_cancel(self.span)?;
                 let mut y = x.clone();
@@ -232,23 +240,34 @@ impl Forward<'_> {
     ) -> Result<Array, Diagnostic> {
         self.last_axis(layer, x, l.inp)?;
         let w = self.weight(&l.w(), &[l.inp, l.out])?;
-        let b = self.weight(&l.b(), &[1, l.out])?;
+        let b = self.bias(l)?;
         let (x2, lead, names) = self.rows(x)?;
         let y = self.mm(&x2, &w)?;
-        let y = self.add_bias(&y, &b, act)?;
+        let y = self.add_bias(&y, b.as_ref(), act)?;
         self.unrows(&y, &lead, names)
     }
 
-    /// `y + b`, or `act(y + b)` in one fused kernel ([`Forward::bias_act`]).
-    fn add_bias(
+    /// A linear layer's bias `[1, out]`, when it has one.
+    fn bias(&mut self, l: &Linear) -> Result<Option<Array>, Diagnostic> {
+        if !l.bias {
+            return Ok(None);
+        }
+        Ok(Some(self.weight(&l.b(), &[1, l.out])?))
+    }
+
+    /// `y + b`, or `act(y + b)` in one fused kernel ([`Forward::bias_act`]);
+    /// without a bias `y` or `act(y)`.
+    pub fn add_bias(
         &mut self,
         y: &Array,
-        b: &Array,
+        b: Option<&Array>,
         act: Option<UnaryOp>,
     ) -> Result<Array, Diagnostic> {
-        match act {
-            Some(op) => self.bias_act(y, b, op),
-            None => ops::arith(self.it, BinaryOp::Add, y, b, self.span),
+        match (b, act) {
+            (Some(b), Some(op)) => self.bias_act(y, b, op),
+            (Some(b), None) => ops::arith(self.it, BinaryOp::Add, y, b, self.span),
+            (None, Some(op)) => ops::unary(self.it, op, y, self.span),
+            (None, None) => Ok(y.clone()),
         }
     }
 
@@ -286,7 +305,7 @@ impl Forward<'_> {
         let base = l.base;
         self.last_axis(layer, x, base.inp)?;
         let w = self.weight(&base.w(), &[base.inp, base.out])?;
-        let b = self.weight(&base.b(), &[1, base.out])?;
+        let b = self.bias(&base)?;
         let a = self.weight(&l.a(), &[base.inp, l.rank])?;
         let bb = self.weight(&l.b_adapter(), &[l.rank, base.out])?;
         let (x2, lead, names) = self.rows(x)?;
@@ -296,7 +315,7 @@ impl Forward<'_> {
         let scale = Array::exact(l.alpha / l.rank as f64);
         let delta = ops::arith(self.it, BinaryOp::Mul, &xab, &scale, self.span)?;
         let y = ops::arith(self.it, BinaryOp::Add, &y, &delta, self.span)?;
-        let y = self.add_bias(&y, &b, act)?;
+        let y = self.add_bias(&y, b.as_ref(), act)?;
         self.unrows(&y, &lead, names)
     }
 
@@ -323,19 +342,56 @@ impl Forward<'_> {
         ops::gather_rows(self.it, &table, &ids, self.span)
     }
 
+    /// The tied head: `x` `[…, d]` times the embedding table transposed,
+    /// `[…, vocab]`. The table is the `embed` layer's own parameter, so its
+    /// gradient sums both uses.
+    fn unembed(&mut self, layer: &Layer, e: &Embed, x: &Array) -> Result<Array, Diagnostic> {
+        self.last_axis(layer, x, e.d)?;
+        let table = self.weight(&format!("__embed_E_{}", e.id), &[e.vocab, e.d])?;
+        let t = ops::permute(self.it, &table, &[1, 0], self.span)?;
+        let (x2, lead, names) = self.rows(x)?;
+        let y = self.mm(&x2, &t)?;
+        self.unrows(&y, &lead, names)
+    }
+
+    /// Adds rows `start..start + T` of the position table to `x` `[…, T, d]`.
+    pub fn pos_embed(
+        &mut self,
+        layer: &Layer,
+        p: &PosEmbed,
+        x: &Array,
+        start: usize,
+    ) -> Result<Array, Diagnostic> {
+        let s = x.shape();
+        if s.len() < 2 || s[s.len() - 1] != p.d || start + s[s.len() - 2] > p.max_pos {
+            let pattern = format!(
+                "[…, T, {}] with T ≤ {}",
+                p.d,
+                p.max_pos - start.min(p.max_pos)
+            );
+            return Err(self.wrong_input(layer, &pattern, x));
+        }
+        let t = s[s.len() - 2];
+        let table = self.weight(&format!("__pos_P_{}", p.id), &[p.max_pos, p.d])?;
+        let ids: Vec<f32> = (start..start + t).map(|i| i as f32).collect();
+        let ids = Array::from_vec(vec![t], ids);
+        let rows = ops::gather_rows(self.it, &table, &ids, self.span)?;
+        ops::arith(self.it, BinaryOp::Add, x, &rows, self.span)
+    }
+
     fn rms_norm(&mut self, layer: &Layer, r: &RmsNorm, x: &Array) -> Result<Array, Diagnostic> {
         match r.gain {
             Some(k) => {
                 self.last_axis(layer, x, r.dim)?;
                 let g = self.weight(&format!("__rms_g_{k}"), &[r.dim])?;
-                let y = ops::norm(self.it, x, 1e-8, false, self.span)?;
+                let y = ops::norm(self.it, x, r.eps as f32, false, self.span)?;
                 ops::arith(self.it, BinaryOp::Mul, &y, &g, self.span)
             }
             None => {
                 if x.rank() == 0 {
                     return Err(self.wrong_input(layer, "[…, w] (rank 1 or more)", x));
                 }
-                ops::norm(self.it, x, 1e-8, false, self.span)
+                ops::norm(self.it, x, r.eps as f32, false, self.span)
             }
         }
     }
@@ -344,7 +400,7 @@ impl Forward<'_> {
         self.last_axis(layer, x, l.d)?;
         let g = self.weight(&format!("__ln_g_{}", l.id), &[l.d])?;
         let b = self.weight(&format!("__ln_b_{}", l.id), &[l.d])?;
-        let y = ops::norm(self.it, x, 1e-5, true, self.span)?;
+        let y = ops::norm(self.it, x, l.eps as f32, true, self.span)?;
         let y = ops::arith(self.it, BinaryOp::Mul, &y, &g, self.span)?;
         ops::arith(self.it, BinaryOp::Add, &y, &b, self.span)
     }

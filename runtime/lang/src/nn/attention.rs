@@ -7,6 +7,8 @@
 //! Scaling, the causal mask and the softmax run as one fused backend kernel
 //! (`masked_softmax`), forward and backward.
 
+use mlpl_devices::BinaryOp;
+
 use super::apply::Forward;
 use super::layers::{Attention, Layer};
 use super::rope;
@@ -14,7 +16,9 @@ use crate::eval::{loss, ops};
 use crate::value::Array;
 use mlpl_diag::Diagnostic;
 
-/// Applies an attention layer to `x` `[T, d]` or `[B, T, d]`. When the forward
+/// Applies an attention layer to `x` `[T, d]` or `[B, T, d]`. With a key/value
+/// cache in `f` (generation), the cached keys and values of earlier positions
+/// are used and this step's appended, rotary positions continuing after them. When the forward
 /// pass captures weights and none were captured yet, the probabilities are
 /// kept in `f.weights`, shaped as `attention_weights` returns them.
 pub fn forward(
@@ -35,33 +39,67 @@ pub fn forward(
     };
     let (d, h, kv, hd) = (a.d, a.heads, a.kv_heads, a.head_dim());
     let g = h / kv.max(1);
-    let k = a.id;
-    let wq = f.weight(&format!("__attn_Wq_{k}"), &[d, d])?;
-    let wk = f.weight(&format!("__attn_Wk_{k}"), &[d, kv * hd])?;
-    let wv = f.weight(&format!("__attn_Wv_{k}"), &[d, kv * hd])?;
-    let wo = f.weight(&format!("__attn_Wo_{k}"), &[d, d])?;
-    ops::check_size("attention", &[b, h, t, t], f.span)?;
+    let inner = a.inner();
+    let n = |r: &str| a.param_name(r);
+    let wq = f.weight(&n("Wq"), &[d, inner])?;
+    let wk = f.weight(&n("Wk"), &[d, kv * hd])?;
+    let wv = f.weight(&n("Wv"), &[d, kv * hd])?;
+    let wo = f.weight(&n("Wo"), &[inner, d])?;
+    let biases = if a.bias {
+        Some([
+            f.weight(&n("bq"), &[1, inner])?,
+            f.weight(&n("bk"), &[1, kv * hd])?,
+            f.weight(&n("bv"), &[1, kv * hd])?,
+            f.weight(&n("bo"), &[1, d])?,
+        ])
+    } else {
+        None
+    };
+    let past = f.cache.as_ref().map_or(0, |c| c.len(a.id));
+    ops::check_size("attention", &[b, h, t, past + t], f.span)?;
 
     let x2 = ops::reshape(f.it, x, vec![b * t, d], f.span)?;
+    let bias = |i: usize| biases.as_ref().map(|bs| bs[i].clone());
     let q = f.mm(&x2, &wq)?;
+    let q = f.add_bias(&q, bias(0).as_ref(), None)?;
     let kk = f.mm(&x2, &wk)?;
+    let kk = f.add_bias(&kk, bias(1).as_ref(), None)?;
     let v = f.mm(&x2, &wv)?;
+    let v = f.add_bias(&v, bias(2).as_ref(), None)?;
     // Heads to their own axis: [B·T, n·hd] → [B, n, T, hd].
-    let q = split_heads(f, &q, b, t, h, hd)?;
-    let kk = split_heads(f, &kk, b, t, kv, hd)?;
+    let mut q = split_heads(f, &q, b, t, h, hd)?;
+    let mut kk = split_heads(f, &kk, b, t, kv, hd)?;
     let v = split_heads(f, &v, b, t, kv, hd)?;
+    if let Some(eps) = a.qk_norm {
+        // Each head's query and key RMS-normalised with a learned gain [hd].
+        let qn = f.weight(&n("qn"), &[hd])?;
+        let kn = f.weight(&n("kn"), &[hd])?;
+        q = ops::norm(f.it, &q, eps as f32, false, f.span)?;
+        q = ops::arith(f.it, BinaryOp::Mul, &q, &qn, f.span)?;
+        kk = ops::norm(f.it, &kk, eps as f32, false, f.span)?;
+        kk = ops::arith(f.it, BinaryOp::Mul, &kk, &kn, f.span)?;
+    }
     let mut q = ops::reshape(f.it, &q, vec![b, kv, g, t, hd], f.span)?;
     let mut kk = ops::reshape(f.it, &kk, vec![b, kv, 1, t, hd], f.span)?;
-    let v = ops::reshape(f.it, &v, vec![b, kv, 1, t, hd], f.span)?;
+    let mut v = ops::reshape(f.it, &v, vec![b, kv, 1, t, hd], f.span)?;
     if let Some(r) = &a.rope {
-        q = rope::rotate(f, r, &q)?;
-        kk = rope::rotate(f, r, &kk)?;
+        q = rope::rotate_from(f, r, &q, past)?;
+        kk = rope::rotate_from(f, r, &kk, past)?;
+    }
+    if let Some(cache) = f.cache.as_mut() {
+        (kk, v) = cache.extend(a.id, kk, v);
     }
     let kt = ops::permute(f.it, &kk, &[0, 1, 2, 4, 3], f.span)?;
     let scores = f.mm(&q, &kt)?;
     // softmax(scores / √hd), causally masked: one fused kernel each way.
     let divisor = (hd as f64).sqrt() as f32;
-    let probs = probabilities(f, &scores, divisor, a.causal)?;
+    // With cached keys, the new queries are the last positions: one new query
+    // sees every key; a first (prefill) step is square.
+    let causal = a.causal && (past == 0 || t > 1);
+    if a.causal && past > 0 && t > 1 {
+        return Err(f.wrong_input(layer, "one new position per cached step", x));
+    }
+    let probs = probabilities(f, &scores, divisor, causal)?;
     if f.capture && f.weights.is_none() {
         // `[T, T]` for one head, `[heads, T, T]` otherwise, with a leading `B`
         // axis for a batched input (LANGUAGE §10.13).
@@ -77,11 +115,12 @@ pub fn forward(
         f.weights = Some(w);
     }
     let o = f.mm(&probs, &v)?;
-    // [B, kv, g, T, hd] → [B, h, T, hd] → [B, T, h, hd] → [B·T, d].
+    // [B, kv, g, T, hd] → [B, h, T, hd] → [B, T, h, hd] → [B·T, h·hd].
     let o = ops::reshape(f.it, &o, vec![b, h, t, hd], f.span)?;
     let o = ops::permute(f.it, &o, &[0, 2, 1, 3], f.span)?;
-    let o = ops::reshape(f.it, &o, vec![b * t, d], f.span)?;
+    let o = ops::reshape(f.it, &o, vec![b * t, inner], f.span)?;
     let y = f.mm(&o, &wo)?;
+    let y = f.add_bias(&y, bias(3).as_ref(), None)?;
     ops::reshape(f.it, &y, s.to_vec(), f.span)
 }
 

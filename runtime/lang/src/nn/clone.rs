@@ -22,29 +22,35 @@ pub fn copy_param(it: &mut Interp, old: &str, new: &str, shape: &[usize]) {
 
 /// A deep copy of `layer` with new ids.
 pub fn clone_model(it: &mut Interp, layer: &Arc<Layer>) -> Arc<Layer> {
-    let mut done = HashMap::new();
+    let mut done = Done::default();
     clone_shared(it, layer, &mut done)
 }
 
-fn clone_shared(
-    it: &mut Interp,
-    layer: &Arc<Layer>,
-    done: &mut HashMap<*const Layer, Arc<Layer>>,
-) -> Arc<Layer> {
+/// The copies made so far: nodes by address, and the new id of each embedding
+/// table, so a tied head (`unembed`) keeps sharing its `embed`'s copy.
+#[derive(Default)]
+struct Done {
+    nodes: HashMap<*const Layer, Arc<Layer>>,
+    tables: HashMap<u64, u64>,
+}
+
+impl Done {
+    fn table(&mut self, it: &mut Interp, old: u64) -> u64 {
+        *self.tables.entry(old).or_insert_with(|| next_id(it))
+    }
+}
+
+fn clone_shared(it: &mut Interp, layer: &Arc<Layer>, done: &mut Done) -> Arc<Layer> {
     let key = Arc::as_ptr(layer);
-    if let Some(c) = done.get(&key) {
+    if let Some(c) = done.nodes.get(&key) {
         return c.clone();
     }
     let copy = Arc::new(clone_node(it, layer, done));
-    done.insert(key, copy.clone());
+    done.nodes.insert(key, copy.clone());
     copy
 }
 
-fn clone_node(
-    it: &mut Interp,
-    layer: &Layer,
-    done: &mut HashMap<*const Layer, Arc<Layer>>,
-) -> Layer {
+fn clone_node(it: &mut Interp, layer: &Layer, done: &mut Done) -> Layer {
     let new = match layer {
         Layer::Chain(children) => {
             return Layer::Chain(children.iter().map(|c| clone_shared(it, c, done)).collect())
@@ -65,9 +71,19 @@ fn clone_node(
                 ..*l
             })
         }
-        Layer::Embed(e) => Layer::Embed(Embed {
+        Layer::Embed(e) | Layer::Unembed(e) => {
+            let e2 = Embed {
+                id: done.table(it, e.id),
+                ..*e
+            };
+            match layer {
+                Layer::Embed(_) => Layer::Embed(e2),
+                _ => Layer::Unembed(e2),
+            }
+        }
+        Layer::PosEmbed(p) => Layer::PosEmbed(PosEmbed {
             id: next_id(it),
-            ..*e
+            ..*p
         }),
         Layer::Attention(a) => Layer::Attention(Attention {
             id: next_id(it),

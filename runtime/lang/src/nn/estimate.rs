@@ -46,15 +46,25 @@ fn walk(layer: &Layer, b: f64, s: f64, w: Option<f64>, c: &mut Cost) -> Option<f
             c.activations += e.d as f64;
             Some(e.d as f64)
         }
+        Layer::Unembed(e) => {
+            c.flops += 2.0 * e.d as f64 * e.vocab as f64 * r;
+            c.activations += e.vocab as f64;
+            Some(e.vocab as f64)
+        }
+        Layer::PosEmbed(p) => {
+            c.activations += p.d as f64;
+            Some(p.d as f64)
+        }
         Layer::Attention(a) => {
-            let (d, h, kv, hd) = (
+            let (d, h, kv, hd, q) = (
                 a.d as f64,
                 a.heads as f64,
                 a.kv_heads as f64,
                 a.head_dim() as f64,
+                a.inner() as f64,
             );
-            c.flops += 2.0 * r * d * (2.0 * d + 2.0 * kv * hd) + 4.0 * b * s * s * d;
-            c.activations += 3.0 * d + 2.0 * kv * hd + 2.0 * h * s;
+            c.flops += 2.0 * r * d * (2.0 * q + 2.0 * kv * hd) + 4.0 * b * s * s * q;
+            c.activations += 2.0 * q + d + 2.0 * kv * hd + 2.0 * h * s;
             Some(d)
         }
         Layer::RmsNorm(n) => {

@@ -52,7 +52,13 @@ pub fn head(layer: &Layer) -> Option<Linear> {
 
 /// The members of `family` in parameter order.
 pub fn members(layer: &Layer, family: Family) -> Vec<ParamSpec> {
-    let head: Vec<String> = head(layer).map_or(Vec::new(), |h| vec![h.w(), h.b()]);
+    let head: Vec<String> = head(layer).map_or(Vec::new(), |h| {
+        let mut v = vec![h.w()];
+        if h.bias {
+            v.push(h.b());
+        }
+        v
+    });
     layer
         .param_specs()
         .into_iter()

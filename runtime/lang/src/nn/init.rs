@@ -35,16 +35,33 @@ pub fn filled(shape: &[usize], v: f32) -> Array {
     Array::from_vec(shape.to_vec(), vec![v; n])
 }
 
-/// `linear(in, out, seed)`: W = 0.5·randn(seed, [in, out]), b = 0.
-pub fn linear(it: &mut Interp, inp: usize, out: usize, seed: u64) -> Layer {
+/// `linear(in, out, seed [, bias])`: W = 0.5·randn(seed, [in, out]), b = 0
+/// when it has a bias.
+pub fn linear(it: &mut Interp, inp: usize, out: usize, seed: u64, bias: bool) -> Layer {
     let l = Linear {
         id: next_id(it),
         inp,
         out,
+        bias,
     };
     bind_param(it, &l.w(), randn_scaled(seed, &[inp, out], 0.5));
-    bind_param(it, &l.b(), filled(&[1, out], 0.0));
+    if bias {
+        bind_param(it, &l.b(), filled(&[1, out], 0.0));
+    }
     Layer::Linear(l)
+}
+
+/// `pos_embed(max_pos, d, seed)`: P = 0.1·randn(seed, [max_pos, d]).
+pub fn pos_embed(it: &mut Interp, max_pos: usize, d: usize, seed: u64) -> Layer {
+    let layer = Layer::PosEmbed(PosEmbed {
+        id: next_id(it),
+        max_pos,
+        d,
+    });
+    for p in layer.own_params() {
+        bind_param(it, &p.name, randn_scaled(seed, &p.shape, 0.1));
+    }
+    layer
 }
 
 /// `embed(vocab, d, seed)`: E = 0.1·randn(seed, [vocab, d]).
@@ -61,40 +78,31 @@ pub fn embed(it: &mut Interp, vocab: usize, d: usize, seed: u64) -> Layer {
     layer
 }
 
-/// `attention(…)` / `causal_attention(…)`: Wq, Wk, Wv, Wo = 0.5·randn(seed + 0, 1, 2, 3).
-/// The caller has checked that `heads` divides `d` and `kv_heads` divides `heads`.
-pub fn attention(
-    it: &mut Interp,
-    d: usize,
-    heads: usize,
-    kv_heads: usize,
-    causal: bool,
-    rope: Option<Rope>,
-    seed: u64,
-) -> Layer {
+/// `attention(…)` / `causal_attention(…)`: Wq, Wk, Wv, Wo = 0.5·randn(seed + 0, 1, 2, 3),
+/// biases 0 and q/k norm gains 1. `a.id` is replaced by a fresh id. The caller
+/// has checked the sizes (`kv_heads` divides `heads`).
+pub fn attention(it: &mut Interp, a: Attention, seed: u64) -> Layer {
     let layer = Layer::Attention(Attention {
         id: next_id(it),
-        d,
-        heads,
-        kv_heads,
-        causal,
-        rope,
+        ..a
     });
     for (i, p) in layer.own_params().into_iter().enumerate() {
-        bind_param(
-            it,
-            &p.name,
-            randn_scaled(seed.wrapping_add(i as u64), &p.shape, 0.5),
-        );
+        let value = match p.role {
+            "Wq" | "Wk" | "Wv" | "Wo" => randn_scaled(seed.wrapping_add(i as u64), &p.shape, 0.5),
+            "qn" | "kn" => filled(&p.shape, 1.0),
+            _ => filled(&p.shape, 0.0),
+        };
+        bind_param(it, &p.name, value);
     }
     layer
 }
 
-/// `rms_norm(dim [, gain])`: a gain g = 1 when `gain` is set.
-pub fn rms_norm(it: &mut Interp, dim: usize, gain: bool) -> Layer {
+/// `rms_norm(dim [, gain [, eps]])`: a gain g = 1 when `gain` is set.
+pub fn rms_norm(it: &mut Interp, dim: usize, gain: bool, eps: f64) -> Layer {
     let layer = Layer::RmsNorm(RmsNorm {
         dim,
         gain: gain.then(|| next_id(it)),
+        eps,
     });
     for p in layer.own_params() {
         bind_param(it, &p.name, filled(&p.shape, 1.0));
@@ -102,9 +110,13 @@ pub fn rms_norm(it: &mut Interp, dim: usize, gain: bool) -> Layer {
     layer
 }
 
-/// `layer_norm(d)`: g = 1, b = 0.
-pub fn layer_norm(it: &mut Interp, d: usize) -> Layer {
-    let layer = Layer::LayerNorm(LayerNorm { id: next_id(it), d });
+/// `layer_norm(d [, eps])`: g = 1, b = 0.
+pub fn layer_norm(it: &mut Interp, d: usize, eps: f64) -> Layer {
+    let layer = Layer::LayerNorm(LayerNorm {
+        id: next_id(it),
+        d,
+        eps,
+    });
     for p in layer.own_params() {
         let v = if p.role == "g" { 1.0 } else { 0.0 };
         bind_param(it, &p.name, filled(&p.shape, v));

@@ -63,6 +63,12 @@ impl Layer {
     }
 }
 
+/// `rms_norm`'s epsilon when none is given.
+pub const RMS_EPS: f64 = 1e-8;
+
+/// `layer_norm`'s epsilon when none is given.
+pub const LN_EPS: f64 = 1e-5;
+
 /// One node of a model tree.
 #[derive(Debug)]
 pub enum Layer {
@@ -88,13 +94,18 @@ pub enum Layer {
     Rope(Rope),
     /// `moe(d, experts, top_k, hidden, seed)` (LANGUAGE §11.5).
     Moe(Moe),
+    /// `unembed(e)`: a tied output head x·Eᵀ reusing an `embed` layer's table.
+    Unembed(Embed),
+    /// `pos_embed(max_pos, d, seed)`: learned absolute position embeddings added
+    /// to `[…, T, d]`.
+    PosEmbed(PosEmbed),
     /// `chain(m1, ..., mn)`: composition, left to right.
     Chain(Vec<Arc<Layer>>),
     /// `residual(m)`: x + m(x).
     Residual(Arc<Layer>),
 }
 
-/// A `linear` layer: W `[in, out]`, b `[1, out]`.
+/// A `linear` layer: W `[in, out]`, and b `[1, out]` when it has a bias.
 #[derive(Clone, Copy, Debug)]
 pub struct Linear {
     /// The model id in the parameter names.
@@ -103,6 +114,19 @@ pub struct Linear {
     pub inp: usize,
     /// Output width.
     pub out: usize,
+    /// Whether the layer adds a learned bias.
+    pub bias: bool,
+}
+
+/// A `pos_embed` layer: P `[max_pos, d]`, row t added at position t.
+#[derive(Clone, Copy, Debug)]
+pub struct PosEmbed {
+    /// The model id in the parameter name.
+    pub id: u64,
+    /// Positions the table holds.
+    pub max_pos: usize,
+    /// Row width.
+    pub d: usize,
 }
 
 /// A LoRA-wrapped linear layer: the (cloned) base plus adapters A `[in, r]`, B `[r, out]`.
@@ -144,12 +168,31 @@ pub struct Attention {
     pub causal: bool,
     /// Rotary position embedding of queries and keys, if any.
     pub rope: Option<Rope>,
+    /// The width of one head (d / heads unless given).
+    pub hd: usize,
+    /// Whether the q, k, v and o projections add learned biases.
+    pub bias: bool,
+    /// The epsilon of the per-head RMS norms (with gains) of queries and keys,
+    /// when the layer has them (Qwen 3's q/k norm).
+    pub qk_norm: Option<f64>,
 }
 
 impl Attention {
-    /// The width of one head, d / heads.
+    /// The width of one head.
     pub fn head_dim(&self) -> usize {
-        self.d / self.heads.max(1)
+        self.hd
+    }
+
+    /// The width of all query heads, heads · head_dim.
+    pub fn inner(&self) -> usize {
+        self.heads * self.hd
+    }
+
+    /// The parameter names of this layer, in parameter order: Wq, Wk, Wv, Wo,
+    /// then the biases bq, bk, bv, bo and the q/k norm gains qn, kn when it
+    /// has them.
+    pub fn param_name(&self, role: &str) -> String {
+        format!("__attn_{role}_{}", self.id)
     }
 }
 
@@ -160,6 +203,8 @@ pub struct RmsNorm {
     pub dim: usize,
     /// The model id of `__rms_g_k`, when the layer has a gain.
     pub gain: Option<u64>,
+    /// The epsilon added to the mean square (1e-8 unless given).
+    pub eps: f64,
 }
 
 /// A `layer_norm` layer: g `[d]`, b `[d]`.
@@ -169,6 +214,8 @@ pub struct LayerNorm {
     pub id: u64,
     /// Width.
     pub d: usize,
+    /// The epsilon added to the variance (1e-5 unless given).
+    pub eps: f64,
 }
 
 /// The parameterless layers that apply one function.
@@ -213,6 +260,28 @@ pub struct Rope {
     pub head_dim: usize,
     /// The frequency base (> 0).
     pub base: f64,
+    /// How the frequencies are rescaled for long contexts.
+    pub scaling: RopeScaling,
+}
+
+/// A rotary embedding's frequency rescaling (LANGUAGE §11.4).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum RopeScaling {
+    /// θ_i = base^(−2i/n).
+    Plain,
+    /// Llama 3.1's: frequencies whose wavelength exceeds original/low are
+    /// divided by `factor`, those below original/high kept, the band between
+    /// interpolated smoothly.
+    Llama3 {
+        /// The division of the low frequencies.
+        factor: f64,
+        /// The low-frequency factor.
+        low: f64,
+        /// The high-frequency factor.
+        high: f64,
+        /// The original context length.
+        original: f64,
+    },
 }
 
 /// A `moe` layer: R `[d, E]`, Wg, Wu `[E, d, hidden]`, Wd `[E, hidden, d]`.
@@ -327,31 +396,54 @@ impl Layer {
     /// The parameters this node owns itself (not its children's), in order.
     pub fn own_params(&self) -> Vec<ParamSpec> {
         match self {
-            Layer::Linear(l) => vec![
-                spec(l.w(), "linear", "W", vec![l.inp, l.out]),
-                spec(l.b(), "linear", "b", vec![1, l.out]),
-            ],
-            Layer::Lora(l) => vec![
-                spec(l.base.w(), "lora", "W", vec![l.base.inp, l.base.out]),
-                spec(l.base.b(), "lora", "b", vec![1, l.base.out]),
-                spec(l.a(), "lora", "A", vec![l.base.inp, l.rank]),
-                spec(l.b_adapter(), "lora", "B", vec![l.rank, l.base.out]),
-            ],
-            Layer::Embed(e) => vec![spec(
+            Layer::Linear(l) => {
+                let mut v = vec![spec(l.w(), "linear", "W", vec![l.inp, l.out])];
+                if l.bias {
+                    v.push(spec(l.b(), "linear", "b", vec![1, l.out]));
+                }
+                v
+            }
+            Layer::Lora(l) => {
+                let mut v = vec![spec(l.base.w(), "lora", "W", vec![l.base.inp, l.base.out])];
+                if l.base.bias {
+                    v.push(spec(l.base.b(), "lora", "b", vec![1, l.base.out]));
+                }
+                v.push(spec(l.a(), "lora", "A", vec![l.base.inp, l.rank]));
+                v.push(spec(l.b_adapter(), "lora", "B", vec![l.rank, l.base.out]));
+                v
+            }
+            Layer::Embed(e) | Layer::Unembed(e) => vec![spec(
                 format!("__embed_E_{}", e.id),
                 "embed",
                 "E",
                 vec![e.vocab, e.d],
             )],
+            Layer::PosEmbed(p) => vec![spec(
+                format!("__pos_P_{}", p.id),
+                "pos_embed",
+                "P",
+                vec![p.max_pos, p.d],
+            )],
             Layer::Attention(a) => {
-                let kv = a.kv_heads * a.head_dim();
-                let k = a.id;
-                vec![
-                    spec(format!("__attn_Wq_{k}"), "attention", "Wq", vec![a.d, a.d]),
-                    spec(format!("__attn_Wk_{k}"), "attention", "Wk", vec![a.d, kv]),
-                    spec(format!("__attn_Wv_{k}"), "attention", "Wv", vec![a.d, kv]),
-                    spec(format!("__attn_Wo_{k}"), "attention", "Wo", vec![a.d, a.d]),
-                ]
+                let (kv, q) = (a.kv_heads * a.head_dim(), a.inner());
+                let n = |r: &str| a.param_name(r);
+                let mut v = vec![
+                    spec(n("Wq"), "attention", "Wq", vec![a.d, q]),
+                    spec(n("Wk"), "attention", "Wk", vec![a.d, kv]),
+                    spec(n("Wv"), "attention", "Wv", vec![a.d, kv]),
+                    spec(n("Wo"), "attention", "Wo", vec![q, a.d]),
+                ];
+                if a.bias {
+                    v.push(spec(n("bq"), "attention", "bq", vec![1, q]));
+                    v.push(spec(n("bk"), "attention", "bk", vec![1, kv]));
+                    v.push(spec(n("bv"), "attention", "bv", vec![1, kv]));
+                    v.push(spec(n("bo"), "attention", "bo", vec![1, a.d]));
+                }
+                if a.qk_norm.is_some() {
+                    v.push(spec(n("qn"), "attention", "qn", vec![a.head_dim()]));
+                    v.push(spec(n("kn"), "attention", "kn", vec![a.head_dim()]));
+                }
+                v
             }
             Layer::RmsNorm(r) => match r.gain {
                 Some(k) => vec![spec(format!("__rms_g_{k}"), "rms_norm", "g", vec![r.dim])],
@@ -405,28 +497,53 @@ impl Layer {
     /// How the layer is written in messages, e.g. `linear(3, 2)`.
     pub fn describe(&self) -> String {
         match self {
-            Layer::Linear(l) => format!("linear({}, {})", l.inp, l.out),
+            Layer::Linear(l) if l.bias => format!("linear({}, {})", l.inp, l.out),
+            Layer::Linear(l) => format!("linear({}, {}, bias = 0)", l.inp, l.out),
             Layer::Lora(l) => format!(
                 "lora-wrapped linear({}, {}) of rank {}",
                 l.base.inp, l.base.out, l.rank
             ),
             Layer::Embed(e) => format!("embed({}, {})", e.vocab, e.d),
+            Layer::Unembed(e) => format!("unembed(embed({}, {}))", e.vocab, e.d),
+            Layer::PosEmbed(p) => format!("pos_embed({}, {})", p.max_pos, p.d),
             Layer::Attention(a) => {
                 let name = if a.causal {
                     "causal_attention"
                 } else {
                     "attention"
                 };
-                if a.kv_heads == a.heads {
-                    format!("{name}({}, {})", a.d, a.heads)
-                } else {
-                    format!("{name}({}, {}, kv_heads = {})", a.d, a.heads, a.kv_heads)
+                let mut extra = String::new();
+                if a.kv_heads != a.heads {
+                    extra += &format!(", kv_heads = {}", a.kv_heads);
                 }
+                if a.hd * a.heads != a.d {
+                    extra += &format!(", head_dim = {}", a.hd);
+                }
+                if a.bias {
+                    extra += ", bias = 1";
+                }
+                if let Some(eps) = a.qk_norm {
+                    extra += &format!(", qk_norm = {}", crate::display::format_f64(eps));
+                }
+                format!("{name}({}, {}{extra})", a.d, a.heads)
             }
             Layer::RmsNorm(r) => match r.gain {
+                Some(_) if r.eps != RMS_EPS => format!(
+                    "rms_norm({}, 1, {})",
+                    r.dim,
+                    crate::display::format_f64(r.eps)
+                ),
                 Some(_) => format!("rms_norm({}, 1)", r.dim),
+                None if r.eps != RMS_EPS => format!(
+                    "rms_norm({}, 0, {})",
+                    r.dim,
+                    crate::display::format_f64(r.eps)
+                ),
                 None => format!("rms_norm({})", r.dim),
             },
+            Layer::LayerNorm(l) if l.eps != LN_EPS => {
+                format!("layer_norm({}, {})", l.d, crate::display::format_f64(l.eps))
+            }
             Layer::LayerNorm(l) => format!("layer_norm({})", l.d),
             Layer::Activation(a) => match a {
                 Activation::Tanh => "tanh_layer()",

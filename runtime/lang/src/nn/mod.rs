@@ -4,7 +4,7 @@
 //!
 //! Layout: [`layers`] (the tree), [`init`] (ids, names, initial values),
 //! [`apply`] (the forward pass and its input checks), [`attention`], [`rope`],
-//! [`moe`], [`dropout`], [`clone`] (`clone_model`), [`lora`], [`families`]
+//! [`moe`], [`dropout`], [`generate`] (decoding with a key/value cache), [`hf`] (Hugging Face checkpoints), [`clone`] (`clone_model`), [`lora`], [`families`]
 //! (`perturb_params`, `reinit`), [`checkpoint`] (structural keys), [`persist`] (the structure as data, for
 //! saved sessions) and
 //! [`estimate`] (FLOPs and activations of `estimate_train`).
@@ -16,6 +16,8 @@ pub mod clone;
 pub mod dropout;
 pub mod estimate;
 pub mod families;
+pub mod generate;
+pub mod hf;
 pub mod init;
 pub mod layers;
 pub mod lora;
@@ -23,7 +25,9 @@ pub mod moe;
 pub mod persist;
 pub mod rope;
 
-pub use layers::{Activation, Extent, Layer, ParamSpec, MAX_MODEL_DEPTH, MAX_MODEL_LAYERS};
+pub use layers::{
+    Activation, Extent, Layer, ParamSpec, LN_EPS, MAX_MODEL_DEPTH, MAX_MODEL_LAYERS, RMS_EPS,
+};
 
 use crate::eval::{loss, Interp};
 use crate::value::{Array, Value};

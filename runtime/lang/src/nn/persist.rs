@@ -15,8 +15,8 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::layers::{
-    Activation, Attention, Dropout, Embed, Layer, LayerNorm, Linear, Lora, Moe, RmsNorm, Rope,
-    SwiGlu,
+    Activation, Attention, Dropout, Embed, Layer, LayerNorm, Linear, Lora, Moe, PosEmbed, RmsNorm,
+    Rope, RopeScaling, SwiGlu,
 };
 
 /// One saved layer node. Children are indices of earlier nodes of the same table.
@@ -31,6 +31,9 @@ pub enum LayerRecord {
         inp: usize,
         /// Output width.
         out: usize,
+        /// Whether it has a bias (older files: always).
+        #[serde(default = "yes", skip_serializing_if = "is_true")]
+        bias: bool,
     },
     /// A LoRA-wrapped linear layer.
     Lora {
@@ -46,6 +49,27 @@ pub enum LayerRecord {
         rank: usize,
         /// Scale numerator.
         alpha: f64,
+        /// Whether the base has a bias (older files: always).
+        #[serde(default = "yes", skip_serializing_if = "is_true")]
+        bias: bool,
+    },
+    /// `unembed(embed(vocab, d))`: the tied head of embedding table `id`.
+    Unembed {
+        /// Model id of the table.
+        id: u64,
+        /// Rows.
+        vocab: usize,
+        /// Row width.
+        d: usize,
+    },
+    /// `pos_embed(max_pos, d)`.
+    PosEmbed {
+        /// Model id.
+        id: u64,
+        /// Positions.
+        max_pos: usize,
+        /// Row width.
+        d: usize,
     },
     /// `embed(vocab, d)`.
     Embed {
@@ -70,6 +94,18 @@ pub enum LayerRecord {
         causal: bool,
         /// Rotary embedding `(head_dim, base)`, if any.
         rope: Option<(usize, f64)>,
+        /// The rotary scaling `[factor, low, high, original]` (Llama 3.1), if any.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rope_scaling: Option<[f64; 4]>,
+        /// The head width when it is not d / heads.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        head_dim: Option<usize>,
+        /// q/k/v/o biases.
+        #[serde(default, skip_serializing_if = "is_false")]
+        bias: bool,
+        /// The q/k norm epsilon, if the layer has q/k norms.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        qk_norm: Option<f64>,
     },
     /// `rms_norm(dim [, 1])`.
     RmsNorm {
@@ -77,6 +113,9 @@ pub enum LayerRecord {
         dim: usize,
         /// Model id of the learned gain, if any.
         gain: Option<u64>,
+        /// The epsilon when it is not the default.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        eps: Option<f64>,
     },
     /// `layer_norm(d)`.
     LayerNorm {
@@ -84,6 +123,9 @@ pub enum LayerRecord {
         id: u64,
         /// Width.
         d: usize,
+        /// The epsilon when it is not the default.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        eps: Option<f64>,
     },
     /// A parameterless activation layer.
     Activation {
@@ -112,6 +154,9 @@ pub enum LayerRecord {
         head_dim: usize,
         /// Frequency base.
         base: f64,
+        /// The scaling `[factor, low, high, original]` (Llama 3.1), if any.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        scaling: Option<[f64; 4]>,
     },
     /// `moe(d, experts, top_k, hidden)`.
     Moe {
@@ -176,6 +221,7 @@ impl ModelWriter {
                 id: l.id,
                 inp: l.inp,
                 out: l.out,
+                bias: l.bias,
             },
             Layer::Lora(l) => LayerRecord::Lora {
                 id: l.base.id,
@@ -184,11 +230,22 @@ impl ModelWriter {
                 adapter_id: l.adapter_id,
                 rank: l.rank,
                 alpha: l.alpha,
+                bias: l.base.bias,
             },
             Layer::Embed(e) => LayerRecord::Embed {
                 id: e.id,
                 vocab: e.vocab,
                 d: e.d,
+            },
+            Layer::Unembed(e) => LayerRecord::Unembed {
+                id: e.id,
+                vocab: e.vocab,
+                d: e.d,
+            },
+            Layer::PosEmbed(p) => LayerRecord::PosEmbed {
+                id: p.id,
+                max_pos: p.max_pos,
+                d: p.d,
             },
             Layer::Attention(a) => LayerRecord::Attention {
                 id: a.id,
@@ -197,12 +254,21 @@ impl ModelWriter {
                 kv_heads: a.kv_heads,
                 causal: a.causal,
                 rope: a.rope.map(|r| (r.head_dim, r.base)),
+                rope_scaling: a.rope.and_then(|r| scaling_record(r.scaling)),
+                head_dim: (a.hd * a.heads != a.d).then_some(a.hd),
+                bias: a.bias,
+                qk_norm: a.qk_norm,
             },
             Layer::RmsNorm(r) => LayerRecord::RmsNorm {
                 dim: r.dim,
                 gain: r.gain,
+                eps: (r.eps != super::layers::RMS_EPS).then_some(r.eps),
             },
-            Layer::LayerNorm(l) => LayerRecord::LayerNorm { id: l.id, d: l.d },
+            Layer::LayerNorm(l) => LayerRecord::LayerNorm {
+                id: l.id,
+                d: l.d,
+                eps: (l.eps != super::layers::LN_EPS).then_some(l.eps),
+            },
             Layer::Activation(a) => LayerRecord::Activation {
                 function: activation_name(*a).to_string(),
             },
@@ -218,6 +284,7 @@ impl ModelWriter {
             Layer::Rope(r) => LayerRecord::Rope {
                 head_dim: r.head_dim,
                 base: r.base,
+                scaling: scaling_record(r.scaling),
             },
             Layer::Moe(m) => LayerRecord::Moe {
                 id: m.id,
@@ -234,6 +301,59 @@ impl ModelWriter {
             },
         }
     }
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn is_true(b: &bool) -> bool {
+    *b
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+fn scaling_record(s: RopeScaling) -> Option<[f64; 4]> {
+    match s {
+        RopeScaling::Plain => None,
+        RopeScaling::Llama3 {
+            factor,
+            low,
+            high,
+            original,
+        } => Some([factor, low, high, original]),
+    }
+}
+
+fn scaling_of(s: Option<[f64; 4]>) -> Result<RopeScaling, String> {
+    Ok(match s {
+        None => RopeScaling::Plain,
+        Some([factor, low, high, original]) => {
+            ensure(
+                [factor, low, high, original]
+                    .iter()
+                    .all(|v| v.is_finite() && *v > 0.0)
+                    && high > low,
+                || "rope scaling needs finite factors > 0 and high > low".to_string(),
+            )?;
+            RopeScaling::Llama3 {
+                factor,
+                low,
+                high,
+                original,
+            }
+        }
+    })
+}
+
+fn eps_of(eps: Option<f64>, default: f64) -> Result<f64, String> {
+    let e = eps.unwrap_or(default);
+    ensure(e.is_finite() && e > 0.0, || {
+        format!("epsilon {e} is not a finite number > 0")
+    })?;
+    Ok(e)
 }
 
 fn activation_name(a: Activation) -> &'static str {
@@ -317,19 +437,23 @@ fn ensure(ok: bool, what: impl FnOnce() -> String) -> Result<(), String> {
     }
 }
 
-fn rope_layer(head_dim: usize, base: f64) -> Result<Rope, String> {
+fn rope_layer(head_dim: usize, base: f64, scaling: Option<[f64; 4]>) -> Result<Rope, String> {
     ensure(head_dim >= 2 && head_dim.is_multiple_of(2), || {
         format!("rope head_dim {head_dim} is not an even size ≥ 2")
     })?;
     ensure(base.is_finite() && base > 0.0, || {
         format!("rope base {base} is not a finite number > 0")
     })?;
-    Ok(Rope { head_dim, base })
+    Ok(Rope {
+        head_dim,
+        base,
+        scaling: scaling_of(scaling)?,
+    })
 }
 
 fn rebuild_one(record: &LayerRecord, built: &[Arc<Layer>]) -> Result<Layer, String> {
     Ok(match record {
-        &LayerRecord::Linear { id, inp, out } => Layer::Linear(Linear { id, inp, out }),
+        &LayerRecord::Linear { id, inp, out, bias } => Layer::Linear(Linear { id, inp, out, bias }),
         &LayerRecord::Lora {
             id,
             inp,
@@ -337,17 +461,23 @@ fn rebuild_one(record: &LayerRecord, built: &[Arc<Layer>]) -> Result<Layer, Stri
             adapter_id,
             rank,
             alpha,
+            bias,
         } => {
             ensure(rank >= 1, || "LoRA rank must be ≥ 1".to_string())?;
             ensure(alpha.is_finite(), || "LoRA alpha is not finite".to_string())?;
             Layer::Lora(Lora {
-                base: Linear { id, inp, out },
+                base: Linear { id, inp, out, bias },
                 adapter_id,
                 rank,
                 alpha,
             })
         }
         &LayerRecord::Embed { id, vocab, d } => Layer::Embed(Embed { id, vocab, d }),
+        &LayerRecord::Unembed { id, vocab, d } => Layer::Unembed(Embed { id, vocab, d }),
+        &LayerRecord::PosEmbed { id, max_pos, d } => {
+            ensure(max_pos >= 1, || "pos_embed max_pos must be ≥ 1".to_string())?;
+            Layer::PosEmbed(PosEmbed { id, max_pos, d })
+        }
         &LayerRecord::Attention {
             id,
             d,
@@ -355,18 +485,27 @@ fn rebuild_one(record: &LayerRecord, built: &[Arc<Layer>]) -> Result<Layer, Stri
             kv_heads,
             causal,
             rope,
+            rope_scaling,
+            head_dim,
+            bias,
+            qk_norm,
         } => {
-            ensure(heads >= 1 && d % heads == 0, || {
+            ensure(heads >= 1 && (head_dim.is_some() || d % heads == 0), || {
                 format!("{heads} heads do not divide d = {d}")
             })?;
+            let hd = head_dim.unwrap_or(d / heads.max(1));
+            ensure(hd >= 1, || "head_dim must be ≥ 1".to_string())?;
+            if let Some(e) = qk_norm {
+                eps_of(Some(e), e)?;
+            }
             ensure(kv_heads >= 1 && heads % kv_heads == 0, || {
                 format!("{kv_heads} key/value heads do not divide {heads} heads")
             })?;
             let rope = match rope {
-                Some((hd, base)) => {
-                    let r = rope_layer(hd, base)?;
-                    ensure(hd == d / heads, || {
-                        format!("rope size {hd} differs from d/heads = {}", d / heads)
+                Some((n, base)) => {
+                    let r = rope_layer(n, base, rope_scaling)?;
+                    ensure(n == hd, || {
+                        format!("rope size {n} differs from head_dim = {hd}")
                     })?;
                     Some(r)
                 }
@@ -379,10 +518,21 @@ fn rebuild_one(record: &LayerRecord, built: &[Arc<Layer>]) -> Result<Layer, Stri
                 kv_heads,
                 causal,
                 rope,
+                hd,
+                bias,
+                qk_norm,
             })
         }
-        &LayerRecord::RmsNorm { dim, gain } => Layer::RmsNorm(RmsNorm { dim, gain }),
-        &LayerRecord::LayerNorm { id, d } => Layer::LayerNorm(LayerNorm { id, d }),
+        &LayerRecord::RmsNorm { dim, gain, eps } => Layer::RmsNorm(RmsNorm {
+            dim,
+            gain,
+            eps: eps_of(eps, super::layers::RMS_EPS)?,
+        }),
+        &LayerRecord::LayerNorm { id, d, eps } => Layer::LayerNorm(LayerNorm {
+            id,
+            d,
+            eps: eps_of(eps, super::layers::LN_EPS)?,
+        }),
         LayerRecord::Activation { function } => Layer::Activation(match function.as_str() {
             "tanh" => Activation::Tanh,
             "relu" => Activation::Relu,
@@ -401,7 +551,11 @@ fn rebuild_one(record: &LayerRecord, built: &[Arc<Layer>]) -> Result<Layer, Stri
             ensure(hidden >= 1, || "swiglu hidden must be ≥ 1".to_string())?;
             Layer::SwiGlu(SwiGlu { id, d, hidden })
         }
-        &LayerRecord::Rope { head_dim, base } => Layer::Rope(rope_layer(head_dim, base)?),
+        &LayerRecord::Rope {
+            head_dim,
+            base,
+            scaling,
+        } => Layer::Rope(rope_layer(head_dim, base, scaling)?),
         &LayerRecord::Moe {
             id,
             d,
@@ -436,7 +590,12 @@ mod tests {
     use super::*;
 
     fn linear(id: u64) -> Arc<Layer> {
-        Arc::new(Layer::Linear(Linear { id, inp: 2, out: 3 }))
+        Arc::new(Layer::Linear(Linear {
+            id,
+            inp: 2,
+            out: 3,
+            bias: true,
+        }))
     }
 
     #[test]
@@ -477,6 +636,88 @@ mod tests {
     }
 
     #[test]
+    fn transformer_options_round_trip_and_older_records_read() {
+        let embed = Embed {
+            id: 1,
+            vocab: 8,
+            d: 4,
+        };
+        let attention = Attention {
+            id: 2,
+            d: 4,
+            heads: 2,
+            kv_heads: 1,
+            causal: true,
+            rope: Some(Rope {
+                head_dim: 6,
+                base: 1e4,
+                scaling: RopeScaling::Llama3 {
+                    factor: 8.0,
+                    low: 1.0,
+                    high: 4.0,
+                    original: 16.0,
+                },
+            }),
+            hd: 6,
+            bias: true,
+            qk_norm: Some(1e-6),
+        };
+        let net = Arc::new(Layer::Chain(vec![
+            Arc::new(Layer::Embed(embed)),
+            Arc::new(Layer::PosEmbed(PosEmbed {
+                id: 3,
+                max_pos: 5,
+                d: 4,
+            })),
+            Arc::new(Layer::Attention(attention)),
+            Arc::new(Layer::RmsNorm(RmsNorm {
+                dim: 4,
+                gain: Some(4),
+                eps: 1e-5,
+            })),
+            Arc::new(Layer::LayerNorm(LayerNorm {
+                id: 5,
+                d: 4,
+                eps: 1e-6,
+            })),
+            Arc::new(Layer::Linear(Linear {
+                id: 6,
+                inp: 4,
+                out: 8,
+                bias: false,
+            })),
+            Arc::new(Layer::Unembed(embed)),
+        ]));
+        let mut w = ModelWriter::new();
+        let i = w.add(&net);
+        let json = serde_json::to_string(&w.finish()).unwrap();
+        let back: Vec<LayerRecord> = serde_json::from_str(&json).unwrap();
+        let built = rebuild(&back).unwrap();
+        assert_eq!(built[i].parameters(), net.parameters());
+        let describe = |l: &Layer| {
+            let mut v = Vec::new();
+            l.walk(&mut |n| v.push(n.describe()));
+            v
+        };
+        assert_eq!(describe(&built[i]), describe(&net));
+        let Layer::Chain(c) = &*built[i] else {
+            panic!("not a chain")
+        };
+        let Layer::Attention(a) = &*c[2] else {
+            panic!("not attention")
+        };
+        assert_eq!(a.rope.map(|r| r.scaling), attention.rope.map(|r| r.scaling));
+        // A record written before these options reads with their defaults.
+        let old: Vec<LayerRecord> = serde_json::from_str(
+            r#"[{"layer":"linear","id":0,"inp":2,"out":3},{"layer":"rms_norm","dim":2,"gain":null}]"#,
+        )
+        .unwrap();
+        let built = rebuild(&old).unwrap();
+        assert!(matches!(&*built[0], Layer::Linear(l) if l.bias));
+        assert!(matches!(&*built[1], Layer::RmsNorm(r) if r.eps == super::super::layers::RMS_EPS));
+    }
+
+    #[test]
     fn invalid_records_are_errors() {
         let bad = [
             vec![LayerRecord::Chain { children: vec![0] }],
@@ -488,6 +729,10 @@ mod tests {
                 kv_heads: 1,
                 causal: true,
                 rope: None,
+                rope_scaling: None,
+                head_dim: None,
+                bias: false,
+                qk_norm: None,
             }],
             vec![LayerRecord::Attention {
                 id: 0,
@@ -496,6 +741,10 @@ mod tests {
                 kv_heads: 2,
                 causal: true,
                 rope: Some((3, 1e4)),
+                rope_scaling: None,
+                head_dim: None,
+                bias: false,
+                qk_norm: None,
             }],
             vec![LayerRecord::Moe {
                 id: 0,

@@ -30,6 +30,12 @@ fn examples_agree_with_the_runtime() {
         let src = std::fs::read_to_string(&path).unwrap();
         total += check_agreement(&path.display().to_string(), &src, None);
     }
+    // The Hugging Face examples read their checkpoints beside them.
+    let hf = root().join("../../examples/hf");
+    for path in scripts(&hf) {
+        let src = std::fs::read_to_string(&path).unwrap();
+        total += check_agreement(&path.display().to_string(), &src, Some(&hf));
+    }
     assert!(
         total >= 40,
         "only {total} statically known values in the examples"

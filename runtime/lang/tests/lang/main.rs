@@ -39,6 +39,8 @@ mod layering;
 mod limits;
 mod models_errors;
 mod models_gradients;
+mod models_hf_families;
+mod models_hf_layers;
 mod models_layers;
 mod models_surgery;
 mod optimizers;

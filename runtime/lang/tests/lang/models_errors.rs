@@ -191,10 +191,10 @@ fn kind_rank_and_arity_errors() {
         error_code("perturb_params(linear(1, 1, 0), 1, 1, 0)"),
         "E0302"
     );
-    let d = error_of("attention(4, 2, 0, 2, rope(2, 1), 7)");
+    let d = error_of("attention(4, 2, 0, 2, rope(2, 1), 2, 0, 1e-6, 7)");
     assert_eq!(d.code, "E0103");
     assert!(
-        text(&d).contains("`attention` takes 3 to 5 arguments, got 6"),
+        text(&d).contains("`attention` takes 3 to 8 arguments, got 9"),
         "{}",
         text(&d)
     );

@@ -1,14 +1,16 @@
-//! Every `examples/*.mlpl` runs with `mlpl run`, checks clean with `mlpl check`,
-//! and its output (standard output and the warnings on standard error) is
-//! snapshot-tested.
+//! Every `examples/*.mlpl` and `examples/hf/*.mlpl` (the Hugging Face
+//! checkpoints, their folders beside them) runs with `mlpl run`, checks clean
+//! with `mlpl check`, and its output (standard output and the warnings on
+//! standard error) is snapshot-tested.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn examples() -> Vec<PathBuf> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
-    let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap()
+    let mut v: Vec<PathBuf> = [dir.clone(), dir.join("hf")]
+        .iter()
+        .flat_map(|d| std::fs::read_dir(d).unwrap())
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|e| e == "mlpl"))
         .collect();
@@ -63,7 +65,11 @@ fn every_example_runs_and_matches_its_snapshot() {
         let stdout = String::from_utf8_lossy(&out.stdout);
         let stderr = without_device_reason(&String::from_utf8_lossy(&out.stderr));
         assert!(out.status.success(), "{rel} failed:\n{stderr}");
-        let name = path.file_stem().unwrap().to_str().unwrap().to_string();
+        let stem = path.file_stem().unwrap().to_str().unwrap();
+        let name = match path.parent().and_then(|p| p.file_name()) {
+            Some(folder) if folder == "hf" => format!("hf_{stem}"),
+            _ => stem.to_string(),
+        };
         insta::assert_snapshot!(name, format!("--- stdout\n{stdout}--- stderr\n{stderr}"));
     }
 }

@@ -1,0 +1,128 @@
+//! `generate(model, ids, n …)` (LANGUAGE §11.11): autoregressive decoding with a
+//! key/value cache. The prompt is run once (the cache then holds every attention
+//! layer's keys and values); each new token is one more position, its queries
+//! attending to the cached keys, so it costs one position, not the whole
+//! sequence again. Greedy (temperature 0) takes the first maximum; otherwise
+//! the token is drawn from softmax(logits / temperature), optionally among the
+//! top_k logits only, with the seed of step i being `seed + i`.
+
+use std::collections::HashMap;
+
+use super::apply::Forward;
+use super::layers::Layer;
+use crate::data::sampling;
+use crate::eval::Interp;
+use crate::value::Array;
+use mlpl_diag::{Diagnostic, Span};
+
+/// The cached keys and values `[B, kv, 1, T, hd]` of each attention layer (by
+/// model id), and the positions consumed so far.
+#[derive(Default)]
+pub struct KvCache {
+    entries: HashMap<u64, (Vec<f32>, Vec<f32>, [usize; 5])>,
+    /// Positions already run.
+    pub pos: usize,
+}
+
+impl KvCache {
+    /// The cached positions of attention layer `id`.
+    pub fn len(&self, id: u64) -> usize {
+        self.entries.get(&id).map_or(0, |e| e.2[3])
+    }
+
+    /// Whether nothing is cached.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Appends this step's keys and values `[B, kv, 1, t, hd]` of layer `id` to
+    /// its cache and returns the whole keys and values so far. They are
+    /// constants: generation records no gradient.
+    pub fn extend(&mut self, id: u64, k: Array, v: Array) -> (Array, Array) {
+        let s = k.shape().to_vec();
+        let (kn, vn) = (k.to_f32(), v.to_f32());
+        let entry = self
+            .entries
+            .entry(id)
+            .or_insert_with(|| (Vec::new(), Vec::new(), [s[0], s[1], s[2], 0, s[4]]));
+        let shape = entry.2;
+        let (old_t, t, hd) = (shape[3], s[3], s[4]);
+        let blocks = s[0] * s[1] * s[2];
+        let merge = |old: &[f32], new: &[f32]| {
+            let mut out = Vec::with_capacity(old.len() + new.len());
+            for b in 0..blocks {
+                out.extend_from_slice(&old[b * old_t * hd..(b + 1) * old_t * hd]);
+                out.extend_from_slice(&new[b * t * hd..(b + 1) * t * hd]);
+            }
+            out
+        };
+        entry.0 = merge(&entry.0, &kn);
+        entry.1 = merge(&entry.1, &vn);
+        entry.2[3] = old_t + t;
+        let full = entry.2.to_vec();
+        (
+            Array::from_vec(full.clone(), entry.0.clone()),
+            Array::from_vec(full, entry.1.clone()),
+        )
+    }
+}
+
+/// How the next token is chosen.
+#[derive(Clone, Copy, Debug)]
+pub struct Decoding {
+    /// 0 for greedy.
+    pub temperature: f64,
+    /// Sample among the k largest logits only (0: all).
+    pub top_k: usize,
+    /// The seed of the first draw.
+    pub seed: u64,
+}
+
+/// The `n` token ids that follow `ids` `[T]` under `model`, whose output must
+/// be logits `[T, V]`.
+pub fn generate(
+    it: &mut Interp,
+    model: &Layer,
+    ids: &[f32],
+    n: usize,
+    how: Decoding,
+    span: Span,
+    x_span: Span,
+) -> Result<Vec<f32>, Diagnostic> {
+    let mut f = Forward {
+        it,
+        span,
+        x_span,
+        capture: false,
+        weights: None,
+        cache: Some(KvCache::default()),
+    };
+    let mut out = Vec::with_capacity(n);
+    let mut step = Array::from_vec(vec![ids.len()], ids.to_vec());
+    for i in 0..n {
+        f.it.check_cancel(span)?;
+        let logits = f.layer(model, &step)?;
+        let t = step.numel();
+        if let Some(c) = f.cache.as_mut() {
+            c.pos += t;
+        }
+        let s = logits.shape().to_vec();
+        let v = *s.last().unwrap_or(&0);
+        let all = logits.to_f32();
+        let last = &all[all.len().saturating_sub(v)..];
+        let pick = if how.top_k > 0 && how.top_k < v {
+            sampling::top_k(last, how.top_k).map_err(|e| sampling_error(span, e))?
+        } else {
+            last.to_vec()
+        };
+        let next = sampling::sample(&pick, how.temperature, how.seed.wrapping_add(i as u64))
+            .map_err(|e| sampling_error(span, e))?;
+        out.push(next as f32);
+        step = Array::from_vec(vec![1], vec![next as f32]);
+    }
+    Ok(out)
+}
+
+fn sampling_error(span: Span, e: sampling::SamplingError) -> Diagnostic {
+    Diagnostic::of(e.code()).at(span, e.to_string())
+}

@@ -1,0 +1,277 @@
+//! Hugging Face checkpoints, directly (docs/models.md): `hf_model(dir)` reads a
+//! `save_pretrained` folder (`config.json` and `model.safetensors`, or the shards
+//! of `model.safetensors.index.json`), builds the family's layer tree
+//! ([`mapping::build`]) and binds every parameter from its tensor in the
+//! family's names and layouts (bf16, f16 and f64 converted to f32);
+//! `hf_save(model, dir)` writes the same layout back, so `transformers` loads
+//! it. Paths are resolved by the caller inside the data directory; shard names
+//! must be plain file names in the same folder.
+
+pub mod config;
+pub mod mapping;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::Path;
+
+use safetensors::tensor::{Dtype, SafeTensors, TensorView};
+
+use self::config::Config;
+use self::mapping::{Binding, Layout};
+use super::init::{bind_param, next_id};
+use super::layers::Layer;
+use crate::eval::Interp;
+use crate::value::{Array, Value};
+
+/// Why a checkpoint could not be read or written.
+#[derive(Debug, Clone, PartialEq)]
+pub enum HfError {
+    /// A file could not be read or written (E0405).
+    Io(String),
+    /// A file is not what the family needs (E0406): bad JSON, an unsupported
+    /// configuration, a tensor of an unsupported type.
+    Malformed(String),
+    /// The tensors do not fit the configuration (E0407): every missing,
+    /// mis-shaped and unexpected tensor.
+    Mismatch {
+        /// Tensors the model needs that the checkpoint lacks.
+        missing: Vec<String>,
+        /// `name: found [..], expected [..]`.
+        misshaped: Vec<String>,
+        /// Tensors the checkpoint holds that the model does not use.
+        unexpected: Vec<String>,
+    },
+    /// The model is not one of the families' trees (E0406 at `hf_save`).
+    NotAFamily(String),
+}
+
+/// One checkpoint tensor.
+struct Tensor<V> {
+    shape: Vec<usize>,
+    values: V,
+}
+
+fn read(path: &Path) -> Result<Vec<u8>, HfError> {
+    std::fs::read(path).map_err(|e| HfError::Io(format!("{}: {e}", path.display())))
+}
+
+/// Reads every tensor of the checkpoint in `dir`.
+fn read_tensors(dir: &Path) -> Result<BTreeMap<String, Tensor<Vec<f32>>>, HfError> {
+    let index = dir.join("model.safetensors.index.json");
+    let files: Vec<String> = if index.exists() {
+        let text = String::from_utf8(read(&index)?)
+            .map_err(|_| HfError::Malformed("model.safetensors.index.json is not UTF-8".into()))?;
+        let v: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| HfError::Malformed(format!("model.safetensors.index.json: {e}")))?;
+        let map = v
+            .get("weight_map")
+            .and_then(|m| m.as_object())
+            .ok_or_else(|| {
+                HfError::Malformed("model.safetensors.index.json has no `weight_map`".into())
+            })?;
+        let shards: BTreeSet<String> = map
+            .values()
+            .filter_map(|s| s.as_str().map(str::to_string))
+            .collect();
+        for s in &shards {
+            let plain = Path::new(s)
+                .file_name()
+                .map(|f| f.to_string_lossy() == s.as_str())
+                == Some(true);
+            if !plain || !s.ends_with(".safetensors") {
+                return Err(HfError::Malformed(format!(
+                    "shard `{s}` is not a `.safetensors` file name in the checkpoint's folder"
+                )));
+            }
+        }
+        shards.into_iter().collect()
+    } else {
+        vec!["model.safetensors".to_string()]
+    };
+    let mut out = BTreeMap::new();
+    for f in files {
+        let bytes = read(&dir.join(&f))?;
+        let st = SafeTensors::deserialize(&bytes)
+            .map_err(|e| HfError::Malformed(format!("{f} is not a safetensors file: {e}")))?;
+        for (name, view) in st.tensors() {
+            let values = crate::data::files::tensor_values(&view).ok_or_else(|| {
+                HfError::Malformed(format!(
+                    "tensor `{name}` of {f} has unsupported type {:?}",
+                    view.dtype()
+                ))
+            })?;
+            out.insert(
+                name,
+                Tensor {
+                    shape: view.shape().to_vec(),
+                    values,
+                },
+            );
+        }
+    }
+    Ok(out)
+}
+
+/// Tensors of a checkpoint that are buffers, not parameters.
+fn ignorable(name: &str, tied: bool) -> bool {
+    name.ends_with(".attn.bias")
+        || name.ends_with(".attn.masked_bias")
+        || name.ends_with("rotary_emb.inv_freq")
+        || (tied && name == "lm_head.weight")
+}
+
+/// The parameter's values out of its checkpoint tensor (shapes checked).
+fn extract(b: &Binding, t: &Tensor<Vec<f32>>) -> Vec<f32> {
+    to_param(b, &t.shape, &t.values)
+}
+
+/// Binding `b`'s parameter values (MLPL's layout) out of the values of its
+/// checkpoint tensor of shape `shape` (the caller has checked it is `b.hf_shape`).
+pub fn to_param<T: Copy>(b: &Binding, shape: &[usize], values: &[T]) -> Vec<T> {
+    let t = Tensor {
+        shape: shape.to_vec(),
+        values,
+    };
+    match b.layout {
+        Layout::Same | Layout::Row => t.values.to_vec(),
+        Layout::Transposed => {
+            let (r, c) = (t.shape[0], t.shape[1]);
+            let mut out = Vec::with_capacity(r * c);
+            for j in 0..c {
+                for i in 0..r {
+                    out.push(t.values[i * c + j]);
+                }
+            }
+            out
+        }
+        Layout::Columns { start } => {
+            let total = *t.shape.last().unwrap_or(&0);
+            let (rows, w) = (b.shape[0], b.shape[1]);
+            let mut out = Vec::with_capacity(rows * w);
+            for r in 0..rows {
+                out.extend_from_slice(&t.values[r * total + start..r * total + start + w]);
+            }
+            out
+        }
+    }
+}
+
+/// Writes a parameter's values into its checkpoint tensor (the inverse of
+/// [`extract`]).
+fn place(b: &Binding, values: &[f32], into: &mut [f32]) {
+    match b.layout {
+        Layout::Same | Layout::Row => into.copy_from_slice(values),
+        Layout::Transposed => {
+            let (r, c) = (b.hf_shape[0], b.hf_shape[1]);
+            for i in 0..r {
+                for j in 0..c {
+                    into[i * c + j] = values[j * r + i];
+                }
+            }
+        }
+        Layout::Columns { start } => {
+            let total = *b.hf_shape.last().unwrap_or(&0);
+            let (rows, w) = (b.shape[0], b.shape[1]);
+            for r in 0..rows {
+                into[r * total + start..r * total + start + w]
+                    .copy_from_slice(&values[r * w..(r + 1) * w]);
+            }
+        }
+    }
+}
+
+fn shape_text(s: &[usize]) -> String {
+    crate::display::format_named_shape(s, None)
+}
+
+/// Builds the model of the checkpoint in `dir` and binds its parameters.
+pub fn load(it: &mut Interp, dir: &Path) -> Result<Layer, HfError> {
+    let text = String::from_utf8(read(&dir.join("config.json"))?)
+        .map_err(|_| HfError::Malformed("config.json is not UTF-8".into()))?;
+    let config = Config::parse(&text).map_err(HfError::Malformed)?;
+    let tensors = read_tensors(dir)?;
+    let layer = mapping::build(&config, &mut || next_id(it));
+    let (_, bindings) = mapping::plan(&layer).map_err(HfError::NotAFamily)?;
+    let mut missing = BTreeSet::new();
+    let mut misshaped = BTreeSet::new();
+    let used: BTreeSet<&str> = bindings.iter().map(|b| b.hf.as_str()).collect();
+    for b in &bindings {
+        match tensors.get(&b.hf) {
+            None => {
+                missing.insert(b.hf.clone());
+            }
+            Some(t) if t.shape != b.hf_shape => {
+                misshaped.insert(format!(
+                    "`{}` is {}, expected {}",
+                    b.hf,
+                    shape_text(&t.shape),
+                    shape_text(&b.hf_shape)
+                ));
+            }
+            _ => {}
+        }
+    }
+    let unexpected: Vec<String> = tensors
+        .keys()
+        .filter(|k| !used.contains(k.as_str()) && !ignorable(k, config.tied))
+        .map(|k| format!("`{k}`"))
+        .collect();
+    if !missing.is_empty() || !misshaped.is_empty() || !unexpected.is_empty() {
+        return Err(HfError::Mismatch {
+            missing: missing.into_iter().map(|k| format!("`{k}`")).collect(),
+            misshaped: misshaped.into_iter().collect(),
+            unexpected,
+        });
+    }
+    for b in &bindings {
+        let values = extract(b, &tensors[&b.hf]);
+        bind_param(it, &b.param, Array::from_vec(b.shape.clone(), values));
+    }
+    Ok(layer)
+}
+
+/// Writes `model` (a tree of one of the families) to `dir` as `config.json` and
+/// `model.safetensors` in the family's names and layouts; returns the number of
+/// tensors written.
+pub fn save(it: &mut Interp, model: &Layer, dir: &Path) -> Result<usize, HfError> {
+    let (config, bindings) = mapping::plan(model).map_err(HfError::NotAFamily)?;
+    let mut tensors: BTreeMap<String, (Vec<usize>, Vec<f32>)> = BTreeMap::new();
+    for b in &bindings {
+        let values = match it.ws.get(&b.param) {
+            Some(Value::Array(a)) if a.shape() == b.shape.as_slice() => a.to_f32(),
+            _ => {
+                return Err(HfError::NotAFamily(format!(
+                    "parameter `{}` is not an array of shape {}",
+                    b.param,
+                    shape_text(&b.shape)
+                )))
+            }
+        };
+        let n: usize = b.hf_shape.iter().product();
+        let entry = tensors
+            .entry(b.hf.clone())
+            .or_insert_with(|| (b.hf_shape.clone(), vec![0.0; n]));
+        place(b, &values, &mut entry.1);
+    }
+    let owned: Vec<(String, Vec<usize>, Vec<u8>)> = tensors
+        .into_iter()
+        .map(|(k, (s, v))| (k, s, v.iter().flat_map(|x| x.to_le_bytes()).collect()))
+        .collect();
+    let views = owned
+        .iter()
+        .map(|(k, s, b)| {
+            TensorView::new(Dtype::F32, s.clone(), b)
+                .map(|v| (k.clone(), v))
+                .map_err(|e| HfError::Malformed(e.to_string()))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let meta: HashMap<String, String> = [("format".to_string(), "pt".to_string())].into();
+    let bytes = safetensors::serialize(views, &Some(meta))
+        .map_err(|e| HfError::Malformed(e.to_string()))?;
+    std::fs::create_dir_all(dir).map_err(|e| HfError::Io(format!("{}: {e}", dir.display())))?;
+    let st = dir.join("model.safetensors");
+    std::fs::write(&st, bytes).map_err(|e| HfError::Io(format!("{}: {e}", st.display())))?;
+    let cj = dir.join("config.json");
+    let text = serde_json::to_string_pretty(&config.to_json()).expect("JSON") + "\n";
+    std::fs::write(&cj, text).map_err(|e| HfError::Io(format!("{}: {e}", cj.display())))?;
+    Ok(owned.len())
+}
