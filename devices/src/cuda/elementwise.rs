@@ -209,7 +209,9 @@ impl CudaBackend {
             let base = start as i64 * own[axis];
             let gin = self.operand(g, name)?;
             let n64 = n as u64;
-            let mut args = self.stream().launch_builder(self.function("place_strided")?);
+            let mut args = self
+                .stream()
+                .launch_builder(self.function("place_strided")?);
             args.arg(gin.slice())
                 .arg(out.slice_mut())
                 .arg(&n64)
@@ -239,7 +241,9 @@ impl CudaBackend {
         );
         let mut out = self.alloc(n, name)?;
         let n64 = n as u64;
-        let mut args = self.stream().launch_builder(self.function("select_strided")?);
+        let mut args = self
+            .stream()
+            .launch_builder(self.function("select_strided")?);
         args.arg(cin.slice())
             .arg(ain.slice())
             .arg(bin.slice())
