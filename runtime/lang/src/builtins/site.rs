@@ -893,3 +893,42 @@ pub fn adamw_decay<'s>(
         None => Ok(crate::nn::DecayGroup::NoBiasNorm),
     }
 }
+
+/// E0222 unless `concat(a, b, axis)`'s operands, of shapes `sa` and `sb` and
+/// axis names `na` and `nb` (`None` where unnamed or not known), have one
+/// rank and agree on every axis but `axis`.
+pub fn check_concat_axis(
+    c: &impl CallSite,
+    axis: usize,
+    (sa, sb): (&[usize], &[usize]),
+    (na, nb): (&[Option<String>], &[Option<String>]),
+) -> Result<(), Diagnostic> {
+    let show = |s: &[usize]| {
+        let v: Vec<String> = s.iter().map(|d| d.to_string()).collect();
+        format!("[{}]", v.join(", "))
+    };
+    let at = |what: String| {
+        c.error_of(1, code::E0222, what).note(format!(
+            "`a` has shape {} and `b` {}",
+            show(sa),
+            show(sb)
+        ))
+    };
+    if sa.len() != sb.len() {
+        return Err(at(format!("rank {} joined to rank {}", sb.len(), sa.len())));
+    }
+    for i in (0..sa.len()).filter(|&i| i != axis) {
+        if sa[i] != sb[i] {
+            return Err(at(format!(
+                "axis {i} has size {} here and {} in `a`",
+                sb[i], sa[i]
+            )));
+        }
+        if let (Some(Some(x)), Some(Some(y))) = (na.get(i), nb.get(i)) {
+            if x != y {
+                return Err(at(format!("axis {i} is named `{y}` here and `{x}` in `a`")));
+            }
+        }
+    }
+    Ok(())
+}

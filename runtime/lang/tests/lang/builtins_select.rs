@@ -190,3 +190,29 @@ d = maximum(c, sin(c)) + minimum(cos(c), gelu_erf(c))
     let q = check_source(src);
     assert!(q.diagnostics.iter().all(|d| !d.is_error()));
 }
+
+#[test]
+fn concat_joins_along_an_axis_with_names() {
+    let x = "x : [time, feat] = reshape(iota(6), [2, 3])\n";
+    assert_eq!(
+        eval(&format!("{x}concat(x, x * 10, 0)")),
+        "0 1 2\n3 4 5\n0 10 20\n30 40 50"
+    );
+    assert_eq!(
+        eval(&format!("{x}concat(x, [[9], [8]], \"feat\")")),
+        "0 1 2 9\n3 4 5 8"
+    );
+    assert_eq!(eval(&format!("{x}labels(concat(x, x, -1))")), "time,feat");
+    // rotate_half of rotary embeddings: (−x₂, x₁) of the two halves.
+    let r = "v : [t, d] = [[1, 2, 3, 4]]\nconcat(-slice(v, -1, 2, 4), slice(v, -1, 0, 2), -1)";
+    assert_eq!(eval(r), "-3 -4 1 2");
+    // The vector form is unchanged.
+    assert_eq!(eval("concat([1, 2], 3)"), "1 2 3");
+    both(&format!("{x}y = concat(x, zeros([2, 2]), 0)"), "E0222");
+    both(&format!("{x}y = concat(x, zeros([3]), 0)"), "E0222");
+    both(
+        &format!("{x}b : [batch, feat] = zeros([1, 3])\ny = concat(x, b, 1)"),
+        "E0222",
+    );
+    both(&format!("{x}y = concat(x, x, 2)"), "E0206");
+}

@@ -68,6 +68,8 @@ fn slicing_and_permutation() {
     check("[3, 4]", "slice(label(W, [\"t\", \"f\"]), \"f\", 1, 3)");
     check("[2, 3]", "permute(W, 1, 0) * [[1, 2], [3, 4], [5, 6]]");
     check("[2, 3, 2]", "permute(W, 2, 0, 1) * [1, 2, 3]");
+    check("[2, 3]", "concat(W, W * W, 0) * [1, 2, 3]");
+    check("[2, 3]", "concat([[1], [2]], sin(W), -1) * [1, 2, 3, 4]");
 }
 
 #[test]

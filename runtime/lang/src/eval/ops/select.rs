@@ -139,3 +139,41 @@ pub fn slice(
     )?;
     Ok(out.with_names(x.names().map(|n| n.to_vec())))
 }
+
+/// `concat(a, b, axis)`: `a` and `b` joined along `axis` (already checked:
+/// one rank, every other axis equal), with the names of `a` where it has
+/// them, else of `b`.
+pub fn concat_axis(
+    it: &mut Interp,
+    a: &Array,
+    b: &Array,
+    axis: usize,
+    span: Span,
+) -> Result<Array, Diagnostic> {
+    let name = "concat";
+    let mut shape = a.shape().to_vec();
+    shape[axis] += b.shape()[axis];
+    check_size(name, &shape, span)?;
+    let (backend, placement) = placement_for(it, name, &[(a, span), (b, span)])?;
+    let names: Vec<Option<String>> = (0..a.rank())
+        .map(|i| a.axis_name(i).or(b.axis_name(i)).map(str::to_string))
+        .collect();
+    let out = if loss::any_live(it, &[a, b]) {
+        let (va, vb) = (loss::var_of(it, a), loss::var_of(it, b));
+        loss::record(it, name, span, |t| t.concat_axis(va, vb, axis))?
+    } else {
+        let dev = |e| crate::errors::device_error(e, name, span);
+        let na = a.shape()[axis];
+        let pa = backend
+            .unslice_axis(&a.tensor(), &shape, axis, 0, 1)
+            .map_err(dev)?;
+        let pb = backend
+            .unslice_axis(&b.tensor(), &shape, axis, na, 1)
+            .map_err(dev)?;
+        Array::from_tensor(backend.binary(BinaryOp::Add, &pa, &pb).map_err(dev)?)
+    };
+    let rank = shape.len();
+    Ok(out
+        .with_names(crate::value::normalize_names(Some(names), rank))
+        .with_placement(placement))
+}
