@@ -129,6 +129,14 @@ pub enum UnaryOp {
     Gelu,
     /// x·sigmoid(x).
     Silu,
+    /// sin x (radians).
+    Sin,
+    /// cos x (radians).
+    Cos,
+    /// The error function erf x = (2/√π)·∫₀ˣ e^(−t²) dt.
+    Erf,
+    /// The exact GELU 0.5·x·(1 + erf(x/√2)) (PyTorch's default `gelu`).
+    GeluErf,
 }
 
 /// Element-wise functions of two broadcast arguments (LANGUAGE §10.3).
@@ -243,6 +251,12 @@ pub(crate) mod composed {
     const SQRT_2_OVER_PI: f32 = 0.797_884_6;
     /// The cubic coefficient of the GELU tanh approximation.
     const GELU_KAPPA: f32 = 0.044_715;
+    /// 1/√2, the argument scale of the exact GELU.
+    pub(crate) const FRAC_1_SQRT_2: f32 = std::f32::consts::FRAC_1_SQRT_2;
+    /// 1/√(2π), the normal density's factor.
+    pub(crate) const INV_SQRT_2PI: f32 = 0.398_942_3;
+    /// 2/√π, the derivative of erf at 0.
+    pub(crate) const TWO_OVER_SQRT_PI: f32 = std::f32::consts::FRAC_2_SQRT_PI;
 
     /// The kernels of one backend with shorthand for constants.
     struct K<'a, B: ?Sized>(&'a B);
@@ -367,6 +381,22 @@ pub(crate) mod composed {
             UnaryOp::Silu => {
                 let s = be.unary(UnaryOp::Sigmoid, x)?;
                 let d = k.mul(&s, &k.add_s(&k.mul(x, &k.rsub_s(1.0, &s)?)?, 1.0)?)?;
+                k.mul(g, &d)
+            }
+            UnaryOp::Sin => k.mul(g, &be.unary(UnaryOp::Cos, x)?),
+            UnaryOp::Cos => k.mul(g, &be.unary(UnaryOp::Neg, &be.unary(UnaryOp::Sin, x)?)?),
+            UnaryOp::Erf => {
+                // (2/√π)·e^(−x²).
+                let e = be.unary(UnaryOp::Exp, &be.unary(UnaryOp::Neg, &k.mul(x, x)?)?)?;
+                k.mul(g, &k.mul_s(&e, TWO_OVER_SQRT_PI)?)
+            }
+            UnaryOp::GeluErf => {
+                // Φ(x) + x·φ(x): Φ = ½(1 + erf(x/√2)), φ = e^(−x²/2)/√(2π).
+                let erf = be.unary(UnaryOp::Erf, &k.mul_s(x, FRAC_1_SQRT_2)?)?;
+                let cdf = k.mul_s(&k.add_s(&erf, 1.0)?, 0.5)?;
+                let e = be.unary(UnaryOp::Exp, &k.mul_s(&k.mul(x, x)?, -0.5)?)?;
+                let pdf = k.mul_s(&e, INV_SQRT_2PI)?;
+                let d = k.bin(BinaryOp::Add, &cdf, &k.mul(x, &pdf)?)?;
                 k.mul(g, &d)
             }
         }

@@ -259,6 +259,45 @@ declare_backend! {
         => DropoutMask { shape: Vec<usize>, key: u64, p: f64 } []
         sizes(ins) { vec![n(shape)] };
 
+    // Selection and slicing (`where`, `slice`, axis `concat`).
+
+    /// `a` where `cond` ≠ 0 (NaN counts as true), else `b`; the three operands
+    /// broadcast together (NumPy) and the result has their broadcast shape.
+    /// Only the chosen operand is read, so an infinite or NaN `b` where `cond`
+    /// holds does not reach the result.
+    kernel fn select(&self, cond: &Tensor, a: &Tensor, b: &Tensor) -> Result<Tensor>
+        => Select [cond, a, b]
+        sizes(ins) { vec![n(&select_shape(ins)?)] };
+
+    /// The `len` elements `start, start + step, …` of `x` along `axis` (`step`
+    /// ≥ 1, every index in range): `x`'s shape with that axis of size `len`.
+    kernel fn slice_axis(&self, x: &Tensor, axis: usize, start: usize, step: usize, len: usize) -> Result<Tensor>
+        => SliceAxis { axis: usize, start: usize, step: usize, len: usize } [x]
+        sizes(ins) {
+            let s = ins[0];
+            axis_ok(s, *axis)?;
+            strided_ok(s[*axis], *start, *step, *len)?;
+            vec![n(s) / s[*axis].max(1) * len]
+        };
+
+    /// The gradient of [`Backend::slice_axis`]: zeros of `shape` with `g`
+    /// written at positions `start, start + step, …` along `axis` (`g` has
+    /// `shape` with that axis of `g`'s length). Two such results added are
+    /// a concatenation.
+    kernel fn unslice_axis(&self, g: &Tensor, shape: &[usize], axis: usize, start: usize, step: usize) -> Result<Tensor>
+        => UnsliceAxis { shape: Vec<usize>, axis: usize, start: usize, step: usize } [g]
+        sizes(ins) {
+            let g = ins[0];
+            axis_ok(shape, *axis)?;
+            let fits = g.len() == shape.len()
+                && g.iter().zip(shape.iter()).enumerate().all(|(i, (a, b))| i == *axis || a == b);
+            if !fits {
+                return Err(format!("{g:?} is not {shape:?} along axis {axis}"));
+            }
+            strided_ok(shape[*axis], *start, *step, g[*axis])?;
+            vec![n(shape)]
+        };
+
     /// One fused Adam/AdamW step in place: `m = b1 m + (1-b1) g`; `v = b2 v + (1-b2) g^2`;
     /// `p -= lr * ((m / bc1) / (sqrt(v / bc2) + eps) + wd * p)` with the constants of
     /// [`AdamStep::constants`]. Copy-on-write: clones of `p`, `m`, `v` taken before the
@@ -348,6 +387,24 @@ fn bias_rows(ins: &[&[usize]]) -> Result<(), String> {
     });
     if !fits || ins[2..].iter().any(|s| *s != x) {
         return Err(format!("bias {b:?} is not one row of x {x:?}"));
+    }
+    Ok(())
+}
+
+/// The broadcast shape of the three operands of [`Backend::select`].
+pub(crate) fn select_shape(ins: &[&[usize]]) -> Result<Vec<usize>, String> {
+    broadcast_shapes(ins[0], ins[1])
+        .and_then(|s| broadcast_shapes(&s, ins[2]))
+        .ok_or_else(|| format!("shapes {ins:?} do not broadcast"))
+}
+
+/// `Ok` when `len` positions from `start` by `step` (≥ 1) lie in an axis of `size`.
+fn strided_ok(size: usize, start: usize, step: usize, len: usize) -> Result<(), String> {
+    let last = (len > 0).then(|| start + (len - 1) * step);
+    if step == 0 || last.is_some_and(|l| l >= size) {
+        return Err(format!(
+            "{len} positions from {start} by {step} do not fit an axis of {size}"
+        ));
     }
     Ok(())
 }

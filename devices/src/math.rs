@@ -15,7 +15,9 @@
 //! operations are exact IEEE operations already. A unit test fails when the
 //! sources call the standard library's transcendental methods outside tests.
 
-pub use core_math::{cos, cosf, exp, log, log10, log10f, logf, pow, powf, sin, sinf, tanh, tanhf};
+pub use core_math::{
+    cos, cosf, erf, erff, exp, log, log10, log10f, logf, pow, powf, sin, sinf, tanh, tanhf,
+};
 
 /// 2^(i/32) for i < 32, rounded to the nearest f64 (a unit test checks them
 /// against CORE-MATH's correctly rounded `exp2`).

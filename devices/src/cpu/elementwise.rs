@@ -24,6 +24,12 @@ pub(crate) fn gelu(x: f32) -> f32 {
     x / (1.0 + math::expf(-2.0 * z))
 }
 
+/// The exact GELU, 0.5·x·(1 + erf(x/√2)).
+#[inline]
+pub(crate) fn gelu_erf(x: f32) -> f32 {
+    0.5 * x * (1.0 + math::erff(x * std::f32::consts::FRAC_1_SQRT_2))
+}
+
 /// 1 / (1 + e^(−x)).
 #[inline]
 pub(crate) fn sigmoid(x: f32) -> f32 {
@@ -50,6 +56,10 @@ pub(crate) fn unary_into(op: UnaryOp, src: &[f32], out: &mut [f32]) {
         UnaryOp::Relu => map_into(src, out, |v| if v > 0.0 { v } else { 0.0 }),
         UnaryOp::Gelu => map_into(src, out, gelu),
         UnaryOp::Silu => map_into(src, out, |v| v * sigmoid(v)),
+        UnaryOp::Sin => map_into(src, out, math::sinf),
+        UnaryOp::Cos => map_into(src, out, math::cosf),
+        UnaryOp::Erf => map_into(src, out, math::erff),
+        UnaryOp::GeluErf => map_into(src, out, gelu_erf),
     }
 }
 

@@ -14,6 +14,7 @@ mod nn;
 mod pool;
 pub mod program;
 mod reduce;
+mod select;
 #[cfg(test)]
 mod tests;
 
@@ -292,6 +293,35 @@ impl Backend for CpuBackend {
     ) -> Result<Tensor> {
         self.launch();
         Ok(nn::masked_softmax_backward(y, dy, divisor, causal))
+    }
+
+    fn select(&self, cond: &Tensor, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+        self.launch();
+        Ok(select::select(cond, a, b))
+    }
+
+    fn slice_axis(
+        &self,
+        x: &Tensor,
+        axis: usize,
+        start: usize,
+        step: usize,
+        len: usize,
+    ) -> Result<Tensor> {
+        self.launch();
+        Ok(select::slice_axis(x, axis, start, step, len))
+    }
+
+    fn unslice_axis(
+        &self,
+        g: &Tensor,
+        shape: &[usize],
+        axis: usize,
+        start: usize,
+        step: usize,
+    ) -> Result<Tensor> {
+        self.launch();
+        Ok(select::unslice_axis(g, shape, axis, start, step))
     }
 
     fn adam_update(

@@ -28,6 +28,7 @@ use super::gemm::{matmul_into, MatmulPlan};
 use super::layout::{permute_into, sum_to_shape_into, PermutePlan, SumToShapePlan};
 use super::nn;
 use super::reduce::{argmax_into, reduce_into};
+use super::select;
 use crate::backend::{AdamStep, BinaryOp, DeviceError, DeviceKind, ReduceOp, Result, UnaryOp};
 use crate::capture::{Op, Origin, StepPlan, StepProgram, ValueId};
 use crate::clock::Instant;
@@ -291,6 +292,35 @@ fn kernel_of(op: &Op, ins: &[&[usize]]) -> Result<Kernel> {
                 causal: *causal,
                 backward: matches!(op, Op::MaskedSoftmaxBackward { .. }),
             }
+        }
+        Op::Select => {
+            let plan = select::SelectPlan::new([ins[0], ins[1], ins[2]])
+                .ok_or_else(|| unsupported(format!("select shapes {ins:?} do not broadcast")))?;
+            slices(op, (0, 0), move |x, o, _| {
+                select::select_into(&plan, x[0], x[1], x[2], &mut o[0])
+            })
+        }
+        Op::SliceAxis {
+            axis,
+            start,
+            step,
+            len,
+        } => {
+            let plan = select::SlicePlan::new(ins[0], *axis, *start, *step, *len);
+            slices(op, (0, 0), move |x, o, _| {
+                select::slice_into(&plan, x[0], &mut o[0])
+            })
+        }
+        Op::UnsliceAxis {
+            shape,
+            axis,
+            start,
+            step,
+        } => {
+            let plan = select::SlicePlan::new(shape, *axis, *start, *step, ins[0][*axis]);
+            slices(op, (0, 0), move |x, o, _| {
+                select::unslice_into(&plan, x[0], &mut o[0])
+            })
         }
         Op::AdamUpdate { step } => Kernel::Adam(*step),
         Op::View => unreachable!("views are aliases, not steps"),

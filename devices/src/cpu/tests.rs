@@ -156,6 +156,12 @@ fn unary_matches_reference() {
                         + ((2.0 / std::f64::consts::PI).sqrt() * (v + 0.044715 * v * v * v)).tanh())
             }),
             (UnaryOp::Silu, |v| v / (1.0 + (-v).exp())),
+            (UnaryOp::Sin, f64::sin),
+            (UnaryOp::Cos, f64::cos),
+            (UnaryOp::Erf, core_math::erf),
+            (UnaryOp::GeluErf, |v| {
+                0.5 * v * (1.0 + core_math::erf(v / std::f64::consts::SQRT_2))
+            }),
         ];
         for (op, f) in cases {
             let y = b.unary(op, &x).unwrap();
@@ -1011,4 +1017,95 @@ fn device_error_display() {
     };
     assert_eq!(e.to_string(), "mlx: boom");
     let _: &dyn std::error::Error = &e;
+}
+
+// ---------- selection and slicing ----------
+
+/// `select` against a loop over the broadcast index, for same shapes, a
+/// broadcast condition, broadcast operands and scalars; NaN counts as true and
+/// the side not taken is never read into the result.
+#[test]
+fn select_matches_reference() {
+    let b = be();
+    let cases: [[Vec<usize>; 3]; 5] = [
+        [vec![3, 4], vec![3, 4], vec![3, 4]],
+        [vec![3, 1], vec![4], vec![]],
+        [vec![2, 1, 4], vec![3, 1], vec![2, 3, 4]],
+        [vec![], vec![2, 3], vec![2, 3]],
+        [vec![70_000], vec![70_000], vec![1]],
+    ];
+    for (k, [sc, sa, sb]) in cases.into_iter().enumerate() {
+        let c = rand_t(&sc, 40 + k as u64);
+        let c = b.binary(BinaryOp::Gt, &c, &Tensor::scalar(0.0)).unwrap();
+        let (a, x) = (rand_t(&sa, 50 + k as u64), rand_t(&sb, 60 + k as u64));
+        let y = b.select(&c, &a, &x).unwrap();
+        let out = crate::shape::broadcast_shapes(&sc, &sa)
+            .and_then(|s| crate::shape::broadcast_shapes(&s, &sb))
+            .unwrap();
+        assert_eq!(y.shape(), &out[..]);
+        let at = |t: &Tensor, i: usize| {
+            let st = crate::shape::broadcast_strides(t.shape(), &out);
+            t.host()[crate::shape::offset_of(i, &out, &st)]
+        };
+        for i in 0..y.numel() {
+            let want = if at(&c, i) != 0.0 {
+                at(&a, i)
+            } else {
+                at(&x, i)
+            };
+            assert_eq!(y.host()[i].to_bits(), want.to_bits(), "case {k} at {i}");
+        }
+    }
+    let c = Tensor::from_vec(vec![3], vec![f32::NAN, 0.0, -0.0]);
+    let a = Tensor::from_vec(vec![3], vec![1.0, 2.0, 3.0]);
+    let y = b.select(&c, &a, &Tensor::scalar(f32::INFINITY)).unwrap();
+    assert_eq!(y.host(), &[1.0, f32::INFINITY, f32::INFINITY]);
+}
+
+/// `slice_axis` picks `start + i·step` along every axis of a rank-3 tensor;
+/// `unslice_axis` puts them back into zeros, so slicing that again is the
+/// identity and everything else is 0.
+#[test]
+fn slice_and_unslice_match_reference() {
+    let b = be();
+    let shape = [4usize, 5, 6];
+    let x = rand_t(&shape, 70);
+    for axis in 0..3 {
+        let size = shape[axis];
+        for (start, step) in [(0, 1), (1, 2), (size - 1, 3), (2, 1)] {
+            let len = (size - start).div_ceil(step);
+            let y = b.slice_axis(&x, axis, start, step, len).unwrap();
+            let mut want_shape = shape.to_vec();
+            want_shape[axis] = len;
+            assert_eq!(y.shape(), &want_shape[..]);
+            let xs = crate::shape::contiguous_strides(&shape);
+            let ys = crate::shape::contiguous_strides(&want_shape);
+            for i in 0..y.numel() {
+                let mut src = 0;
+                for d in 0..3 {
+                    let mut idx = (i / ys[d]) % want_shape[d];
+                    if d == axis {
+                        idx = start + idx * step;
+                    }
+                    src += idx * xs[d];
+                }
+                assert_eq!(
+                    y.host()[i],
+                    x.host()[src],
+                    "axis {axis} from {start} by {step}"
+                );
+            }
+            let back = b.unslice_axis(&y, &shape, axis, start, step).unwrap();
+            assert_eq!(back.shape(), &shape[..]);
+            let again = b.slice_axis(&back, axis, start, step, len).unwrap();
+            assert_eq!(again.host(), y.host());
+            let total: f32 = back.host().iter().map(|v| v.abs()).sum();
+            let kept: f32 = y.host().iter().map(|v| v.abs()).sum();
+            assert_eq!(total, kept, "only the sliced positions are non-zero");
+        }
+    }
+    let empty = b.slice_axis(&x, 1, 2, 1, 0).unwrap();
+    assert_eq!(empty.shape(), &[4, 0, 6]);
+    let z = b.unslice_axis(&empty, &shape, 1, 2, 1).unwrap();
+    assert!(z.host().iter().all(|&v| v == 0.0));
 }

@@ -517,6 +517,32 @@ impl Backend for CudaBackend {
         self.permute_op(x, perm)
     }
 
+    fn select(&self, cond: &Tensor, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+        self.select_op(cond, a, b)
+    }
+
+    fn slice_axis(
+        &self,
+        x: &Tensor,
+        axis: usize,
+        start: usize,
+        step: usize,
+        len: usize,
+    ) -> Result<Tensor> {
+        self.slice_axis_op(x, axis, start, step, len)
+    }
+
+    fn unslice_axis(
+        &self,
+        g: &Tensor,
+        shape: &[usize],
+        axis: usize,
+        start: usize,
+        step: usize,
+    ) -> Result<Tensor> {
+        self.unslice_axis_op(g, shape, axis, start, step)
+    }
+
     fn gather_rows(&self, table: &Tensor, ids: &Tensor) -> Result<Tensor> {
         self.gather_rows_op(table, ids)
     }

@@ -5,7 +5,7 @@ use cudarc::driver::PushKernelArg;
 
 use super::backend::{grid, CudaBackend};
 use super::buffer::CudaBuffer;
-use super::layout::{broadcast_strides, layout, strides};
+use super::layout::{broadcast_strides, layout, layout3, strides};
 use crate::backend::{BinaryOp, Result, UnaryOp};
 use crate::shape::broadcast_shapes;
 use crate::tensor::Tensor;
@@ -22,6 +22,10 @@ fn unary_kernel(op: UnaryOp) -> &'static str {
         UnaryOp::Relu => "unary_relu",
         UnaryOp::Gelu => "unary_gelu",
         UnaryOp::Silu => "unary_silu",
+        UnaryOp::Sin => "unary_sin",
+        UnaryOp::Cos => "unary_cos",
+        UnaryOp::Erf => "unary_erf",
+        UnaryOp::GeluErf => "unary_gelu_erf",
     }
 }
 
@@ -116,7 +120,7 @@ impl CudaBackend {
         if x.numel() == 0 {
             return Ok(Tensor::zeros(shape));
         }
-        match self.copy_strided(x, &shape, &sa, "permute")? {
+        match self.copy_strided(x, &shape, &sa, 0, "permute")? {
             Some(buf) => Ok(self.tensor(shape, buf)),
             None => self.on_cpu("permute", |cpu| crate::Backend::permute(cpu, x, perm)),
         }
@@ -127,15 +131,16 @@ impl CudaBackend {
     /// too many axes for the kernels.
     pub(super) fn broadcast_to(&self, x: &Tensor, shape: &[usize]) -> Result<Option<CudaBuffer>> {
         let sa = broadcast_strides(x.shape(), shape);
-        self.copy_strided(x, shape, &sa, "broadcast")
+        self.copy_strided(x, shape, &sa, 0, "broadcast")
     }
 
-    /// out[i] = x[offset(i)] over `shape` with input strides `sa`.
+    /// out[i] = x[base + offset(i)] over `shape` with input strides `sa`.
     fn copy_strided(
         &self,
         x: &Tensor,
         shape: &[usize],
         sa: &[i64],
+        base: i64,
         op: &str,
     ) -> Result<Option<CudaBuffer>> {
         let Some(l) = layout(shape, sa, &vec![0; shape.len()]) else {
@@ -146,8 +151,107 @@ impl CudaBackend {
         let mut out = self.alloc(n, op)?;
         let n64 = n as u64;
         let mut args = self.stream().launch_builder(self.function("copy_strided")?);
-        args.arg(xin.slice()).arg(out.slice_mut()).arg(&n64).arg(&l);
+        args.arg(xin.slice())
+            .arg(out.slice_mut())
+            .arg(&n64)
+            .arg(&l)
+            .arg(&base);
         self.launch(args, grid(n), op)?;
         Ok(Some(out))
+    }
+
+    pub(super) fn slice_axis_op(
+        &self,
+        x: &Tensor,
+        axis: usize,
+        start: usize,
+        step: usize,
+        len: usize,
+    ) -> Result<Tensor> {
+        let own = strides(x.shape());
+        let mut shape = x.shape().to_vec();
+        shape[axis] = len;
+        let mut sa = own.clone();
+        sa[axis] *= step as i64;
+        if shape.iter().product::<usize>() == 0 {
+            return Ok(Tensor::zeros(shape));
+        }
+        let base = start as i64 * own[axis];
+        match self.copy_strided(x, &shape, &sa, base, "slice")? {
+            Some(buf) => Ok(self.tensor(shape, buf)),
+            None => self.on_cpu("slice", |cpu| {
+                crate::Backend::slice_axis(cpu, x, axis, start, step, len)
+            }),
+        }
+    }
+
+    pub(super) fn unslice_axis_op(
+        &self,
+        g: &Tensor,
+        shape: &[usize],
+        axis: usize,
+        start: usize,
+        step: usize,
+    ) -> Result<Tensor> {
+        let name = "unslice";
+        let n_out: usize = shape.iter().product();
+        let mut out = self.zeros(n_out, name)?;
+        let n = g.numel();
+        if n > 0 {
+            let own = strides(shape);
+            let mut sb = own.clone();
+            sb[axis] *= step as i64;
+            let Some(l) = layout(g.shape(), &strides(g.shape()), &sb) else {
+                return self.on_cpu(name, |cpu| {
+                    crate::Backend::unslice_axis(cpu, g, shape, axis, start, step)
+                });
+            };
+            let base = start as i64 * own[axis];
+            let gin = self.operand(g, name)?;
+            let n64 = n as u64;
+            let mut args = self
+                .stream()
+                .launch_builder(self.function("place_strided")?);
+            args.arg(gin.slice())
+                .arg(out.slice_mut())
+                .arg(&n64)
+                .arg(&l)
+                .arg(&base);
+            self.launch(args, grid(n), name)?;
+        }
+        Ok(self.tensor(shape.to_vec(), out))
+    }
+
+    pub(super) fn select_op(&self, c: &Tensor, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+        let name = "select";
+        let shape = crate::kernels::select_shape(&[c.shape(), a.shape(), b.shape()])
+            .map_err(|e| self.failure(name, &e))?;
+        let n: usize = shape.iter().product();
+        if n == 0 {
+            return Ok(Tensor::zeros(shape));
+        }
+        let st = [c, a, b].map(|t| broadcast_strides(t.shape(), &shape));
+        let Some((l, m)) = layout3(&shape, [&st[0], &st[1], &st[2]]) else {
+            return self.on_cpu(name, |cpu| crate::Backend::select(cpu, c, a, b));
+        };
+        let (cin, ain, bin) = (
+            self.operand(c, name)?,
+            self.operand(a, name)?,
+            self.operand(b, name)?,
+        );
+        let mut out = self.alloc(n, name)?;
+        let n64 = n as u64;
+        let mut args = self
+            .stream()
+            .launch_builder(self.function("select_strided")?);
+        args.arg(cin.slice())
+            .arg(ain.slice())
+            .arg(bin.slice())
+            .arg(out.slice_mut())
+            .arg(&n64)
+            .arg(&l)
+            .arg(&m);
+        self.launch(args, grid(n), name)?;
+        Ok(self.tensor(shape, out))
     }
 }

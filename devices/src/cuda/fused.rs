@@ -21,6 +21,10 @@ fn act_code(op: UnaryOp) -> i32 {
         UnaryOp::Relu => 7,
         UnaryOp::Gelu => 8,
         UnaryOp::Silu => 9,
+        UnaryOp::Sin => 10,
+        UnaryOp::Cos => 11,
+        UnaryOp::Erf => 12,
+        UnaryOp::GeluErf => 13,
     }
 }
 

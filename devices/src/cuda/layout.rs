@@ -80,6 +80,44 @@ pub(super) fn layout(dims: &[usize], sa: &[i64], sb: &[i64]) -> Option<Layout> {
     Some(l)
 }
 
+/// Two layouts over the same merged iteration space for three inputs: the
+/// first with the strides of `s[0]` and `s[1]`, the second with those of
+/// `s[2]` (twice). Axes merge only where all three walk contiguously. `None`
+/// beyond [`MAX_RANK`] axes.
+pub(super) fn layout3(dims: &[usize], s: [&[i64]; 3]) -> Option<(Layout, Layout)> {
+    let mut axes: Vec<(u64, [i64; 3])> = Vec::new();
+    for (i, &d) in dims.iter().enumerate() {
+        if d == 1 {
+            continue;
+        }
+        let st = [s[0][i], s[1][i], s[2][i]];
+        if let Some(last) = axes.last_mut() {
+            if (0..3).all(|k| last.1[k] == st[k] * d as i64) {
+                *last = (last.0 * d as u64, st);
+                continue;
+            }
+        }
+        axes.push((d as u64, st));
+    }
+    if axes.len() > MAX_RANK {
+        return None;
+    }
+    let mut l = Layout {
+        rank: axes.len() as i32,
+        ..Layout::default()
+    };
+    let mut m = l;
+    for (i, (d, st)) in axes.into_iter().enumerate() {
+        l.dims[i] = d;
+        m.dims[i] = d;
+        l.sa[i] = st[0];
+        l.sb[i] = st[1];
+        m.sa[i] = st[2];
+        m.sb[i] = st[2];
+    }
+    Some((l, m))
+}
+
 /// `(outer, len, inner)` of `shape` around `axis`: the kernels' view of a
 /// reduction or softmax along one axis.
 pub(super) fn split_at_axis(shape: &[usize], axis: usize) -> (usize, usize, usize) {

@@ -99,6 +99,10 @@ fn unary_ops_match_the_cpu() {
         UnaryOp::Relu,
         UnaryOp::Gelu,
         UnaryOp::Silu,
+        UnaryOp::Sin,
+        UnaryOp::Cos,
+        UnaryOp::Erf,
+        UnaryOp::GeluErf,
     ] {
         assert_close(
             &format!("{op:?}"),
@@ -323,6 +327,43 @@ fn cross_entropy_loss_and_gradient_match_the_cpu() {
     let (lc, gc) = c.cross_entropy(&logits, &t, true).unwrap();
     assert_close("ce rank 3", &lg, &lc);
     assert_close("ce rank 3 grad", &gg.unwrap(), &gc.unwrap());
+}
+
+#[test]
+fn select_and_slices_match_the_cpu() {
+    let Some(g) = gpu("select_and_slices_match_the_cpu") else {
+        return;
+    };
+    let c = cpu();
+    let x = rand(&[3, 4, 5], 95);
+    let y = rand(&[4, 1], 96);
+    let cond = c
+        .binary(BinaryOp::Gt, &rand(&[3, 1, 5], 97), &Tensor::scalar(0.0))
+        .unwrap();
+    for (a, b) in [(&x, &y), (&y, &x)] {
+        assert_close(
+            "select",
+            &g.select(&cond, a, b).unwrap(),
+            &c.select(&cond, a, b).unwrap(),
+        );
+    }
+    for axis in 0..3 {
+        let size = x.shape()[axis];
+        for (start, step) in [(0, 1), (1, 2), (size - 1, 1)] {
+            let len = (size - start).div_ceil(step);
+            let what = format!("slice_axis {axis} {start} {step}");
+            let (sg, sc) = (
+                g.slice_axis(&x, axis, start, step, len).unwrap(),
+                c.slice_axis(&x, axis, start, step, len).unwrap(),
+            );
+            assert_close(&what, &sg, &sc);
+            assert_close(
+                &format!("un{what}"),
+                &g.unslice_axis(&sc, x.shape(), axis, start, step).unwrap(),
+                &c.unslice_axis(&sc, x.shape(), axis, start, step).unwrap(),
+            );
+        }
+    }
 }
 
 #[test]

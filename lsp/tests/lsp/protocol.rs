@@ -871,3 +871,39 @@ async fn skipped_versions_are_applied_after_a_short_wait() {
     })
     .await;
 }
+
+/// The primitives of issue 17 come from the registry like every builtin:
+/// completion offers them with their parameters, hover shows their docs and
+/// the checker's result shape with the names kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn completion_and_hover_know_the_new_primitives() {
+    let (c, _) = TestClient::start(fast()).await;
+    let uri = "file:///primitives.mlpl";
+    let text = "x : [time, feat] = zeros([6, 4])\ny = slice(x, \"time\", 1, -1, 2)\nz = permute(y, \"feat\", 0)\nY = \n";
+    c.open(uri, text, 1).await;
+    c.diagnostics(uri, 1).await;
+    let all = c
+        .request("textDocument/completion", TestClient::at(uri, 3, 4))
+        .await;
+    let arr = items(&all);
+    for (name, snippet) in [
+        ("where", "where(${1:cond}, ${2:a}, ${3:b})$0"),
+        ("gelu_erf", "gelu_erf(${1:x})$0"),
+        ("clamp", "clamp(${1:x}, ${2:lo}, ${3:hi})$0"),
+        ("maximum", "maximum(${1:a}, ${2:b})$0"),
+    ] {
+        let item = arr
+            .iter()
+            .find(|i| i["label"] == name)
+            .unwrap_or_else(|| panic!("no completion for {name}"));
+        assert_eq!(item["textEdit"]["newText"], snippet, "{name}");
+    }
+    for name in ["slice", "permute", "sin", "cos", "erf", "minimum"] {
+        assert!(arr.iter().any(|i| i["label"] == name), "no {name}");
+    }
+    let h = hover_text(&c, uri, text, "slice(", 1).await;
+    assert!(h.contains("slice(x, axis, start, stop"), "{h}");
+    assert!(h.contains("result: `[time=2, feat=4]`"), "{h}");
+    let h = hover_text(&c, uri, text, "permute(", 1).await;
+    assert!(h.contains("result: `[feat=4, time=2]`"), "{h}");
+}

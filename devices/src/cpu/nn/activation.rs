@@ -1,6 +1,7 @@
 //! Fused activations: the backward of every element-wise function, and
 //! bias + activation forward and backward.
 
+use crate::backend::composed::{FRAC_1_SQRT_2, INV_SQRT_2PI, TWO_OVER_SQRT_PI};
 use crate::backend::UnaryOp;
 use crate::cpu::{pool, PAR_CHUNK, PAR_THRESHOLD};
 use crate::math;
@@ -17,7 +18,7 @@ const GELU_KAPPA: f32 = 0.044_715;
 macro_rules! with_unary {
     ($op:expr, |$f:ident| $body:expr) => {{
         use crate::backend::UnaryOp as U;
-        use crate::cpu::elementwise::{gelu, sigmoid};
+        use crate::cpu::elementwise::{gelu, gelu_erf, sigmoid};
         match $op {
             U::Neg => {
                 let $f = |v: f32| -v;
@@ -57,6 +58,22 @@ macro_rules! with_unary {
             }
             U::Silu => {
                 let $f = |v: f32| v * sigmoid(v);
+                $body
+            }
+            U::Sin => {
+                let $f = math::sinf;
+                $body
+            }
+            U::Cos => {
+                let $f = math::cosf;
+                $body
+            }
+            U::Erf => {
+                let $f = math::erff;
+                $body
+            }
+            U::GeluErf => {
+                let $f = gelu_erf;
                 $body
             }
         }
@@ -119,6 +136,26 @@ macro_rules! with_unary_grad {
                 let $f = |x: f32, _y: f32, g: f32| {
                     let s = sigmoid(x);
                     g * (s * (x * (1.0 - s) + 1.0))
+                };
+                $body
+            }
+            U::Sin => {
+                let $f = |x: f32, _y: f32, g: f32| g * math::cosf(x);
+                $body
+            }
+            U::Cos => {
+                let $f = |x: f32, _y: f32, g: f32| g * -math::sinf(x);
+                $body
+            }
+            U::Erf => {
+                let $f = |x: f32, _y: f32, g: f32| g * (math::expf(-(x * x)) * TWO_OVER_SQRT_PI);
+                $body
+            }
+            U::GeluErf => {
+                let $f = |x: f32, _y: f32, g: f32| {
+                    let cdf = (math::erff(x * FRAC_1_SQRT_2) + 1.0) * 0.5;
+                    let pdf = math::expf((x * x) * -0.5) * INV_SQRT_2PI;
+                    g * (cdf + x * pdf)
                 };
                 $body
             }

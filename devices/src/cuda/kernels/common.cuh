@@ -127,7 +127,7 @@ __device__ __forceinline__ void layout_offsets(const Layout& L, u64 i, i64* oa, 
 }
 
 // The element-wise functions of `UnaryOp`, by code in the enum's order (neg,
-// exp, log, sqrt, abs, sigmoid, tanh, relu, gelu, silu): the unary kernels and
+// exp, log, sqrt, abs, sigmoid, tanh, relu, gelu, silu, sin, cos, erf, gelu_erf): the unary kernels and
 // the fused bias + activation kernels share them.
 __device__ __forceinline__ float mlpl_unary(int op, float v) {
     switch (op) {
@@ -140,6 +140,10 @@ __device__ __forceinline__ float mlpl_unary(int op, float v) {
     case 6: return tanhf(v);
     case 7: return v > 0.0f ? v : 0.0f;
     case 8: return v / (1.0f + expf(-2.0f * 0.7978845608028654f * (v + 0.044715f * v * v * v)));
-    default: return v / (1.0f + expf(-v));
+    case 9: return v / (1.0f + expf(-v));
+    case 10: return sinf(v);
+    case 11: return cosf(v);
+    case 12: return erff(v);
+    default: return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
     }
 }

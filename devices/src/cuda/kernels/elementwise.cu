@@ -19,6 +19,10 @@ UNARY(unary_tanh, mlpl_unary(6, v))
 UNARY(unary_relu, mlpl_unary(7, v))
 UNARY(unary_gelu, mlpl_unary(8, v))
 UNARY(unary_silu, mlpl_unary(9, v))
+UNARY(unary_sin, mlpl_unary(10, v))
+UNARY(unary_cos, mlpl_unary(11, v))
+UNARY(unary_erf, mlpl_unary(12, v))
+UNARY(unary_gelu_erf, mlpl_unary(13, v))
 
 // out[i] = a[offset_a(i)] op b[offset_b(i)] over the broadcast iteration space L.
 // A one-element host operand comes by value instead (bit 0 of `konst`: a is `ka`,
@@ -46,11 +50,34 @@ BINARY(binary_eq, fabs((double)a - (double)b) < 2.220446049250313e-16 ? 1.0f : 0
 BINARY(binary_max, nan_max(a, b))
 BINARY(binary_min, nan_min(a, b))
 
-// out[i] = x[offset_a(i)]: permutations (strides reordered) and broadcasts (stride 0).
-extern "C" __global__ void copy_strided(const float* x, float* out, u64 n, Layout L) {
+// out[i] = x[base + offset_a(i)]: permutations (strides reordered), broadcasts
+// (stride 0) and slices (`base` the first element, the axis's stride times its step).
+extern "C" __global__ void copy_strided(const float* x, float* out, u64 n, Layout L, i64 base) {
     FOR_EACH(i, n) {
         i64 oa, ob;
         layout_offsets(L, i, &oa, &ob);
-        out[i] = x[oa];
+        out[i] = x[base + oa];
+    }
+}
+
+// out[base + offset_b(i)] = g[offset_a(i)]: a slice's gradient written into a
+// zeroed `out` (each position written at most once).
+extern "C" __global__ void place_strided(const float* g, float* out, u64 n, Layout L, i64 base) {
+    FOR_EACH(i, n) {
+        i64 oa, ob;
+        layout_offsets(L, i, &oa, &ob);
+        out[base + ob] = g[oa];
+    }
+}
+
+// out[i] = c != 0 ? a : b over one iteration space: `L` holds the strides of c
+// (sa) and a (sb), `M` (same dims) those of b (sa). Only the chosen operand is read.
+extern "C" __global__ void select_strided(const float* c, const float* a, const float* b, float* out,
+                                          u64 n, Layout L, Layout M) {
+    FOR_EACH(i, n) {
+        i64 oc, oa, ob, unused;
+        layout_offsets(L, i, &oc, &oa);
+        layout_offsets(M, i, &ob, &unused);
+        out[i] = c[oc] != 0.0f ? a[oa] : b[ob];
     }
 }

@@ -26,10 +26,18 @@ __device__ __forceinline__ float act_grad(int op, float x, float y, float g) {
         float second = __fmul_rn(__fmul_rn(x, sech2), du);
         return __fmul_rn(g, __fmul_rn(__fadd_rn(__fadd_rn(t, 1.0f), second), 0.5f));
     }
-    default: {
+    case 9: {
         float s = mlpl_unary(5, x);
         float d = __fmul_rn(s, __fadd_rn(__fmul_rn(x, __fsub_rn(1.0f, s)), 1.0f));
         return __fmul_rn(g, d);
+    }
+    case 10: return __fmul_rn(g, cosf(x));
+    case 11: return __fmul_rn(g, -sinf(x));
+    case 12: return __fmul_rn(g, __fmul_rn(expf(-__fmul_rn(x, x)), 1.1283791670955126f));
+    default: {
+        float cdf = __fmul_rn(__fadd_rn(erff(__fmul_rn(x, 0.70710678118654752f)), 1.0f), 0.5f);
+        float pdf = __fmul_rn(expf(__fmul_rn(__fmul_rn(x, x), -0.5f)), 0.3989422804014327f);
+        return __fmul_rn(g, __fadd_rn(cdf, __fmul_rn(x, pdf)));
     }
     }
 }

@@ -79,7 +79,7 @@ pub fn capture(init: Vec<Tensor>, step: &StepFn) -> Captured {
 }
 
 /// Every activation function (`UnaryOp` has no list of its own).
-pub const ACTIVATIONS: [UnaryOp; 10] = [
+pub const ACTIVATIONS: [UnaryOp; 14] = [
     UnaryOp::Neg,
     UnaryOp::Exp,
     UnaryOp::Log,
@@ -90,6 +90,10 @@ pub const ACTIVATIONS: [UnaryOp; 10] = [
     UnaryOp::Relu,
     UnaryOp::Gelu,
     UnaryOp::Silu,
+    UnaryOp::Sin,
+    UnaryOp::Cos,
+    UnaryOp::Erf,
+    UnaryOp::GeluErf,
 ];
 
 /// A deterministic pseudo-random tensor of `shape` with values in ±`scale`.
@@ -324,6 +328,14 @@ pub fn every_kernel(rows: usize, cols: usize, products: bool) -> (Vec<Tensor>, B
         ] {
             out.push(b.sum_to_shape(&x3, &shape).unwrap());
         }
+        // Selection (same shapes, broadcast condition and operands) and slices.
+        let cond = b.binary(BinaryOp::Gt, x, &other).unwrap();
+        out.push(b.select(&cond, x, &other).unwrap());
+        out.push(b.select(&x_col, &row, &scalar).unwrap());
+        let sl = b.slice_axis(&x3, 1, 1, 2, (half - 1).div_ceil(2)).unwrap();
+        out.push(b.unslice_axis(&sl, &[2, half, cols], 1, 1, 2).unwrap());
+        out.push(sl);
+        out.push(b.slice_axis(x, 1, 0, 3, cols.div_ceil(3)).unwrap());
         // Norms and their gradients.
         let (yr, inv) = b.rms_norm(&x3, 1e-5).unwrap();
         let dr = b.rms_norm_backward(&x3, &inv, &dy3).unwrap();

@@ -5,7 +5,7 @@ use mlpl_devices::BinaryOp;
 use mlpl_diag::code;
 
 use super::ParamKind::*;
-use super::{req, Builtin, Diff, Facts};
+use super::{opt, req, Builtin, Diff, Facts};
 use crate::eval::{ops, Call};
 use crate::value::{named_shape, Array, Value};
 use mlpl_diag::Diagnostic;
@@ -122,9 +122,9 @@ pub const BUILTINS: &[Builtin] = &[
     },
     Builtin {
         name: "concat",
-        params: &[req("a", Array), req("b", Array)],
-        summary: "join two vectors",
-        doc: "`concat(a, b)` returns a's elements followed by b's as a vector; both must have rank ≤ 1 (E0205).",
+        params: &[req("a", Array), req("b", Array), opt("axis", Axis)],
+        summary: "join two vectors, or two arrays along an axis",
+        doc: "`concat(a, b)` returns a's elements followed by b's as a vector; both must have rank ≤ 1 (E0205). `concat(a, b, axis)` joins two arrays of one rank along an axis of `a` (number or name); every other axis must agree in size and name (E0222), and the names are kept. Both forms are differentiable.",
         example: "concat([1, 2], [3])",
         diff: Diff::Yes,
         facts: Facts::NONE,
@@ -317,6 +317,18 @@ fn grid(c: &mut Call) -> Result<Value, Diagnostic> {
 }
 
 fn concat(c: &mut Call) -> Result<Value, Diagnostic> {
+    if c.has(2) {
+        let (a, b) = (c.array(0)?.clone(), c.array(1)?.clone());
+        let axis = c.axis(2, &a)?;
+        let names = |x: &crate::value::Array| {
+            (0..x.rank())
+                .map(|i| x.axis_name(i).map(str::to_string))
+                .collect::<Vec<_>>()
+        };
+        super::site::check_concat_axis(c, axis, (a.shape(), b.shape()), (&names(&a), &names(&b)))?;
+        let span = c.span;
+        return Ok(Value::Array(ops::concat_axis(c.it, &a, &b, axis, span)?));
+    }
     for i in 0..2 {
         if c.array(i)?.rank() > 1 {
             return Err(c.rank_error(i, "of rank 0 or 1"));

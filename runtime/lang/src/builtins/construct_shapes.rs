@@ -213,6 +213,9 @@ fn length(a: &AbsArray) -> Dim {
 
 /// `concat(a, b)`: `[len(a) + len(b)]`; E0205 for rank > 1.
 pub fn concat(c: &mut ShapeCtx) -> Rule {
+    if c.has(2) {
+        return concat_axis(c);
+    }
     let mut parts = Vec::new();
     for i in 0..2 {
         let a = c.array(i)?;
@@ -237,6 +240,54 @@ pub fn concat(c: &mut ShapeCtx) -> Rule {
     Ok(AbsValue::Array(
         AbsArray::of_dims(vec![len]).with_constant(data),
     ))
+}
+
+/// `concat(a, b, axis)`: `a`'s shape with the axis's sizes added, names kept
+/// (E0222 when the other axes provably differ).
+fn concat_axis(c: &mut ShapeCtx) -> Rule {
+    let (Some(a), b) = (c.array(0)?, c.array(1)?) else {
+        return Ok(AbsValue::any_array());
+    };
+    let Some(axis) = c.axis(2, &a)? else {
+        let mut out = AbsArray::of_dims(vec![Dim::Unknown; a.rank().unwrap_or(0)]);
+        if a.rank().is_none() {
+            out = AbsArray::unknown();
+        }
+        return Ok(AbsValue::Array(out));
+    };
+    let Some(b) = b else {
+        let mut out = a.with_constant(None);
+        if let Some(d) = out.dims.as_mut() {
+            d[axis] = Dim::Unknown;
+        }
+        return Ok(AbsValue::Array(out));
+    };
+    if let (Some(sa), Some(sb), Some(na), Some(nb)) = (
+        a.known_shape(),
+        b.known_shape(),
+        a.known_names(),
+        b.known_names(),
+    ) {
+        super::site::check_concat_axis(c, axis, (&sa, &sb), (&na, &nb))?;
+    }
+    let mut out = a.clone().with_constant(None);
+    if let Some(d) = out.dims.as_mut() {
+        d[axis] = match (
+            a.dims.as_ref().map(|d| d[axis].clone()),
+            b.dims.as_ref().and_then(|d| d.get(axis).cloned()),
+        ) {
+            (Some(Dim::Known(x)), Some(Dim::Known(y))) => Dim::Known(x + y),
+            _ => Dim::Unknown,
+        };
+    }
+    for (i, n) in out.names.iter_mut().enumerate() {
+        if n.named().is_none() {
+            if let Some(m) = b.names.get(i).filter(|m| m.named().is_some()) {
+                *n = m.clone();
+            }
+        }
+    }
+    Ok(AbsValue::Array(out))
 }
 
 /// `last_row(m)`: `[c]`; E0205 unless rank 2, E0216 without rows.

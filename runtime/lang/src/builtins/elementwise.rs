@@ -60,6 +60,10 @@ pub const BUILTINS: &[Builtin] = &[
     unary_builtin!(relu, "relu", "max(x, 0) element-wise", "`relu(x)`: max(x, 0) for every element.", "relu([-1, 2])"),
     unary_builtin!(gelu, "gelu", "GELU (tanh approximation) element-wise", "`gelu(x)` = 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), the GPT-2 form.", "gelu([-1, 0, 1])"),
     unary_builtin!(silu, "silu", "x·sigmoid(x) element-wise", "`silu(x)` = x·sigmoid(x), also called swish.", "silu([-1, 0, 1])"),
+    unary_builtin!(sin, "sin", "sine element-wise (radians)", "`sin(x)`: the sine of every element, in radians; correctly rounded on the CPU, so the same bits on every machine.", "sin([0, 1.5707964])"),
+    unary_builtin!(cos, "cos", "cosine element-wise (radians)", "`cos(x)`: the cosine of every element, in radians; correctly rounded on the CPU, so the same bits on every machine.", "cos([0, 3.1415927])"),
+    unary_builtin!(erf, "erf", "error function element-wise", "`erf(x)` = (2/√π)·∫₀ˣ e^(−t²) dt for every element; correctly rounded on the CPU.", "erf([-1, 0, 1])"),
+    unary_builtin!(gelu_erf, "gelu_erf", "exact GELU (erf form) element-wise", "`gelu_erf(x)` = 0.5·x·(1 + erf(x/√2)), the exact GELU: PyTorch's default `gelu` and BERT's; `gelu` is the tanh approximation of GPT-2 (`gelu_new`). They differ by up to about 5e-4.", "gelu_erf([-1, 0, 1])"),
     binary_builtin!(add, "add", Diff::Yes, "a + b with broadcasting", "`add(a, b)` is `a + b`: NumPy-style broadcasting with axis-name unification (E0201, E0202).", "add([1, 2], 10)"),
     binary_builtin!(sub, "sub", Diff::Yes, "a − b with broadcasting", "`sub(a, b)` is `a - b`: element-wise subtraction with broadcasting and axis-name unification (E0201, E0202).", "sub([1, 2], [3, 4])"),
     binary_builtin!(mul, "mul", Diff::Yes, "a · b with broadcasting", "`mul(a, b)` is `a * b`: element-wise product with broadcasting and axis-name unification (E0201, E0202).", "mul([[1], [2]], [3, 4])"),
@@ -67,6 +71,8 @@ pub const BUILTINS: &[Builtin] = &[
     binary_builtin!(pow, "pow", Diff::Yes, "aᵇ with broadcasting", "`pow(a, b)` raises a to the power b; a negative base with a non-integer exponent gives NaN.", "pow([2, 3], 2)"),
     binary_builtin!(gt, "gt", Diff::Zero, "1 where a > b, else 0", "`gt(a, b)` compares element-wise with broadcasting.", "gt([1, 5], 2)"),
     binary_builtin!(lt, "lt", Diff::Zero, "1 where a < b, else 0", "`lt(a, b)` compares element-wise with broadcasting.", "lt([1, 5], 2)"),
+    binary_builtin!(maximum, "maximum", Diff::Yes, "element-wise maximum with broadcasting", "`maximum(a, b)` is the larger of a and b element by element, with broadcasting and axis-name unification (E0201, E0202); NaN propagates. The gradient goes to the larger operand, split in half on ties (as PyTorch).", "maximum([1, 5, 3], 2)"),
+    binary_builtin!(minimum, "minimum", Diff::Yes, "element-wise minimum with broadcasting", "`minimum(a, b)` is the smaller of a and b element by element, with broadcasting and axis-name unification (E0201, E0202); NaN propagates. The gradient goes to the smaller operand, split in half on ties (as PyTorch).", "minimum([1, 5, 3], 2)"),
     binary_builtin!(eq, "eq", Diff::Zero, "1 where a equals b, else 0", "`eq(a, b)` is 1 where |a − b| < 2⁻⁵² (computed in float64), else 0.", "eq([1, 2], 2)"),
 ];
 
@@ -104,6 +110,18 @@ fn gelu(c: &mut Call) -> Result<Value, Diagnostic> {
 }
 fn silu(c: &mut Call) -> Result<Value, Diagnostic> {
     un(c, UnaryOp::Silu)
+}
+fn sin(c: &mut Call) -> Result<Value, Diagnostic> {
+    un(c, UnaryOp::Sin)
+}
+fn cos(c: &mut Call) -> Result<Value, Diagnostic> {
+    un(c, UnaryOp::Cos)
+}
+fn erf(c: &mut Call) -> Result<Value, Diagnostic> {
+    un(c, UnaryOp::Erf)
+}
+fn gelu_erf(c: &mut Call) -> Result<Value, Diagnostic> {
+    un(c, UnaryOp::GeluErf)
 }
 
 fn bin(c: &mut Call, op: BinaryOp) -> Result<Value, Diagnostic> {
@@ -148,4 +166,10 @@ fn lt(c: &mut Call) -> Result<Value, Diagnostic> {
 }
 fn eq(c: &mut Call) -> Result<Value, Diagnostic> {
     bin(c, BinaryOp::Eq)
+}
+fn maximum(c: &mut Call) -> Result<Value, Diagnostic> {
+    bin(c, BinaryOp::Max)
+}
+fn minimum(c: &mut Call) -> Result<Value, Diagnostic> {
+    bin(c, BinaryOp::Min)
 }

@@ -51,6 +51,7 @@ macro_rules! rules {
 }
 
 rules!(UnaryOp, un: neg => Neg, exp => Exp, log => Log, sqrt => Sqrt, abs => Abs,
-    sigmoid => Sigmoid, tanh => Tanh, relu => Relu, gelu => Gelu, silu => Silu);
+    sigmoid => Sigmoid, tanh => Tanh, relu => Relu, gelu => Gelu, silu => Silu,
+    sin => Sin, cos => Cos, erf => Erf, gelu_erf => GeluErf);
 rules!(BinaryOp, bin: add => Add, sub => Sub, mul => Mul, div => Div, pow => Pow,
-    gt => Gt, lt => Lt, eq => Eq);
+    gt => Gt, lt => Lt, eq => Eq, maximum => Max, minimum => Min);

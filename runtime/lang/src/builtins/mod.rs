@@ -29,6 +29,7 @@ mod optim;
 mod random;
 mod reduce;
 mod sampling;
+mod select;
 pub mod site;
 mod surgery;
 mod tokenizers;
@@ -53,6 +54,7 @@ mod optim_shapes;
 mod random_shapes;
 mod reduce_shapes;
 mod sampling_shapes;
+mod select_shapes;
 mod surgery_shapes;
 mod tokenizers_shapes;
 mod viz_shapes;
@@ -345,6 +347,7 @@ const GROUPS: &[&[Builtin]] = &[
     construct::BUILTINS,
     reduce::BUILTINS,
     elementwise::BUILTINS,
+    select::BUILTINS,
     linalg::BUILTINS,
     ml::BUILTINS,
     random::BUILTINS,

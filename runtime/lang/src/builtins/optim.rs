@@ -2,13 +2,14 @@
 
 use mlpl_devices::math;
 use mlpl_diag::code;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use mlpl_devices::{AdamStep, BinaryOp, ReduceOp, Tensor};
 
 use super::ParamKind::*;
 use super::{opt, req, Builtin, Diff, Facts};
 use crate::eval::{loss, Call, OptimState};
+use crate::nn::{DecayGroup, ParamClass};
 use crate::value::{named_shape, Array, Value};
 use mlpl_diag::{Diagnostic, Span};
 use mlpl_syntax::ExprKind;
@@ -41,9 +42,9 @@ pub const BUILTINS: &[Builtin] = &[
     },
     Builtin {
         name: "adamw",
-        params: &[req("loss", Lazy), req("params", Lazy), req("lr", Scalar), req("b1", Scalar), req("b2", Scalar), req("eps", Scalar), req("weight_decay", Scalar), opt("max_grad_norm", Scalar)],
+        params: &[req("loss", Lazy), req("params", Lazy), req("lr", Scalar), req("b1", Scalar), req("b2", Scalar), req("eps", Scalar), req("weight_decay", Scalar), opt("max_grad_norm", Scalar), opt("decay", Str)],
         summary: "one AdamW step (decoupled weight decay)",
-        doc: "`adamw(loss, params, lr, b1, b2, eps, weight_decay [, max_grad_norm])` is `adam` with decoupled weight decay `p -= lr·weight_decay·p`, not applied to layer biases and normalisation gains.",
+        doc: "`adamw(loss, params, lr, b1, b2, eps, weight_decay [, max_grad_norm] [, decay])` is `adam` with decoupled weight decay `p -= lr·weight_decay·p`. `decay`, a trailing string, names the parameters decayed, by their kind in the model: \"no_bias_norm\" (the default) all but layer biases and normalisation gains and biases; \"all\" every parameter (PyTorch's `torch.optim.AdamW`); \"no_bias_norm_embed\" also exempts embedding tables. `param[…]` variables are weights. E0401 for another name.",
         example: "W = param[2]\ntrain 3 { adamw(sum((W - [1, 2]) * (W - [1, 2])), W, 0.1, 0.9, 0.999, 1e-8, 0.01); sum(W) }",
         diff: Diff::Effect,
         facts: Facts::NONE.optimizer(),
@@ -175,14 +176,42 @@ fn grad(c: &mut Call) -> Result<Value, Diagnostic> {
     ))
 }
 
-/// Resolves an optimizer's `params` (LANGUAGE §5.8) to distinct tracked names.
-fn resolve_params(c: &mut Call, i: usize) -> Result<Vec<String>, Diagnostic> {
+/// The class of the tracked variable `name` written directly in `params`: its
+/// class in a model bound in the workspace that holds it, else a weight (a
+/// `param[…]` variable).
+fn class_of_variable(c: &Call, name: &str) -> ParamClass {
+    c.it.ws
+        .bindings
+        .values()
+        .filter_map(|v| match v {
+            Value::Model(m) => m.0.param_specs().into_iter().find(|p| p.name == name),
+            _ => None,
+        })
+        .map(|p| ParamClass::of(&p))
+        .next()
+        .unwrap_or(ParamClass::Weight)
+}
+
+/// The parameters of a model with their classes.
+fn model_params(m: &crate::value::Model) -> Vec<(String, ParamClass)> {
+    m.0.param_specs()
+        .into_iter()
+        .map(|p| {
+            let class = ParamClass::of(&p);
+            (p.name, class)
+        })
+        .collect()
+}
+
+/// Resolves an optimizer's `params` (LANGUAGE §5.8) to distinct tracked names,
+/// each with its class for weight decay.
+fn resolve_params(c: &mut Call, i: usize) -> Result<Vec<(String, ParamClass)>, Diagnostic> {
     let expr = c.args[i].expr.unparen();
     let items: Vec<&mlpl_syntax::Expr> = match &expr.kind {
         ExprKind::List(items) => items.iter().collect(),
         _ => vec![expr],
     };
-    let mut names: Vec<String> = Vec::new();
+    let mut names: Vec<(String, ParamClass)> = Vec::new();
     for item in items {
         let item = item.unparen();
         let found = match &item.kind {
@@ -195,9 +224,9 @@ fn resolve_params(c: &mut Call, i: usize) -> Result<Vec<String>, Diagnostic> {
                                 "create it with `{name} = param[...]` to make it trainable"
                             )));
                     }
-                    vec![name.clone()]
+                    vec![(name.clone(), class_of_variable(c, name))]
                 }
-                Some(Value::Model(m)) => m.0.parameters(),
+                Some(Value::Model(m)) => model_params(m),
                 Some(other) => {
                     return Err(not_a_reference(
                         item.span,
@@ -214,7 +243,7 @@ fn resolve_params(c: &mut Call, i: usize) -> Result<Vec<String>, Diagnostic> {
                 }
             },
             _ => match c.it.expr(item)? {
-                Value::Model(m) => m.0.parameters(),
+                Value::Model(m) => model_params(&m),
                 other => {
                     return Err(not_a_reference(
                         item.span,
@@ -226,13 +255,13 @@ fn resolve_params(c: &mut Call, i: usize) -> Result<Vec<String>, Diagnostic> {
                 }
             },
         };
-        for n in found {
-            if names.contains(&n) {
+        for (n, class) in found {
+            if names.iter().any(|(m, _)| *m == n) {
                 c.it.warn(
                     Diagnostic::of(code::W0302).at(item.span, format!("`{n}` is updated once")),
                 );
             } else {
-                names.push(n);
+                names.push((n, class));
             }
         }
     }
@@ -242,8 +271,16 @@ fn resolve_params(c: &mut Call, i: usize) -> Result<Vec<String>, Diagnostic> {
 /// Which update rule an optimizer call applies.
 #[derive(Clone, Copy)]
 enum Rule {
-    Adam { b1: f64, b2: f64, eps: f64, wd: f64 },
-    Momentum { beta: f64 },
+    Adam {
+        b1: f64,
+        b2: f64,
+        eps: f64,
+        wd: f64,
+        decay: DecayGroup,
+    },
+    Momentum {
+        beta: f64,
+    },
 }
 
 /// Steps 1–7 of LANGUAGE §12.4: resolve, evaluate the loss once, clip, update.
@@ -255,10 +292,11 @@ fn optimize(
     max_norm: Option<f64>,
 ) -> Result<Value, Diagnostic> {
     let params = resolve_params(c, 1)?;
+    let classes: HashMap<String, ParamClass> = params.iter().cloned().collect();
     let updated: Vec<String> = params
-        .iter()
-        .filter(|p| !c.it.ws.frozen.contains(*p))
-        .cloned()
+        .into_iter()
+        .map(|(p, _)| p)
+        .filter(|p| !c.it.ws.frozen.contains(p))
         .collect();
     let trainable = c.it.ws.tracked.clone();
     let loss_expr = c.args[0].expr;
@@ -324,8 +362,15 @@ fn optimize(
         });
         state.steps += 1;
         let result = match rule {
-            Rule::Adam { b1, b2, eps, wd } => {
-                let wd = if is_decay_exempt(&name) { 0.0 } else { wd };
+            Rule::Adam {
+                b1,
+                b2,
+                eps,
+                wd,
+                decay,
+            } => {
+                let class = classes.get(&name).copied().unwrap_or(ParamClass::Weight);
+                let wd = if decay.decays(class) { wd } else { 0.0 };
                 let v = state.v.as_mut().expect("adam state has a second moment");
                 let step = AdamStep {
                     lr,
@@ -356,24 +401,6 @@ fn optimize(
     Ok(Value::exact(0.0))
 }
 
-/// Layer biases and normalisation gains are not decayed by AdamW (LANGUAGE §12.5).
-fn is_decay_exempt(name: &str) -> bool {
-    [
-        "__linear_b_",
-        "__ln_b_",
-        "__ln_g_",
-        "__rms_g_",
-        "__attn_bq_",
-        "__attn_bk_",
-        "__attn_bv_",
-        "__attn_bo_",
-        "__attn_qn_",
-        "__attn_kn_",
-    ]
-    .iter()
-    .any(|p| name.starts_with(p))
-}
-
 fn optional_max_norm(c: &Call, i: usize) -> Result<Option<f64>, Diagnostic> {
     if !c.has(i) {
         return Ok(None);
@@ -394,6 +421,7 @@ fn adam(c: &mut Call) -> Result<Value, Diagnostic> {
             b2,
             eps,
             wd: 0.0,
+            decay: DecayGroup::All,
         },
         lr,
         max,
@@ -409,8 +437,27 @@ fn adamw(c: &mut Call) -> Result<Value, Diagnostic> {
         c.scalar(6)?,
     );
     super::site::check_weight_decay(c, 6, wd)?;
-    let max = optional_max_norm(c, 7)?;
-    optimize(c, "adamw", Rule::Adam { b1, b2, eps, wd }, lr, max)
+    // The decay group is a trailing string, after `weight_decay` or after
+    // `max_grad_norm`.
+    let at = (7..c.len()).find(|&i| matches!(c.value(i), Value::Str(_)));
+    let max = match at {
+        Some(7) => None,
+        _ => optional_max_norm(c, 7)?,
+    };
+    let decay = super::site::adamw_decay(c, c.len(), at, |i| c.string(i).ok())?;
+    optimize(
+        c,
+        "adamw",
+        Rule::Adam {
+            b1,
+            b2,
+            eps,
+            wd,
+            decay,
+        },
+        lr,
+        max,
+    )
 }
 
 fn momentum_sgd(c: &mut Call) -> Result<Value, Diagnostic> {

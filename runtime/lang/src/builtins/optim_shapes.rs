@@ -55,7 +55,7 @@ pub fn adam(c: &mut ShapeCtx) -> Rule {
     Ok(AbsValue::scalar(0.0))
 }
 
-/// `adamw(loss, params, lr, b1, b2, eps, weight_decay [, max_grad_norm])`.
+/// `adamw(loss, params, lr, b1, b2, eps, weight_decay [, max_grad_norm] [, decay])`.
 pub fn adamw(c: &mut ShapeCtx) -> Rule {
     for i in 2..6 {
         c.scalar(i)?;
@@ -63,7 +63,20 @@ pub fn adamw(c: &mut ShapeCtx) -> Rule {
     if let Some(wd) = c.scalar(6)? {
         super::site::check_weight_decay(c, 6, wd)?;
     }
-    max_norm(c, 7)?;
+    let at = (7..c.len()).find(|&i| matches!(c.value(i), AbsValue::Str(_)));
+    if at != Some(7) {
+        max_norm(c, 7)?;
+    }
+    let strings: Vec<Option<String>> = (0..c.len())
+        .map(|i| match c.value(i) {
+            AbsValue::Str(s) => s.clone(),
+            _ => None,
+        })
+        .collect();
+    let unknown = |i: usize| matches!(c.value(i), AbsValue::Unknown);
+    if at.is_some() || !(c.len() > 8 && unknown(8)) {
+        super::site::adamw_decay(c, c.len(), at, |i| strings[i].as_deref())?;
+    }
     scalar_loss(c);
     Ok(AbsValue::scalar(0.0))
 }

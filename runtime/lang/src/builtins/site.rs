@@ -863,3 +863,174 @@ pub fn check_model_extent(c: &impl CallSite, layer: &crate::nn::Layer) -> Result
     }
     Ok(())
 }
+
+// Slicing, permutations and AdamW's decay groups (`slice`, `permute`, `adamw`).
+
+/// The positions `slice(x, axis, start, stop [, step])` takes along an axis of
+/// `size` described by `axis_text` (such as "axis `time`"), as `(first, step,
+/// len)`: bounds negative from the end as in Python; E0220 for a bound outside
+/// −size..=size or a start after the stop, E0401 for a step below 1.
+pub fn slice_range(
+    c: &impl CallSite,
+    axis_text: &str,
+    size: usize,
+    start: i64,
+    stop: i64,
+    step: i64,
+) -> Result<(usize, usize, usize), Diagnostic> {
+    if step < 1 {
+        return Err(c.invalid(
+            4,
+            format!("step {step}: a slice's step must be a positive integer"),
+        ));
+    }
+    let n = size as i64;
+    let bound = |i: usize, what: &str, v: i64| -> Result<i64, Diagnostic> {
+        if v < -n || v > n {
+            return Err(c
+                .error_of(
+                    i,
+                    code::E0220,
+                    format!("{what} {v} is outside {axis_text} of size {size}"),
+                )
+                .note(format!(
+                    "bounds run from {} to {size}; negative ones count from the end, as in Python",
+                    -n
+                )));
+        }
+        Ok(if v < 0 { v + n } else { v })
+    };
+    let (s, e) = (bound(2, "start", start)?, bound(3, "stop", stop)?);
+    if s > e {
+        return Err(c
+            .error_of(
+                2,
+                code::E0220,
+                format!("start {start} is after stop {stop} in {axis_text} of size {size}"),
+            )
+            .note("a slice runs forward from start to stop; start = stop gives an empty slice"));
+    }
+    let len = (e - s + step - 1) / step;
+    Ok((s as usize, step as usize, len as usize))
+}
+
+/// E0221 unless `axes` (resolved, one per argument from argument 1 on) name
+/// every axis of an array of `rank` and shape `shape` exactly once.
+pub fn check_permutation(
+    c: &impl CallSite,
+    rank: usize,
+    shape: &str,
+    axes: &[usize],
+) -> Result<(), Diagnostic> {
+    if let Some(j) = (1..axes.len()).find(|&j| axes[..j].contains(&axes[j])) {
+        return Err(c
+            .error_of(
+                j + 1,
+                code::E0221,
+                format!("axis {} is given twice", axes[j]),
+            )
+            .note(format!(
+                "the array has shape {shape}; each axis is listed once"
+            )));
+    }
+    if axes.len() != rank {
+        return Err(c
+            .error_of(
+                0,
+                code::E0221,
+                format!("{} axes given for an array of rank {rank}", axes.len()),
+            )
+            .note(format!(
+                "the array has shape {shape}; `permute` lists all {rank} axes in their new order"
+            )));
+    }
+    Ok(())
+}
+
+/// AdamW's decay group (argument `i`), or E0401 naming the groups.
+pub fn decay_group(
+    c: &impl CallSite,
+    i: usize,
+    name: &str,
+) -> Result<crate::nn::DecayGroup, Diagnostic> {
+    crate::nn::DecayGroup::parse(name).ok_or_else(|| {
+        c.invalid(i, format!("unknown decay group \"{name}\""))
+            .note(format!(
+                "the groups are {}",
+                crate::nn::DecayGroup::ALL
+                    .iter()
+                    .map(|g| format!("\"{}\"", g.name()))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+    })
+}
+
+/// `adamw`'s decay group, given the call's argument count, the position `at`
+/// of its first string argument after `weight_decay` (7 or 8) and the
+/// strings' values (`None` where not known): the named
+/// group, the default without one; E0302 when argument 8 is not a string and
+/// E0401 when an argument follows the group or the name is unknown.
+pub fn adamw_decay<'s>(
+    c: &impl CallSite,
+    count: usize,
+    at: Option<usize>,
+    string: impl Fn(usize) -> Option<&'s str>,
+) -> Result<crate::nn::DecayGroup, Diagnostic> {
+    match at {
+        Some(7) if count > 8 => Err(c.invalid(
+            8,
+            "the decay group comes last: `max_grad_norm` goes before it",
+        )),
+        Some(i) => match string(i) {
+            Some(name) => decay_group(c, i, name),
+            None => Ok(crate::nn::DecayGroup::NoBiasNorm),
+        },
+        None if count > 8 => Err(c.error_at(
+            8,
+            code::E0302,
+            "expected a string",
+            "the decay group is a string such as \"all\"",
+        )),
+        None => Ok(crate::nn::DecayGroup::NoBiasNorm),
+    }
+}
+
+/// E0222 unless `concat(a, b, axis)`'s operands, of shapes `sa` and `sb` and
+/// axis names `na` and `nb` (`None` where unnamed or not known), have one
+/// rank and agree on every axis but `axis`.
+pub fn check_concat_axis(
+    c: &impl CallSite,
+    axis: usize,
+    (sa, sb): (&[usize], &[usize]),
+    (na, nb): (&[Option<String>], &[Option<String>]),
+) -> Result<(), Diagnostic> {
+    let show = |s: &[usize]| {
+        let v: Vec<String> = s.iter().map(|d| d.to_string()).collect();
+        format!("[{}]", v.join(", "))
+    };
+    let at = |what: String| {
+        c.error_of(1, code::E0222, what).note(format!(
+            "`a` has shape {} and `b` {}",
+            show(sa),
+            show(sb)
+        ))
+    };
+    if sa.len() != sb.len() {
+        return Err(at(format!("rank {} joined to rank {}", sb.len(), sa.len())));
+    }
+    for i in (0..sa.len()).filter(|&i| i != axis) {
+        if sa[i] != sb[i] {
+            return Err(at(format!(
+                "axis {i} has size {} here and {} in `a`",
+                sb[i], sa[i]
+            )));
+        }
+        if let (Some(Some(x)), Some(Some(y))) = (na.get(i), nb.get(i)) {
+            if x != y {
+                return Err(at(format!("axis {i} is named `{y}` here and `{x}` in `a`")));
+            }
+        }
+    }
+    Ok(())
+}

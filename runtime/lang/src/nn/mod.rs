@@ -4,7 +4,7 @@
 //!
 //! Layout: [`layers`] (the tree), [`init`] (ids, names, initial values),
 //! [`apply`] (the forward pass and its input checks), [`attention`], [`rope`],
-//! [`moe`], [`dropout`], [`generate`] (decoding with a key/value cache), [`hf`] (Hugging Face checkpoints), [`clone`] (`clone_model`), [`lora`], [`families`]
+//! [`moe`], [`dropout`], [`generate`] (decoding with a key/value cache), [`hf`] (Hugging Face checkpoints), [`decay`] (AdamW's weight-decay groups), [`clone`] (`clone_model`), [`lora`], [`families`]
 //! (`perturb_params`, `reinit`), [`checkpoint`] (structural keys), [`persist`] (the structure as data, for
 //! saved sessions) and
 //! [`estimate`] (FLOPs and activations of `estimate_train`).
@@ -13,6 +13,7 @@ pub mod apply;
 pub mod attention;
 pub mod checkpoint;
 pub mod clone;
+pub mod decay;
 pub mod dropout;
 pub mod estimate;
 pub mod families;
@@ -25,6 +26,7 @@ pub mod moe;
 pub mod persist;
 pub mod rope;
 
+pub use decay::{DecayGroup, ParamClass};
 pub use layers::{
     Activation, Extent, Layer, ParamSpec, LN_EPS, MAX_MODEL_DEPTH, MAX_MODEL_LAYERS, RMS_EPS,
 };

@@ -28,6 +28,10 @@ pub fn unary_f64(op: UnaryOp, x: f64) -> f64 {
                     + math::tanh((2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x * x * x)))
         }
         UnaryOp::Silu => x / (1.0 + math::exp(-x)),
+        UnaryOp::Sin => math::sin(x),
+        UnaryOp::Cos => math::cos(x),
+        UnaryOp::Erf => math::erf(x),
+        UnaryOp::GeluErf => 0.5 * x * (1.0 + math::erf(x * std::f64::consts::FRAC_1_SQRT_2)),
     }
 }
 
@@ -42,6 +46,8 @@ pub fn binary_f64(op: BinaryOp, a: f64, b: f64) -> f64 {
         BinaryOp::Gt => f64::from(u8::from(a > b)),
         BinaryOp::Lt => f64::from(u8::from(a < b)),
         BinaryOp::Eq => f64::from(u8::from((a - b).abs() < 2f64.powi(-52))),
+        // NaN propagates, as in the kernels (NumPy's `maximum`, not `fmax`).
+        BinaryOp::Max | BinaryOp::Min if a.is_nan() || b.is_nan() => a + b,
         BinaryOp::Max => a.max(b),
         BinaryOp::Min => a.min(b),
     }

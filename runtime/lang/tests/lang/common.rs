@@ -179,6 +179,11 @@ pub fn nums(src: &str) -> Vec<f64> {
     eval(src).split_whitespace().map(parse_number).collect()
 }
 
+/// The displayed numbers of `src` run in the session `s`.
+pub fn nums_in(s: &mut Session, src: &str) -> Vec<f64> {
+    s.eval(src).split_whitespace().map(parse_number).collect()
+}
+
 /// Asserts that `src` displays numbers within `tol·(1 + |expected|)` of `expected`.
 pub fn assert_close(src: &str, expected: &[f64], tol: f64) {
     let got = nums(src);

@@ -26,7 +26,8 @@ fn check(shape: &str, expr: &str) {
 #[test]
 fn unary_builtins() {
     for f in [
-        "neg", "exp", "sigmoid", "tanh", "tanh_fn", "relu", "gelu", "silu", "abs",
+        "neg", "exp", "sigmoid", "tanh", "tanh_fn", "relu", "gelu", "silu", "abs", "sin", "cos",
+        "erf", "gelu_erf",
     ] {
         check("[2, 3]", &format!("{f}(W)"));
     }
@@ -46,6 +47,29 @@ fn binary_builtins_with_broadcasting() {
     check("[3]", "pow(W * W + 1, [1.5, 2, 0.5])");
     check("[3]", "pow([1.5, 2, 3], W)");
     check("[2, 3]", "W * 3 - 1");
+}
+
+#[test]
+fn selection_clamping_and_extrema() {
+    check("[2, 3]", "maximum(W, 0.3)");
+    check("[2, 3]", "minimum(W, [0.1, -0.2, 0.5])");
+    check("[3]", "maximum([[0.2, -1, 3], [1, 1, -2]], W)");
+    check("[2, 3]", "minimum(W, W * W) + maximum(W * 0.5, sin(W))");
+    check("[2, 3]", "clamp(W, -0.5, 0.5)");
+    check("[2, 3]", "where(gt(W, 0), W * 2, sin(W))");
+    check("[3]", "where([[1, 0, 1], [0, 1, 1]], W, [[1], [2]])");
+    check("[2, 1]", "where([1, 0, 1], [[1, 2, 3], [4, 5, 6]], W * W)");
+}
+
+#[test]
+fn slicing_and_permutation() {
+    check("[2, 5]", "slice(W, 1, 0, 5, 2)");
+    check("[4, 3]", "slice(W, 0, -3, -1) * [1, 2, 3]");
+    check("[3, 4]", "slice(label(W, [\"t\", \"f\"]), \"f\", 1, 3)");
+    check("[2, 3]", "permute(W, 1, 0) * [[1, 2], [3, 4], [5, 6]]");
+    check("[2, 3, 2]", "permute(W, 2, 0, 1) * [1, 2, 3]");
+    check("[2, 3]", "concat(W, W * W, 0) * [1, 2, 3]");
+    check("[2, 3]", "concat([[1], [2]], sin(W), -1) * [1, 2, 3, 4]");
 }
 
 #[test]

@@ -18,6 +18,7 @@ mod builtins_ml;
 mod builtins_random;
 mod builtins_reduce;
 mod builtins_sampling;
+mod builtins_select;
 mod builtins_tokenizers;
 mod builtins_viz;
 mod check_agreement;

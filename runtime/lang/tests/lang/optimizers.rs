@@ -189,3 +189,101 @@ train 100 {
 mean(eq(argmax(matmul(tanh(matmul(X, W) + b), V), 1), y))";
     assert_eq!(eval(src), "1");
 }
+
+/// One `adamw` step of a model with every parameter class (embedding table,
+/// layer-norm gain and bias, linear weight and bias) under each decay group,
+/// against PyTorch's `torch.optim.AdamW` update written out: at step 1,
+/// m̂ = g and v̂ = g², so p₁ = p₀·(1 − lr·wd) − lr·g/(|g| + eps) for a decayed
+/// parameter and p₀ − lr·g/(|g| + eps) for an exempt one (lr 1e-3, wd 0.01).
+/// Unused embedding rows have g = 0, so only the decay moves them.
+#[test]
+fn adamw_decay_groups_match_torch_adamw_one_step() {
+    use mlpl_lang::nn::ParamClass;
+    use mlpl_lang::value::Value;
+    let (lr, wd, eps) = (1e-3f64, 0.01f64, 1e-8f64);
+    let setup = "m = chain(embed(6, 4, 1), layer_norm(4), linear(4, 3, 2))
+ids = [0, 2, 2, 5]
+t = [0, 1, 2, 1]
+momentum_sgd(cross_entropy(apply(m, ids), t), m, 0.3, 0)
+0";
+    let loss = "cross_entropy(apply(m, ids), t)";
+    // (group as written, whether each class decays: weight, bias, norm, embedding)
+    let groups: [(&str, [bool; 4]); 4] = [
+        ("", [true, false, false, true]),
+        (", \"no_bias_norm\"", [true, false, false, true]),
+        (", \"all\"", [true, true, true, true]),
+        (", \"no_bias_norm_embed\"", [true, false, false, false]),
+    ];
+    for (group, decays) in groups {
+        let mut s = common::Session::new(None, None);
+        s.run(setup).result.unwrap();
+        let Some(Value::Model(m)) = s.it.ws.bindings.get("m").cloned() else {
+            panic!("m is a model")
+        };
+        let specs = m.0.param_specs();
+        assert_eq!(specs.len(), 5);
+        let mut before = Vec::new();
+        for p in &specs {
+            let p0 = common::nums_in(&mut s, &p.name);
+            let g = common::nums_in(&mut s, &format!("grad({loss}, {})", p.name));
+            before.push((p0, g));
+        }
+        s.run(&format!(
+            "adamw({loss}, m, {lr}, 0.9, 0.999, {eps}, {wd}{group})"
+        ))
+        .result
+        .unwrap();
+        let mut moved_by_decay_only = 0;
+        for (p, (p0, g)) in specs.iter().zip(before) {
+            let class = ParamClass::of(p);
+            let decayed = decays[match class {
+                ParamClass::Weight => 0,
+                ParamClass::Bias => 1,
+                ParamClass::Norm => 2,
+                ParamClass::Embedding => 3,
+            }];
+            let p1 = common::nums_in(&mut s, &p.name);
+            for ((&a, &gv), &b) in p0.iter().zip(&g).zip(&p1) {
+                let keep = if decayed { 1.0 - lr * wd } else { 1.0 };
+                let want = a * keep - lr * gv / (gv.abs() + eps);
+                let tol = 1e-4 * lr + a.abs() * f64::from(f32::EPSILON);
+                assert!(
+                    (b - want).abs() <= tol,
+                    "{} ({class:?}, group{group}): {b} vs torch {want}",
+                    p.name
+                );
+                if gv == 0.0 && decayed && a != 0.0 {
+                    assert!(b != a, "{}: decay moves it", p.name);
+                    moved_by_decay_only += 1;
+                }
+            }
+        }
+        // The three unused embedding rows move only where embeddings decay.
+        assert_eq!(moved_by_decay_only > 0, decays[3], "group{group}");
+    }
+}
+
+#[test]
+fn adamw_decay_group_errors() {
+    let base = "W = param[2]\nadamw(sum(W * W), W, 0.1, 0.9, 0.999, 1e-8, 0.01";
+    assert_eq!(eval(&format!("{base}, \"all\")\n1")), "1");
+    assert_eq!(eval(&format!("{base}, 1, \"all\")\n1")), "1");
+    for bad in [", \"matrices\")", ", \"all\", 1)", ", 1, 2)"] {
+        let src = format!("{base}{bad}");
+        let code = error_code(&src);
+        let statics: Vec<&str> = mlpl_lang::check::check_source(&src)
+            .diagnostics
+            .iter()
+            .filter(|d| d.is_error())
+            .map(|d| d.code)
+            .collect();
+        assert_eq!(statics, vec![code], "{src}");
+        assert!(code == "E0401" || code == "E0302", "{src}: {code}");
+    }
+    let d = common::error_of(&format!("{base}, \"matrices\")"));
+    assert!(
+        d.notes.iter().any(|n| n.contains("\"no_bias_norm_embed\"")),
+        "{:?}",
+        d.notes
+    );
+}

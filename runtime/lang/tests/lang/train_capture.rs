@@ -163,6 +163,31 @@ train 6 {
     assert_eq!(modes, vec![(true, None, false)]);
 }
 
+/// The primitives of issue 17 (`slice`, `permute`, `where`, `clamp`,
+/// `maximum`, `minimum`, `sin`, `cos`, `erf`, `gelu_erf`) in a loss are
+/// recorded, compiled into the CPU's step program and replayed with the same
+/// bits as interpreting every step, through an `adamw` with a decay group.
+#[test]
+fn a_loss_of_the_new_primitives_is_captured_exactly() {
+    let src = r#"
+W = param[4, 6]
+W = W + reshape(iota(24), [4, 6]) / 20 - 0.5
+x = reshape(iota(12), [3, 4]) / 9
+train 6 {
+  h = matmul(x, W)
+  a = slice(h, 1, 0, 6, 2)
+  b = permute(slice(h, -1, 1, 6, 2), 1, 0)
+  r = sin(a) * cos(permute(b, 1, 0)) + gelu_erf(a) - erf(a) / 3
+  r = slice(concat(r, -r, 1), 1, 1, 4)
+  s = where(gt(r, 0), maximum(r, 0.1), minimum(r, -0.05))
+  adamw(mean(clamp(s, -0.8, 0.8) * s), W, 0.05, 0.9, 0.99, 1e-8, 0.1, "all")
+  sum(s)
+}
+"#;
+    let modes = same_both_ways(src);
+    assert_eq!(modes, vec![(true, None, false)]);
+}
+
 #[test]
 fn a_non_scalar_body_value_records_its_mean() {
     let src = r#"

@@ -21,6 +21,10 @@
 //! | relu | g·[x > 0] (0 at 0) |
 //! | gelu (tanh form) | g·(½(1+t) + ½x(1−t²)·c(1+3κx²)), t = tanh(c(x+κx³)), c = √(2/π), κ = 0.044715 |
 //! | silu | g·s(1 + x(1−s)), s = sigmoid x |
+//! | sin | g·cos x |
+//! | cos | g·(−sin x) |
+//! | erf | g·(2/√π)·e^(−x²) |
+//! | gelu_erf (exact) | g·(Φ(x) + x·φ(x)), Φ(x) = ½(1 + erf(x/√2)), φ(x) = e^(−x²/2)/√(2π) |
 
 use crate::autograd::tape::{Ctx, Rule, Tape, Var};
 use mlpl_devices::{broadcast_shapes, BinaryOp, Result, Tensor, UnaryOp};

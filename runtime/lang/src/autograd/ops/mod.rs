@@ -6,7 +6,8 @@
 //!
 //! | File | Ops |
 //! |---|---|
-//! | [`elementwise`] | `add sub mul div pow`, `neg exp log sqrt abs sigmoid tanh relu gelu silu`, scalar helpers |
+//! | [`elementwise`] | `add sub mul div pow`, `neg exp log sqrt abs sigmoid tanh relu gelu silu sin cos erf gelu_erf`, scalar helpers |
+//! | [`select`] | `select maximum minimum clamp slice_axis concat_axis` |
 //! | [`linalg`] | `matmul` |
 //! | [`reduce`] | `sum mean prod`, full or along an axis |
 //! | [`layout`] | `reshape permute transpose concat` |
@@ -25,3 +26,4 @@ pub mod mask;
 pub mod nn;
 pub mod norm;
 pub mod reduce;
+pub mod select;

@@ -42,6 +42,10 @@ pub(super) fn op_name(op: UnaryOp) -> &'static str {
         UnaryOp::Relu => "relu",
         UnaryOp::Gelu => "gelu",
         UnaryOp::Silu => "silu",
+        UnaryOp::Sin => "sin",
+        UnaryOp::Cos => "cos",
+        UnaryOp::Erf => "erf",
+        UnaryOp::GeluErf => "gelu_erf",
     }
 }
 
@@ -64,13 +68,23 @@ pub fn binary(
         placement_for(it, name, &[(a, o.left_expr.span), (b, o.right_expr.span)])?;
     let differentiable = matches!(
         op,
-        BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div | BinaryOp::Pow
+        BinaryOp::Add
+            | BinaryOp::Sub
+            | BinaryOp::Mul
+            | BinaryOp::Div
+            | BinaryOp::Pow
+            | BinaryOp::Max
+            | BinaryOp::Min
     );
     if differentiable && loss::any_live(it, &[a, b]) {
         let (va, vb) = (loss::var_of(it, a), loss::var_of(it, b));
-        return Ok(loss::record(it, name, op_span, |t| t.binary(op, va, vb))?
-            .with_names(names)
-            .with_placement(placement));
+        return Ok(loss::record(it, name, op_span, |t| match op {
+            BinaryOp::Max => t.maximum(va, vb),
+            BinaryOp::Min => t.minimum(va, vb),
+            _ => t.binary(op, va, vb),
+        })?
+        .with_names(names)
+        .with_placement(placement));
     }
     let t = backend
         .binary(op, &a.tensor(), &b.tensor())

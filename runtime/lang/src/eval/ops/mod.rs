@@ -17,11 +17,13 @@ mod elementwise;
 mod layout;
 mod nn;
 mod reduce;
+mod select;
 
 pub use elementwise::*;
 pub use layout::*;
 pub use nn::*;
 pub use reduce::*;
+pub use select::*;
 
 /// The two operands of a binary operation, with the expressions they came from.
 pub struct Operands<'a> {
