@@ -2,8 +2,7 @@
 //! of `examples/hf/<family>/` and their `reference.json` (made by
 //! `scripts/hf-fixtures.sh`; no Python is needed here). Per family: logits and
 //! loss within 1e-4 relative, gradients within 1e-4 of their largest entry,
-//! one AdamW step (lr 1e-3, weight decay 0.01 on matrices, as `adamw` decays)
-//! within 1e-4 of the step's size (plus float32 rounding of the parameter),
+//! one AdamW step (lr 1e-3, weight decay 0.01) within 1e-4 of the step's size (plus float32 rounding of the parameter),
 //! greedy generation token for token, and `hf_save` → `hf_model` bit for bit.
 
 use std::path::{Path, PathBuf};
@@ -139,13 +138,15 @@ fn gradients(name: &str) {
     }
 }
 
-fn adamw_step(name: &str) {
+/// One `adamw` step with the decay-group argument `group` (empty: the
+/// default) against the reference's parameters `reference` after torch's step.
+fn adamw_step(name: &str, reference: &str, group: &str) {
     let mut f = load(name);
     let (x, y) = (f.x(), f.y());
-    let after = f.reference_params("adamw_matrices");
+    let after = f.reference_params(reference);
     let before: Vec<Vec<f64>> = after.iter().map(|(b, _)| f.eval(&b.param)).collect();
     f.eval(&format!(
-        "adamw(cross_entropy(apply(m, {x}), {y}), m, 0.001, 0.9, 0.999, 1e-8, 0.01)\n0"
+        "adamw(cross_entropy(apply(m, {x}), {y}), m, 0.001, 0.9, 0.999, 1e-8, 0.01{group})\n0"
     ));
     let lr = 1e-3;
     for ((b, want), old) in after.iter().zip(before) {
@@ -157,7 +158,7 @@ fn adamw_step(name: &str) {
             let tol = 1e-4 * lr + 2.0 * ulp;
             assert!(
                 (got[i] - want[i]).abs() <= tol,
-                "{name}: `{}`[{i}] is {} after the step, transformers {} (before {})",
+                "{name} ({reference}): `{}`[{i}] is {} after the step, transformers {} (before {})",
                 b.hf,
                 got[i],
                 want[i],
@@ -212,7 +213,11 @@ macro_rules! family {
             }
             #[test]
             fn one_adamw_step_matches_torch() {
-                super::adamw_step($name);
+                super::adamw_step($name, "adamw_matrices", "");
+            }
+            #[test]
+            fn one_adamw_step_decaying_everything_matches_torch_default() {
+                super::adamw_step($name, "adamw_all", ", \"all\"");
             }
             #[test]
             fn greedy_generation_matches_generate() {
