@@ -19,6 +19,7 @@ pub mod clock;
 mod counter_scope;
 pub mod cpu;
 pub mod cuda;
+pub mod engram;
 mod host_reads;
 mod kernels;
 pub mod math;

@@ -10,7 +10,7 @@ use mlpl_devices::{BinaryOp, UnaryOp};
 use mlpl_diag::code;
 
 use super::layers::*;
-use super::{attention, dropout, moe, rope};
+use super::{attention, dropout, engram, moe, rope};
 use crate::eval::{loss, ops, Interp};
 use crate::value::{named_shape, Array, Names};
 use mlpl_diag::{Diagnostic, Span};
@@ -80,6 +80,7 @@ impl Forward<'_> {
                 rope::rotate(self, r, x)
             }
             Layer::Moe(m) => moe::forward(self, layer, m, x),
+            Layer::Engram(g) => engram::forward(self, layer, g, x),
             Layer::Chain(children) => {
                 self.it.check_cancel(self.span)?;
                 let mut y = x.clone();

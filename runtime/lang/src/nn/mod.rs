@@ -4,7 +4,7 @@
 //!
 //! Layout: [`layers`] (the tree), [`init`] (ids, names, initial values),
 //! [`apply`] (the forward pass and its input checks), [`attention`], [`rope`],
-//! [`moe`], [`dropout`], [`clone`] (`clone_model`), [`lora`], [`families`]
+//! [`moe`], [`engram`] (Engram conditional memory), [`dropout`], [`clone`] (`clone_model`), [`lora`], [`families`]
 //! (`perturb_params`, `reinit`), [`checkpoint`] (structural keys), [`persist`] (the structure as data, for
 //! saved sessions) and
 //! [`estimate`] (FLOPs and activations of `estimate_train`).
@@ -14,6 +14,7 @@ pub mod attention;
 pub mod checkpoint;
 pub mod clone;
 pub mod dropout;
+pub mod engram;
 pub mod estimate;
 pub mod families;
 pub mod init;
