@@ -39,6 +39,7 @@ mod layering;
 mod limits;
 mod models_errors;
 mod models_gradients;
+mod models_engram;
 mod models_layers;
 mod models_surgery;
 mod optimizers;
