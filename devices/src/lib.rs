@@ -23,6 +23,7 @@ pub mod engram;
 mod host_reads;
 mod kernels;
 pub mod math;
+pub mod profile;
 mod shape;
 mod tensor;
 mod unfused;
