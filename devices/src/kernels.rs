@@ -361,7 +361,9 @@ fn reduced(s: &[usize], axis: Option<usize>) -> Result<Vec<usize>, String> {
 fn conv_operands(ins: &[&[usize]]) -> Result<(), String> {
     let (x, w) = (ins[0], ins[1]);
     if x.len() < 2 || w.len() != 2 || w[1] != x[x.len() - 1] {
-        return Err(format!("causal_conv of x {x:?} with w {w:?} (need [.., T, C] and [K, C])"));
+        return Err(format!(
+            "causal_conv of x {x:?} with w {w:?} (need [.., T, C] and [K, C])"
+        ));
     }
     Ok(())
 }

@@ -50,7 +50,10 @@ impl KernelLog {
     /// Forgets every event and times from now.
     pub fn restart(&self) {
         *self.origin.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
-        self.events.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        self.events
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
         self.dropped.store(0, Ordering::Relaxed);
     }
 

@@ -241,7 +241,12 @@ impl Backend for CpuBackend {
         Ok(nn::causal_conv(x, w))
     }
 
-    fn causal_conv_backward(&self, x: &Tensor, w: &Tensor, dy: &Tensor) -> Result<(Tensor, Tensor)> {
+    fn causal_conv_backward(
+        &self,
+        x: &Tensor,
+        w: &Tensor,
+        dy: &Tensor,
+    ) -> Result<(Tensor, Tensor)> {
         self.launch();
         Ok(nn::causal_conv_backward(x, w, dy))
     }

@@ -540,7 +540,12 @@ impl Backend for CudaBackend {
         self.causal_conv_op(x, w)
     }
 
-    fn causal_conv_backward(&self, x: &Tensor, w: &Tensor, dy: &Tensor) -> Result<(Tensor, Tensor)> {
+    fn causal_conv_backward(
+        &self,
+        x: &Tensor,
+        w: &Tensor,
+        dy: &Tensor,
+    ) -> Result<(Tensor, Tensor)> {
         self.causal_conv_backward_op(x, w, dy)
     }
 

@@ -198,7 +198,11 @@ mod tests {
         let first = Tensor::from_vec(vec![3], vec![1.0, 2.0, 3.0]);
         let second = Tensor::from_vec(vec![3], vec![4.0, 5.0, 6.0]);
         let got = b.engram_hash(&two, &[2], 3, 50, 7).unwrap();
-        let mut want = b.engram_hash(&first, &[2], 3, 50, 7).unwrap().host().to_vec();
+        let mut want = b
+            .engram_hash(&first, &[2], 3, 50, 7)
+            .unwrap()
+            .host()
+            .to_vec();
         want.extend_from_slice(b.engram_hash(&second, &[2], 3, 50, 7).unwrap().host());
         assert_eq!(got.host(), &want[..]);
         assert!(got.host().iter().enumerate().all(|(i, &r)| {

@@ -68,11 +68,7 @@ pub const BUILTINS: &[Builtin] = &[
 
 /// The layer `engram` or `engram_embed` makes from these sizes; E0213 naming
 /// argument `d_arg` when they make none.
-pub fn checked_layer(
-    c: &impl CallSite,
-    d_arg: usize,
-    g: Engram,
-) -> Result<Engram, Diagnostic> {
+pub fn checked_layer(c: &impl CallSite, d_arg: usize, g: Engram) -> Result<Engram, Diagnostic> {
     match g.config_error() {
         Some(why) => Err(super::site::dim_error(c, d_arg, why)),
         None => Ok(g),
@@ -110,11 +106,7 @@ fn make(
         seed,
     };
     let g = checked_layer(c, d_arg, probe)?;
-    let mut shapes = vec![
-        vec![g.table_rows(), g.slot_width()],
-        vec![d, d],
-        vec![d, d],
-    ];
+    let mut shapes = vec![vec![g.table_rows(), g.slot_width()], vec![d, d], vec![d, d]];
     shapes.extend(vocab.map(|v| vec![v, d]));
     check_elements(c, &shapes)?;
     Ok(model_value(init::engram(c.it, vocab, d, rows, heads, seed)))

@@ -116,12 +116,7 @@ pub fn mix(
 }
 
 /// `h + u + silu(conv(u))` (the module's formula) for validated `h` and `ids`.
-fn memory(
-    f: &mut Forward<'_>,
-    g: &Engram,
-    h: &Array,
-    ids: &Array,
-) -> Result<Array, Diagnostic> {
+fn memory(f: &mut Forward<'_>, g: &Engram, h: &Array, ids: &Array) -> Result<Array, Diagnostic> {
     let (d, span, id) = (g.d, f.span, g.id);
     let table = f.weight(
         &format!("__engram_T_{id}"),

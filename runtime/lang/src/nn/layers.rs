@@ -294,7 +294,10 @@ impl Engram {
                 ENGRAM_ORDERS.len(),
                 self.heads
             ))
-        } else if slots.checked_mul(self.rows).is_none_or(|r| r > ENGRAM_MAX_ROWS) {
+        } else if slots
+            .checked_mul(self.rows)
+            .is_none_or(|r| r > ENGRAM_MAX_ROWS)
+        {
             Some(format!(
                 "{slots} × {} rows exceed the table's limit of 2^24 rows",
                 self.rows

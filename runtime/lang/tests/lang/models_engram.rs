@@ -187,21 +187,36 @@ fn table_gradients_touch_only_the_selected_rows() {
         .chunks(2)
         .filter(|r| r.iter().any(|&x| x != 0.0))
         .count();
-    assert!((1..=6).contains(&touched), "{touched} rows touched by 3 tokens × 2 slots");
+    assert!(
+        (1..=6).contains(&touched),
+        "{touched} rows touched by 3 tokens × 2 slots"
+    );
 }
 
 #[test]
 fn errors_name_the_mismatch_at_run_time_and_statically() {
     let cases = [
-        ("m = engram(8, 16, 2, 0)\nengram_apply(m, ones([4, 8]), [1, 2, 3])", "E0230"),
-        ("m = engram(8, 16, 2, 0)\nengram_apply(m, ones([3, 6]), [1, 2, 3])", "E0230"),
+        (
+            "m = engram(8, 16, 2, 0)\nengram_apply(m, ones([4, 8]), [1, 2, 3])",
+            "E0230",
+        ),
+        (
+            "m = engram(8, 16, 2, 0)\nengram_apply(m, ones([3, 6]), [1, 2, 3])",
+            "E0230",
+        ),
         ("m = engram(8, 16, 2, 0)\napply(m, ones([3, 8]))", "E0231"),
-        ("m = chain(linear(8, 8, 0), engram(8, 16, 2, 0))\napply(m, ones([3, 8]))", "E0231"),
+        (
+            "m = chain(linear(8, 8, 0), engram(8, 16, 2, 0))\napply(m, ones([3, 8]))",
+            "E0231",
+        ),
         ("m = engram(6, 16, 2, 0)", "E0213"),
         ("m = engram(8, 0, 2, 0)", "E0213"),
         ("m = engram(8, 16, 0, 0)", "E0213"),
         ("m = engram(4, 9000000, 1, 0)", "E0213"),
-        ("m = linear(8, 8, 0)\nengram_apply(m, ones([3, 8]), [1, 2, 3])", "E0308"),
+        (
+            "m = linear(8, 8, 0)\nengram_apply(m, ones([3, 8]), [1, 2, 3])",
+            "E0308",
+        ),
         ("m = engram_embed(5, 4, 8, 1, 0)\napply(m, [1, 5])", "E0402"),
     ];
     for (src, code) in cases {
@@ -219,7 +234,8 @@ fn errors_name_the_mismatch_at_run_time_and_statically() {
 #[test]
 fn estimate_engram_counts_the_tables_apart() {
     let mut it = Interp::new(Workspace::new());
-    let src = "m = chain(engram_embed(32, 8, 64, 2, 0), linear(8, 32, 1))\nestimate_engram(m, 4, 16)";
+    let src =
+        "m = chain(engram_embed(32, 8, 64, 2, 0), linear(8, 32, 1))\nestimate_engram(m, 4, 16)";
     let Value::Array(a) = run_value(&mut it, src) else {
         panic!()
     };
@@ -238,7 +254,10 @@ fn estimate_engram_counts_the_tables_apart() {
         panic!()
     };
     // The tables are part of the parameters: E 256, T 512, Wk, Wv 64 each, C 32, linear 288.
-    assert_eq!(e.to_f64()[0], (256 + 512 + 64 + 64 + 32 + 8 * 32 + 32) as f64);
+    assert_eq!(
+        e.to_f64()[0],
+        (256 + 512 + 64 + 64 + 32 + 8 * 32 + 32) as f64
+    );
 }
 
 #[test]
@@ -250,5 +269,8 @@ fn clone_model_copies_an_engram_layer() {
     );
     let Value::Array(a) = a else { panic!() };
     assert!(a.to_f64().iter().all(|&x| x == 0.0));
-    assert!(it.ws.get("__engram_T_1").is_some(), "the clone has its own table");
+    assert!(
+        it.ws.get("__engram_T_1").is_some(),
+        "the clone has its own table"
+    );
 }

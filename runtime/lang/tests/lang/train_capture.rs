@@ -189,7 +189,11 @@ train 6 {
 #[test]
 fn engram_layers_are_captured_exactly_in_a_chain_and_in_a_function() {
     let modes = same_both_ways(ENGRAM_LM);
-    assert_eq!(modes, vec![(true, None, false); 2], "both loops are captured");
+    assert_eq!(
+        modes,
+        vec![(true, None, false); 2],
+        "both loops are captured"
+    );
 }
 
 #[test]

@@ -238,12 +238,21 @@ train 3 {
 sum(matmul(ones([2, 3]), ones([3, 5])))
 ";
     std::fs::write(d.join("k.mlpl"), src).unwrap();
-    let out = mlpl(&d, &["run", "k.mlpl", "--no-capture", "--timeline", "tl.json"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = mlpl(
+        &d,
+        &["run", "k.mlpl", "--no-capture", "--timeline", "tl.json"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let t = read_json(d.join("tl.json"));
     let events = validate_trace_event_format(&t);
     let kernels: Vec<&Value> = events.iter().filter(|e| e["cat"] == "kernel").collect();
-    assert!(kernels.iter().all(|k| k["tid"] == 3 && k["args"]["inputs"].is_array()));
+    assert!(kernels
+        .iter()
+        .all(|k| k["tid"] == 3 && k["args"]["inputs"].is_array()));
     let counted = kernels
         .iter()
         .filter(|k| k["name"] != "upload" && k["name"] != "download")

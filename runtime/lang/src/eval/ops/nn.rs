@@ -140,12 +140,7 @@ pub fn engram_hash(
 
 /// Engram's causal convolution of `x` `[.., T, C]` with taps `w` `[K, C]`
 /// (shapes checked by the caller).
-pub fn causal_conv(
-    it: &mut Interp,
-    x: &Array,
-    w: &Array,
-    span: Span,
-) -> Result<Array, Diagnostic> {
+pub fn causal_conv(it: &mut Interp, x: &Array, w: &Array, span: Span) -> Result<Array, Diagnostic> {
     let (backend, placement) = placement_for(it, "engram", &[(x, span), (w, span)])?;
     let out = if loss::any_live(it, &[x, w]) {
         let (vx, vw) = (loss::var_of(it, x), loss::var_of(it, w));
