@@ -39,14 +39,14 @@ pub(crate) fn engram_hash_into(
     if slots == 0 || t == 0 {
         return;
     }
-    let keys: Vec<(usize, u64)> = orders
-        .iter()
-        .flat_map(|&n| (0..heads).map(move |h| (n, engram::key(seed, n, h))))
-        .collect();
+    // Keys are derived per slot rather than kept in a list, so a compiled
+    // step's run allocates nothing.
     let seq = |(s, o): (usize, &mut [f32])| {
         let ids = &ids[s * t..(s + 1) * t];
         for (p, o) in o.chunks_mut(slots).enumerate() {
-            for (slot, (o, &(n, key))) in o.iter_mut().zip(&keys).enumerate() {
+            for (slot, o) in o.iter_mut().enumerate() {
+                let (n, h) = (orders[slot / heads], slot % heads);
+                let key = engram::key(seed, n, h);
                 *o = engram::row(ids, p, n, slot, key, rows) as f32;
             }
         }
