@@ -80,7 +80,7 @@ pub(crate) fn causal_conv_into(
     (b, t, c): (usize, usize, usize),
     out: &mut [f32],
 ) {
-    let k = if c == 0 { 0 } else { w.len() / c };
+    let k = w.len().checked_div(c).unwrap_or(0);
     let seq = |(s, o): (usize, &mut [f32])| {
         let x = &x[s * t * c..(s + 1) * t * c];
         for p in 0..t {
@@ -125,7 +125,7 @@ pub(crate) fn causal_conv_backward_into(
     dx: &mut [f32],
     dw: &mut [f32],
 ) {
-    let k = if c == 0 { 0 } else { w.len() / c };
+    let k = w.len().checked_div(c).unwrap_or(0);
     for s in 0..b {
         let base = s * t * c;
         for p in 0..t {
