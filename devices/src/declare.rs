@@ -11,7 +11,9 @@
 //!   kernel and records it;
 //! - [`Unfused`](crate::Unfused)'s method, which forwards it (a `fused` kernel is
 //!   left to the trait's composed default instead);
-//! - the replay of a recorded call ([`replay`](crate::capture::replay)).
+//! - the replay of a recorded call ([`replay`](crate::capture::replay));
+//! - [`Profiled`](crate::profile::Profiled)'s method, which times the call and
+//!   logs it with its input shapes (timelines).
 //!
 //! An entry reads
 //!
@@ -286,6 +288,30 @@ macro_rules! declare_backend {
             )*
         }
 
+        impl Backend for $crate::profile::Profiled {
+            fn kind(&self) -> $crate::DeviceKind {
+                self.inner().kind()
+            }
+            fn counters(&self) -> $crate::Counters {
+                self.inner().counters()
+            }
+            fn reset_counters(&self) {
+                self.inner().reset_counters()
+            }
+            fn take_fallbacks(&self) -> Vec<&'static str> {
+                self.inner().take_fallbacks()
+            }
+            fn compile_step(
+                &self,
+                plan: &$crate::capture::StepPlan,
+            ) -> Option<$crate::Result<Box<dyn $crate::capture::StepProgram>>> {
+                self.inner().compile_step(plan)
+            }
+            $(
+                declare_backend!(@profile $method ($self) ($($arg: $aty),*) ($ret) [$($input),*]);
+            )*
+        }
+
         impl<B: Backend> Backend for $crate::Unfused<B> {
             fn kind(&self) -> $crate::DeviceKind {
                 self.0.kind()
@@ -329,6 +355,17 @@ macro_rules! declare_backend {
         fn $method(&$self $(, $arg: $aty)*) -> $crate::Result<$ret> {
             let op = Op::$variant { $($field: $field.to_owned()),* };
             $self.run(op, &[$($input),*], |k| k.$method($($arg),*), $crate::declare::Outputs::refs)
+        }
+    };
+
+    // `Profiled` times the call on its inner backend and logs it.
+    (@profile $method:ident ($self:ident) ($($arg:ident: $aty:ty),*) ($ret:ty) [$($input:ident),*]) => {
+        fn $method(&$self $(, $arg: $aty)*) -> $crate::Result<$ret> {
+            let inputs: Vec<Vec<usize>> = vec![$($input.shape().to_vec()),*];
+            let began = $crate::clock::Instant::now();
+            let result = $self.inner().$method($($arg),*);
+            $self.note(stringify!($method), inputs, began);
+            result
         }
     };
 

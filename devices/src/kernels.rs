@@ -150,6 +150,45 @@ declare_backend! {
             vec![vocab * d]
         };
 
+    // Engram conditional memory (docs/language.md, "Engram conditional memory").
+
+    /// Engram's hashed n-gram rows: `ids [.., T]` (integer-valued, validated by
+    /// the caller; sequences along the last axis) -> `[.., T, orders.len()·heads]`
+    /// where element `(t, o·heads + h)` is
+    /// [`engram::row`](crate::engram::row)`(ids, t, orders[o], o·heads + h,
+    /// key(seed, orders[o], h), rows)`: the row of slot `o·heads + h`'s block of
+    /// `rows` rows in one table of `orders.len()·heads·rows` rows.
+    kernel fn engram_hash(&self, ids: &Tensor, orders: &[usize], heads: usize, rows: usize, seed: u64) -> Result<Tensor>
+        => EngramHash { orders: Vec<usize>, heads: usize, rows: usize, seed: u64 } [ids]
+        sizes(ins) {
+            if ins[0].is_empty() || orders.contains(&0) || *rows == 0 {
+                return Err(format!("engram_hash of ids {:?} with orders {orders:?} and {rows} rows", ins[0]));
+            }
+            vec![n(ins[0]) * orders.len() * heads]
+        };
+
+    /// Short causal depthwise convolution along the second-to-last axis:
+    /// `x [.., T, C]`, `w [K, C]` -> `y [.., T, C]` with
+    /// `y[t, c] = Σ_{j<K, j≤t} w[j, c]·x[t−j, c]`, the exact products summed in
+    /// f64 for j ascending and rounded once to f32.
+    kernel fn causal_conv(&self, x: &Tensor, w: &Tensor) -> Result<Tensor>
+        => CausalConv [x, w]
+        sizes(ins) { conv_operands(ins)?; vec![n(ins[0])] };
+
+    /// Gradients of [`Backend::causal_conv`] given `dy` (`x`'s shape): `dx`
+    /// (`dx[t, c] = Σ_j w[j, c]·dy[t+j, c]`, j ascending) and `dw`
+    /// (`dw[j, c] = Σ_{.., t≥j} dy[t, c]·x[t−j, c]`, leading rows then t
+    /// ascending), each summed in f64 and rounded once.
+    kernel fn causal_conv_backward(&self, x: &Tensor, w: &Tensor, dy: &Tensor) -> Result<(Tensor, Tensor)>
+        => CausalConvBackward [x, w, dy]
+        sizes(ins) {
+            conv_operands(ins)?;
+            if ins[2] != ins[0] {
+                return Err(format!("dy {:?} is not x's shape {:?}", ins[2], ins[0]));
+            }
+            vec![n(ins[0]), n(ins[1])]
+        };
+
     /// Sum a broadcast gradient `g` back down to `shape` (sum over stretched axes and missing leading axes).
     kernel fn sum_to_shape(&self, g: &Tensor, shape: &[usize]) -> Result<Tensor>
         => SumToShape { shape: Vec<usize> } [g]
@@ -355,6 +394,17 @@ fn reduced(s: &[usize], axis: Option<usize>) -> Result<Vec<usize>, String> {
         axis_ok(s, a)?;
     }
     Ok(vec![n(&reduced_shape(s, axis))])
+}
+
+/// `Ok` when `ins[0]` is `[.., T, C]` (rank >= 2) and `ins[1]` is `[K, C]`.
+fn conv_operands(ins: &[&[usize]]) -> Result<(), String> {
+    let (x, w) = (ins[0], ins[1]);
+    if x.len() < 2 || w.len() != 2 || w[1] != x[x.len() - 1] {
+        return Err(format!(
+            "causal_conv of x {x:?} with w {w:?} (need [.., T, C] and [K, C])"
+        ));
+    }
+    Ok(())
 }
 
 /// `Ok` when every operand has the first one's shape.

@@ -21,7 +21,7 @@ export interface PanelSummary {
   /** SVG artifacts shown as images. */
   images: number;
   /** Timeline bars drawn ("Run Cell with Trace"), by kind. */
-  timeline: { statements: number; loops: number; steps: number } | null;
+  timeline: { statements: number; loops: number; steps: number; kernels: number } | null;
 }
 
 /** Messages from the webview. */

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { barGeometry, formatMicros, parseTimeline } from "../src/core/timeline";
+import { barGeometry, formatMicros, MAX_KERNEL_BARS, parseTimeline } from "../src/core/timeline";
 
 /** The shape `mlpl serve` sends (docs/traces.md), trimmed to a few events. */
 const FILE = JSON.stringify({
@@ -42,7 +42,16 @@ describe("parseTimeline", () => {
   it("rejects what is not a trace event file", () => {
     expect(parseTimeline("not json")).toBeNull();
     expect(parseTimeline(JSON.stringify({ events: [] }))).toBeNull();
-    expect(parseTimeline(JSON.stringify({ traceEvents: [] }))).toEqual({ total: 0, bars: [], counterSamples: 0 });
+    expect(parseTimeline(JSON.stringify({ traceEvents: [] }))).toEqual({ total: 0, bars: [], counterSamples: 0, kernels: 0 });
+  });
+
+  it("puts kernels on their own row with their input shapes, at most MAX_KERNEL_BARS of them", () => {
+    const kernel = (ts: number) => ({ name: "matmul", cat: "kernel", ph: "X", ts, dur: 1, pid: 1, tid: 3, args: { inputs: [[4, 4], [4, 2], []] } });
+    const v = parseTimeline(JSON.stringify({ traceEvents: [kernel(5)] }))!;
+    expect(v.bars.map((b) => [b.kind, b.row, b.detail, b.line])).toEqual([["kernel", 3, "4×4, 4×2, scalar", null]]);
+    const many = parseTimeline(JSON.stringify({ traceEvents: Array.from({ length: MAX_KERNEL_BARS + 7 }, (_, i) => kernel(i)) }))!;
+    expect(many.kernels).toBe(MAX_KERNEL_BARS + 7);
+    expect(many.bars.length).toBe(MAX_KERNEL_BARS);
   });
 });
 

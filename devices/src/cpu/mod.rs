@@ -225,6 +225,33 @@ impl Backend for CpuBackend {
         Ok(nn::scatter_add_rows(ids, src, vocab))
     }
 
+    fn engram_hash(
+        &self,
+        ids: &Tensor,
+        orders: &[usize],
+        heads: usize,
+        rows: usize,
+        seed: u64,
+    ) -> Result<Tensor> {
+        self.launch();
+        Ok(nn::engram_hash(ids, orders, heads, rows, seed))
+    }
+
+    fn causal_conv(&self, x: &Tensor, w: &Tensor) -> Result<Tensor> {
+        self.launch();
+        Ok(nn::causal_conv(x, w))
+    }
+
+    fn causal_conv_backward(
+        &self,
+        x: &Tensor,
+        w: &Tensor,
+        dy: &Tensor,
+    ) -> Result<(Tensor, Tensor)> {
+        self.launch();
+        Ok(nn::causal_conv_backward(x, w, dy))
+    }
+
     fn sum_to_shape(&self, g: &Tensor, shape: &[usize]) -> Result<Tensor> {
         self.launch();
         Ok(layout::sum_to_shape(g, shape))

@@ -263,6 +263,31 @@ fn kernel_of(op: &Op, ins: &[&[usize]]) -> Result<Kernel> {
         Op::ScatterAddRows { .. } => Kernel::ScatterAddRows {
             d: ins[1].last().copied().unwrap_or(1),
         },
+        Op::EngramHash {
+            orders,
+            heads,
+            rows,
+            seed,
+        } => {
+            let t = ins[0].last().copied().unwrap_or(1);
+            let (orders, heads, rows, seed) = (orders.clone(), *heads, *rows, *seed);
+            slices(op, (0, 0), move |x, o, _| {
+                nn::engram_hash_into(x[0], t, &orders, heads, rows, seed, &mut o[0])
+            })
+        }
+        Op::CausalConv => {
+            let dims = nn::conv_dims(ins[0]);
+            slices(op, (0, 0), move |x, o, _| {
+                nn::causal_conv_into(x[0], x[1], dims, &mut o[0])
+            })
+        }
+        Op::CausalConvBackward => {
+            let dims = nn::conv_dims(ins[0]);
+            slices(op, (0, 0), move |x, o, _| {
+                let [dx, dw, _] = o;
+                nn::causal_conv_backward_into(x[0], x[1], x[2], dims, dx, dw)
+            })
+        }
         Op::SumToShape { shape } => Kernel::SumToShape(SumToShapePlan::new(ins[0], shape)),
         Op::RmsNorm { eps } => Kernel::RmsNorm {
             dims: crate::shape::rows_of(ins[0]),

@@ -551,6 +551,30 @@ impl Backend for CudaBackend {
         self.scatter_add_rows_op(ids, src, vocab)
     }
 
+    fn engram_hash(
+        &self,
+        ids: &Tensor,
+        orders: &[usize],
+        heads: usize,
+        rows: usize,
+        seed: u64,
+    ) -> Result<Tensor> {
+        self.engram_hash_op(ids, orders, heads, rows, seed)
+    }
+
+    fn causal_conv(&self, x: &Tensor, w: &Tensor) -> Result<Tensor> {
+        self.causal_conv_op(x, w)
+    }
+
+    fn causal_conv_backward(
+        &self,
+        x: &Tensor,
+        w: &Tensor,
+        dy: &Tensor,
+    ) -> Result<(Tensor, Tensor)> {
+        self.causal_conv_backward_op(x, w, dy)
+    }
+
     fn sum_to_shape(&self, g: &Tensor, shape: &[usize]) -> Result<Tensor> {
         self.sum_to_shape_op(g, shape)
     }

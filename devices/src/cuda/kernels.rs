@@ -105,6 +105,10 @@ pub const MODULES: &[KernelModule] = &[
         source: include_str!("kernels/index.cu"),
     },
     KernelModule {
+        name: "engram",
+        source: include_str!("kernels/engram.cu"),
+    },
+    KernelModule {
         name: "norm",
         source: include_str!("kernels/norm.cu"),
     },

@@ -24,6 +24,8 @@ mod buffer;
 #[cfg(feature = "cuda")]
 mod elementwise;
 #[cfg(feature = "cuda")]
+mod engram;
+#[cfg(feature = "cuda")]
 mod fused;
 #[cfg(feature = "cuda")]
 mod gemm;

@@ -420,6 +420,35 @@ fn embedding_gather_and_scatter_add_match_the_cpu() {
     );
 }
 
+/// Engram's kernels give the CPU's bits: the hash is integer arithmetic, the
+/// convolution sums exact products in f64 in the CPU's order.
+#[test]
+fn engram_hash_and_causal_conv_are_the_cpus_bits() {
+    let Some(g) = gpu("engram_hash_and_causal_conv_are_the_cpus_bits") else {
+        return;
+    };
+    let c = cpu();
+    let idx = ids(40, 300, 110).reshape(vec![4, 10]);
+    let (hg, hc) = (
+        g.engram_hash(&idx, &[2, 3], 4, 997, 9).unwrap(),
+        c.engram_hash(&idx, &[2, 3], 4, 997, 9).unwrap(),
+    );
+    assert_eq!(hg.shape(), hc.shape());
+    assert_eq!(hg.host(), hc.host(), "engram_hash");
+    let x = rand(&[3, 9, 6], 111);
+    let w = rand(&[4, 6], 112);
+    let dy = rand(&[3, 9, 6], 113);
+    assert_eq!(
+        g.causal_conv(&x, &w).unwrap().host(),
+        c.causal_conv(&x, &w).unwrap().host(),
+        "causal_conv"
+    );
+    let (gx, gw) = g.causal_conv_backward(&x, &w, &dy).unwrap();
+    let (cx, cw) = c.causal_conv_backward(&x, &w, &dy).unwrap();
+    assert_eq!(gx.host(), cx.host(), "causal_conv_backward dx");
+    assert_eq!(gw.host(), cw.host(), "causal_conv_backward dw");
+}
+
 #[test]
 fn norms_forward_and_backward_match_the_cpu() {
     let Some(g) = gpu("norms_forward_and_backward_match_the_cpu") else {

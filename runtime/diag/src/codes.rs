@@ -257,13 +257,15 @@ mod tests {
     /// The codes of LANGUAGE §20.2–20.8, W0404 (`llm_call`'s notice that a
     /// request was sent, an extension documented in docs/language.md), E0411
     /// (models too deep or too large, docs/limits.md) and the functions codes
-    /// E0111, E0112, E0219 and E0412 (docs/language.md, "Functions"), and
-    /// E0220–E0222 (`slice`, `permute`, `concat` along an axis; docs/language.md).
+    /// E0111, E0112, E0219 and E0412 (docs/language.md, "Functions"),
+    /// E0220–E0222 (`slice`, `permute`, `concat` along an axis; docs/language.md)
+    /// and the Engram codes E0230 and E0231 (docs/language.md, "Engram conditional memory").
     fn expected_codes() -> Vec<String> {
         let ranges: &[(char, u32, u32)] = &[
             ('E', 1, 12),
             ('E', 101, 112),
             ('E', 201, 222),
+            ('E', 230, 231),
             ('E', 301, 311),
             ('E', 401, 412),
             ('E', 501, 504),

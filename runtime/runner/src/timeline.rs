@@ -6,12 +6,15 @@
 //! forwards every call to an inner observer, the progress bars): it times each
 //! top-level statement (track "statements"), each `train` loop and each of its
 //! iterations (track "train"), and samples the backend's counters after every
-//! statement and iteration as counter tracks (`"ph": "C"`). Times are
-//! microseconds since the run started.
+//! statement and iteration as counter tracks (`"ph": "C"`). Every kernel call
+//! with the shapes of its inputs comes from the [`KernelLog`] the run's devices
+//! note them in (track "kernels"; the caller installs the log with
+//! `DeviceContext::set_profile`). Times are microseconds since the run started.
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use mlpl_devices::profile::KernelLog;
 use mlpl_devices::{Backend, Counters};
 use mlpl_diag::{SourceFile, Span};
 use mlpl_lang::eval::{RunObserver, StepMode};
@@ -23,6 +26,11 @@ const PID: u32 = 1;
 const TID_STATEMENTS: u32 = 1;
 /// The `train` loops' and iterations' track.
 const TID_TRAIN: u32 = 2;
+/// The kernels' track.
+const TID_KERNELS: u32 = 3;
+/// At most this many kernel events per run (later calls are counted in
+/// `otherData.kernel_events_dropped`).
+pub const MAX_KERNEL_EVENTS: usize = 200_000;
 /// At most this many iteration events per loop (later iterations are counted
 /// in the loop's `args` only), so a long run still gives a file a viewer opens.
 pub const MAX_STEP_EVENTS: usize = 20_000;
@@ -37,6 +45,7 @@ pub struct TimelineData {
     events: Vec<Value>,
     statement: Option<(Span, f64, u64)>,
     loops: Vec<LoopTrack>,
+    kernels: Arc<KernelLog>,
 }
 
 #[derive(Debug)]
@@ -82,8 +91,15 @@ impl TimelineData {
             meta(0, "device counters"),
             meta(TID_STATEMENTS, "statements"),
             meta(TID_TRAIN, "train"),
+            meta(TID_KERNELS, "kernels"),
         ];
         let mut timed = self.events.clone();
+        timed.extend(self.kernels.events().into_iter().map(|k| {
+            json!({
+                "name": k.name, "cat": "kernel", "ph": "X", "ts": k.start_us, "dur": k.dur_us,
+                "pid": PID, "tid": TID_KERNELS, "args": {"inputs": k.inputs},
+            })
+        }));
         // In time order; of events beginning together the longer (enclosing)
         // one first.
         timed.sort_by(|a, b| {
@@ -95,7 +111,10 @@ impl TimelineData {
         serde_json::to_string_pretty(&json!({
             "traceEvents": events,
             "displayTimeUnit": "ms",
-            "otherData": {"source": self.source.name(), "device": device, "generator": "mlpl run --timeline"},
+            "otherData": {
+                "source": self.source.name(), "device": device, "generator": "mlpl run --timeline",
+                "kernel_events_dropped": self.kernels.dropped(),
+            },
         }))
         .expect("a timeline is always serialisable")
     }
@@ -121,12 +140,19 @@ impl TimelineObserver {
             events: Vec::new(),
             statement: None,
             loops: Vec::new(),
+            kernels: Arc::new(KernelLog::new(MAX_KERNEL_EVENTS)),
         };
         TimelineObserver {
             data: Arc::new(Mutex::new(data)),
             backend,
             inner,
         }
+    }
+
+    /// The log the run's devices note their kernels in: install it with
+    /// `DeviceContext::set_profile` for the run.
+    pub fn kernel_log(&self) -> Arc<KernelLog> {
+        self.with(|d| d.kernels.clone())
     }
 
     /// What was recorded (read it after the run).
@@ -156,6 +182,7 @@ impl RunObserver for TimelineObserver {
         let c = self.backend.counters();
         self.with(|d| {
             d.start = Instant::now();
+            d.kernels.restart();
             d.counters(0.0, &c);
         });
         if let Some(o) = &mut self.inner {

@@ -246,6 +246,27 @@ async function run() {
   log(`chart: ${chartRun.artifacts[0].bytes} bytes of SVG shown in the panel`);
   await screenshot("chart");
 
+  // Run Cell with Trace: the run's timeline (statements, the train loop, its
+  // iterations and its kernels) is drawn in the panel.
+  const beforeTrace = api.model().runs.length;
+  await vscode.commands.executeCommand("mlpl.runCellWithTrace", ...runCell(1).command.arguments);
+  const traced = await waitFor("the traced run", () => {
+    const r = api.model().runs[api.model().runs.length - 1];
+    return api.model().runs.length > beforeTrace && r.status !== "running" ? r : undefined;
+  }, 120000);
+  assert.equal(traced.status, "ok", JSON.stringify(traced.diagnostic));
+  const timelineArtifact = traced.artifacts.find((a) => a.kind === "timeline");
+  assert.ok(timelineArtifact && timelineArtifact.content.includes("traceEvents"), "a timeline artifact");
+  const drawn = await waitFor("the timeline in the panel", () => {
+    const s = api.panelSummary();
+    return s && s.run === traced.id && s.timeline ? s.timeline : undefined;
+  }, 30000);
+  assert.ok(drawn.statements >= 2, `statements drawn: ${JSON.stringify(drawn)}`);
+  assert.equal(drawn.loops, 1, `loops drawn: ${JSON.stringify(drawn)}`);
+  assert.ok(drawn.steps >= 1 && drawn.kernels >= 1, `iterations and kernels drawn: ${JSON.stringify(drawn)}`);
+  log(`timeline: ${drawn.statements} statements, ${drawn.loops} loop, ${drawn.steps} iterations, ${drawn.kernels} kernels in the panel`);
+  await screenshot("timeline");
+
   // Cancel: a long run stops at the end of a step and the session lives on.
   const longDoc = await vscode.workspace.openTextDocument(vscode.Uri.joinPath(folder, "long.mlpl"));
   await vscode.window.showTextDocument(longDoc, vscode.ViewColumn.One);

@@ -2,26 +2,26 @@
  * The timeline of a run traced with "Run Cell with Trace": the runner sends the
  * run's Chrome Trace Event file (docs/traces.md) as an `artifact` event of kind
  * `timeline`; this turns it into the bars the panel draws, one row per track
- * (statements, train loops and their iterations), each statement linked to its
- * document lines. Plain data, no DOM, so it is unit-tested.
+ * (statements, train loops, their iterations and kernels), each statement linked
+ * to its document lines. Plain data, no DOM, so it is unit-tested.
  */
 
 /** One bar of the timeline. */
 export interface TimelineBar {
-  /** `statement`, `train` (a loop) or `train_step` (an iteration). */
-  kind: "statement" | "train" | "train_step";
+  /** `statement`, `train` (a loop), `train_step` (an iteration) or `kernel`. */
+  kind: "statement" | "train" | "train_step" | "kernel";
   name: string;
   /** Start and duration in microseconds since the run started. */
   ts: number;
   dur: number;
-  /** Row: 0 statements, 1 train loops, 2 iterations. */
+  /** Row: 0 statements, 1 train loops, 2 iterations, 3 kernels. */
   row: number;
   /** The statement's first and last document lines (1-based), when a statement. */
   line: number | null;
   endLine: number | null;
   /** Whether the statement succeeded (statements only). */
   ok: boolean | null;
-  /** Kernels the statement ran, or the iteration's loss. */
+  /** Kernels the statement ran, the iteration's loss, or a kernel's input shapes. */
   detail: string;
 }
 
@@ -32,11 +32,24 @@ export interface TimelineView {
   bars: TimelineBar[];
   /** Counter samples (`ph: "C"`) in the file. */
   counterSamples: number;
+  /** Kernel events in the file (at most {@link MAX_KERNEL_BARS} of them are bars). */
+  kernels: number;
 }
+
+/** The most kernel bars drawn: a long run has far more kernels than a strip has pixels. */
+export const MAX_KERNEL_BARS = 5000;
 
 type TraceEvent = { ph?: unknown; cat?: unknown; name?: unknown; ts?: unknown; dur?: unknown; args?: Record<string, unknown> };
 
-const ROWS: Record<TimelineBar["kind"], number> = { statement: 0, train: 1, train_step: 2 };
+const ROWS: Record<TimelineBar["kind"], number> = { statement: 0, train: 1, train_step: 2, kernel: 3 };
+
+/** `[[4, 4], [4, 4]]` as `4×4, 4×4`. */
+function shapesText(inputs: unknown): string {
+  if (!Array.isArray(inputs)) {
+    return "";
+  }
+  return inputs.map((s) => (Array.isArray(s) ? (s.length ? s.join("×") : "scalar") : "?")).join(", ");
+}
 
 function num(v: unknown): number | null {
   return typeof v === "number" && Number.isFinite(v) ? v : null;
@@ -56,13 +69,17 @@ export function parseTimeline(content: string): TimelineView | null {
   }
   const bars: TimelineBar[] = [];
   let counterSamples = 0;
+  let kernels = 0;
   let total = 0;
   for (const e of events as TraceEvent[]) {
     if (e.ph === "C") {
       counterSamples++;
       continue;
     }
-    if (e.ph !== "X" || (e.cat !== "statement" && e.cat !== "train" && e.cat !== "train_step")) {
+    if (e.ph !== "X" || (e.cat !== "statement" && e.cat !== "train" && e.cat !== "train_step" && e.cat !== "kernel")) {
+      continue;
+    }
+    if (e.cat === "kernel" && ++kernels > MAX_KERNEL_BARS) {
       continue;
     }
     const ts = num(e.ts);
@@ -77,6 +94,8 @@ export function parseTimeline(content: string): TimelineView | null {
     let detail = "";
     if (kind === "statement") {
       detail = `${num(args.kernel_launches) ?? 0} kernels`;
+    } else if (kind === "kernel") {
+      detail = shapesText(args.inputs);
     } else if (kind === "train_step") {
       const loss = num(args.loss);
       detail = loss === null ? "loss —" : `loss ${loss.toPrecision(5)}`;
@@ -96,7 +115,7 @@ export function parseTimeline(content: string): TimelineView | null {
     });
     total = Math.max(total, ts + dur);
   }
-  return { total, bars, counterSamples };
+  return { total, bars, counterSamples, kernels };
 }
 
 /** Where a bar lies in a strip `width` pixels wide (at least 1 px wide). */

@@ -291,9 +291,9 @@ function render(): void {
   report(run);
 }
 
-const ROW_TITLES = ["statements", "train loops", "iterations"];
+const ROW_TITLES = ["statements", "train loops", "iterations", "kernels"];
 
-/** The run's timeline: one strip per track, a bar per statement, loop and iteration. */
+/** The run's timeline: one strip per track, a bar per statement, loop, iteration and kernel. */
 function drawTimeline(run: RunRecord, view: TimelineView): void {
   const width = Math.max(300, app.clientWidth - 24 || 600);
   app.append(el("h3", {}, `Timeline (${formatMicros(view.total)}; click a statement to show it)`));
@@ -311,7 +311,7 @@ function drawTimeline(run: RunRecord, view: TimelineView): void {
       const bar = el("div", { class: `timeline-bar ${b.kind}${b.ok === false ? " failed" : ""}`, title: `${b.name}${where}\n${formatMicros(b.dur)} · ${b.detail}` });
       bar.style.left = `${g.x}px`;
       bar.style.width = `${g.w}px`;
-      if (b.kind !== "train_step") {
+      if (b.kind !== "train_step" && b.kind !== "kernel") {
         bar.append(b.name);
       }
       const uri = run.cell?.uri;
@@ -353,6 +353,7 @@ function report(run: RunRecord | undefined): void {
             statements: app.querySelectorAll(".timeline-bar.statement").length,
             loops: app.querySelectorAll(".timeline-bar.train").length,
             steps: app.querySelectorAll(".timeline-bar.train_step").length,
+            kernels: app.querySelectorAll(".timeline-bar.kernel").length,
           }
         : null,
     },

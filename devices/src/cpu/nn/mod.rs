@@ -2,10 +2,12 @@
 //! [`softmax`] (softmax, log-softmax, cross-entropy, masked softmax and
 //! logsumexp), [`norm`] (RMS and layer norm), [`index`] (embedding gather and
 //! scatter-add), [`activation`] (fused activation backward and bias +
-//! activation), [`optim`] (Adam/AdamW) and [`random`] (dropout masks). This
+//! activation), [`optim`] (Adam/AdamW), [`random`] (dropout masks) and
+//! [`engram`] (hashed n-gram rows, causal convolution). This
 //! module holds the row walks they share.
 
 mod activation;
+mod engram;
 mod index;
 mod norm;
 mod optim;
@@ -13,6 +15,7 @@ mod random;
 mod softmax;
 
 pub(crate) use activation::*;
+pub(crate) use engram::*;
 pub(crate) use index::*;
 pub(crate) use norm::*;
 pub(crate) use optim::*;

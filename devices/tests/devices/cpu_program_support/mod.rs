@@ -229,6 +229,7 @@ pub fn every_kernel(rows: usize, cols: usize, products: bool) -> (Vec<Tensor>, B
     let dy3 = tensor(&[2, half, cols], 22, 1.0);
     let targets = ids(&[rows], cols, 23);
     let table_ids = ids(&[2, 3], rows, 24);
+    let conv_rows = ids(&[3], rows, 26);
     let scalar = Tensor::scalar(0.5);
     let one = Tensor::from_vec(vec![1], vec![1.0]);
     let init = vec![
@@ -318,6 +319,13 @@ pub fn every_kernel(rows: usize, cols: usize, products: bool) -> (Vec<Tensor>, B
         let gathered = b.gather_rows(x, &table_ids).unwrap();
         out.push(b.scatter_add_rows(&table_ids, &gathered, rows).unwrap());
         out.push(gathered);
+        // Engram: hashed n-gram rows, the causal convolution and its gradient
+        // (the kernel's weights are rows of the carried state, so they change).
+        out.push(b.engram_hash(&table_ids, &[2, 3], 2, 7, 0xE9).unwrap());
+        let wk = b.gather_rows(x, &conv_rows).unwrap();
+        out.push(b.causal_conv(&x3, &wk).unwrap());
+        let (dxc, dwc) = b.causal_conv_backward(&x3, &wk, &dy3).unwrap();
+        out.extend([dxc, dwc]);
         // Sum to shape: an axis pair, the general walk, everything.
         for shape in [
             vec![half, cols],

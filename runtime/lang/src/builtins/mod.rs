@@ -17,6 +17,7 @@ mod construct;
 mod dataprep;
 mod devices;
 mod elementwise;
+mod engram;
 mod experiments;
 mod feasibility;
 mod files;
@@ -42,6 +43,7 @@ mod construct_shapes;
 mod dataprep_shapes;
 mod devices_shapes;
 mod elementwise_shapes;
+mod engram_shapes;
 mod experiments_shapes;
 mod feasibility_shapes;
 mod files_shapes;
@@ -364,6 +366,7 @@ const GROUPS: &[&[Builtin]] = &[
     analysis::BUILTINS,
     optim::BUILTINS,
     models::BUILTINS,
+    engram::BUILTINS,
     surgery::BUILTINS,
     viz::BUILTINS,
 ];

@@ -68,6 +68,7 @@ fn copy(layer: &Layer, lora: Option<(usize, f64)>, id: &mut dyn FnMut() -> u64) 
             top_k: m.top_k,
             hidden: m.hidden,
         }),
+        Layer::Engram(g) => Layer::Engram(crate::nn::layers::Engram { id: id(), ..*g }),
         Layer::Chain(children) => Layer::Chain(
             children
                 .iter()

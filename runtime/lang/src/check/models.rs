@@ -143,6 +143,11 @@ fn flow_in(
         Layer::SwiGlu(s) => f(Some(s.d), Some(s.d)),
         Layer::Rope(r) => f(Some(r.head_dim), Some(r.head_dim)),
         Layer::Moe(m) => f(Some(m.d), Some(m.d)),
+        Layer::Engram(g) => Flow {
+            input: None,
+            output: Some(g.d),
+            ids: g.vocab.is_some(),
+        },
         Layer::Activation(_) | Layer::Dropout(_) => f(None, None),
         Layer::Residual(inner) => {
             let i = child_flow(inner, memo)?;
@@ -267,6 +272,68 @@ impl Forward {
         }
     }
 
+    /// An embedding lookup of ids `x` (any shape; constant ids checked
+    /// against `vocab`, E0402) → `[…, d]`.
+    fn ids_to_rows(
+        &self,
+        layer: &Layer,
+        vocab: usize,
+        width: usize,
+        x: &AbsArray,
+    ) -> Result<AbsArray, Diagnostic> {
+        if let Some(c) = &x.constant {
+            for (i, &id) in c.iter().enumerate() {
+                if !(id.fract() == 0.0 && id >= 0.0 && id < vocab as f64) {
+                    return Err(Diagnostic::of(code::E0402)
+                        .at(
+                            self.x_span,
+                            format!("id {} at position {i}", format_f64(id)),
+                        )
+                        .note(format!(
+                            "`{}` takes integer ids in [0, {})",
+                            layer.describe(),
+                            vocab
+                        )));
+                }
+            }
+        }
+        Ok(match &x.dims {
+            Some(d) => {
+                let mut dims = d.clone();
+                dims.push(Dim::Known(width));
+                AbsArray::of_dims(dims)
+            }
+            None => AbsArray::unknown(),
+        })
+    }
+
+    /// `engram_apply(m, h, ids)` of the Engram layer `g`: `h`'s shape and names
+    /// when `h` is `ids.shape ++ [d]`; E0230 when provably not.
+    pub fn engram_mix(
+        &self,
+        layer: &Layer,
+        g: &crate::nn::layers::Engram,
+        h: &AbsArray,
+        ids: &AbsArray,
+    ) -> Result<AbsArray, Diagnostic> {
+        if let (Some(hd), Some(idd)) = (&h.dims, &ids.dims) {
+            let bad = idd.is_empty()
+                || hd.len() != idd.len() + 1
+                || hd.iter().zip(idd).any(|(a, b)| a.provably_ne(b))
+                || hd[hd.len() - 1].provably_ne(&Dim::Known(g.d));
+            if bad {
+                return Err(crate::nn::engram::misaligned(
+                    layer,
+                    g.d,
+                    &h.shape_text(),
+                    &ids.shape_text(),
+                    self.x_span,
+                ));
+            }
+        }
+        Ok(Self::same(h))
+    }
+
     /// Applies `layer` to `x`.
     pub fn layer(&mut self, layer: &Layer, x: &AbsArray) -> Result<AbsArray, Diagnostic> {
         match layer {
@@ -278,32 +345,11 @@ impl Forward {
                 self.last_axis(layer, x, l.base.inp)?;
                 Ok(Self::with_last(x, l.base.out))
             }
-            Layer::Embed(e) => {
-                if let Some(c) = &x.constant {
-                    for (i, &id) in c.iter().enumerate() {
-                        if !(id.fract() == 0.0 && id >= 0.0 && id < e.vocab as f64) {
-                            return Err(Diagnostic::of(code::E0402)
-                                .at(
-                                    self.x_span,
-                                    format!("id {} at position {i}", format_f64(id)),
-                                )
-                                .note(format!(
-                                    "`{}` takes integer ids in [0, {})",
-                                    layer.describe(),
-                                    e.vocab
-                                )));
-                        }
-                    }
-                }
-                Ok(match &x.dims {
-                    Some(d) => {
-                        let mut dims = d.clone();
-                        dims.push(Dim::Known(e.d));
-                        AbsArray::of_dims(dims)
-                    }
-                    None => AbsArray::unknown(),
-                })
-            }
+            Layer::Embed(e) => self.ids_to_rows(layer, e.vocab, e.d, x),
+            Layer::Engram(g) => match g.vocab {
+                Some(vocab) => self.ids_to_rows(layer, vocab, g.d, x),
+                None => Err(crate::nn::engram::needs_ids(layer, self.x_span)),
+            },
             Layer::Attention(a) => {
                 if let Some(d) = &x.dims {
                     let bad = !(d.len() == 2 || d.len() == 3)

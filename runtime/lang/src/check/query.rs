@@ -240,6 +240,7 @@ pub fn batch_of(layer: &Layer, x: &AbsArray, span: Span) -> LossBatch {
 fn reads_ids(l: &Layer) -> bool {
     match l {
         Layer::Embed(_) => true,
+        Layer::Engram(g) => g.vocab.is_some(),
         Layer::Chain(c) => c.first().is_some_and(|x| reads_ids(x)),
         _ => false,
     }

@@ -5,6 +5,7 @@ use mlpl_diag::code;
 use std::collections::HashSet;
 use std::sync::Arc;
 
+use mlpl_devices::profile::{KernelLog, Profiled};
 use mlpl_devices::{Backend, CudaUnavailable, DeviceKind};
 
 use super::Interp;
@@ -53,6 +54,8 @@ pub struct DeviceContext {
     /// While a `train` step is recorded: the recorder standing in for the
     /// active device's backend (and the CPU's, when that is the device).
     recording: Option<(DeviceKind, Arc<dyn Backend>)>,
+    /// While a timeline is recorded: the log every device's kernels are noted in.
+    profile: Option<Arc<KernelLog>>,
 }
 
 impl Default for DeviceContext {
@@ -70,6 +73,7 @@ impl DeviceContext {
             warned_fallbacks: HashSet::new(),
             cpu: mlpl_devices::cpu(),
             recording: None,
+            profile: None,
         }
     }
 
@@ -77,6 +81,20 @@ impl DeviceContext {
     /// [`mlpl_devices::capture::Recorder`]) until called again with `None`.
     pub fn set_recording(&mut self, recorder: Option<Arc<dyn Backend>>) {
         self.recording = recorder.map(|r| (self.active().kind, r));
+    }
+
+    /// Notes every kernel of every device in `log` (a timeline's kernel
+    /// track) until called again with `None`.
+    pub fn set_profile(&mut self, log: Option<Arc<KernelLog>>) {
+        self.profile = log;
+    }
+
+    /// `b`, profiled when a timeline is recorded.
+    fn profiled(&self, b: Arc<dyn Backend>) -> Arc<dyn Backend> {
+        match &self.profile {
+            Some(log) => Arc::new(Profiled::new(b, log.clone())),
+            None => b,
+        }
     }
 
     /// The recorder, when one stands in for a device of `kind`.
@@ -124,8 +142,10 @@ impl DeviceContext {
         if let Some(r) = self.recorder_for(target.kind) {
             return r;
         }
-        self.device_backend(target)
-            .unwrap_or_else(|_| self.cpu.clone())
+        self.profiled(
+            self.device_backend(target)
+                .unwrap_or_else(|_| self.cpu.clone()),
+        )
     }
 
     /// W0503 for each operation that `target`'s backend ran on the CPU since the
@@ -165,7 +185,7 @@ impl DeviceContext {
     /// The CPU backend (host builtins always run there).
     pub fn cpu(&self) -> Arc<dyn Backend> {
         self.recorder_for(DeviceKind::Cpu)
-            .unwrap_or_else(|| self.cpu.clone())
+            .unwrap_or_else(|| self.profiled(self.cpu.clone()))
     }
 }
 

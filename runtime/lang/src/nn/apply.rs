@@ -10,7 +10,7 @@ use mlpl_devices::{BinaryOp, UnaryOp};
 use mlpl_diag::code;
 
 use super::layers::*;
-use super::{attention, dropout, moe, rope};
+use super::{attention, dropout, engram, moe, rope};
 use crate::eval::{loss, ops, Interp};
 use crate::value::{named_shape, Array, Names};
 use mlpl_diag::{Diagnostic, Span};
@@ -88,6 +88,7 @@ impl Forward<'_> {
                 let start = self.cache.as_ref().map_or(0, |c| c.pos);
                 self.pos_embed(layer, p, x, start)
             }
+            Layer::Engram(g) => engram::forward(self, layer, g, x),
             Layer::Chain(children) => {
                 self.it.check_cancel(self.span)?;
                 let mut y = x.clone();

@@ -108,6 +108,10 @@ fn clone_node(it: &mut Interp, layer: &Layer, done: &mut Done) -> Layer {
             top_k: m.top_k,
             hidden: m.hidden,
         }),
+        Layer::Engram(g) => Layer::Engram(Engram {
+            id: next_id(it),
+            ..*g
+        }),
         Layer::Activation(a) => Layer::Activation(*a),
         Layer::Dropout(d) => Layer::Dropout(*d),
         Layer::Rope(r) => Layer::Rope(*r),

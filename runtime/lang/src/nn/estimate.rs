@@ -102,6 +102,14 @@ fn walk(layer: &Layer, b: f64, s: f64, w: Option<f64>, c: &mut Cost) -> Option<f
             c.activations += 2.0 * e + k * (4.0 * hid + d) + d;
             Some(d)
         }
+        Layer::Engram(g) => {
+            // The lookup is O(1) per token and FLOP-free: Wk and Wv, the gate,
+            // the convolution and the residual adds are the work.
+            let (d, k) = (g.d as f64, super::layers::ENGRAM_TAPS as f64);
+            c.flops += 4.0 * d * d * r + 2.0 * k * d * r + 10.0 * d * r;
+            c.activations += 7.0 * d + 2.0 + g.vocab.map_or(0.0, |_| d);
+            Some(d)
+        }
         Layer::Chain(children) => children.iter().fold(w, |w, ch| walk(ch, b, s, w, c)),
         Layer::Residual(inner) => {
             let out = walk(inner, b, s, w, c);
@@ -151,4 +159,40 @@ pub fn param_count(layer: &Layer) -> f64 {
         .iter()
         .map(|p| p.shape.iter().map(|&d| d as f64).product::<f64>())
         .sum()
+}
+
+/// The Engram tables of a model, counted apart from the rest (their point is
+/// cheap memory, not FLOPs): `params` table elements (of the distinct Engram
+/// layers), `trainable` those not frozen, and `bytes` their training memory
+/// at `dt` bytes per element (weights, plus gradient and two Adam moments of
+/// the trainable ones), which `estimate_train`'s memory includes. `touched` is
+/// the rows a `[batch, seq]` batch reads (at most orders·heads per token).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Tables {
+    /// Table elements.
+    pub params: f64,
+    /// Table elements not frozen.
+    pub trainable: f64,
+    /// Training bytes of the tables.
+    pub bytes: f64,
+    /// Table rows one batch touches (an upper bound).
+    pub touched: f64,
+}
+
+/// [`Tables`] of `layer` for a `[batch, seq]` batch at `dt` bytes per element.
+pub fn tables(layer: &Layer, frozen: &HashSet<String>, batch: f64, seq: f64, dt: f64) -> Tables {
+    let mut t = Tables::default();
+    layer.walk_distinct(&mut |l| {
+        if let Layer::Engram(g) = l {
+            let n = (g.table_rows() * g.slot_width()) as f64;
+            let name = format!("__engram_T_{}", g.id);
+            t.params += n;
+            if !frozen.contains(&name) {
+                t.trainable += n;
+            }
+            t.touched += (g.slots() as f64 * batch * seq).min(g.table_rows() as f64);
+        }
+    });
+    t.bytes = (t.params + 3.0 * t.trainable) * dt;
+    t
 }

@@ -170,6 +170,39 @@ pub fn moe(
     layer
 }
 
+/// `engram(d, rows, heads, seed)` (`vocab` None) and `engram_embed(vocab, d,
+/// rows, heads, seed)`: E = 0.1·randn(seed) (embedding form only), T =
+/// 0.1·randn(seed + 1), Wk, Wv = randn(seed + 2, seed + 3)/√d, C = 0; the hash
+/// keys derive from `seed`. The caller has checked that 2·heads divides d.
+pub fn engram(
+    it: &mut Interp,
+    vocab: Option<usize>,
+    d: usize,
+    rows: usize,
+    heads: usize,
+    seed: u64,
+) -> Layer {
+    let layer = Layer::Engram(Engram {
+        id: next_id(it),
+        vocab,
+        d,
+        rows,
+        heads,
+        seed,
+    });
+    for p in layer.own_params() {
+        let value = match p.role {
+            "E" => randn_scaled(seed, &p.shape, 0.1),
+            "T" => randn_scaled(seed.wrapping_add(1), &p.shape, 0.1),
+            "Wk" => randn_scaled(seed.wrapping_add(2), &p.shape, inv_sqrt(d)),
+            "Wv" => randn_scaled(seed.wrapping_add(3), &p.shape, inv_sqrt(d)),
+            _ => filled(&p.shape, 0.0),
+        };
+        bind_param(it, &p.name, value);
+    }
+    layer
+}
+
 /// 1/√n in float64.
 pub fn inv_sqrt(n: usize) -> f64 {
     1.0 / (n as f64).sqrt()

@@ -99,6 +99,9 @@ pub enum Layer {
     /// `pos_embed(max_pos, d, seed)`: learned absolute position embeddings added
     /// to `[…, T, d]`.
     PosEmbed(PosEmbed),
+    /// `engram(d, rows, heads, seed)` and `engram_embed(vocab, d, rows, heads,
+    /// seed)`: Engram conditional memory (docs/language.md).
+    Engram(Engram),
     /// `chain(m1, ..., mn)`: composition, left to right.
     Chain(Vec<Arc<Layer>>),
     /// `residual(m)`: x + m(x).
@@ -299,6 +302,90 @@ pub struct Moe {
     pub hidden: usize,
 }
 
+/// An Engram conditional memory layer (docs/language.md, "Engram conditional
+/// memory"): one hashed table of [`ENGRAM_ORDERS`]·`heads` blocks of `rows`
+/// rows of width `d / (orders·heads)`, key and value projections Wk, Wv
+/// `[d, d]` and a causal convolution C `[ENGRAM_TAPS, d]`; the embedding-position
+/// form also owns the token embedding E `[vocab, d]`.
+#[derive(Clone, Copy, Debug)]
+pub struct Engram {
+    /// The model id in the parameter names.
+    pub id: u64,
+    /// The token vocabulary of the embedding-position form (`engram_embed`).
+    pub vocab: Option<usize>,
+    /// Model width.
+    pub d: usize,
+    /// Rows per n-gram order and head.
+    pub rows: usize,
+    /// Hash heads per n-gram order.
+    pub heads: usize,
+    /// The hash seed (the keys of LANGUAGE's formula).
+    pub seed: u64,
+}
+
+/// The n-gram orders an Engram layer looks up.
+pub const ENGRAM_ORDERS: [usize; 2] = [2, 3];
+
+/// The most rows an Engram table may have: 2²⁴, so that every row index is an
+/// exact float32 integer.
+pub const ENGRAM_MAX_ROWS: usize = 1 << 24;
+
+/// Taps of an Engram layer's causal convolution.
+pub const ENGRAM_TAPS: usize = 4;
+
+impl Engram {
+    /// Table blocks: one per order and head.
+    pub fn slots(&self) -> usize {
+        ENGRAM_ORDERS.len() * self.heads
+    }
+    /// The width of one block's rows, d / slots.
+    pub fn slot_width(&self) -> usize {
+        self.d / self.slots().max(1)
+    }
+    /// Rows of the whole table, slots · rows.
+    pub fn table_rows(&self) -> usize {
+        self.slots() * self.rows
+    }
+    /// Why these sizes make no Engram layer, if they do not: `heads` ≥ 1,
+    /// `rows` ≥ 1, `d` a positive multiple of orders·heads, and at most 2²⁴
+    /// table rows (row indices are exact float32 integers).
+    pub fn config_error(&self) -> Option<String> {
+        let slots = self.slots();
+        if self.heads == 0 || self.rows == 0 {
+            Some(format!(
+                "heads ({}) and rows ({}) must be at least 1",
+                self.heads, self.rows
+            ))
+        } else if self.d == 0 || !self.d.is_multiple_of(slots) {
+            Some(format!(
+                "d = {} is not a positive multiple of {} orders × {} heads = {slots}",
+                self.d,
+                ENGRAM_ORDERS.len(),
+                self.heads
+            ))
+        } else if slots
+            .checked_mul(self.rows)
+            .is_none_or(|r| r > ENGRAM_MAX_ROWS)
+        {
+            Some(format!(
+                "{slots} × {} rows exceed the table's limit of 2^24 rows",
+                self.rows
+            ))
+        } else {
+            None
+        }
+    }
+
+    /// The name written in messages and by `describe`.
+    pub fn name(&self) -> &'static str {
+        if self.vocab.is_some() {
+            "engram_embed"
+        } else {
+            "engram"
+        }
+    }
+}
+
 /// One parameter of one layer: its workspace name, its checkpoint kind and role
 /// (LANGUAGE §11.9) and its declared shape.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -486,6 +573,30 @@ impl Layer {
                     spec(format!("__moe_Wd_{k}"), "moe", "Wd", vec![e, h, d]),
                 ]
             }
+            Layer::Engram(g) => {
+                let k = g.id;
+                let mut out = Vec::with_capacity(5);
+                if let Some(v) = g.vocab {
+                    out.push(spec(format!("__engram_E_{k}"), "engram", "E", vec![v, g.d]));
+                }
+                out.extend([
+                    spec(
+                        format!("__engram_T_{k}"),
+                        "engram",
+                        "T",
+                        vec![g.table_rows(), g.slot_width()],
+                    ),
+                    spec(format!("__engram_Wk_{k}"), "engram", "Wk", vec![g.d, g.d]),
+                    spec(format!("__engram_Wv_{k}"), "engram", "Wv", vec![g.d, g.d]),
+                    spec(
+                        format!("__engram_C_{k}"),
+                        "engram",
+                        "C",
+                        vec![ENGRAM_TAPS, g.d],
+                    ),
+                ]);
+                out
+            }
             Layer::Activation(_)
             | Layer::Dropout(_)
             | Layer::Rope(_)
@@ -561,6 +672,10 @@ impl Layer {
                 crate::display::format_f64(r.base)
             ),
             Layer::Moe(m) => format!("moe({}, {}, {}, {})", m.d, m.experts, m.top_k, m.hidden),
+            Layer::Engram(g) => match g.vocab {
+                Some(v) => format!("engram_embed({v}, {}, {}, {})", g.d, g.rows, g.heads),
+                None => format!("engram({}, {}, {})", g.d, g.rows, g.heads),
+            },
             Layer::Chain(c) => format!("chain of {} layers", c.len()),
             Layer::Residual(_) => "residual".to_string(),
         }

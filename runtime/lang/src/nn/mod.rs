@@ -4,7 +4,7 @@
 //!
 //! Layout: [`layers`] (the tree), [`init`] (ids, names, initial values),
 //! [`apply`] (the forward pass and its input checks), [`attention`], [`rope`],
-//! [`moe`], [`dropout`], [`generate`] (decoding with a key/value cache), [`hf`] (Hugging Face checkpoints), [`decay`] (AdamW's weight-decay groups), [`clone`] (`clone_model`), [`lora`], [`families`]
+//! [`moe`], [`engram`] (Engram conditional memory), [`dropout`], [`generate`] (decoding with a key/value cache), [`hf`] (Hugging Face checkpoints), [`decay`] (AdamW's weight-decay groups), [`clone`] (`clone_model`), [`lora`], [`families`]
 //! (`perturb_params`, `reinit`), [`checkpoint`] (structural keys), [`persist`] (the structure as data, for
 //! saved sessions) and
 //! [`estimate`] (FLOPs and activations of `estimate_train`).
@@ -15,6 +15,7 @@ pub mod checkpoint;
 pub mod clone;
 pub mod decay;
 pub mod dropout;
+pub mod engram;
 pub mod estimate;
 pub mod families;
 pub mod generate;

@@ -15,8 +15,8 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::layers::{
-    Activation, Attention, Dropout, Embed, Layer, LayerNorm, Linear, Lora, Moe, PosEmbed, RmsNorm,
-    Rope, RopeScaling, SwiGlu,
+    Activation, Attention, Dropout, Embed, Engram, Layer, LayerNorm, Linear, Lora, Moe, PosEmbed,
+    RmsNorm, Rope, RopeScaling, SwiGlu,
 };
 
 /// One saved layer node. Children are indices of earlier nodes of the same table.
@@ -171,6 +171,21 @@ pub enum LayerRecord {
         /// Hidden width of an expert.
         hidden: usize,
     },
+    /// `engram(d, rows, heads)` or `engram_embed(vocab, d, rows, heads)`.
+    Engram {
+        /// Model id.
+        id: u64,
+        /// Vocabulary of the embedding-position form.
+        vocab: Option<usize>,
+        /// Width.
+        d: usize,
+        /// Rows per order and head.
+        rows: usize,
+        /// Heads per order.
+        heads: usize,
+        /// Hash seed.
+        seed: u64,
+    },
     /// `chain(...)` of earlier nodes.
     Chain {
         /// Node indices, in order.
@@ -292,6 +307,14 @@ impl ModelWriter {
                 experts: m.experts,
                 top_k: m.top_k,
                 hidden: m.hidden,
+            },
+            Layer::Engram(g) => LayerRecord::Engram {
+                id: g.id,
+                vocab: g.vocab,
+                d: g.d,
+                rows: g.rows,
+                heads: g.heads,
+                seed: g.seed,
             },
             Layer::Chain(children) => LayerRecord::Chain {
                 children: children.iter().map(|c| self.add(c)).collect(),
@@ -556,6 +579,27 @@ fn rebuild_one(record: &LayerRecord, built: &[Arc<Layer>]) -> Result<Layer, Stri
             base,
             scaling,
         } => Layer::Rope(rope_layer(head_dim, base, scaling)?),
+        &LayerRecord::Engram {
+            id,
+            vocab,
+            d,
+            rows,
+            heads,
+            seed,
+        } => {
+            let g = Engram {
+                id,
+                vocab,
+                d,
+                rows,
+                heads,
+                seed,
+            };
+            if let Some(why) = g.config_error() {
+                return Err(why);
+            }
+            Layer::Engram(g)
+        }
         &LayerRecord::Moe {
             id,
             d,

@@ -38,6 +38,7 @@ mod interp_props;
 mod language_semantics;
 mod layering;
 mod limits;
+mod models_engram;
 mod models_errors;
 mod models_gradients;
 mod models_hf_families;

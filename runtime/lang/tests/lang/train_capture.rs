@@ -188,6 +188,62 @@ train 6 {
     assert_eq!(modes, vec![(true, None, false)]);
 }
 
+/// Engram in both forms: `engram_embed` first in a chain, and `engram_apply`
+/// inside a user function where the hidden state and the ids are both at hand.
+const ENGRAM_LM: &str = r#"
+ids = tokenize_bytes(load_preloaded("tiny_shakespeare_snippet"))
+X = split(shift_pairs_x(ids, 8), 12 / 252, 0)
+Y = split(shift_pairs_y(ids, 8), 12 / 252, 0)
+lm = chain(engram_embed(256, 16, 32, 2, 0), residual(chain(rms_norm(16), causal_attention(16, 2, 1))), linear(16, 256, 2))
+train 6 {
+  adam(cross_entropy(apply(lm, X), Y), lm, 0.01, 0.9, 0.999, 1e-8)
+  loss_metric = cross_entropy(apply(lm, X), Y)
+}
+fn remember(m, h : [B, T, d], x : [B, T]) -> [B, T, d] { engram_apply(m, h, x) }
+emb = embed(256, 16, 3)
+mem = engram(16, 32, 2, 4)
+W = param[16, 256]
+W = randn(6, [16, 256]) * 0.1
+train 6 {
+  adam(cross_entropy(matmul(remember(mem, apply(emb, X), X), W), Y), [emb, W, mem], 0.01, 0.9, 0.999, 1e-8)
+  cross_entropy(matmul(remember(mem, apply(emb, X), X), W), Y)
+}
+[sum(last_losses), loss_metric]
+"#;
+
+#[test]
+fn engram_layers_are_captured_exactly_in_a_chain_and_in_a_function() {
+    let modes = same_both_ways(ENGRAM_LM);
+    assert_eq!(
+        modes,
+        vec![(true, None, false); 2],
+        "both loops are captured"
+    );
+}
+
+#[test]
+fn captured_engram_training_is_bit_identical_on_every_isa_and_thread_count() {
+    use mlpl_devices::cpu::{force_isa, supported_isas};
+    let (base, vb, _) = run(ENGRAM_LM, true);
+    for isa in supported_isas() {
+        for threads in [1, 2] {
+            force_isa(Some(isa)).expect("a supported level");
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .expect("a thread pool");
+            let (it, v, _) = pool.install(|| run(ENGRAM_LM, true));
+            assert_eq!(
+                vb.as_ref().map(bits),
+                v.as_ref().map(bits),
+                "{isa}, {threads} threads"
+            );
+            assert_same_state(&base, &it);
+        }
+    }
+    force_isa(None).expect("the initial level");
+}
+
 #[test]
 fn a_non_scalar_body_value_records_its_mean() {
     let src = r#"

@@ -285,6 +285,7 @@ fn run(args: RunArgs) -> ExitCode {
     let timeline = args.timeline.as_ref().map(|_| {
         let inner = it.take_observer();
         let t = TimelineObserver::new(src.clone(), it.devices.backend(device), inner);
+        it.devices.set_profile(Some(t.kernel_log()));
         let data = t.data();
         it.set_observer(Box::new(t));
         data

@@ -414,6 +414,7 @@ impl Session {
                 Some(Box::new(observer)),
             );
             let data = t.data();
+            self.interp.devices.set_profile(Some(t.kernel_log()));
             self.interp.set_observer(Box::new(t));
             Some(data)
         } else {
@@ -434,6 +435,7 @@ impl Session {
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.interp.run(program)));
         self.interp.ws.default_device = previous;
         self.interp.take_observer();
+        self.interp.devices.set_profile(None);
         self.interp.set_warning_sink(Box::new(|_| {}));
         let result = match result {
             Ok(r) => r,

@@ -221,6 +221,80 @@ fn the_timeline_is_a_chrome_trace_with_statements_steps_and_counters() {
     assert_eq!(t["otherData"]["source"], "t.mlpl");
 }
 
+/// Every kernel call is an event of the "kernels" track with the shapes of its
+/// inputs: interpreting every iteration (`--no-capture`), the kernel events
+/// other than uploads and downloads (which the CPU does not count) are exactly
+/// the kernel launches the counters report, and Engram's kernels appear with
+/// the shapes they were called with.
+#[test]
+fn the_timeline_lists_every_kernel_with_its_input_shapes() {
+    let d = temp_dir("timeline-kernels");
+    let src = "m = engram_embed(16, 8, 4, 1, 0)
+X = [[1, 2, 3], [4, 5, 6]]
+train 3 {
+  adam(sum(apply(m, X) * apply(m, X)), m, 0.01, 0.9, 0.999, 1e-8)
+  sum(apply(m, X) * apply(m, X))
+}
+sum(matmul(ones([2, 3]), ones([3, 5])))
+";
+    std::fs::write(d.join("k.mlpl"), src).unwrap();
+    let out = mlpl(
+        &d,
+        &["run", "k.mlpl", "--no-capture", "--timeline", "tl.json"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let t = read_json(d.join("tl.json"));
+    let events = validate_trace_event_format(&t);
+    let kernels: Vec<&Value> = events.iter().filter(|e| e["cat"] == "kernel").collect();
+    assert!(kernels
+        .iter()
+        .all(|k| k["tid"] == 3 && k["args"]["inputs"].is_array()));
+    let counted = kernels
+        .iter()
+        .filter(|k| k["name"] != "upload" && k["name"] != "download")
+        .count() as u64;
+    let launches = events
+        .iter()
+        .filter(|e| e["ph"] == "C" && e["name"] == "kernels")
+        .map(|c| c["args"]["kernel_launches"].as_u64().unwrap())
+        .max()
+        .unwrap();
+    assert_eq!(counted, launches);
+    let shapes_of = |name: &str| -> Vec<Value> {
+        kernels
+            .iter()
+            .filter(|k| k["name"] == name)
+            .map(|k| k["args"]["inputs"].clone())
+            .collect()
+    };
+    assert!(shapes_of("matmul").contains(&serde_json::json!([[2, 3], [3, 5]])));
+    let hashes = shapes_of("engram_hash");
+    assert!(!hashes.is_empty() && hashes.iter().all(|s| s == &serde_json::json!([[2, 3]])));
+    assert!(shapes_of("causal_conv").contains(&serde_json::json!([[2, 3, 8], [4, 8]])));
+    assert!(!shapes_of("causal_conv_backward").is_empty());
+    let names = t["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["ph"] == "M")
+        .map(|e| e["args"]["name"].as_str().unwrap().to_string())
+        .collect::<Vec<_>>();
+    assert!(names.contains(&"kernels".to_string()), "{names:?}");
+    assert_eq!(t["otherData"]["kernel_events_dropped"], 0);
+    // Captured, the replayed iterations run the compiled program: fewer events
+    // than launches, and the loop still says it was captured.
+    let out = mlpl(&d, &["run", "k.mlpl", "--timeline", "tc.json"]);
+    assert!(out.status.success());
+    let t = read_json(d.join("tc.json"));
+    let events = validate_trace_event_format(&t);
+    let loops: Vec<&Value> = events.iter().filter(|e| e["cat"] == "train").collect();
+    assert_eq!(loops[0]["args"]["step_mode"], "captured");
+}
+
 #[test]
 fn a_failing_run_still_writes_its_timeline() {
     let d = temp_dir("timeline-fail");

@@ -16,8 +16,10 @@
 //! | [`embed`] | `gather_rows` |
 //! | [`mask`] | `mask_fill causal_mask masked_softmax` |
 //! | [`bias_act`] | `bias_act` (bias + activation, fused) |
+//! | [`conv`] | `causal_conv` (Engram's short causal convolution) |
 
 pub mod bias_act;
+pub mod conv;
 pub mod elementwise;
 pub mod embed;
 pub mod layout;

@@ -122,6 +122,39 @@ pub fn gather_rows(
     )
 }
 
+/// Engram's hashed n-gram rows of validated integer `ids` `[.., T]` (a
+/// constant: nothing is recorded) → `[.., T, orders·heads]`.
+pub fn engram_hash(
+    it: &mut Interp,
+    ids: &Array,
+    orders: &[usize],
+    (heads, rows, seed): (usize, usize, u64),
+    span: Span,
+) -> Result<Array, Diagnostic> {
+    let (backend, placement) = place1(it, "engram", ids, span)?;
+    let out = backend
+        .engram_hash(&ids.tensor(), orders, heads, rows, seed)
+        .map_err(|e| device_error(e, "engram", span))?;
+    Ok(Array::from_tensor(out).with_placement(placement))
+}
+
+/// Engram's causal convolution of `x` `[.., T, C]` with taps `w` `[K, C]`
+/// (shapes checked by the caller).
+pub fn causal_conv(it: &mut Interp, x: &Array, w: &Array, span: Span) -> Result<Array, Diagnostic> {
+    let (backend, placement) = placement_for(it, "engram", &[(x, span), (w, span)])?;
+    let out = if loss::any_live(it, &[x, w]) {
+        let (vx, vw) = (loss::var_of(it, x), loss::var_of(it, w));
+        loss::record(it, "engram", span, |t| t.causal_conv(vx, vw))?
+    } else {
+        Array::from_tensor(
+            backend
+                .causal_conv(&x.tensor(), &w.tensor())
+                .map_err(|e| device_error(e, "engram", span))?,
+        )
+    };
+    Ok(out.with_placement(placement))
+}
+
 /// RMS norm (`layer = false`) or layer norm without affine over the last axis.
 pub fn norm(
     it: &mut Interp,
