@@ -323,7 +323,15 @@ where
             while let Some(frame) = framer.next_frame() {
                 match frame {
                     Frame::Message(body) => {
+                        let exit = is_exit(&body);
                         if to_server.write_all(&frame_bytes(&body)).await.is_err() {
+                            return;
+                        }
+                        if exit {
+                            // The server reads `exit`, then the end of its
+                            // input, and stops, though the client's input
+                            // stays open.
+                            let _ = to_server.shutdown().await;
                             return;
                         }
                     }
@@ -369,6 +377,12 @@ where
     pump.abort();
     let _ = server.await;
     let _ = output.flush().await;
+}
+
+/// Whether a message is the `exit` notification.
+fn is_exit(body: &[u8]) -> bool {
+    serde_json::from_slice::<Value>(body)
+        .is_ok_and(|v| v.get("method").and_then(Value::as_str) == Some("exit") && v.get("id").is_none())
 }
 
 /// One frame from the server's own output.
