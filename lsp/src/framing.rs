@@ -381,8 +381,9 @@ where
 
 /// Whether a message is the `exit` notification.
 fn is_exit(body: &[u8]) -> bool {
-    serde_json::from_slice::<Value>(body)
-        .is_ok_and(|v| v.get("method").and_then(Value::as_str) == Some("exit") && v.get("id").is_none())
+    serde_json::from_slice::<Value>(body).is_ok_and(|v| {
+        v.get("method").and_then(Value::as_str) == Some("exit") && v.get("id").is_none()
+    })
 }
 
 /// One frame from the server's own output.

@@ -121,7 +121,10 @@ fn exit_ends_the_server_while_its_input_stays_open() {
         if let Some(s) = lsp.child.try_wait().unwrap() {
             break s;
         }
-        assert!(started.elapsed() < Duration::from_secs(30), "still running 30 s after exit");
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "still running 30 s after exit"
+        );
         std::thread::sleep(Duration::from_millis(20));
     };
     assert!(status.success(), "{status:?}");

@@ -514,18 +514,21 @@ impl Checker {
 /// `b` than in `a`.
 fn models_grow(a: &Snapshot, b: &Snapshot) -> bool {
     let model = |s: &Snapshot, name: &str| {
-        s.iter().find(|(n, _)| n == name).and_then(|(_, b)| match b {
-            Some(super::env::Binding {
-                value: AbsValue::Model(Some(m)),
-                ..
-            }) => Some(m.0.extent()),
-            _ => None,
-        })
+        s.iter()
+            .find(|(n, _)| n == name)
+            .and_then(|(_, b)| match b {
+                Some(super::env::Binding {
+                    value: AbsValue::Model(Some(m)),
+                    ..
+                }) => Some(m.0.extent()),
+                _ => None,
+            })
     };
-    b.iter().any(|(name, _)| match (model(a, name), model(b, name)) {
-        (Some(x), Some(y)) => y.depth > x.depth || y.layers > x.layers,
-        _ => false,
-    })
+    b.iter()
+        .any(|(name, _)| match (model(a, name), model(b, name)) {
+            (Some(x), Some(y)) => y.depth > x.depth || y.layers > x.layers,
+            _ => false,
+        })
 }
 
 /// The snapshot with every value unknown (a loop that did not settle).

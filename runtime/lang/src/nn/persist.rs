@@ -305,9 +305,7 @@ fn check_extent(layer: &Layer, depth: usize, count: usize) -> Result<(), String>
         }
     }
     if depth > MAX_DEPTH {
-        return Err(format!(
-            "nested {depth} levels deep (at most {MAX_DEPTH})"
-        ));
+        return Err(format!("nested {depth} levels deep (at most {MAX_DEPTH})"));
     }
     if count > super::layers::MAX_MODEL_LAYERS {
         return Err(format!(
@@ -344,7 +342,10 @@ fn rope_layer(head_dim: usize, base: f64) -> Result<Rope, String> {
     Ok(Rope { head_dim, base })
 }
 
-fn rebuild_one(record: &LayerRecord, built: &[Result<Arc<Layer>, String>]) -> Result<Layer, String> {
+fn rebuild_one(
+    record: &LayerRecord,
+    built: &[Result<Arc<Layer>, String>],
+) -> Result<Layer, String> {
     Ok(match record {
         &LayerRecord::Linear { id, inp, out } => Layer::Linear(Linear { id, inp, out }),
         &LayerRecord::Lora {

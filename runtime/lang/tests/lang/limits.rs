@@ -213,9 +213,18 @@ fn a_loss_naming_generated_parameters_is_no_w0103() {
 #[test]
 fn the_checker_refuses_a_model_a_repeat_loop_grows_past_the_limits() {
     for (src, what) in [
-        ("m = linear(4, 4, 0)\nrepeat 100000 { m = residual(m) }", "levels deep"),
-        ("m = linear(2, 2, 0)\nrepeat 40 { m = chain(m, m) }", "layers"),
-        ("m = linear(4, 4, 0)\nrepeat 1000 { m = chain(m, relu_layer()) }", "levels deep"),
+        (
+            "m = linear(4, 4, 0)\nrepeat 100000 { m = residual(m) }",
+            "levels deep",
+        ),
+        (
+            "m = linear(2, 2, 0)\nrepeat 40 { m = chain(m, m) }",
+            "layers",
+        ),
+        (
+            "m = linear(4, 4, 0)\nrepeat 1000 { m = chain(m, relu_layer()) }",
+            "levels deep",
+        ),
     ] {
         let c = check_source(src);
         let e: Vec<_> = c.diagnostics.iter().filter(|d| d.code == "E0411").collect();
@@ -232,7 +241,11 @@ fn the_checker_refuses_a_model_a_repeat_loop_grows_past_the_limits() {
         "m = linear(4, 4, 0)\nn = sum(iota(3))\nrepeat n { m = residual(m) }",
     ] {
         let c = check_source(src);
-        assert!(c.diagnostics.iter().all(|d| d.code != "E0411"), "{src}: {:?}", c.diagnostics);
+        assert!(
+            c.diagnostics.iter().all(|d| d.code != "E0411"),
+            "{src}: {:?}",
+            c.diagnostics
+        );
     }
 }
 
@@ -240,13 +253,25 @@ fn the_checker_refuses_a_model_a_repeat_loop_grows_past_the_limits() {
 fn a_loss_through_a_model_updating_its_generated_parameters_is_no_w0103() {
     let src = "m = linear(2, 1, 0)\nX = ones([4, 2])\ntrain 3 { adam(mean(apply(m, X)), [__linear_W_0, __linear_b_0], 0.1, 0.9, 0.999, 1e-8) }";
     let c = check_source(src);
-    assert!(c.diagnostics.iter().all(|d| d.code != "W0103"), "{:?}", c.diagnostics);
+    assert!(
+        c.diagnostics.iter().all(|d| d.code != "W0103"),
+        "{:?}",
+        c.diagnostics
+    );
     let o = run_in(src, None);
     assert!(o.result.is_ok(), "{:?}", o.result);
-    assert!(o.warnings.iter().all(|d| d.code != "W0103"), "{:?}", o.warnings);
+    assert!(
+        o.warnings.iter().all(|d| d.code != "W0103"),
+        "{:?}",
+        o.warnings
+    );
     // A loss that reads neither the parameters nor any model still gets it.
     let c = check_source("W = param[3]\nx = zeros([3])\nadam(sum(x), W, 0.1, 0.9, 0.999, 1e-8)");
-    assert!(c.diagnostics.iter().any(|d| d.code == "W0103"), "{:?}", c.diagnostics);
+    assert!(
+        c.diagnostics.iter().any(|d| d.code == "W0103"),
+        "{:?}",
+        c.diagnostics
+    );
 }
 
 #[test]
@@ -263,11 +288,24 @@ fn a_session_budget_counts_every_live_value() {
     let d = run("d = zeros([100000])").unwrap_err();
     assert_eq!(d.code, "E0410");
     let note = d.notes.join("\n");
-    assert!(note.contains("400000 bytes asked; the session holds 800000 bytes"), "{note}");
-    assert!(note.contains("`a` 400000") && note.contains("`c` 400000"), "{note}");
-    assert!(d.help.as_deref().unwrap_or("").contains("`--more`"), "{:?}", d.help);
+    assert!(
+        note.contains("400000 bytes asked; the session holds 800000 bytes"),
+        "{note}"
+    );
+    assert!(
+        note.contains("`a` 400000") && note.contains("`c` 400000"),
+        "{note}"
+    );
+    assert!(
+        d.help.as_deref().unwrap_or("").contains("`--more`"),
+        "{:?}",
+        d.help
+    );
     // Inside one cell, a loop's results count as they are bound.
-    let d = run("a = 0\nb = 0\nrepeat 3 { e = zeros([50000]) + 1\nf = concat(e, e) }\nx = zeros([150000])").unwrap_err();
+    let d = run(
+        "a = 0\nb = 0\nrepeat 3 { e = zeros([50000]) + 1\nf = concat(e, e) }\nx = zeros([150000])",
+    )
+    .unwrap_err();
     assert_eq!(d.code, "E0410", "{} {:?}", d.message, d.notes);
     // The note names what the loop bound, not only what the cell began with.
     assert!(d.notes.join("\n").contains("`f` 400000"), "{:?}", d.notes);

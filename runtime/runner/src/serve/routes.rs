@@ -130,13 +130,20 @@ async fn body_deadline(State(st): State<Arc<AppState>>, req: Request, next: Next
     let limit = st.config.max_body_bytes;
     let read = tokio::time::timeout(st.config.body_timeout, axum::body::to_bytes(body, limit));
     match read.await {
-        Ok(Ok(bytes)) => next.run(Request::from_parts(parts, axum::body::Body::from(bytes))).await,
+        Ok(Ok(bytes)) => {
+            next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
+                .await
+        }
         Ok(Err(e)) => {
             let too_large = std::error::Error::source(&e)
                 .is_some_and(|s| s.is::<http_body_util::LengthLimitError>())
                 || e.into_inner().is::<http_body_util::LengthLimitError>();
             if too_large {
-                ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "too_large", "the request body is too large")
+                ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "too_large",
+                    "the request body is too large",
+                )
             } else {
                 ApiError::bad_request("the request body could not be read")
             }

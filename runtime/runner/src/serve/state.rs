@@ -13,8 +13,8 @@ use tokio::sync::oneshot;
 use super::log::EventLog;
 use super::ServeConfig;
 use crate::session::{
-    self, CancelHandle, MemoryUse, RunOutcome, RunRequest, RunStatus, SaveReport, Session, SessionOptions,
-    VariableInfo,
+    self, CancelHandle, MemoryUse, RunOutcome, RunRequest, RunStatus, SaveReport, Session,
+    SessionOptions, VariableInfo,
 };
 use mlpl_diag::SourceFile;
 

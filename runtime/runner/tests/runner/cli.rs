@@ -187,11 +187,22 @@ fn output_into_a_closed_pipe_ends_quietly() {
             .output()
             .unwrap();
         let err = text(&out.stderr);
-        assert!(!err.contains("panicked") && !err.contains("failed printing"), "{args:?}: {err}");
+        assert!(
+            !err.contains("panicked") && !err.contains("failed printing"),
+            "{args:?}: {err}"
+        );
         // `explain` prints with the print macros; `run` and `check` ignore a
         // failed write and end as they would have.
-        let expected: &[i32] = if args[0] == "explain" { &[141] } else { &[0, 1, 2, 141] };
-        assert!(out.status.code().is_some_and(|c| expected.contains(&c)), "{args:?}: {:?} {err}", out.status);
+        let expected: &[i32] = if args[0] == "explain" {
+            &[141]
+        } else {
+            &[0, 1, 2, 141]
+        };
+        assert!(
+            out.status.code().is_some_and(|c| expected.contains(&c)),
+            "{args:?}: {:?} {err}",
+            out.status
+        );
     }
 }
 

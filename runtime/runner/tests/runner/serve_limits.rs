@@ -26,7 +26,10 @@ fn a_session_past_its_memory_budget_gets_e0410_naming_what_it_holds() {
     let events = srv.events(&id, None);
     let fin = finished(&srv, &events, &id, "a = zeros([200000])");
     assert_eq!(fin["status"], "ok", "{fin}");
-    assert_eq!(fin["memory"], json!({"live_bytes": 800000, "budget_bytes": 1000000}));
+    assert_eq!(
+        fin["memory"],
+        json!({"live_bytes": 800000, "budget_bytes": 1000000})
+    );
     // 400,000 bytes more would pass the budget: refused before allocating, in
     // the cell that asked, with what the session holds and the flag to raise.
     let (status, body) = srv.post(
@@ -42,12 +45,21 @@ fn a_session_past_its_memory_budget_gets_e0410_naming_what_it_holds() {
     assert_eq!(fin["status"], "error", "{fin}");
     let d = &fin["diagnostic"];
     assert_eq!(d["code"], "E0410", "{d}");
-    assert_eq!((d["file"].as_str(), d["line"].as_u64()), (Some("file:///nb.mlpl"), Some(5)));
+    assert_eq!(
+        (d["file"].as_str(), d["line"].as_u64()),
+        (Some("file:///nb.mlpl"), Some(5))
+    );
     let notes = d["notes"].to_string();
     assert!(notes.contains("400000 bytes asked"), "{notes}");
     assert!(notes.contains("`a` 800000"), "{notes}");
     assert!(notes.contains("budget is 1000000 bytes"), "{notes}");
-    assert!(d["help"].as_str().unwrap().contains("--session-memory-budget"), "{d}");
+    assert!(
+        d["help"]
+            .as_str()
+            .unwrap()
+            .contains("--session-memory-budget"),
+        "{d}"
+    );
     assert_eq!(fin["memory"]["live_bytes"], 800000);
     // The session lives on; freeing `a` makes room.
     let fin = finished(&srv, &events, &id, "a = 0\nb = zeros([100000])");
@@ -58,13 +70,17 @@ fn a_session_past_its_memory_budget_gets_e0410_naming_what_it_holds() {
     // Other sessions have budgets of their own.
     let other = srv.session();
     let ev2 = srv.events(&other, None);
-    assert_eq!(finished(&srv, &ev2, &other, "c = zeros([200000])")["status"], "ok");
+    assert_eq!(
+        finished(&srv, &ev2, &other, "c = zeros([200000])")["status"],
+        "ok"
+    );
 }
 
 /// Whether the server closes `tcp` within `within` while the client sends one
 /// more byte of `bytes` every 100 ms.
 fn closed_while_trickling(tcp: &mut TcpStream, bytes: &[u8], within: Duration) -> bool {
-    tcp.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
     let started = Instant::now();
     let mut buf = [0u8; 512];
     let mut sent = 0;
@@ -78,7 +94,11 @@ fn closed_while_trickling(tcp: &mut TcpStream, bytes: &[u8], within: Duration) -
         match tcp.read(&mut buf) {
             Ok(0) => return true,
             Ok(_) => {} // an error answer before the close
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
             Err(_) => return true,
         }
     }
@@ -100,7 +120,11 @@ fn a_client_sending_its_headers_slowly_is_disconnected() {
     );
     // A connection that sends nothing at all is closed too.
     let mut idle = TcpStream::connect(address(&srv)).unwrap();
-    assert!(closed_while_trickling(&mut idle, b"", Duration::from_secs(8)));
+    assert!(closed_while_trickling(
+        &mut idle,
+        b"",
+        Duration::from_secs(8)
+    ));
     // Everyone else is still served.
     assert_eq!(srv.get("/v1/health").0, 200);
 }
@@ -162,15 +186,24 @@ fn a_damaged_snapshot_loses_only_the_damaged_values_and_names_them() {
     let srv = Server::start(&["--state-dir", s(&state)]);
     let names = variable_names(&srv, &id);
     for kept in ["a", "name", "k", "__linear_W_0", "__linear_b_0"] {
-        assert!(names.iter().any(|n| n == kept), "{kept} missing from {names:?}");
+        assert!(
+            names.iter().any(|n| n == kept),
+            "{kept} missing from {names:?}"
+        );
     }
     assert!(!names.iter().any(|n| n == "c" || n == "m"), "{names:?}");
     // Asked again, the restore names what it left out, and why.
     let (status, body) = srv.post(&format!("/v1/sessions/{id}/restore"), &json!({}));
     assert_eq!(status, 200, "{body}");
     let lost = body["not_restored"].to_string();
-    assert!(lost.contains("`c` was not restored: tensor `b/nowhere` is missing"), "{lost}");
-    assert!(lost.contains("`m` was not restored: model node 0: its parameters"), "{lost}");
+    assert!(
+        lost.contains("`c` was not restored: tensor `b/nowhere` is missing"),
+        "{lost}"
+    );
+    assert!(
+        lost.contains("`m` was not restored: model node 0: its parameters"),
+        "{lost}"
+    );
     // The session works on.
     let events = srv.events(&id, None);
     let fin = finished(&srv, &events, &id, "sum(a) + k");
@@ -184,9 +217,17 @@ fn a_damaged_snapshot_loses_only_the_damaged_values_and_names_them() {
     std::fs::write(state.join(&id).join(&tensors), b"not a safetensors file").unwrap();
     let srv = Server::start(&["--state-dir", s(&state)]);
     let names = variable_names(&srv, &id);
-    assert!(names.iter().any(|n| n == "name") && names.iter().any(|n| n == "k"), "{names:?}");
+    assert!(
+        names.iter().any(|n| n == "name") && names.iter().any(|n| n == "k"),
+        "{names:?}"
+    );
     assert!(!names.iter().any(|n| n == "a"), "{names:?}");
     let (_, body) = srv.post(&format!("/v1/sessions/{id}/restore"), &json!({}));
-    assert!(body["not_restored"].to_string().contains("is not a safetensors file"), "{body}");
+    assert!(
+        body["not_restored"]
+            .to_string()
+            .contains("is not a safetensors file"),
+        "{body}"
+    );
     let _ = std::fs::remove_dir_all(&state);
 }

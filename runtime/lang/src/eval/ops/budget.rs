@@ -260,13 +260,19 @@ pub fn available_memory() -> Option<usize> {
 
 /// Why a result of some bytes is refused: which limit it passes.
 enum Refusal {
-    Result { bytes: usize, limit: usize },
+    Result {
+        bytes: usize,
+        limit: usize,
+    },
     Session {
         bytes: usize,
         live: LiveMemory,
         budget: SessionBudget,
     },
-    Host { bytes: usize, available: usize },
+    Host {
+        bytes: usize,
+        available: usize,
+    },
 }
 
 impl Refusal {
