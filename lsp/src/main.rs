@@ -27,4 +27,7 @@ async fn main() {
         }
     }
     mlpl_lsp::run_stdio().await;
+    // A read of standard input may still be waiting on the runtime's blocking
+    // pool (the client keeps its end open after `exit`): end without it.
+    std::process::exit(0);
 }

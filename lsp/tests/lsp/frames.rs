@@ -108,6 +108,29 @@ impl Lsp {
     }
 }
 
+/// `shutdown` then `exit` end the server even while the client keeps its
+/// input open (an editor does not close the pipe first).
+#[test]
+fn exit_ends_the_server_while_its_input_stays_open() {
+    let mut lsp = Lsp::start();
+    lsp.send(&json!({"jsonrpc": "2.0", "id": 90, "method": "shutdown"}));
+    assert_eq!(lsp.response(90)["result"], Value::Null);
+    lsp.send(&json!({"jsonrpc": "2.0", "method": "exit"}));
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = lsp.child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "still running 30 s after exit"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status:?}");
+    drop(lsp.stdin);
+}
+
 fn errors(msgs: &[Value]) -> Vec<i64> {
     msgs.iter()
         .filter_map(|m| m["error"]["code"].as_i64())

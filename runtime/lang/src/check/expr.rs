@@ -39,7 +39,7 @@ pub struct Checker {
     pub env: Env,
     /// Diagnostics found (errors and warnings).
     pub out: Vec<Diagnostic>,
-    seen: FxHashSet<(&'static str, usize, usize)>,
+    pub(super) seen: FxHashSet<(&'static str, usize, usize)>,
     /// Whether diagnostics are kept: off while a loop body is re-analysed to reach
     /// its fixed point (only the first iterations are reported).
     pub report: bool,

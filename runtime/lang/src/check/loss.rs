@@ -116,9 +116,10 @@ impl Checker {
 
     /// Whether a loss that reads the variables `read` provably ignores the
     /// parameters `p` (W0103). Array parameters: the loss reads none of them.
-    /// Models: besides not reading them, the loss reads only untracked arrays and
-    /// other plain values, so no other model or tracked array can share their
-    /// parameters.
+    /// Arrays: the loss reads no model either, which could hold them as its
+    /// generated parameters. Models: besides not reading them, the loss reads
+    /// only untracked arrays and other plain values, so no other model or
+    /// tracked array can share their parameters.
     fn provably_independent(&self, p: &Params, read: &HashSet<String>) -> bool {
         if !p.resolved || read.contains(UNPARSED) || (p.vars.is_empty() && p.models.is_empty()) {
             return false;
@@ -127,7 +128,14 @@ impl Checker {
         if listed.clone().any(|v| read.contains(v)) {
             return false;
         }
-        p.only_vars
+        // Arrays only: a model the loss reads (or a value that may be one) can
+        // hold them as its generated parameters (`__linear_W_0`).
+        let may_hold = |v: &String| {
+            self.env
+                .get(v)
+                .is_none_or(|b| matches!(b.value, AbsValue::Model(_) | AbsValue::Unknown))
+        };
+        (p.only_vars && !read.iter().any(may_hold))
             || read.iter().all(|v| {
                 self.env.get(v).is_some_and(|b| match &b.value {
                     AbsValue::Array(_) => b.tracked == Tri::No,

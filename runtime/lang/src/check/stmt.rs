@@ -397,6 +397,9 @@ impl Checker {
             entry2 = Some(self.env.snapshot(&names));
             let v2 = self.block(&body.stmts);
             let after2 = self.env.snapshot(&names);
+            if let Some(n) = n.filter(|&n| n > 2) {
+                self.unroll_growing_models(body, n, &names, &after1, &after2, &mut setup);
+            }
             acc = Env::join_snapshots(&acc, &after2);
             value = value.join(&v2);
             if n == Some(2) {
@@ -457,6 +460,75 @@ impl Checker {
             value,
         }
     }
+}
+
+/// Iterations of a loop [`Checker::unroll_growing_models`] checks one by one
+/// at most (the depth limit is passed after 512 when the depth grows by one
+/// each iteration).
+const MAX_UNROLL: usize = 1024;
+
+impl Checker {
+    /// E0411 for a model that a loop of known count `n` grows past the model
+    /// limits (`repeat 100000 { m = residual(m) }`): when a model the body
+    /// assigns grew from the first iteration to the second, the later
+    /// iterations are checked one by one while it keeps growing (at most
+    /// [`MAX_UNROLL`]), and only their E0411 is reported. The environment is
+    /// left as the second iteration left it.
+    fn unroll_growing_models(
+        &mut self,
+        body: &Block,
+        n: usize,
+        names: &[String],
+        after1: &Snapshot,
+        after2: &Snapshot,
+        setup: &mut impl FnMut(&mut Checker, Iteration),
+    ) {
+        if !self.report || !models_grow(after1, after2) {
+            return;
+        }
+        let mark = self.out.len();
+        let mut prev = after2.clone();
+        for _ in 2..n.min(MAX_UNROLL) {
+            setup(self, Iteration::Any);
+            self.block(&body.stmts);
+            let now = self.env.snapshot(names);
+            let refused = self.out[mark..].iter().any(|d| d.code == code::E0411);
+            if refused || !models_grow(&prev, &now) {
+                break;
+            }
+            prev = now;
+        }
+        let found: Vec<Diagnostic> = self.out.drain(mark..).collect();
+        for d in found {
+            if d.code == code::E0411 {
+                self.out.push(d);
+            } else if let Some(l) = &d.primary {
+                self.seen.remove(&(d.code, l.span.start, l.span.end));
+            }
+        }
+        self.env.restore(after2);
+    }
+}
+
+/// Whether a model bound in both snapshots is deeper or runs more layers in
+/// `b` than in `a`.
+fn models_grow(a: &Snapshot, b: &Snapshot) -> bool {
+    let model = |s: &Snapshot, name: &str| {
+        s.iter()
+            .find(|(n, _)| n == name)
+            .and_then(|(_, b)| match b {
+                Some(super::env::Binding {
+                    value: AbsValue::Model(Some(m)),
+                    ..
+                }) => Some(m.0.extent()),
+                _ => None,
+            })
+    };
+    b.iter()
+        .any(|(name, _)| match (model(a, name), model(b, name)) {
+            (Some(x), Some(y)) => y.depth > x.depth || y.layers > x.layers,
+            _ => false,
+        })
 }
 
 /// The snapshot with every value unknown (a loop that did not settle).

@@ -205,11 +205,13 @@ impl Interp {
             o.on_run_start();
         }
         let mut last = None;
+        ops::note_live(&self.ws);
         for stmt in &program.stmts {
             if let Some(o) = &mut self.observer {
                 o.on_statement_start(stmt.span);
             }
             let v = self.stmt(stmt);
+            ops::note_live(&self.ws);
             if let Some(o) = &mut self.observer {
                 o.on_statement_end(stmt.span, v.is_ok());
             }

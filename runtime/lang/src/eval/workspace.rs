@@ -62,6 +62,7 @@ impl Workspace {
             self.tracked.remove(name);
             self.frozen.remove(name);
         }
+        super::ops::note_rebind(name, self.bindings.get(name), &value);
         self.bindings.insert(name.to_string(), value);
     }
 

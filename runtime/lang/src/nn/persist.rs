@@ -396,60 +396,75 @@ pub const MAX_DEPTH: usize = super::layers::MAX_MODEL_DEPTH;
 /// Rebuilds a node table written by [`ModelWriter`]: entry i of the result is
 /// node i. Errors name the node and what is wrong with it.
 pub fn rebuild(nodes: &[LayerRecord]) -> Result<Vec<Arc<Layer>>, String> {
-    let mut built: Vec<Arc<Layer>> = Vec::with_capacity(nodes.len());
+    rebuild_each(nodes).into_iter().collect()
+}
+
+/// Rebuilds every node of a table it can: entry i is node i or why it cannot be
+/// rebuilt (its own fault, or a child's, named). A bad node costs only the
+/// models that contain it.
+pub fn rebuild_each(nodes: &[LayerRecord]) -> Vec<Result<Arc<Layer>, String>> {
+    let mut built: Vec<Result<Arc<Layer>, String>> = Vec::with_capacity(nodes.len());
     let mut depths: Vec<usize> = Vec::with_capacity(nodes.len());
     let mut counts: Vec<usize> = Vec::with_capacity(nodes.len());
     for (i, record) in nodes.iter().enumerate() {
-        let layer = rebuild_one(record, &built).map_err(|why| format!("model node {i}: {why}"))?;
-        // Sizes are validated as construction validates them (a crafted
-        // 10^12-wide layer is refused here, not when it is first used).
-        let shapes: Vec<Vec<usize>> = layer.own_params().into_iter().map(|p| p.shape).collect();
-        match super::init::elements(&shapes) {
-            Some(n) if n <= crate::value::MAX_ELEMENTS => {}
-            _ => {
-                return Err(format!(
-                    "model node {i}: its parameters would have more than {} elements",
-                    crate::value::MAX_ELEMENTS
-                ))
-            }
-        }
         let children: &[usize] = match record {
             LayerRecord::Chain { children } => children,
             LayerRecord::Residual { inner } => std::slice::from_ref(inner),
             _ => &[],
         };
-        // Children were checked to be earlier nodes by `rebuild_one`.
+        // Depth and count from the children that exist (a missing child fails
+        // the node in `rebuild_one`).
         let depth = 1 + children
             .iter()
             .map(|&j| depths.get(j).copied().unwrap_or(0))
             .max()
             .unwrap_or(0);
-        if depth > MAX_DEPTH {
-            return Err(format!(
-                "model node {i}: nested {depth} levels deep (at most {MAX_DEPTH})"
-            ));
-        }
         let count = children.iter().fold(1usize, |n, &j| {
             n.saturating_add(counts.get(j).copied().unwrap_or(0))
         });
-        if count > super::layers::MAX_MODEL_LAYERS {
-            return Err(format!(
-                "model node {i}: one application would run {count} layers (at most {})",
-                super::layers::MAX_MODEL_LAYERS
-            ));
-        }
         depths.push(depth);
         counts.push(count);
-        built.push(Arc::new(layer));
+        let node = rebuild_one(record, &built)
+            .and_then(|layer| check_extent(&layer, depth, count).map(|()| layer))
+            .map(Arc::new)
+            .map_err(|why| format!("model node {i}: {why}"));
+        built.push(node);
     }
-    Ok(built)
+    built
 }
 
-fn earlier(built: &[Arc<Layer>], j: usize) -> Result<Arc<Layer>, String> {
-    built
-        .get(j)
-        .cloned()
-        .ok_or_else(|| format!("child {j} is not an earlier node"))
+/// Sizes are validated as construction validates them (a crafted 10^12-wide
+/// layer is refused here, not when it is first used), and so are the depth and
+/// the layers one application runs.
+fn check_extent(layer: &Layer, depth: usize, count: usize) -> Result<(), String> {
+    let shapes: Vec<Vec<usize>> = layer.own_params().into_iter().map(|p| p.shape).collect();
+    match super::init::elements(&shapes) {
+        Some(n) if n <= crate::value::MAX_ELEMENTS => {}
+        _ => {
+            return Err(format!(
+                "its parameters would have more than {} elements",
+                crate::value::MAX_ELEMENTS
+            ))
+        }
+    }
+    if depth > MAX_DEPTH {
+        return Err(format!("nested {depth} levels deep (at most {MAX_DEPTH})"));
+    }
+    if count > super::layers::MAX_MODEL_LAYERS {
+        return Err(format!(
+            "one application would run {count} layers (at most {})",
+            super::layers::MAX_MODEL_LAYERS
+        ));
+    }
+    Ok(())
+}
+
+fn earlier(built: &[Result<Arc<Layer>, String>], j: usize) -> Result<Arc<Layer>, String> {
+    match built.get(j) {
+        Some(Ok(l)) => Ok(l.clone()),
+        Some(Err(_)) => Err(format!("child {j} could not be rebuilt")),
+        None => Err(format!("child {j} is not an earlier node")),
+    }
 }
 
 fn ensure(ok: bool, what: impl FnOnce() -> String) -> Result<(), String> {
@@ -474,7 +489,10 @@ fn rope_layer(head_dim: usize, base: f64, scaling: Option<[f64; 4]>) -> Result<R
     })
 }
 
-fn rebuild_one(record: &LayerRecord, built: &[Arc<Layer>]) -> Result<Layer, String> {
+fn rebuild_one(
+    record: &LayerRecord,
+    built: &[Result<Arc<Layer>, String>],
+) -> Result<Layer, String> {
     Ok(match record {
         &LayerRecord::Linear { id, inp, out, bias } => Layer::Linear(Linear { id, inp, out, bias }),
         &LayerRecord::Lora {
@@ -820,5 +838,32 @@ mod tests {
         );
         deep.pop();
         assert_eq!(rebuild(&deep).unwrap().len(), MAX_DEPTH);
+    }
+
+    #[test]
+    fn a_bad_node_costs_only_the_models_containing_it() {
+        let nodes = vec![
+            LayerRecord::Linear {
+                id: 0,
+                inp: 2,
+                out: 2,
+            },
+            // 10^12 wide: refused as construction refuses it.
+            LayerRecord::Linear {
+                id: 1,
+                inp: 1_000_000,
+                out: 1_000_000,
+            },
+            LayerRecord::Chain {
+                children: vec![0, 1],
+            },
+            LayerRecord::Residual { inner: 0 },
+        ];
+        let built = rebuild_each(&nodes);
+        assert!(built[0].is_ok() && built[3].is_ok());
+        let e1 = built[1].as_ref().err().unwrap();
+        assert!(e1.starts_with("model node 1: its parameters"), "{e1}");
+        let e2 = built[2].as_ref().err().unwrap();
+        assert_eq!(e2, "model node 2: child 1 could not be rebuilt");
     }
 }

@@ -209,3 +209,108 @@ fn a_loss_naming_generated_parameters_is_no_w0103() {
         assert!(!w.contains(&"W0103"), "{src}: {w:?}");
     }
 }
+
+#[test]
+fn the_checker_refuses_a_model_a_repeat_loop_grows_past_the_limits() {
+    for (src, what) in [
+        (
+            "m = linear(4, 4, 0)\nrepeat 100000 { m = residual(m) }",
+            "levels deep",
+        ),
+        (
+            "m = linear(2, 2, 0)\nrepeat 40 { m = chain(m, m) }",
+            "layers",
+        ),
+        (
+            "m = linear(4, 4, 0)\nrepeat 1000 { m = chain(m, relu_layer()) }",
+            "levels deep",
+        ),
+    ] {
+        let c = check_source(src);
+        let e: Vec<_> = c.diagnostics.iter().filter(|d| d.code == "E0411").collect();
+        assert_eq!(e.len(), 1, "{src}: {:?}", c.diagnostics);
+        let label = &e[0].primary.as_ref().unwrap().message;
+        assert!(label.contains(what), "{src}: {label}");
+        // The same program ends with the same error at run time.
+        assert_eq!(error_of(src).code, "E0411", "{src}");
+    }
+    // Within the limits, and with an unknown count, nothing is reported.
+    for src in [
+        "m = linear(4, 4, 0)\nrepeat 100 { m = residual(m) }",
+        "m = linear(2, 2, 0)\nrepeat 19 { m = chain(m, m) }",
+        "m = linear(4, 4, 0)\nn = sum(iota(3))\nrepeat n { m = residual(m) }",
+    ] {
+        let c = check_source(src);
+        assert!(
+            c.diagnostics.iter().all(|d| d.code != "E0411"),
+            "{src}: {:?}",
+            c.diagnostics
+        );
+    }
+}
+
+#[test]
+fn a_loss_through_a_model_updating_its_generated_parameters_is_no_w0103() {
+    let src = "m = linear(2, 1, 0)\nX = ones([4, 2])\ntrain 3 { adam(mean(apply(m, X)), [__linear_W_0, __linear_b_0], 0.1, 0.9, 0.999, 1e-8) }";
+    let c = check_source(src);
+    assert!(
+        c.diagnostics.iter().all(|d| d.code != "W0103"),
+        "{:?}",
+        c.diagnostics
+    );
+    let o = run_in(src, None);
+    assert!(o.result.is_ok(), "{:?}", o.result);
+    assert!(
+        o.warnings.iter().all(|d| d.code != "W0103"),
+        "{:?}",
+        o.warnings
+    );
+    // A loss that reads neither the parameters nor any model still gets it.
+    let c = check_source("W = param[3]\nx = zeros([3])\nadam(sum(x), W, 0.1, 0.9, 0.999, 1e-8)");
+    assert!(
+        c.diagnostics.iter().any(|d| d.code == "W0103"),
+        "{:?}",
+        c.diagnostics
+    );
+}
+
+#[test]
+fn a_session_budget_counts_every_live_value() {
+    use mlpl_lang::eval::{Interp, Workspace};
+    ops::set_session_budget(Some(ops::SessionBudget {
+        limit: 1_000_000,
+        raise: "`--more`".into(),
+    }));
+    let mut it = Interp::new(Workspace::new());
+    let mut run = |src: &str| it.run(&mlpl_syntax::parse(src).program);
+    // Each result fits; together they would not.
+    assert!(run("a = zeros([100000])\nb = a\nc = zeros([100000])").is_ok());
+    let d = run("d = zeros([100000])").unwrap_err();
+    assert_eq!(d.code, "E0410");
+    let note = d.notes.join("\n");
+    assert!(
+        note.contains("400000 bytes asked; the session holds 800000 bytes"),
+        "{note}"
+    );
+    assert!(
+        note.contains("`a` 400000") && note.contains("`c` 400000"),
+        "{note}"
+    );
+    assert!(
+        d.help.as_deref().unwrap_or("").contains("`--more`"),
+        "{:?}",
+        d.help
+    );
+    // Inside one cell, a loop's results count as they are bound.
+    let d = run(
+        "a = 0\nb = 0\nrepeat 3 { e = zeros([50000]) + 1\nf = concat(e, e) }\nx = zeros([150000])",
+    )
+    .unwrap_err();
+    assert_eq!(d.code, "E0410", "{} {:?}", d.message, d.notes);
+    // The note names what the loop bound, not only what the cell began with.
+    assert!(d.notes.join("\n").contains("`f` 400000"), "{:?}", d.notes);
+    // Freeing a value makes room again.
+    assert!(run("c = 0\nf = 0\nd = zeros([100000])").is_ok());
+    assert_eq!(ops::live_memory(&it.ws).bytes, 400_000 + 200_000);
+    ops::set_session_budget(None);
+}

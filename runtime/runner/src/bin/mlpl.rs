@@ -106,6 +106,19 @@ struct ServeArgs {
     /// default: half the machine's memory; 0: no budget).
     #[arg(long, value_name = "BYTES")]
     memory_budget: Option<usize>,
+    /// Most bytes one session's variables may hold together, a new result
+    /// included (E0410 past it, naming the largest variables; default: half the
+    /// machine's memory; 0: no budget).
+    #[arg(long, value_name = "BYTES")]
+    session_memory_budget: Option<usize>,
+    /// Seconds a client may take to send a request's headers before its
+    /// connection is closed.
+    #[arg(long, value_name = "SECS", default_value_t = serve::HEADER_TIMEOUT.as_secs())]
+    header_timeout: u64,
+    /// Seconds a client may take to send a request's body once its headers
+    /// arrived (408 `timeout` past it).
+    #[arg(long, value_name = "SECS", default_value_t = serve::BODY_TIMEOUT.as_secs())]
+    body_timeout: u64,
     /// Stop when standard input closes: an editor that starts the server with a
     /// pipe on its input stops it by exiting, even when it is killed.
     #[arg(long)]
@@ -192,6 +205,9 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
+    if !matches!(cli.command, Command::Serve(_)) {
+        quiet_on_closed_pipe();
+    }
     match cli.command {
         Command::Run(args) => run(args),
         Command::Check(args) => check(args),
@@ -199,6 +215,26 @@ fn main() -> ExitCode {
         Command::Calibrate(args) => calibrate(args),
         Command::Serve(args) => serve_cmd(args),
     }
+}
+
+/// Output into a closed pipe (`mlpl explain E0201 | head -1`) ends the process
+/// quietly with status 141, as a Unix tool killed by SIGPIPE, instead of the
+/// print macros' "failed printing to stdout" panic. Not for `mlpl serve`, whose
+/// standard output may close while it serves.
+fn quiet_on_closed_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let msg = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if msg.starts_with("failed printing to std") && msg.contains("(os error 32)") {
+            std::process::exit(141);
+        }
+        default(info)
+    }));
 }
 
 fn color() -> bool {
@@ -531,6 +567,13 @@ fn serve_cmd(args: ServeArgs) -> ExitCode {
             Some(b) => Some(b),
             None => serve::default_memory_budget(),
         },
+        session_memory_budget: match args.session_memory_budget {
+            Some(0) => None,
+            Some(b) => Some(b),
+            None => serve::default_memory_budget(),
+        },
+        header_timeout: std::time::Duration::from_secs(args.header_timeout.max(1)),
+        body_timeout: std::time::Duration::from_secs(args.body_timeout.max(1)),
         ..ServeConfig::new(token.clone())
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()

@@ -167,6 +167,7 @@ mod tests {
                 diagnostic: None,
                 saved: None,
                 counters: None,
+                memory: None,
             },
         }
     }

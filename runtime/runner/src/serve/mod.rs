@@ -14,6 +14,7 @@ pub mod state;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 pub use state::{AppState, SessionHandle};
@@ -27,7 +28,20 @@ pub const LOG_CAPACITY: usize = 100_000;
 /// Default cap on the number of sessions.
 pub const MAX_SESSIONS: usize = 256;
 
-/// The default budget of one result: half the machine's memory, where the system
+/// Default time a client has to send a request's headers.
+pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Default time a client has to send a request's body.
+pub const BODY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Default cap on open connections (each session's editor holds one event
+/// stream; the session cap is 256).
+pub const MAX_CONNECTIONS: usize = 1024;
+
+/// How the session budget's refusal says to raise it.
+pub const RAISE_SESSION_BUDGET: &str = "`mlpl serve --session-memory-budget BYTES`";
+
+/// The default budget of one result, and of one session's values: half the machine's memory, where the system
 /// says (`MemTotal` in /proc/meminfo), else none.
 pub fn default_memory_budget() -> Option<usize> {
     let info = std::fs::read_to_string("/proc/meminfo").ok()?;
@@ -57,6 +71,19 @@ pub struct ServeConfig {
     /// The largest single result, in bytes, a cell may allocate (E0410 past it),
     /// set on each session's worker thread (docs/limits.md).
     pub memory_budget: Option<usize>,
+    /// The most bytes one session's values may hold together, a new result
+    /// included (E0410 past it, naming what the session holds), set on each
+    /// session's worker thread (docs/limits.md).
+    pub session_memory_budget: Option<usize>,
+    /// How long a client may take to send a request's headers; a connection
+    /// still sending them then is closed (a slow client cannot hold one
+    /// forever).
+    pub header_timeout: Duration,
+    /// How long a client may take to send a request's body once its headers
+    /// arrived (408 `timeout` past it).
+    pub body_timeout: Duration,
+    /// Most connections open at once; further clients wait in the listen queue.
+    pub max_connections: usize,
     /// Refuse requests whose `Host` or `Origin` names a machine other than this
     /// one (403 `forbidden_host`): set by [`serve`] for a loopback bind, so that
     /// a web page reached through DNS rebinding is refused before the token check.
@@ -75,6 +102,10 @@ impl ServeConfig {
             cancel_grace: Duration::from_secs(1),
             max_sessions: MAX_SESSIONS,
             memory_budget: default_memory_budget(),
+            session_memory_budget: default_memory_budget(),
+            header_timeout: HEADER_TIMEOUT,
+            body_timeout: BODY_TIMEOUT,
+            max_connections: MAX_CONNECTIONS,
             loopback_hosts: false,
         }
     }
@@ -94,6 +125,11 @@ pub fn random_token() -> Result<String, String> {
 
 /// Serves on `listener` until `shutdown` completes; returns the lines of the
 /// restore report through `on_restore` before accepting connections.
+///
+/// Each connection is served by hyper's HTTP/1 connection with a header read
+/// timeout ([`ServeConfig::header_timeout`]): a client that opens a connection
+/// and sends its headers slowly, or not at all, is disconnected. At most
+/// [`ServeConfig::max_connections`] are open at once.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     config: ServeConfig,
@@ -104,21 +140,74 @@ pub async fn serve(
     if listener.local_addr().is_ok_and(|a| a.ip().is_loopback()) {
         config.loopback_hosts = true;
     }
+    let header_timeout = config.header_timeout;
+    let slots = Arc::new(tokio::sync::Semaphore::new(config.max_connections.max(1)));
     let state = AppState::new(config);
     on_restore(state.restore_saved());
     let app = routes::router(state.clone());
-    let closer = state.clone();
-    // Small SSE writes must not wait for delayed ACKs (Nagle).
-    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let mut connections = tokio::task::JoinSet::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let slot = tokio::select! {
+            s = slots.clone().acquire_owned() => match s {
+                Ok(s) => s,
+                Err(_) => break,
+            },
+            _ = &mut shutdown => break,
+        };
+        let tcp = tokio::select! {
+            r = listener.accept() => match r {
+                Ok((tcp, _)) => tcp,
+                Err(_) => {
+                    // Out of file descriptors or a connection reset before it
+                    // was accepted: try again shortly.
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    continue;
+                }
+            },
+            _ = &mut shutdown => break,
+        };
+        // Small SSE writes must not wait for delayed ACKs (Nagle).
         let _ = tcp.set_nodelay(true);
-    });
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            shutdown.await;
-            // Ends the event streams so that graceful shutdown can finish.
-            closer.close_all();
-        })
-        .await
+        connections.spawn(connection(
+            tcp,
+            app.clone(),
+            header_timeout,
+            stop_rx.clone(),
+            slot,
+        ));
+        while connections.try_join_next().is_some() {}
+    }
+    // Ends the event streams so that the connections can finish.
+    state.close_all();
+    let _ = stop_tx.send(true);
+    while connections.join_next().await.is_some() {}
+    Ok(())
+}
+
+/// Serves one connection until it ends, or ends it gracefully (after the
+/// request in progress) when `stop` turns true.
+async fn connection(
+    tcp: tokio::net::TcpStream,
+    app: axum::Router,
+    header_timeout: Duration,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+    _slot: tokio::sync::OwnedSemaphorePermit,
+) {
+    let service = hyper_util::service::TowerToHyperService::new(app);
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(header_timeout);
+    let conn = builder.serve_connection(hyper_util::rt::TokioIo::new(tcp), service);
+    let mut conn = std::pin::pin!(conn);
+    tokio::select! {
+        _ = conn.as_mut() => return,
+        _ = stop.wait_for(|s| *s) => {}
+    }
+    conn.as_mut().graceful_shutdown();
+    let _ = conn.await;
 }
 
 /// Whether `host` (a `Host` header or an origin's host, with or without a port)

@@ -86,6 +86,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/sessions/{id}/restore", post(restore))
         .route("/v1/runs/{run}", get(run_status))
         .route("/v1/runs/{run}/cancel", post(cancel))
+        .route_layer(middleware::from_fn_with_state(state.clone(), body_deadline))
         .route_layer(middleware::from_fn_with_state(state.clone(), auth));
     Router::new()
         .route("/v1/health", get(health))
@@ -118,6 +119,46 @@ async fn host_check(State(st): State<Arc<AppState>>, req: Request, next: Next) -
         }
     }
     next.run(req).await
+}
+
+/// Reads the body of an authorised request within
+/// [`super::ServeConfig::body_timeout`] (408 `timeout` past it) and at most
+/// [`super::ServeConfig::max_body_bytes`] of it (413 `too_large`), so a slow
+/// client cannot hold a request open.
+async fn body_deadline(State(st): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    let (parts, body) = req.into_parts();
+    let limit = st.config.max_body_bytes;
+    let read = tokio::time::timeout(st.config.body_timeout, axum::body::to_bytes(body, limit));
+    match read.await {
+        Ok(Ok(bytes)) => {
+            next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
+                .await
+        }
+        Ok(Err(e)) => {
+            let too_large = std::error::Error::source(&e)
+                .is_some_and(|s| s.is::<http_body_util::LengthLimitError>())
+                || e.into_inner().is::<http_body_util::LengthLimitError>();
+            if too_large {
+                ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "too_large",
+                    "the request body is too large",
+                )
+            } else {
+                ApiError::bad_request("the request body could not be read")
+            }
+            .into_response()
+        }
+        Err(_) => ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "timeout",
+            format!(
+                "the request body did not arrive within {} s",
+                st.config.body_timeout.as_secs_f64()
+            ),
+        )
+        .into_response(),
+    }
 }
 
 async fn not_found() -> ApiError {
@@ -232,6 +273,7 @@ fn describe(h: &SessionHandle) -> Json_ {
         "run": h.current_run(),
         "runs": h.runs(),
         "last_seq": h.log.last_seq(),
+        "memory": h.memory(),
     })
 }
 
@@ -353,6 +395,7 @@ async fn variables(
         "session": id,
         "busy": h.current_run().is_some(),
         "variables": h.variables(),
+        "memory": h.memory(),
     })))
 }
 

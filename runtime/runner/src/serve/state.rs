@@ -13,8 +13,8 @@ use tokio::sync::oneshot;
 use super::log::EventLog;
 use super::ServeConfig;
 use crate::session::{
-    self, CancelHandle, RunOutcome, RunRequest, RunStatus, SaveReport, Session, SessionOptions,
-    VariableInfo,
+    self, CancelHandle, MemoryUse, RunOutcome, RunRequest, RunStatus, SaveReport, Session,
+    SessionOptions, VariableInfo,
 };
 use mlpl_diag::SourceFile;
 
@@ -85,6 +85,7 @@ pub struct SessionHandle {
     pub(crate) current: Mutex<Option<String>>,
     cancel: CancelHandle,
     vars: Mutex<Vec<VariableInfo>>,
+    memory: Mutex<MemoryUse>,
     runs: AtomicU64,
     deleted: AtomicBool,
 }
@@ -98,6 +99,11 @@ impl SessionHandle {
     /// The variables as of the end of the last run (or restore).
     pub fn variables(&self) -> Vec<VariableInfo> {
         lock(&self.vars).clone()
+    }
+
+    /// The session's memory as of the end of the last run (or restore).
+    pub fn memory(&self) -> MemoryUse {
+        lock(&self.memory).clone()
     }
 
     /// Runs started in this session (including before a restart).
@@ -204,6 +210,16 @@ impl AppState {
         self.spawn(s, log)
     }
 
+    /// The budget of each session's values ([`ServeConfig::session_memory_budget`]).
+    fn session_budget(&self) -> Option<mlpl_lang::eval::ops::SessionBudget> {
+        self.config
+            .session_memory_budget
+            .map(|limit| mlpl_lang::eval::ops::SessionBudget {
+                limit,
+                raise: super::RAISE_SESSION_BUDGET.to_string(),
+            })
+    }
+
     /// Options of a session (the autosave directory depends on the id: `spawn`
     /// sets it).
     fn options(&self) -> SessionOptions {
@@ -226,6 +242,10 @@ impl AppState {
             current: Mutex::new(None),
             cancel: s.cancel_handle(),
             vars: Mutex::new(s.variables()),
+            memory: Mutex::new(MemoryUse {
+                budget_bytes: self.config.session_memory_budget.map(|b| b as u64),
+                ..s.memory()
+            }),
             runs: AtomicU64::new(s.runs()),
             deleted: AtomicBool::new(false),
         });
@@ -235,11 +255,13 @@ impl AppState {
             state_dir: self.session_dir(&id),
         };
         let budget = self.config.memory_budget;
+        let session_budget = self.session_budget();
         let spawned = std::thread::Builder::new()
             .name(format!("mlpl-session-{id}"))
             .stack_size(64 << 20)
             .spawn(move || {
                 mlpl_lang::eval::ops::set_memory_budget(budget);
+                mlpl_lang::eval::ops::set_session_budget(session_budget);
                 worker.work(s, rx)
             });
         if spawned.is_err() {
@@ -372,6 +394,7 @@ impl Worker {
                         None => Err("the server was started without --state-dir".into()),
                     };
                     *lock(&self.handle.vars) = s.variables();
+                    *lock(&self.handle.memory) = s.memory();
                     let _ = reply.send(r);
                 }
                 Job::Stop { remove_state } => {
@@ -392,6 +415,7 @@ impl Worker {
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| s.execute(run, req)))
                 .unwrap_or_else(|payload| panicked(payload.as_ref(), req));
         *lock(&self.handle.vars) = s.variables();
+        *lock(&self.handle.memory) = s.memory();
         let deleted = self.handle.deleted.load(Ordering::SeqCst);
         let saved = if deleted { None } else { s.autosave() };
         {

@@ -79,6 +79,17 @@ pub struct DeviceCounters {
     pub cpu_fallbacks: u64,
 }
 
+/// A session's memory after a run (docs/limits.md): what its values hold and
+/// its budget for them (`mlpl serve --session-memory-budget`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemoryUse {
+    /// Bytes held by the session's variables and optimizer state (storage
+    /// shared between variables counted once).
+    pub live_bytes: u64,
+    /// The session's budget for them; `null` when it has none.
+    pub budget_bytes: Option<u64>,
+}
+
 /// The body of an event; serialised with a `type` tag in snake case.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -191,6 +202,10 @@ pub enum EventBody {
         /// The run's device counters, as in its last `device` event (`null`
         /// when the run evaluated nothing, e.g. after a syntax error).
         counters: Option<DeviceCounters>,
+        /// The session's memory after the run (added in schema 1; older
+        /// servers omit it).
+        #[serde(default)]
+        memory: Option<MemoryUse>,
     },
 }
 

@@ -25,7 +25,9 @@ use mlpl_lang::eval::{Interp, Workspace};
 use mlpl_lang::value::{DeviceTarget, Value};
 use mlpl_syntax::{Program, StmtKind};
 
-pub use events::{CellRef, DeviceCounters, Emitter, Event, EventBody, EventSink, RunStatus};
+pub use events::{
+    CellRef, DeviceCounters, Emitter, Event, EventBody, EventSink, MemoryUse, RunStatus,
+};
 pub use observer::{CancelHandle, StepObserver, STEP_INTERVAL};
 pub use persist::SaveReport;
 pub use vars::VariableInfo;
@@ -274,8 +276,18 @@ impl Session {
                 diagnostic: outcome.diagnostic_json.clone(),
                 saved,
                 counters: outcome.counters.clone(),
+                memory: Some(self.memory()),
             },
         );
+    }
+
+    /// What the session's values hold now, and its budget for them (the
+    /// calling thread's, [`mlpl_lang::eval::ops::session_budget`]).
+    pub fn memory(&self) -> MemoryUse {
+        MemoryUse {
+            live_bytes: mlpl_lang::eval::ops::live_memory(&self.interp.ws).bytes as u64,
+            budget_bytes: mlpl_lang::eval::ops::session_budget().map(|b| b.limit as u64),
+        }
     }
 
     /// Runs `req` as run `run` and emits every event but `run_finished`. Never

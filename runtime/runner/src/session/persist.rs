@@ -426,94 +426,33 @@ pub fn read_state(dir: &Path) -> Result<StateFile, String> {
     Ok(state)
 }
 
-/// Restores the workspace saved in `dir`.
+/// Restores the workspace saved in `dir`. Only an unreadable `session.json`
+/// fails the whole restore; a value that cannot be restored (its tensor
+/// missing, corrupt or of the wrong type, its model node invalid, the tensor
+/// file unreadable) is left out and named in [`Restored::skipped`] with the
+/// reason, and everything else is restored.
 pub fn restore(dir: &Path) -> Result<(StateFile, Restored), String> {
     let state = read_state(dir)?;
-    let tensor_bytes = match &state.tensors {
-        Some(f) => {
-            if f.contains(['/', '\\']) || f.starts_with('.') {
-                return Err(format!("invalid tensor file name `{f}`"));
-            }
-            let p = dir.join(f);
-            std::fs::read(&p).map_err(|e| io_err("read", &p, e))?
-        }
-        None => Vec::new(),
-    };
-    let mut tensors: HashMap<String, Tensor> = HashMap::new();
-    if state.tensors.is_some() {
-        let st = SafeTensors::deserialize(&tensor_bytes)
-            .map_err(|e| format!("not a safetensors file: {e}"))?;
-        for (key, view) in st.tensors() {
-            if view.dtype() != Dtype::F32 {
-                return Err(format!("tensor `{key}` is not float32"));
-            }
-            let data: Vec<f32> = view
-                .data()
-                .chunks_exact(4)
-                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-                .collect();
-            let shape = view.shape().to_vec();
-            let numel = shape
-                .iter()
-                .try_fold(1usize, |acc, &d| acc.checked_mul(d))
-                .ok_or_else(|| format!("tensor `{key}` is too large"))?;
-            if numel != data.len() {
-                return Err(format!("tensor `{key}` has the wrong number of elements"));
-            }
-            tensors.insert(key, Tensor::from_vec(shape, data));
-        }
-    }
+    let tensors = read_tensors(dir, &state);
     let take = |key: &str| -> Result<Tensor, String> {
-        tensors
-            .get(key)
-            .cloned()
-            .ok_or_else(|| format!("tensor `{key}` is missing from the tensor file"))
+        match &tensors {
+            Err(why) => Err(why.clone()),
+            Ok(map) => map
+                .get(key)
+                .cloned()
+                .unwrap_or_else(|| Err(format!("tensor `{key}` is missing from the tensor file"))),
+        }
     };
-    let models = mlpl_lang::nn::persist::rebuild(&state.models)?;
+    let models = mlpl_lang::nn::persist::rebuild_each(&state.models);
     let mut ws = Workspace::new();
     let mut skipped = Vec::new();
     for b in &state.bindings {
-        match b {
-            Binding::Array {
-                name,
-                exact,
-                tensor,
-                axes,
-                placed,
-            } => {
-                let mut a = match (exact, tensor) {
-                    (Some(x), _) => Array::exact(
-                        json_num(x).ok_or_else(|| format!("`{name}`: invalid exact value"))?,
-                    ),
-                    (None, Some(key)) => Array::from_tensor(take(key)?),
-                    (None, None) => return Err(format!("`{name}`: no value saved")),
-                };
-                a = a.with_names(axes.clone());
-                if let Some(t) = placed.as_deref().and_then(DeviceTarget::parse) {
-                    a = a.with_placement(Placement::Placed(t));
-                }
-                ws.bindings.insert(name.clone(), Value::Array(a));
+        match restore_binding(b, &take, &models) {
+            Ok(Some(v)) => {
+                ws.bindings.insert(binding_name(b).to_string(), v);
             }
-            Binding::String { name, value } => {
-                ws.bindings
-                    .insert(name.clone(), Value::string(value.as_str()));
-            }
-            Binding::Tokenizer { name, tokenizer } => {
-                ws.bindings.insert(
-                    name.clone(),
-                    Value::Tokenizer(std::sync::Arc::new(tokenizer.clone())),
-                );
-            }
-            Binding::Model { name, node, .. } => match node {
-                Some(i) => {
-                    let layer = models.get(*i).cloned().ok_or_else(|| {
-                        format!("`{name}`: model node {i} is missing from `models`")
-                    })?;
-                    ws.bindings
-                        .insert(name.clone(), Value::Model(mlpl_lang::value::Model(layer)));
-                }
-                None => skipped.push(model_not_restorable(name)),
-            },
+            Ok(None) => skipped.push(model_not_restorable(binding_name(b))),
+            Err(why) => skipped.push(format!("`{}` was not restored: {why}", binding_name(b))),
         }
     }
     ws.tracked = state
@@ -540,19 +479,26 @@ pub fn restore(dir: &Path) -> Result<(StateFile, Restored), String> {
         }
     }
     for o in &state.optim {
-        let m = take(&o.m)?;
-        let v = match &o.v {
-            Some(k) => Some(take(k)?),
-            None => None,
-        };
-        ws.optim.insert(
-            (o.optimizer.clone(), o.param.clone()),
-            OptimState {
-                m,
-                v,
-                steps: o.steps,
-            },
-        );
+        let moments = take(&o.m).and_then(|m| match &o.v {
+            Some(k) => take(k).map(|v| (m, Some(v))),
+            None => Ok((m, None)),
+        });
+        match moments {
+            Ok((m, v)) => {
+                ws.optim.insert(
+                    (o.optimizer.clone(), o.param.clone()),
+                    OptimState {
+                        m,
+                        v,
+                        steps: o.steps,
+                    },
+                );
+            }
+            Err(why) => skipped.push(format!(
+                "the {} state of `{}` was not restored (its optimizer starts afresh): {why}",
+                o.optimizer, o.param
+            )),
+        }
     }
     let restored = Restored {
         ws,
@@ -561,6 +507,113 @@ pub fn restore(dir: &Path) -> Result<(StateFile, Restored), String> {
         skipped,
     };
     Ok((state, restored))
+}
+
+/// The tensors of the tensor file, each or why it cannot be read; `Err` when
+/// the file as a whole cannot be read.
+fn read_tensors(
+    dir: &Path,
+    state: &StateFile,
+) -> Result<HashMap<String, Result<Tensor, String>>, String> {
+    let mut tensors = HashMap::new();
+    let Some(f) = &state.tensors else {
+        return Ok(tensors);
+    };
+    if f.contains(['/', '\\']) || f.starts_with('.') {
+        return Err(format!("invalid tensor file name `{f}`"));
+    }
+    let p = dir.join(f);
+    let bytes = std::fs::read(&p).map_err(|e| io_err("read", &p, e))?;
+    let st = SafeTensors::deserialize(&bytes)
+        .map_err(|e| format!("{} is not a safetensors file: {e}", p.display()))?;
+    for (key, view) in st.tensors() {
+        let t = tensor_of(&key, &view);
+        tensors.insert(key, t);
+    }
+    Ok(tensors)
+}
+
+/// One tensor of the file, checked: float32, as many elements as its shape says.
+fn tensor_of(key: &str, view: &TensorView<'_>) -> Result<Tensor, String> {
+    if view.dtype() != Dtype::F32 {
+        return Err(format!("tensor `{key}` is {:?}, not float32", view.dtype()));
+    }
+    let shape = view.shape().to_vec();
+    let numel = shape
+        .iter()
+        .try_fold(1usize, |acc, &d| acc.checked_mul(d))
+        .filter(|&n| n <= mlpl_lang::value::MAX_ELEMENTS)
+        .ok_or_else(|| format!("tensor `{key}` is too large"))?;
+    if numel * 4 != view.data().len() {
+        return Err(format!("tensor `{key}` has the wrong number of elements"));
+    }
+    let data: Vec<f32> = view
+        .data()
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect();
+    Ok(Tensor::from_vec(shape, data))
+}
+
+fn binding_name(b: &Binding) -> &str {
+    match b {
+        Binding::Array { name, .. }
+        | Binding::String { name, .. }
+        | Binding::Tokenizer { name, .. }
+        | Binding::Model { name, .. } => name,
+    }
+}
+
+/// The value of one saved binding; `Ok(None)` for a model saved without its
+/// structure.
+fn restore_binding(
+    b: &Binding,
+    take: &dyn Fn(&str) -> Result<Tensor, String>,
+    models: &[Result<std::sync::Arc<mlpl_lang::nn::Layer>, String>],
+) -> Result<Option<Value>, String> {
+    Ok(Some(match b {
+        Binding::Array {
+            exact,
+            tensor,
+            axes,
+            placed,
+            ..
+        } => {
+            let mut a = match (exact, tensor) {
+                (Some(x), _) => {
+                    Array::exact(json_num(x).ok_or_else(|| "invalid exact value".to_string())?)
+                }
+                (None, Some(key)) => Array::from_tensor(take(key)?),
+                (None, None) => return Err("no value saved".to_string()),
+            };
+            if let Some(names) = axes {
+                if names.len() != a.rank() {
+                    return Err(format!(
+                        "{} axis names for an array of rank {}",
+                        names.len(),
+                        a.rank()
+                    ));
+                }
+            }
+            a = a.with_names(axes.clone());
+            if let Some(t) = placed.as_deref().and_then(DeviceTarget::parse) {
+                a = a.with_placement(Placement::Placed(t));
+            }
+            Value::Array(a)
+        }
+        Binding::String { value, .. } => Value::string(value.as_str()),
+        Binding::Tokenizer { tokenizer, .. } => {
+            Value::Tokenizer(std::sync::Arc::new(tokenizer.clone()))
+        }
+        Binding::Model { node, .. } => match node {
+            Some(i) => match models.get(*i) {
+                Some(Ok(layer)) => Value::Model(mlpl_lang::value::Model(layer.clone())),
+                Some(Err(why)) => return Err(why.clone()),
+                None => return Err(format!("model node {i} is missing from `models`")),
+            },
+            None => return Ok(None),
+        },
+    }))
 }
 
 /// Session directories under a state directory, by session id (directories
@@ -674,13 +727,24 @@ mod tests {
             Value::Array(Array::from_vec(vec![3], vec![1.0; 3])),
             false,
         );
+        ws.assign("s", Value::string("kept"), false);
         save(&dir, "abc", 0, 0, &ws).unwrap();
         for e in std::fs::read_dir(&dir).unwrap().flatten() {
             if e.file_name().to_string_lossy().ends_with(".safetensors") {
                 std::fs::write(e.path(), b"garbage").unwrap();
             }
         }
-        assert!(restore(&dir).is_err());
+        // A corrupt tensor file costs the values in it, named; the rest stays.
+        let (_, r) = restore(&dir).unwrap();
+        assert_eq!(r.ws.get("s").unwrap().display(), "kept");
+        assert!(r.ws.get("x").is_none());
+        assert_eq!(r.skipped.len(), 1, "{:?}", r.skipped);
+        assert!(
+            r.skipped[0].starts_with("`x` was not restored: ")
+                && r.skipped[0].contains("is not a safetensors file"),
+            "{:?}",
+            r.skipped
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

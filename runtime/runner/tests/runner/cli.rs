@@ -166,6 +166,46 @@ fn explain_prints_the_catalog_text() {
     assert!(mlpl(&["explain", "w0001"], &d).status.success());
 }
 
+/// `mlpl explain E0201 | head -1`: output into a closed pipe ends the process
+/// quietly (status 141, as a tool killed by SIGPIPE), never with a panic.
+#[test]
+fn output_into_a_closed_pipe_ends_quietly() {
+    let d = temp_dir("pipe");
+    std::fs::write(d.join("big.mlpl"), "iota(100000)").unwrap();
+    for args in [
+        &["explain", "E0201"][..],
+        &["run", "big.mlpl"][..],
+        &["check", "--format", "json", "big.mlpl", "missing.mlpl"][..],
+    ] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = Command::new(env!("CARGO_BIN_EXE_mlpl"))
+            .args(args)
+            .current_dir(&d)
+            .stdout(writer)
+            .stderr(std::process::Stdio::piped())
+            .output()
+            .unwrap();
+        let err = text(&out.stderr);
+        assert!(
+            !err.contains("panicked") && !err.contains("failed printing"),
+            "{args:?}: {err}"
+        );
+        // `explain` prints with the print macros; `run` and `check` ignore a
+        // failed write and end as they would have.
+        let expected: &[i32] = if args[0] == "explain" {
+            &[141]
+        } else {
+            &[0, 1, 2, 141]
+        };
+        assert!(
+            out.status.code().is_some_and(|c| expected.contains(&c)),
+            "{args:?}: {:?} {err}",
+            out.status
+        );
+    }
+}
+
 #[test]
 fn load_uses_the_script_directory_by_default_and_stays_inside_it() {
     let d = temp_dir("data");

@@ -10,6 +10,7 @@ mod cli_trace;
 mod examples;
 mod llm_call;
 mod serve_api;
+mod serve_limits;
 mod serve_persist;
 mod serve_runs;
 mod serve_support;
