@@ -132,6 +132,7 @@ fn engram_apply(c: &mut Call) -> Result<Value, Diagnostic> {
         x_span: h_span,
         capture: false,
         weights: None,
+        cache: None,
     };
     let out = crate::nn::engram::mix(&mut f, &m, g, &h, &ids, ids_span)?;
     Ok(Value::Array(out))
