@@ -7,6 +7,7 @@ mod common;
 mod examples;
 mod frames;
 mod functions;
+mod grammar;
 mod nvim;
 mod protocol;
 mod robustness;

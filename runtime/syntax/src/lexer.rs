@@ -893,6 +893,15 @@ mod tests {
     }
 
     #[test]
+    fn every_listed_keyword_lexes_as_its_own_token() {
+        for word in crate::token::KEYWORDS {
+            let kind = TokenKind::keyword(word).expect("a keyword");
+            assert_eq!(kind.keyword_str(), Some(word));
+            assert_eq!(kinds(word), vec![kind]);
+        }
+    }
+
+    #[test]
     fn punctuation() {
         assert_eq!(
             kinds("( ) [ ] { } , = : ; + - * /"),

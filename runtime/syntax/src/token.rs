@@ -78,6 +78,10 @@ pub enum TokenKind {
     Eof,
 }
 
+/// The reserved keywords, each the text of one [`TokenKind`] (editors' grammars
+/// are checked against this list).
+pub const KEYWORDS: [&str; 7] = ["repeat", "train", "for", "in", "experiment", "device", "fn"];
+
 impl TokenKind {
     /// The keyword for an identifier-shaped word, if it is one.
     pub fn keyword(word: &str) -> Option<TokenKind> {

@@ -11,7 +11,7 @@ import { instantiate } from './mlpl.js';
 
 const TRAIN_LIMIT = 5000; // web/src/lib.rs TRAIN_LIMIT
 
-const KEYWORDS = new Set(['train', 'repeat', 'for', 'in', 'if', 'else', 'fn', 'return', 'device', 'experiment', 'while']);
+const KEYWORDS = new Set(['repeat', 'train', 'for', 'in', 'experiment', 'device', 'fn']); // runtime/syntax/src/token.rs KEYWORDS
 const mlplLanguage = StreamLanguage.define({
   token(stream) {
     if (stream.eatSpace()) return null;

@@ -126,14 +126,7 @@ fn engram_apply(c: &mut Call) -> Result<Value, Diagnostic> {
     let h = c.array(1)?.clone();
     let ids = c.array(2)?.clone();
     let (span, h_span, ids_span) = (c.span, c.arg_span(1), c.arg_span(2));
-    let mut f = Forward {
-        it: c.it,
-        span,
-        x_span: h_span,
-        capture: false,
-        weights: None,
-        cache: None,
-    };
+    let mut f = Forward::new(c.it, span, h_span);
     let out = crate::nn::engram::mix(&mut f, &m, g, &h, &ids, ids_span)?;
     Ok(Value::Array(out))
 }

@@ -580,12 +580,8 @@ fn attention_weights(c: &mut Call) -> Result<Value, Diagnostic> {
     let x = c.array(1)?.clone();
     let (span, x_span) = (c.span, c.arg_span(1));
     let mut f = Forward {
-        it: c.it,
-        span,
-        x_span,
         capture: true,
-        weights: None,
-        cache: None,
+        ..Forward::new(c.it, span, x_span)
     };
     f.layer(&m, &x)?;
     match f.weights.take() {

@@ -60,6 +60,7 @@ impl Interp {
         self.ws
             .functions
             .insert(def.name.name.clone(), Arc::new(def.clone()));
+        self.defined_this_run.insert(def.name.name.clone());
         Ok(Value::exact(0.0))
     }
 
@@ -116,8 +117,13 @@ impl Interp {
         });
         let result = self.block(&def.body.stmts);
         self.frames.pop();
+        let foreign = !self.defined_this_run.contains(&def.name.name);
         let value = match result {
             Ok(v) => v,
+            // A body from an earlier cell or a restore: its spans are not this
+            // program's, so the error points at the call and says where in the
+            // definition it happened.
+            Err(d) if foreign && in_span(&d, def.body.span) => return Err(relocate(d, &def, span)),
             // A read the body makes on every call (E0111) is the body's alone,
             // as the checker reports it; anything else points at the call too.
             Err(d)
@@ -132,10 +138,68 @@ impl Interp {
         if let Err(m) = u.result(&def, &arg_shape(&value)) {
             let at = def.body.stmts.last().map_or(def.body.span, |s| s.span);
             let d = signature::signature_mismatch(&def, &m, at);
+            if foreign {
+                return Err(relocate(d, &def, span));
+            }
             return Err(d.with_label(span, format!("in this call of `{}`", def.name.name)));
         }
         Ok(value)
     }
+}
+
+/// Notes of where in its definition an error happened, kept for at most this
+/// many nested calls (a deep recursion would otherwise repeat one per level).
+const MAX_RELOCATION_NOTES: usize = 8;
+
+/// `d`, raised in the body of `def` whose text is not the running program's,
+/// moved to the call at `call`: each of its places becomes a note naming the
+/// line and column in the definition, with that line's text.
+fn relocate(mut d: Diagnostic, def: &FnDef, call: Span) -> Diagnostic {
+    let name = &def.name.name;
+    let labels: Vec<_> = d
+        .primary
+        .take()
+        .into_iter()
+        .chain(d.secondary.drain(..))
+        .collect();
+    let mut notes: Vec<String> = labels
+        .iter()
+        .filter_map(|l| place_in_definition(def, l.span).map(|p| (p, &l.message)))
+        .map(|((line, col, text), msg)| {
+            let msg = if msg.is_empty() { String::new() } else { format!(": {msg}") };
+            format!(
+                "in `{name}` (defined outside this cell), line {line}, column {col} of its definition{msg}\n    {text}"
+            )
+        })
+        .collect();
+    let earlier = d
+        .notes
+        .iter()
+        .filter(|n| n.contains("(defined outside this cell)"))
+        .count();
+    notes.truncate(MAX_RELOCATION_NOTES.saturating_sub(earlier));
+    notes.append(&mut d.notes);
+    d.notes = notes;
+    d.at(
+        call,
+        format!("in this call of `{name}`, a function defined outside this cell"),
+    )
+}
+
+/// The 1-based line and column of `span`'s start in `def.source`, with the
+/// text of that line (`def.source` starts at the definition's `fn`).
+fn place_in_definition(def: &FnDef, span: Span) -> Option<(usize, usize, String)> {
+    let offset = span.start.checked_sub(def.sig_span.start)?;
+    let before = def.source.get(..offset)?;
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let col = before[line_start..].chars().count() + 1;
+    let text = def.source[line_start..]
+        .lines()
+        .next()
+        .unwrap_or("")
+        .trim_end();
+    Some((line, col, text.to_string()))
 }
 
 fn in_span(d: &Diagnostic, outer: Span) -> bool {

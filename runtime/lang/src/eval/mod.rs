@@ -76,6 +76,9 @@ pub struct Interp {
     trace_inputs: Vec<TraceValue>,
     /// The calls of user functions being run, innermost last.
     pub(crate) frames: Vec<Frame>,
+    /// The functions defined by the program being run (the others came from
+    /// earlier cells or a restore, and their spans are not this program's).
+    pub(crate) defined_this_run: HashSet<String>,
 }
 
 /// How one outermost `train` loop ran: its iterations, how many were replayed
@@ -130,6 +133,7 @@ impl Interp {
             trace: None,
             trace_inputs: Vec::new(),
             frames: Vec::new(),
+            defined_this_run: HashSet::new(),
         }
     }
 
@@ -200,6 +204,7 @@ impl Interp {
         self.loop_stats.clear();
         self.devices.begin_run(self.ws.default_device);
         self.frames.clear();
+        self.defined_this_run.clear();
         self.cancel.store(false, Ordering::SeqCst);
         if let Some(o) = &mut self.observer {
             o.on_run_start();

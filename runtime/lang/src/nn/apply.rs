@@ -51,15 +51,21 @@ pub fn apply(
     span: Span,
     x_span: Span,
 ) -> Result<Array, Diagnostic> {
-    let mut f = Forward {
-        it,
-        span,
-        x_span,
-        capture: false,
-        weights: None,
-        cache: None,
-    };
-    f.layer(model, x)
+    Forward::new(it, span, x_span).layer(model, x)
+}
+
+impl<'a> Forward<'a> {
+    /// A plain forward pass: no attention probabilities kept, no key/value cache.
+    pub fn new(it: &'a mut Interp, span: Span, x_span: Span) -> Self {
+        Forward {
+            it,
+            span,
+            x_span,
+            capture: false,
+            weights: None,
+            cache: None,
+        }
+    }
 }
 
 impl Forward<'_> {

@@ -90,12 +90,8 @@ pub fn generate(
     x_span: Span,
 ) -> Result<Vec<f32>, Diagnostic> {
     let mut f = Forward {
-        it,
-        span,
-        x_span,
-        capture: false,
-        weights: None,
         cache: Some(KvCache::default()),
+        ..Forward::new(it, span, x_span)
     };
     let mut out = Vec::with_capacity(n);
     let mut step = Array::from_vec(vec![ids.len()], ids.to_vec());

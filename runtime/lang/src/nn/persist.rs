@@ -847,12 +847,14 @@ mod tests {
                 id: 0,
                 inp: 2,
                 out: 2,
+                bias: true,
             },
             // 10^12 wide: refused as construction refuses it.
             LayerRecord::Linear {
                 id: 1,
                 inp: 1_000_000,
                 out: 1_000_000,
+                bias: true,
             },
             LayerRecord::Chain {
                 children: vec![0, 1],

@@ -520,3 +520,52 @@ fn an_unknown_function_suggests_a_defined_one_statically_and_at_run_time() {
         Some("a builtin with a similar name exists: `softmax`")
     );
 }
+
+/// An error inside a function defined by an earlier cell points at the call in
+/// the running cell (whose text the spans index), and names the line, column
+/// and text of the body where it happened; nested calls of earlier functions
+/// are followed to the outermost call.
+#[test]
+fn an_error_in_a_function_from_an_earlier_cell_points_at_the_call_and_names_the_body_line() {
+    let mut s = Session::new(None, None);
+    let defs = "# some text first, so offsets differ from the later cell's\n\
+                fn proj(x, w) {\n  h = x * 2\n  matmul(h, w)\n}\n\
+                fn outer(x) {\n  proj(x, ones([5, 2]))\n}\n";
+    s.eval(defs);
+    let later = "a = ones([2, 3])\nouter(a)";
+    let d = match s.run(later).result {
+        Err(d) => d,
+        Ok(_) => panic!("the call should fail"),
+    };
+    assert_eq!(d.code, "E0203", "{d:?}");
+    assert_eq!(primary_text(later, &d), "outer(a)");
+    assert!(d.secondary.is_empty(), "{d:?}");
+    let proj = d
+        .notes
+        .iter()
+        .find(|n| n.starts_with("in `proj`"))
+        .unwrap_or_else(|| panic!("a note on proj's body: {:?}", d.notes));
+    assert!(proj.contains("line 3, column "), "{proj}");
+    assert!(proj.ends_with("  matmul(h, w)"), "{proj}");
+    let outer = d
+        .notes
+        .iter()
+        .find(|n| n.starts_with("in `outer`"))
+        .expect("a note on outer");
+    assert!(
+        outer.contains("line 2, column 3") && outer.ends_with("proj(x, ones([5, 2]))"),
+        "{outer}"
+    );
+    // Within the defining cell itself, spans stay the body's own.
+    let same = format!("{defs}outer(ones([2, 3]))");
+    let d = match Session::new(None, None).run(&same).result {
+        Err(d) => d,
+        Ok(_) => panic!("the call should fail"),
+    };
+    let at = d.primary.as_ref().expect("a place").span;
+    let body = same.find("matmul(h, w)").unwrap();
+    assert!(
+        at.start >= body && at.end <= body + "matmul(h, w)".len(),
+        "{d:?}"
+    );
+}

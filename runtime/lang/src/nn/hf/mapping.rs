@@ -476,10 +476,12 @@ pub fn plan(layer: &Layer) -> Result<(Config, Vec<Binding>), String> {
             p.linear_weight(l.w(), d, vocab, "lm_head.weight".into());
             false
         }
-        other => return Err(format!(
+        other => {
+            return Err(format!(
             "the head `{}` is neither `unembed` of the embedding nor `linear(d, vocab, seed, 0)`",
             other.describe()
-        )),
+        ))
+        }
     };
     let a = a0.unwrap_or(Attention {
         id: 0,
