@@ -36,6 +36,11 @@ pub enum OccKind {
     FnDef,
     /// The name of a user function in a call.
     FnUse,
+    /// A dimension name at its first use in a function's signature
+    /// (`fn f(x : [n, d])`: `n` and `d`), where a call binds it.
+    DimDef,
+    /// A later use of that dimension name in the same signature.
+    DimUse,
 }
 
 impl OccKind {
@@ -45,11 +50,21 @@ impl OccKind {
         matches!(self, OccKind::VarDef | OccKind::VarUse | OccKind::ParamDef)
     }
 
+    /// Whether this name belongs to one function's body or signature when it
+    /// is inside one (variables, parameters, dimension names).
+    pub fn is_scoped(self) -> bool {
+        self.is_variable() || matches!(self, OccKind::DimDef | OccKind::DimUse)
+    }
+
     /// Whether this is where a name is introduced.
     pub fn is_definition(self) -> bool {
         matches!(
             self,
-            OccKind::VarDef | OccKind::AxisDef | OccKind::ParamDef | OccKind::FnDef
+            OccKind::VarDef
+                | OccKind::AxisDef
+                | OccKind::ParamDef
+                | OccKind::FnDef
+                | OccKind::DimDef
         )
     }
 
@@ -59,6 +74,7 @@ impl OccKind {
             OccKind::VarDef | OccKind::VarUse | OccKind::ParamDef => 0,
             OccKind::AxisDef | OccKind::AxisUse => 1,
             OccKind::FnDef | OccKind::FnUse => 2,
+            OccKind::DimDef | OccKind::DimUse => 3,
         }
     }
 }
@@ -156,7 +172,7 @@ impl Analysis {
             .filter(|o| {
                 o.name == occ.name
                     && o.kind.class() == occ.kind.class()
-                    && (!occ.kind.is_variable() || o.scope == occ.scope)
+                    && (!occ.kind.is_scoped() || o.scope == occ.scope)
             })
             .collect()
     }
@@ -305,7 +321,7 @@ struct Collector<'a> {
 
 impl Collector<'_> {
     fn push(&mut self, name: &str, span: Span, kind: OccKind) {
-        let scope = if kind.is_variable() { self.scope } else { None };
+        let scope = if kind.is_scoped() { self.scope } else { None };
         self.out.push(Occurrence {
             name: name.to_string(),
             span,
@@ -361,10 +377,35 @@ impl Collector<'_> {
                 for p in &f.params {
                     self.push(&p.name.name, p.name.span, OccKind::ParamDef);
                 }
+                let mut seen = HashSet::new();
+                let shapes = f.params.iter().filter_map(|p| p.shape.as_ref());
+                for d in shapes.chain(f.ret.as_ref()).flat_map(|sh| &sh.dims) {
+                    self.dims(d, &mut seen);
+                }
                 self.block(&f.body.stmts);
                 self.scope = outer;
             }
             StmtKind::Error => {}
+        }
+    }
+
+    /// The dimension names of one axis of a signature, the first use of each
+    /// being its definition.
+    fn dims(&mut self, d: &mlpl_syntax::DimSig, seen: &mut HashSet<String>) {
+        match &d.kind {
+            mlpl_syntax::DimSigKind::Name(n) => {
+                let kind = if seen.insert(n.clone()) {
+                    OccKind::DimDef
+                } else {
+                    OccKind::DimUse
+                };
+                self.push(n, d.span, kind);
+            }
+            mlpl_syntax::DimSigKind::Binary { lhs, rhs, .. } => {
+                self.dims(lhs, seen);
+                self.dims(rhs, seen);
+            }
+            mlpl_syntax::DimSigKind::Any | mlpl_syntax::DimSigKind::Size(_) => {}
         }
     }
 

@@ -314,6 +314,12 @@ pub fn hover(a: &Analysis, offset: usize, cfg: &FeatureConfig) -> Option<Hover> 
                 }
                 // Function names are answered above (calls and definitions).
                 OccKind::FnDef | OccKind::FnUse => {}
+                OccKind::DimDef | OccKind::DimUse => parts.push(format!(
+                    "```mlpl\n{}\n```\ndimension name of the signature: each call binds it \
+                     (the size and the axis name of its first use) and checks it wherever \
+                     else it appears",
+                    occ.name
+                )),
                 OccKind::AxisDef | OccKind::AxisUse => {
                     let sizes: Vec<String> = a
                         .facts

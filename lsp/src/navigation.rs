@@ -366,17 +366,6 @@ pub fn semantic_tokens(a: &Analysis) -> Vec<SemanticToken> {
             }
         });
     }
-    // Dimension names in signatures: axis-like (`typeParameter`), the first
-    // use in a signature being its declaration.
-    for s in &a.program.stmts {
-        if let StmtKind::Fn(f) = &s.kind {
-            let mut seen = std::collections::HashSet::new();
-            let shapes = f.params.iter().filter_map(|p| p.shape.as_ref());
-            for d in shapes.chain(f.ret.as_ref()).flat_map(|sh| &sh.dims) {
-                dim_tokens(d, &mut seen, &mut classified);
-            }
-        }
-    }
     // Parameters of user functions, by the function (its start) they belong to.
     let fn_params: std::collections::HashSet<(Option<usize>, &str)> = a
         .occurrences
@@ -405,8 +394,9 @@ pub fn semantic_tokens(a: &Analysis) -> Vec<SemanticToken> {
                     },
                 )
             }
-            OccKind::AxisDef => (AXIS, DECLARATION),
-            OccKind::AxisUse => (AXIS, 0),
+            // Dimension names in signatures are axis-like (`typeParameter`).
+            OccKind::AxisDef | OccKind::DimDef => (AXIS, DECLARATION),
+            OccKind::AxisUse | OccKind::DimUse => (AXIS, 0),
         };
         classified.insert(o.span.start, (t, m));
     }
@@ -475,28 +465,6 @@ pub fn semantic_tokens(a: &Analysis) -> Vec<SemanticToken> {
 }
 
 /// The dimension names of one signature axis (`2 * d`: `d`) as axis tokens.
-fn dim_tokens<'a>(
-    d: &'a mlpl_syntax::DimSig,
-    seen: &mut std::collections::HashSet<&'a str>,
-    out: &mut HashMap<usize, (u32, u32)>,
-) {
-    match &d.kind {
-        mlpl_syntax::DimSigKind::Name(n) => {
-            let m = if seen.insert(n.as_str()) {
-                DECLARATION
-            } else {
-                0
-            };
-            out.insert(d.span.start, (AXIS, m));
-        }
-        mlpl_syntax::DimSigKind::Binary { lhs, rhs, .. } => {
-            dim_tokens(lhs, seen, out);
-            dim_tokens(rhs, seen, out);
-        }
-        mlpl_syntax::DimSigKind::Any | mlpl_syntax::DimSigKind::Size(_) => {}
-    }
-}
-
 fn encode(a: &Analysis, raw: &[(Span, u32, u32)]) -> Vec<SemanticToken> {
     let mut out = Vec::new();
     let (mut prev_line, mut prev_col) = (0u32, 0u32);

@@ -227,6 +227,25 @@ async fn definition_references_and_rename_of_functions_and_their_parameters() {
         .await;
     assert_eq!(starts(&e["changes"][uri]), [(0, 20), (1, 16)]);
 
+    // A signature's dimension name: its uses in that signature only (not the
+    // `d` of `block`), and its definition is its first use.
+    let e = c
+        .request(
+            "textDocument/rename",
+            with_name(nav_at(uri, "d, k]", 0), "width"),
+        )
+        .await;
+    assert_eq!(starts(&e["changes"][uri]), [(0, 16), (0, 25)]);
+    let d = c
+        .request("textDocument/definition", nav_at(uri, "d, k]", 0))
+        .await;
+    assert_eq!(d["range"]["start"], json!({"line": 0, "character": 16}));
+    let h = c
+        .request("textDocument/hover", nav_at(uri, "d, k]", 0))
+        .await;
+    let text = h["contents"]["value"].as_str().unwrap_or_default();
+    assert!(text.contains("dimension name of the signature"), "{h}");
+
     // A builtin's name is refused with E0112's message; so is another
     // function's.
     let r = c
