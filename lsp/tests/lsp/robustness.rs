@@ -59,6 +59,23 @@ const FRAGMENTS: &[&str] = &[
     "moe(4, 2, 1, 8, 0)",
     "rope(4, 10000)",
     "shift_pairs_x(iota(5), 99999999999999999999)",
+    // User functions, the transformer-family primitives and layers, Engram.
+    "fn f(x : [n, 2 * d], w : [d, _]) -> [n, d / 2] {",
+    "fn g(x) { g(x) }",
+    "f(X, W)",
+    "-> [",
+    "slice(X, -1, 0, 99, 2)",
+    "permute(X, \"feat\", 0)",
+    "where(gt(X, 0), X, -1/0)",
+    "clamp(X, 1, -1)",
+    "concat(X, X, 5)",
+    "causal_attention(16, 2, 1, 1, rope(8, 10000, 8, 1, 4, 8192), 8, 1, 1e-6)",
+    "chain(embed(9, 4, 0), pos_embed(0, 4, 1), unembed(embed(9, 4, 0)))",
+    "generate(m, [1, 2], 3, 0.7, 2, 5)",
+    "hf_model(\"../x\")",
+    "engram_apply(engram(8, 16, 2, 0), zeros([3, 8]), [1, 2, 3])",
+    "engram_embed(256, 16, 32, 2, 0)",
+    "adamw(sum(apply(m, X)), m, 0.1, 0.9, 0.999, 1e-8, 0.01, \"all\")",
 ];
 
 fn document() -> impl Strategy<Value = String> {
