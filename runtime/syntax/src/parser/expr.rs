@@ -5,6 +5,17 @@
 use super::*;
 use mlpl_diag::code;
 
+/// How a comma-separated group goes on after an item ([`Parser::after_item`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum AfterItem {
+    /// At the next item, the closer or the end.
+    Next,
+    /// A malformed rest of the item was reported and skipped.
+    Skipped,
+    /// The group was never closed and ends here.
+    Stop,
+}
+
 impl<'a> Parser<'a> {
     /// The expression of a loop header (`repeat N`, `for x in E`, `experiment E`),
     /// where a `{` starts the body rather than being a misplaced block.
@@ -400,37 +411,22 @@ impl<'a> Parser<'a> {
             let e = self.parse_expr();
             items.push(e);
             let failed = self.errs != before;
-            let j = self.idx();
-            let k = self.toks[j].kind.clone();
-            match k {
-                K::Comma => {
-                    self.advance();
+            let after = self.after_item(close, !failed, |p| {
+                let help = match (p.peek(), &open.kind) {
+                    (K::LBracket, _) => {
+                        "there is no indexing in MLPL; use builtins such as `last_row`, `scatter` or masks"
+                    }
+                    (_, K::LBracket) => "separate the elements with `,`",
+                    _ => "separate the arguments with `,`",
+                };
+                p.unexpected(&format!("`,` or `{closer}`"), Some(help.to_string()));
+            });
+            if after == AfterItem::Stop {
+                // The group was never closed (E0007): it ends here.
+                if !self.newline_before() {
+                    self.errs += 1;
                 }
-                k if k.is_closer() || k == K::Eof => {}
-                k => {
-                    if close.is_none() {
-                        // The group was never closed (E0007): it ends here.
-                        if !self.newline_before() {
-                            self.errs += 1;
-                        }
-                        break;
-                    }
-                    if !failed {
-                        let help = match (&k, &open.kind) {
-                            (K::LBracket, _) => Some(
-                                "there is no indexing in MLPL; use builtins such as `last_row`, `scatter` or masks"
-                                    .to_string(),
-                            ),
-                            (_, K::LBracket) => Some("separate the elements with `,`".to_string()),
-                            _ => Some("separate the arguments with `,`".to_string()),
-                        };
-                        self.unexpected(&format!("`,` or `{closer}`"), help);
-                    }
-                    self.sync_in_group();
-                    if *self.peek() == K::Comma {
-                        self.advance();
-                    }
-                }
+                break;
             }
         }
         self.ctx.pop();
@@ -468,6 +464,37 @@ impl<'a> Parser<'a> {
             );
         }
         self.advance();
+    }
+
+    /// After an item of a comma-separated group closed at `close` (`None`: never
+    /// closed): takes a `,`, or stops before a closer or the end. Anything else
+    /// ends an unclosed group ([`AfterItem::Stop`], the caller counts the
+    /// error); in a closed one it is reported by `report` (only when `ok`) and
+    /// skipped to the next item ([`AfterItem::Skipped`]).
+    pub(super) fn after_item(
+        &mut self,
+        close: Option<usize>,
+        ok: bool,
+        report: impl FnOnce(&mut Self),
+    ) -> AfterItem {
+        match &self.toks[self.idx()].kind {
+            K::Comma => {
+                self.advance();
+                AfterItem::Next
+            }
+            k if k.is_closer() || *k == K::Eof => AfterItem::Next,
+            _ if close.is_none() => AfterItem::Stop,
+            _ => {
+                if ok {
+                    report(self);
+                }
+                self.sync_in_group();
+                if *self.peek() == K::Comma {
+                    self.advance();
+                }
+                AfterItem::Skipped
+            }
+        }
     }
 
     /// Consumes the group's own closer if it is next.

@@ -4,6 +4,7 @@
 //! a top-level statement; one inside a block is parsed, reported (E0006) and
 //! dropped.
 
+use super::expr::AfterItem;
 use super::*;
 use mlpl_diag::code;
 
@@ -205,28 +206,18 @@ impl<'a> Parser<'a> {
                     self.sync_in_group();
                 }
             }
-            let j = self.idx();
-            match &self.toks[j].kind {
-                K::Comma => {
-                    self.advance();
-                }
-                k if k.is_closer() || *k == K::Eof => {}
-                _ => {
-                    if close.is_none() {
-                        self.errs += 1;
-                        break;
-                    }
-                    if ok {
-                        self.unexpected(
-                            "`,` or `)`",
-                            Some("separate the parameters with `,`".into()),
-                        );
-                    }
-                    ok = false;
-                    self.sync_in_group();
-                    if *self.peek() == K::Comma {
-                        self.advance();
-                    }
+            let after = self.after_item(close, ok, |p| {
+                p.unexpected(
+                    "`,` or `)`",
+                    Some("separate the parameters with `,`".into()),
+                )
+            });
+            match after {
+                AfterItem::Next => {}
+                AfterItem::Skipped => ok = false,
+                AfterItem::Stop => {
+                    self.errs += 1;
+                    break;
                 }
             }
         }

@@ -2,6 +2,7 @@
 //! `experiment` and `device` blocks, bodies, and the W0001 check for statements
 //! run together on one line.
 
+use super::expr::AfterItem;
 use super::*;
 use mlpl_diag::code;
 
@@ -440,32 +441,23 @@ impl<'a> Parser<'a> {
                     self.sync_in_group();
                 }
             }
-            let j = self.idx();
-            match &self.toks[j].kind {
-                K::Comma => {
-                    self.advance();
-                }
-                k if k.is_closer() || *k == K::Eof => {}
-                _ => {
-                    if close.is_none() {
-                        self.errs += 1;
-                        break;
-                    }
-                    if ok {
-                        let found = self.peek().describe();
-                        let span = self.peek_tok().span;
-                        self.error(
-                            Diagnostic::error(
-                                code::E0011,
-                                format!(
-                                    "malformed axis annotation: expected `,` or `]`, found {found}"
-                                ),
-                            )
-                            .at(span, "expected `,` or `]`"),
-                        );
-                    }
-                    ok = false;
-                    self.sync_in_group();
+            let after = self.after_item(close, ok, |p| {
+                let found = p.peek().describe();
+                let span = p.peek_tok().span;
+                p.error(
+                    Diagnostic::error(
+                        code::E0011,
+                        format!("malformed axis annotation: expected `,` or `]`, found {found}"),
+                    )
+                    .at(span, "expected `,` or `]`"),
+                );
+            });
+            match after {
+                AfterItem::Next => {}
+                AfterItem::Skipped => ok = false,
+                AfterItem::Stop => {
+                    self.errs += 1;
+                    break;
                 }
             }
         }
