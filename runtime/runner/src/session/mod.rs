@@ -143,7 +143,34 @@ pub fn new_id(prefix: &str) -> String {
     format!("{prefix}{hex}")
 }
 
+impl RunRequest {
+    /// A request to run `code`, not tied to a document's cell.
+    pub fn code(code: impl Into<String>) -> RunRequest {
+        RunRequest {
+            code: code.into(),
+            ..RunRequest::default()
+        }
+    }
+}
+
 impl Session {
+    /// A new, empty session with default options whose events are collected,
+    /// in order, in the returned list (for embedding and tests).
+    pub fn collecting(id: impl Into<String>) -> (Session, Arc<std::sync::Mutex<Vec<Event>>>) {
+        let events: Arc<std::sync::Mutex<Vec<Event>>> = Arc::default();
+        let sink = events.clone();
+        let s = Session::new(
+            id,
+            SessionOptions::default(),
+            Box::new(move |ev| {
+                if let Ok(mut list) = sink.lock() {
+                    list.push(ev.clone());
+                }
+            }),
+        );
+        (s, events)
+    }
+
     /// A new, empty session whose events go to `sink`.
     pub fn new(id: impl Into<String>, opts: SessionOptions, sink: EventSink) -> Session {
         Session::with_workspace(id.into(), Workspace::new(), 0, 0, opts, sink)

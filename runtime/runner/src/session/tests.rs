@@ -10,21 +10,11 @@ use super::*;
 const TRAIN: &str = "W = param[2]\ntrain 50 { adam(sum((W - [1, 2]) * (W - [1, 2])), W, 0.1, 0.9, 0.999, 1e-8); sum((W - [1, 2]) * (W - [1, 2])) }\n";
 
 fn session() -> (Session, Arc<Mutex<Vec<Event>>>) {
-    let events: Arc<Mutex<Vec<Event>>> = Arc::default();
-    let e = events.clone();
-    let s = Session::new(
-        "s1",
-        SessionOptions::default(),
-        Box::new(move |ev| e.lock().unwrap().push(ev.clone())),
-    );
-    (s, events)
+    Session::collecting("s1")
 }
 
 fn req(code: &str) -> RunRequest {
-    RunRequest {
-        code: code.to_string(),
-        ..RunRequest::default()
-    }
+    RunRequest::code(code)
 }
 
 fn kinds(events: &[Event], run: &str) -> Vec<&'static str> {

@@ -10,7 +10,7 @@ use std::process::Command;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
-use mlpl_runner::session::{Event, EventBody, RunRequest, RunStatus, Session, SessionOptions};
+use mlpl_runner::session::{Event, EventBody, RunRequest, RunStatus, Session};
 
 /// One request as the server read it.
 #[derive(Debug)]
@@ -105,21 +105,11 @@ fn read_request(stream: &TcpStream) -> Request {
 }
 
 fn session() -> (Session, Arc<Mutex<Vec<Event>>>) {
-    let events: Arc<Mutex<Vec<Event>>> = Arc::default();
-    let e = events.clone();
-    let s = Session::new(
-        "llm",
-        SessionOptions::default(),
-        Box::new(move |ev| e.lock().unwrap().push(ev.clone())),
-    );
-    (s, events)
+    Session::collecting("llm")
 }
 
 fn req(code: &str) -> RunRequest {
-    RunRequest {
-        code: code.to_string(),
-        ..RunRequest::default()
-    }
+    RunRequest::code(code)
 }
 
 fn call(base: &str) -> String {
