@@ -10,9 +10,15 @@ function inline(parent, line) {
   for (const m of line.matchAll(re)) {
     if (m.index > last) parent.append(line.slice(last, m.index));
     const tok = m[0];
-    const el = document.createElement(tok.startsWith('`') ? 'code' : 'strong');
-    el.textContent = tok.startsWith('`') ? tok.slice(1, -1) : tok.slice(2, -2);
-    parent.append(el);
+    if (tok.startsWith('`')) {
+      const code = document.createElement('code');
+      code.textContent = tok.slice(1, -1);
+      parent.append(code);
+    } else {
+      const strong = document.createElement('strong');
+      inline(strong, tok.slice(2, -2));
+      parent.append(strong);
+    }
     last = m.index + tok.length;
   }
   if (last < line.length) parent.append(line.slice(last));
