@@ -174,6 +174,20 @@ try {
   const firstLoss = Number(await curve.getAttribute('data-first-loss'));
   const lastLoss = Number(await curve.getAttribute('data-last-loss'));
   assert.ok(lastLoss < firstLoss, `the loss falls: ${firstLoss} -> ${lastLoss}`);
+  console.log(
+    `playground: wasm ${info.wasmBytes} bytes; first load (fetch + compile + instantiate, page) ${info.loadMs} ms; ` +
+      `${example} train cell ${trainMs.toFixed(0)} ms = ${(trainMs / steps).toFixed(1)} ms/step, median step ${medianStepMs} ms (run all ${wallMs} ms)`,
+  );
+  if (example === 'tiny_lm' && existsSync(mlplBin)) {
+    // The native CPU on the same machine in the same run: the median of the
+    // step times `mlpl run --events jsonl` reports (the binary's profile is
+    // whatever MLPL_BIN names; target/debug/mlpl is the dev profile).
+    const native = spawnSync(mlplBin, ['run', '--events', 'jsonl', join(repo, 'examples/tiny_lm.mlpl')], { encoding: 'utf8', maxBuffer: 1 << 26 });
+    const ms = native.stdout.split('\n').filter(Boolean).map((l) => JSON.parse(l)).filter((e) => e.type === 'step').map((e) => e.step_ms);
+    assert.ok(ms.length > 0, native.stderr);
+    const nativeMedian = ms.sort((a, b) => a - b)[ms.length >> 1];
+    console.log(`tiny_lm median step: browser ${medianStepMs} ms, native (${mlplBin}) ${nativeMedian.toFixed(2)} ms: ${(medianStepMs / nativeMedian).toFixed(1)}x`);
+  }
   // A train loop's hover: the language server's feasibility estimate.
   const trainLine = (await page.evaluate(() => window.mlplEditor.state.doc.toString())).split('\n').findIndex((l) => l.startsWith('train '));
   const estimate = await hoverAt(trainLine, 8);
@@ -238,7 +252,8 @@ try {
       }
       assert.equal(await page.textContent('.cell[data-index="2"] pre.value'), '42');
       const served = page.locator('.cell[data-index="1"] .live-loss');
-      assert.equal(Number(await served.getAttribute('data-points')), 20);
+      // The server sends at most 20 step events a second, the last step always.
+      assert.ok(Number(await served.getAttribute('data-points')) >= 2);
       assert.ok(Number(await served.getAttribute('data-last-loss')) < Number(await served.getAttribute('data-first-loss')));
       await page.click('.cell[data-index="3"] .run');
       await page.waitForFunction(() => /step \d+\/5000/.test(document.querySelector('.cell[data-index="3"] .progress')?.textContent || ''), null, { timeout: 60000 });
@@ -265,20 +280,6 @@ try {
   console.log(`connected mode: ${connected}`);
 
   assert.deepEqual(errors, []);
-  console.log(
-    `playground: wasm ${info.wasmBytes} bytes; first load (fetch + compile + instantiate, page) ${info.loadMs} ms; ` +
-      `${example} train cell ${trainMs.toFixed(0)} ms = ${(trainMs / steps).toFixed(1)} ms/step, median step ${medianStepMs} ms (run all ${wallMs} ms)`,
-  );
-  if (example === 'tiny_lm' && existsSync(mlplBin)) {
-    // The native CPU on the same machine in the same run: the median of the
-    // step times `mlpl run --events jsonl` reports (the binary's profile is
-    // whatever MLPL_BIN names; target/debug/mlpl is the dev profile).
-    const native = spawnSync(mlplBin, ['run', '--events', 'jsonl', join(repo, 'examples/tiny_lm.mlpl')], { encoding: 'utf8', maxBuffer: 1 << 26 });
-    const ms = native.stdout.split('\n').filter(Boolean).map((l) => JSON.parse(l)).filter((e) => e.type === 'step').map((e) => e.step_ms);
-    assert.ok(ms.length > 0, native.stderr);
-    const nativeMedian = ms.sort((a, b) => a - b)[ms.length >> 1];
-    console.log(`tiny_lm median step: browser ${medianStepMs} ms, native (${mlplBin}) ${nativeMedian.toFixed(2)} ms: ${(medianStepMs / nativeMedian).toFixed(1)}x`);
-  }
   console.log('playground browser test: ok');
 } catch (e) {
   failed = true;
