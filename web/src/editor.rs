@@ -4,7 +4,9 @@
 //! names and functions), computed by `mlpl-lsp`'s own functions on the same
 //! analysis, and answered in UTF-16 offsets.
 
-use lsp_types::{CompletionItem, CompletionItemKind, CompletionTextEdit, Documentation, HoverContents};
+use lsp_types::{
+    CompletionItem, CompletionItemKind, CompletionTextEdit, Documentation, HoverContents,
+};
 use lsp_types::{InsertTextFormat, MarkedString, Position};
 use mlpl_diag::SourceFile;
 use mlpl_lang::check::check_source;
@@ -64,10 +66,7 @@ pub fn hover(source: &str, offset: usize) -> String {
             .join("\n\n"),
     };
     let (from, to) = h.range.map_or((offset, offset), |r| {
-        (
-            map.at(byte_of(&a, r.start)),
-            map.at(byte_of(&a, r.end)),
-        )
+        (map.at(byte_of(&a, r.start)), map.at(byte_of(&a, r.end)))
     });
     json!({ "from": from, "to": to, "markdown": markdown }).to_string()
 }
@@ -105,7 +104,9 @@ fn item_json(a: &Analysis, map: &Utf16, offset: usize, item: CompletionItem) -> 
         None => (
             offset,
             offset,
-            item.insert_text.clone().unwrap_or_else(|| item.label.clone()),
+            item.insert_text
+                .clone()
+                .unwrap_or_else(|| item.label.clone()),
         ),
     };
     let info = match &item.documentation {
@@ -171,7 +172,13 @@ mod tests {
         let src = "# é€\nx : [batch, feat] = zeros([3, 4])\nx\n";
         let at = src.encode_utf16().count() - 2;
         let h = parse(&hover(src, at));
-        assert!(h["markdown"].as_str().unwrap().contains("x: [batch=3, feat=4]"), "{h}");
+        assert!(
+            h["markdown"]
+                .as_str()
+                .unwrap()
+                .contains("x: [batch=3, feat=4]"),
+            "{h}"
+        );
         assert_eq!(h["from"], at);
         assert_eq!(h["to"], at + 1);
         assert_eq!(parse(&hover(src, 0)), Json::Null);
@@ -198,7 +205,10 @@ mod tests {
         let end = src.encode_utf16().count();
         let out = parse(&complete(src, end));
         let items = out["items"].as_array().unwrap();
-        let var = items.iter().find(|i| i["label"] == "weights").expect("the variable");
+        let var = items
+            .iter()
+            .find(|i| i["label"] == "weights")
+            .expect("the variable");
         assert_eq!(var["detail"], "[feat=3]");
         assert_eq!(var["from"], end - 2);
         assert_eq!(var["to"], end);
@@ -206,7 +216,10 @@ mod tests {
         let src = "x = 1\nma";
         let out = parse(&complete(src, src.len()));
         let items = out["items"].as_array().unwrap();
-        let matmul = items.iter().find(|i| i["label"] == "matmul").expect("matmul");
+        let matmul = items
+            .iter()
+            .find(|i| i["label"] == "matmul")
+            .expect("matmul");
         assert_eq!(matmul["type"], "function");
         let b = mlpl_lang::builtins::lookup("matmul").unwrap();
         assert_eq!(matmul["detail"], b.signature());

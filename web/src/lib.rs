@@ -87,4 +87,3 @@ fn diagnostics_json(diags: &[Diagnostic], src: &SourceFile) -> Json {
     }
     Json::Array(items)
 }
-

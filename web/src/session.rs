@@ -125,7 +125,8 @@ impl Session {
             }
         };
         let error = error.map_or(Json::Null, |d| diagnostics_json(&[d], &src)[0].clone());
-        let recorded: Vec<Json> = self.it.ws.experiments[recorded_before.min(self.it.ws.experiments.len())..]
+        let recorded: Vec<Json> = self.it.ws.experiments
+            [recorded_before.min(self.it.ws.experiments.len())..]
             .iter()
             .map(record_value)
             .collect();
@@ -203,14 +204,20 @@ mod tests {
     #[test]
     fn each_cell_reports_the_experiment_runs_it_recorded_and_two_compare() {
         let mut s = Session::default();
-        let a = parse(&s.run("experiment \"a\" { loss_metric = 0.5\n acc_metric = 0.75 }\n", 0));
+        let a = parse(&s.run(
+            "experiment \"a\" { loss_metric = 0.5\n acc_metric = 0.75 }\n",
+            0,
+        ));
         let b = parse(&s.run("experiment \"b\" { loss_metric = 0.25 }\n", 1));
         let none = parse(&s.run("x = 1\n", 2));
         assert_eq!(none["experiments"], json!([]));
         let (ra, rb) = (&a["experiments"][0], &b["experiments"][0]);
         assert_eq!(a["experiments"].as_array().unwrap().len(), 1, "{a}");
         assert_eq!(ra["name"], "a");
-        assert_eq!(ra["metrics"], json!({ "acc_metric": 0.75, "loss_metric": 0.5 }));
+        assert_eq!(
+            ra["metrics"],
+            json!({ "acc_metric": 0.75, "loss_metric": 0.5 })
+        );
         // The b run also holds the a run's `acc_metric` (still bound).
         assert_eq!(rb["metrics"]["loss_metric"], 0.25);
         let report = parse(&compare(&json!({ "a": ra, "b": rb }).to_string()));

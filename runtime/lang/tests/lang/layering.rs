@@ -426,7 +426,13 @@ fn build_closure(package: &str) -> BTreeSet<String> {
         }
         match members.get(&p) {
             Some(dir) => todo.extend(built_dependencies(&read(&dir.join("Cargo.toml")), defaults)),
-            None => todo.extend(graph.get(&p).into_iter().flatten().map(|d| (d.clone(), true))),
+            None => todo.extend(
+                graph
+                    .get(&p)
+                    .into_iter()
+                    .flatten()
+                    .map(|d| (d.clone(), true)),
+            ),
         }
     }
     seen.into_iter().map(|(p, _)| p).collect()

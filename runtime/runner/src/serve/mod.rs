@@ -319,9 +319,22 @@ mod host_tests {
 
     #[test]
     fn origins_are_parsed_and_normalised() {
-        assert_eq!(parse_origin("http://127.0.0.1:8000").unwrap(), "http://127.0.0.1:8000");
-        assert_eq!(parse_origin("HTTPS://Play.Example/").unwrap(), "https://play.example");
-        for bad in ["127.0.0.1:8000", "http://", "http://a/b", "ftp://a", "http://a?x", "*"] {
+        assert_eq!(
+            parse_origin("http://127.0.0.1:8000").unwrap(),
+            "http://127.0.0.1:8000"
+        );
+        assert_eq!(
+            parse_origin("HTTPS://Play.Example/").unwrap(),
+            "https://play.example"
+        );
+        for bad in [
+            "127.0.0.1:8000",
+            "http://",
+            "http://a/b",
+            "ftp://a",
+            "http://a?x",
+            "*",
+        ] {
             let e = parse_origin(bad).unwrap_err();
             assert!(e.contains("http://127.0.0.1:8000"), "{bad}: {e}");
         }

@@ -124,7 +124,10 @@ fn cors(origin: Option<&str>) -> tower_http::cors::CorsLayer {
 /// loopback server reached under another name or from another web origin
 /// ([`super::ServeConfig::loopback_hosts`]).
 async fn host_check(State(st): State<Arc<AppState>>, req: Request, next: Next) -> Response {
-    let origin = req.headers().get(header::ORIGIN).map(|v| v.to_str().unwrap_or("\u{0}"));
+    let origin = req
+        .headers()
+        .get(header::ORIGIN)
+        .map(|v| v.to_str().unwrap_or("\u{0}"));
     let allowed_page = match (&st.config.allow_origin, origin) {
         (Some(allowed), Some(o)) => o.eq_ignore_ascii_case(allowed),
         _ => false,
@@ -146,7 +149,8 @@ async fn host_check(State(st): State<Arc<AppState>>, req: Request, next: Next) -
                 .map(|v| v.to_str().unwrap_or("\u{0}"))
         };
         let host_ok = header_text(header::HOST).is_none_or(super::is_loopback_host);
-        let origin_ok = allowed_page || header_text(header::ORIGIN).is_none_or(super::is_allowed_origin);
+        let origin_ok =
+            allowed_page || header_text(header::ORIGIN).is_none_or(super::is_allowed_origin);
         if !host_ok || !origin_ok {
             return ApiError::new(
                 StatusCode::FORBIDDEN,

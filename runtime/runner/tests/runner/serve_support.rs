@@ -161,7 +161,9 @@ impl Server {
         for (k, v) in headers {
             req = req.header(*k, *v);
         }
-        let resp = req.call().unwrap_or_else(|e| panic!("{method} {path}: {e}"));
+        let resp = req
+            .call()
+            .unwrap_or_else(|e| panic!("{method} {path}: {e}"));
         let named = resp
             .headers()
             .iter()
