@@ -6,7 +6,8 @@
 # The rustup toolchain has no wasm32 standard library and cannot download one,
 # so this uses Debian's packages: rustc-web and cargo-web (a rustc whose LLVM
 # has the wasm targets), rust-web-src (the standard library's source, built
-# here with -Zbuild-std) and lld-16 (wasm-ld). Missing ones are installed with
+# here with -Zbuild-std) and lld-16 (wasm-ld), plus chromium for the page's
+# browser test. Missing ones are installed with
 # apt-get when the script runs as root or CI is set; otherwise, or when that
 # fails, it says so and exits 77 (skipped). The normal build keeps using rustup.
 #
@@ -30,6 +31,8 @@ need_apt=()
 command -v clang-16 >/dev/null 2>&1 || need_apt+=(clang-16)
 command -v llvm-ar-16 >/dev/null 2>&1 || need_apt+=(llvm-16)
 [ -f /usr/include/wasm32-wasi/math.h ] || need_apt+=(wasi-libc)
+# The page's headless browser test (web/www/test/browser.mjs) drives Debian's Chromium.
+[ "${1:-}" = "--wasm" ] || [ -x "${CHROMIUM:-/usr/bin/chromium}" ] || need_apt+=(chromium)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if { [ "$(id -u)" = 0 ] || [ -n "${CI:-}" ]; } && command -v apt-get >/dev/null 2>&1; then
     echo "wasm-build: installing ${need_apt[*]} with apt-get" >&2

@@ -13,17 +13,25 @@
 //! folding, semantic tokens), [`actions`] (diagnostics, code actions, inlay hints,
 //! code lenses), [`server`] (the protocol handlers) and [`framing`] (the guard
 //! in front of them: no frame a client sends can end the server).
+//!
+//! [`document`], [`server`] and [`framing`] are the `server` feature (on by
+//! default); the other modules build without it, for WebAssembly too (the
+//! browser playground's hovers and completion are these functions).
 
 pub mod actions;
 pub mod analysis;
 pub mod context;
+#[cfg(feature = "server")]
 pub mod document;
 pub mod feasibility;
 pub mod features;
+#[cfg(feature = "server")]
 pub mod framing;
 pub mod lines;
 pub mod navigation;
+#[cfg(feature = "server")]
 pub mod server;
 pub mod values;
 
+#[cfg(feature = "server")]
 pub use server::{run_stdio, Config, Server};

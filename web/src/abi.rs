@@ -12,7 +12,7 @@ use std::cell::RefCell;
 extern "C" {
     fn mlpl_now_ms() -> f64;
     fn mlpl_unix_ms() -> f64;
-    fn mlpl_step(step: u32, total: u32, loss: f64, step_ms: f64);
+    fn mlpl_step(train_loop: u32, step: u32, total: u32, loss: f64, step_ms: f64);
     fn mlpl_panic(ptr: *const u8, len: usize);
 }
 
@@ -29,8 +29,8 @@ fn unix_ms() -> f64 {
     unsafe { mlpl_unix_ms() }
 }
 
-fn step(step: usize, total: usize, loss: f64, step_ms: f64) {
-    unsafe { mlpl_step(step as u32, total as u32, loss, step_ms) }
+fn step(train_loop: usize, step: usize, total: usize, loss: f64, step_ms: f64) {
+    unsafe { mlpl_step(train_loop as u32, step as u32, total as u32, loss, step_ms) }
 }
 
 fn init() {
@@ -82,6 +82,17 @@ pub unsafe extern "C" fn mlpl_check(ptr: *mut u8, len: usize) {
 #[no_mangle]
 pub unsafe extern "C" fn mlpl_hover(ptr: *mut u8, len: usize, offset: usize) {
     answer(super::hover(&take(ptr, len), offset));
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn mlpl_complete(ptr: *mut u8, len: usize, offset: usize) {
+    answer(super::complete(&take(ptr, len), offset));
+}
+
+/// `compare`'s report of two experiment records (`{"a", "b"}`).
+#[no_mangle]
+pub unsafe extern "C" fn mlpl_compare(ptr: *mut u8, len: usize) {
+    answer(super::compare(&take(ptr, len)));
 }
 
 /// Runs a whole program in a fresh session.

@@ -1,13 +1,21 @@
 // The MLPL playground page (docs/playground.md): a CodeMirror 6 editor checked
-// as you type by the same checker as `mlpl check` (in this page's own copy of
-// the wasm module), `# %%` cells run in a Web Worker (worker.js) with Cancel,
-// and each cell's value, warnings, errors and charts shown under it.
+// as you type by the same checker as `mlpl check`, with the language server's
+// hovers (shapes, feasibility estimates) and completion (in this page's own
+// copy of the wasm module); `# %%` cells run in a Web Worker (worker.js) or,
+// connected, on a `mlpl serve` (connected.js), with Cancel; each cell's value,
+// warnings, errors, charts and live loss curve (lossChart.js) shown under it,
+// and the experiment runs listed and compared (experiments.js).
 import { EditorView, basicSetup } from 'codemirror';
 import { EditorState } from '@codemirror/state';
 import { hoverTooltip } from '@codemirror/view';
 import { linter, lintGutter } from '@codemirror/lint';
 import { StreamLanguage } from '@codemirror/language';
+import { snippet } from '@codemirror/autocomplete';
 import { instantiate } from './mlpl.js';
+import { renderMarkdown } from './markdown.js';
+import { liveLossChart } from './lossChart.js';
+import { experimentsView } from './experiments.js';
+import { connect } from './connected.js';
 
 const TRAIN_LIMIT = 5000; // web/src/lib.rs TRAIN_LIMIT
 
@@ -94,13 +102,36 @@ async function main() {
       end: h.to,
       above: true,
       create() {
-        const dom = document.createElement('div');
-        dom.className = 'mlpl-hover';
-        dom.textContent = h.text;
+        const dom = renderMarkdown(h.markdown);
+        dom.classList.add('mlpl-hover');
         return { dom };
       },
     };
   });
+
+  // Completion: the language server's list for the cursor (builtins with their
+  // signatures and docs, keywords, the document's names and functions).
+  const boost = (sort) => (sort?.startsWith('0') ? 2 : sort?.startsWith('1') ? 1 : 0);
+  const mlplCompletions = (context) => {
+    const word = context.matchBefore(/[A-Za-z_][A-Za-z0-9_]*/);
+    const afterQuote = /"[^"\n]*$/.test(context.state.sliceDoc(Math.max(0, context.pos - 40), context.pos));
+    if (!context.explicit && !word && !afterQuote) return null;
+    const { items } = mlpl.complete(context.state.doc.toString(), context.pos);
+    if (!items.length) return null;
+    return {
+      from: items[0].from,
+      validFor: /^[A-Za-z0-9_:]*$/,
+      options: items.map((i) => ({
+        label: i.label,
+        type: i.type,
+        detail: i.detail ?? undefined,
+        boost: boost(i.sort),
+        info: i.info ? () => renderMarkdown(i.info) : undefined,
+        // LSP snippets' `$0` is CodeMirror's `${0}`.
+        apply: i.snippet ? snippet(i.apply.replace(/\$(\d+)/g, '${$1}')) : i.apply,
+      })),
+    };
+  };
 
   const view = new EditorView({
     parent: $('#editor'),
@@ -112,6 +143,7 @@ async function main() {
         mlplLinter,
         lintGutter(),
         shapeHover,
+        EditorState.languageData.of(() => [{ autocomplete: mlplCompletions }]),
         EditorView.updateListener.of((u) => {
           if (u.docChanged) renderCells();
         }),
@@ -132,31 +164,14 @@ async function main() {
     resetWorker('a new example');
   };
 
-  // The runner worker; terminated to cancel, so a run's workspace goes with it.
-  let worker = null;
-  let nextId = 1;
-  const running = new Map(); // id -> handlers
-  function startWorker() {
-    worker = new Worker('dist/worker.js', { type: 'module' });
-    worker.onmessage = ({ data }) => {
-      if (data.type === 'ready') {
-        document.body.dataset.workerLoadMs = data.loadMs.toFixed(1);
-        return;
-      }
-      const h = running.get(data.id);
-      if (!h) return;
-      if (data.type === 'step') h.step(data);
-      else {
-        running.delete(data.id);
-        h.done(data);
-      }
-    };
-  }
+  // Where cells run: the local Web Worker (terminated to cancel, so a run's
+  // workspace goes with it), or a connected `mlpl serve` session.
+  const local = localRunner();
+  let server = null; // the connection, when connected
+  const experiments = experimentsView($('#experiments'), (a, b) => mlpl.compare(a, b));
+
   function resetWorker(why) {
-    if (worker) worker.terminate();
-    worker = null;
-    for (const h of running.values()) h.cancelled(why);
-    running.clear();
+    local.reset(why);
   }
 
   const outputs = new Map(); // cell title+index -> last output element
@@ -186,7 +201,6 @@ async function main() {
         out.className = 'output';
         keep.set(key, out);
         run.onclick = () => runCell(i, out, run, cancel);
-        cancel.onclick = () => resetWorker('cancelled');
         box.append(head, out);
         return box;
       }),
@@ -198,46 +212,45 @@ async function main() {
   function runCell(index, out, runButton, cancelButton) {
     const cell = cellsOf(view.state.doc.toString())[index];
     if (!cell) return;
-    if (!worker) startWorker();
-    const id = nextId++;
     out.replaceChildren();
     out.dataset.state = 'running';
+    out.dataset.where = server ? 'server' : 'browser';
     const progress = document.createElement('div');
     progress.className = 'progress';
-    progress.textContent = 'running…';
-    const curve = document.createElementNS('http://www.w3.org/2000/svg', 'svg');
-    curve.setAttribute('class', 'live-loss');
-    curve.setAttribute('viewBox', '0 0 300 80');
-    curve.setAttribute('preserveAspectRatio', 'none');
-    const line = document.createElementNS('http://www.w3.org/2000/svg', 'polyline');
-    curve.append(line);
+    progress.textContent = server ? `running on ${server.url}…` : 'running…';
+    const chartHost = document.createElement('div');
+    chartHost.className = 'live-loss';
     out.append(progress);
-    const losses = [];
+    const chart = liveLossChart(chartHost);
     runButton.disabled = true;
     cancelButton.disabled = false;
     const finish = () => {
       runButton.disabled = false;
       cancelButton.disabled = true;
     };
-    running.set(id, {
-      step({ step, total, loss, ms }) {
-        losses.push(loss);
-        if (losses.length === 1) out.append(curve);
-        progress.textContent = `step ${step}/${total} · loss ${loss.toPrecision(6)} · ${ms.toFixed(1)} ms/step`;
-        if (losses.length % 5 === 0 || step === total) drawCurve(line, losses);
+    const stepMs = [];
+    const handlers = {
+      step({ loop, step, total, loss, ms }) {
+        stepMs.push(ms);
+        if (chart.steps === 0) out.append(chartHost);
+        chart.step(loop, step, loss);
+        progress.textContent = `step ${step}/${total} · loss ${Number(loss).toPrecision(6)} · ${ms.toFixed(1)} ms/step`;
       },
       done(msg) {
         finish();
-        if (losses.length) drawCurve(line, losses);
+        chart.finish();
         if (msg.type === 'failed') {
           out.dataset.state = 'error';
           progress.textContent = msg.message;
           return;
         }
         const r = msg.result;
-        out.dataset.state = r.ok ? 'ok' : 'error';
+        out.dataset.state = r.ok ? 'ok' : r.cancelled ? 'cancelled' : 'error';
         out.dataset.ms = msg.ms.toFixed(1);
-        progress.textContent = `${r.ok ? 'done' : 'failed'} in ${(msg.ms / 1000).toFixed(2)} s` + (losses.length ? ` · ${losses.length} steps, ${(msg.ms / losses.length).toFixed(1)} ms/step` : '');
+        if (stepMs.length) out.dataset.medianStepMs = median(stepMs).toFixed(2);
+        const steps = chart.steps;
+        const where = server ? ` on ${server.url}` + (r.saved ? ' (session saved)' : '') : '';
+        progress.textContent = `${r.ok ? 'done' : r.cancelled ? 'cancelled' : 'failed'} in ${(msg.ms / 1000).toFixed(2)} s${where}` + (steps ? ` · ${steps} steps, ${(msg.ms / steps).toFixed(1)} ms/step` : '');
         for (const w of r.warnings) out.append(pre(w.rendered, 'warning'));
         if (r.error) out.append(pre(r.error.rendered, 'error'));
         if (r.value != null) {
@@ -251,15 +264,68 @@ async function main() {
             out.append(pre(r.value, 'value'));
           }
         }
+        experiments.add(r.experiments);
       },
       cancelled(why) {
         finish();
+        chart.finish();
         out.dataset.state = 'cancelled';
         progress.textContent = `${why}: the run was stopped and its workspace discarded (run the cells again from the top)`;
       },
-    });
-    worker.postMessage({ id, source: cell.source, firstLine: cell.startLine });
+    };
+    if (server) {
+      const conn = server;
+      const started = conn.run(cell, index, handlers);
+      cancelButton.onclick = async () => {
+        cancelButton.disabled = true;
+        progress.textContent = 'cancelling…';
+        await conn.cancel(await started);
+      };
+      started.catch((e) => handlers.done({ type: 'failed', message: String(e.message || e) }));
+    } else {
+      cancelButton.onclick = () => resetWorker('cancelled');
+      local.run(cell, handlers);
+    }
   }
+
+  // Connected mode.
+  $('#connect').onsubmit = async (ev) => {
+    ev.preventDefault();
+    const state = $('#connection');
+    if (server) {
+      server.close();
+      server = null;
+      document.body.dataset.connected = 'false';
+      state.textContent = 'running in this browser';
+      $('#connect button[type=submit]').textContent = 'Connect';
+      $('#save').disabled = true;
+      return;
+    }
+    const url = $('#server-url').value.trim();
+    const token = $('#server-token').value.trim();
+    state.textContent = `connecting to ${url}…`;
+    try {
+      server = await connect(url, token, (reason) => {
+        state.textContent = `disconnected: ${reason}`;
+      });
+      document.body.dataset.connected = 'true';
+      document.body.dataset.session = server.session;
+      state.textContent = `connected to ${url} (mlpl ${server.version}), session ${server.session}${server.reused ? ' (resumed)' : ''}: cells run there`;
+      $('#connect button[type=submit]').textContent = 'Disconnect';
+      $('#save').disabled = false;
+    } catch (e) {
+      server = null;
+      state.textContent = `cannot connect: ${e.message || e} (is \`mlpl serve --allow-origin ${location.origin}\` running there, and the token right?)`;
+    }
+  };
+  $('#save').onclick = async () => {
+    try {
+      await server.save();
+      $('#connection').textContent = `session ${server.session} saved on ${server.url}`;
+    } catch (e) {
+      $('#connection').textContent = `save failed: ${e.message || e}`;
+    }
+  };
 
   $('#run-all').onclick = async () => {
     for (const box of document.querySelectorAll('.cell')) {
@@ -278,10 +344,15 @@ async function main() {
     }
   };
 
-  $('#limit').textContent = `Training in the browser is limited to ${TRAIN_LIMIT} iterations per train loop, single-threaded on the CPU; files, CUDA/MLX and llm_call are not available (use mlpl run for those).`;
+  $('#limit').textContent = `Training in the browser is limited to ${TRAIN_LIMIT} iterations per train loop, single-threaded on the CPU; files, CUDA/MLX and llm_call are not available (use mlpl run, or connect to a mlpl serve, for those).`;
   renderCells();
   status(`ready: ${(bytes.byteLength / 1024 / 1024).toFixed(2)} MiB of wasm loaded in ${loadMs.toFixed(0)} ms`);
   document.body.dataset.ready = 'true';
+}
+
+function median(xs) {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
 }
 
 function pre(text, cls) {
@@ -291,12 +362,41 @@ function pre(text, cls) {
   return p;
 }
 
-function drawCurve(line, losses) {
-  const lo = Math.min(...losses);
-  const hi = Math.max(...losses);
-  const n = Math.max(1, losses.length - 1);
-  const pts = losses.map((l, i) => `${((i / n) * 300).toFixed(1)},${(78 - ((l - lo) / (hi - lo || 1)) * 76).toFixed(1)}`);
-  line.setAttribute('points', pts.join(' '));
+/** The Web Worker runner: one worker holding one workspace, terminated to cancel. */
+function localRunner() {
+  let worker = null;
+  let nextId = 1;
+  const running = new Map(); // id -> handlers
+  function start() {
+    worker = new Worker('dist/worker.js', { type: 'module' });
+    worker.onmessage = ({ data }) => {
+      if (data.type === 'ready') {
+        document.body.dataset.workerLoadMs = data.loadMs.toFixed(1);
+        return;
+      }
+      const h = running.get(data.id);
+      if (!h) return;
+      if (data.type === 'step') h.step(data);
+      else {
+        running.delete(data.id);
+        h.done(data);
+      }
+    };
+  }
+  return {
+    run(cell, handlers) {
+      if (!worker) start();
+      const id = nextId++;
+      running.set(id, handlers);
+      worker.postMessage({ id, source: cell.source, firstLine: cell.startLine });
+    },
+    reset(why) {
+      if (worker) worker.terminate();
+      worker = null;
+      for (const h of running.values()) h.cancelled(why);
+      running.clear();
+    },
+  };
 }
 
 main().catch((e) => {

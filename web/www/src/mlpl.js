@@ -1,11 +1,13 @@
 // The JavaScript side of web/src/abi.rs: instantiates mlpl.wasm and wraps its
 // string-in, JSON-out functions. Runs in Node, in a page and in a Web Worker.
 //
-//   const mlpl = await instantiate(bytes, { onStep(step, total, loss, ms) {} });
+//   const mlpl = await instantiate(bytes, { onStep(loop, step, total, loss, ms) {} });
 //   mlpl.check(text)            -> { diagnostics: [...] }   (mlpl check)
-//   mlpl.hover(text, offset)    -> { from, to, text } | null
-//   mlpl.run(text)              -> { ok, value, svg, warnings, error, losses }
+//   mlpl.hover(text, offset)    -> { from, to, markdown } | null   (the language server's hover)
+//   mlpl.complete(text, offset) -> { items: [{ label, type, detail, info, apply, snippet, from, to, sort }] }
+//   mlpl.run(text)              -> { ok, value, svg, warnings, error, losses, experiments }
 //   mlpl.runCell(text, line)    -> the same, in one workspace kept across calls
+//   mlpl.compare(a, b)          -> { report } | { error }   (compare's report of two experiment records)
 //   mlpl.reset()                   forgets that workspace
 //
 // Offsets are UTF-16 code units, as JavaScript strings count them.
@@ -20,7 +22,7 @@ export async function instantiate(source, { onStep } = {}) {
   const env = {
     mlpl_now_ms: () => performance.now(),
     mlpl_unix_ms: () => Date.now(),
-    mlpl_step: (step, total, loss, ms) => onStep && onStep(step, total, loss, ms),
+    mlpl_step: (loop, step, total, loss, ms) => onStep && onStep(loop, step, total, loss, ms),
     mlpl_panic: (ptr, len) => {
       panic = text(ptr, len);
     },
@@ -59,6 +61,8 @@ export async function instantiate(source, { onStep } = {}) {
   return {
     check: (src) => call('mlpl_check', src),
     hover: (src, offset) => call('mlpl_hover', src, offset),
+    complete: (src, offset) => call('mlpl_complete', src, offset),
+    compare: (a, b) => call('mlpl_compare', JSON.stringify({ a, b })),
     run: (src) => call('mlpl_run', src),
     runCell: (src, firstLine = 0) => call('mlpl_run_cell', src, firstLine),
     reset: () => x.mlpl_reset(),

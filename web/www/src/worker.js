@@ -4,7 +4,7 @@
 //
 // In:  { id, source, firstLine }      run a cell
 // Out: { type: 'ready', loadMs }      the module is instantiated
-//      { type: 'step', id, step, total, loss, ms }
+//      { type: 'step', id, loop, step, total, loss, ms }
 //      { type: 'done', id, result, ms }
 //      { type: 'failed', id, message }
 import { instantiate } from './mlpl.js';
@@ -15,7 +15,7 @@ const ready = fetch(new URL('mlpl.wasm', self.location.href))
   .then((r) => r.arrayBuffer())
   .then((bytes) =>
     instantiate(bytes, {
-      onStep: (step, total, loss, ms) => self.postMessage({ type: 'step', id: current, step, total, loss, ms }),
+      onStep: (loop, step, total, loss, ms) => self.postMessage({ type: 'step', id: current, loop, step, total, loss, ms }),
     }),
   )
   .then((mlpl) => {

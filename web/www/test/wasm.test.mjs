@@ -13,7 +13,7 @@ const here = dirname(fileURLToPath(import.meta.url));
 const repo = join(here, '../../..');
 const steps = [];
 const mlpl = await instantiate(readFileSync(join(here, '../dist/mlpl.wasm')), {
-  onStep: (step, total, loss) => steps.push({ step, total, loss }),
+  onStep: (loop, step, total, loss) => steps.push({ loop, step, total, loss }),
 });
 
 /** The stdout that `mlpl run examples/NAME.mlpl` prints, from its snapshot. */
@@ -44,10 +44,45 @@ test('check reports a shape error naming both shapes, with related locations', (
   assert.deepEqual(mlpl.check('x = zeros([3, 4])\nx + 1\n').diagnostics, []);
 });
 
-test('hover shows the checker\'s shape', () => {
+test('hover is the language server\'s: the named shape, and a train loop\'s estimate', () => {
   const src = 'x : [batch, feat] = zeros([3, 4])\nx\n';
   const h = mlpl.hover(src, src.length - 2);
-  assert.equal(h.text, '[batch=3, feat=4]');
+  assert.match(h.markdown, /x: \[batch=3, feat=4\]/);
+  assert.deepEqual([h.from, h.to], [src.length - 2, src.length - 1]);
+  const mlp = readFileSync(join(repo, 'examples/tiny_mlp.mlpl'), 'utf8');
+  const t = mlpl.hover(mlp, mlp.indexOf('train 300') + 1);
+  assert.match(t.markdown, /train 300/);
+  assert.match(t.markdown, /CPU/);
+  assert.match(t.markdown, /parameters/);
+});
+
+test('completion offers the registry\'s builtins with docs, keywords and the document\'s names', () => {
+  const src = 'learning_rate = 0.1\nfn twice(x) { x * 2 }\nle';
+  const names = (text) => mlpl.complete(text, text.length).items;
+  const lr = names(src).find((i) => i.label === 'learning_rate');
+  assert.equal(lr.detail, 'scalar 0.1');
+  assert.equal(lr.from, src.length - 2);
+  const ma = names('ma').find((i) => i.label === 'matmul');
+  assert.equal(ma.type, 'function');
+  assert.match(ma.detail, /^matmul\(/);
+  assert.ok(ma.info.length > 20, ma.info);
+  assert.ok(ma.snippet && ma.apply.startsWith('matmul(${1:'), ma.apply);
+  const t = names('fn twice(x) { x * 2 }\ntw').map((i) => i.label);
+  assert.ok(t.includes('twice'), t.join());
+  assert.ok(names('tr').some((i) => i.label === 'train' && i.type === 'keyword'));
+  const dev = mlpl.complete('device("', 8).items.map((i) => i.label);
+  assert.ok(dev.includes('cpu') && dev.includes('cuda'), dev.join());
+});
+
+test('experiment runs come back with each cell and two compare as compare() does', () => {
+  mlpl.reset();
+  const src = readFileSync(join(repo, 'examples/experiments.mlpl'), 'utf8');
+  const r = mlpl.run(src);
+  assert.equal(r.error, null);
+  assert.deepEqual(r.experiments.map((e) => e.name), ['baseline', 'shifted']);
+  assert.ok('accuracy_metric' in r.experiments[0].metrics);
+  const { report } = mlpl.compare(r.experiments[0], r.experiments[1]);
+  assert.equal(report, r.value);
 });
 
 test('files and llm_call answer that they are not available', () => {

@@ -309,23 +309,35 @@ fn an_upward_import_is_reported() {
 
 /// The `[dependencies]` (not dev or build) of a manifest, by package name.
 fn dependencies(manifest: &str) -> BTreeSet<String> {
-    let mut deps = BTreeSet::new();
+    dependency_lines(manifest).map(|(name, _)| name).collect()
+}
+
+/// The `[dependencies]` of a manifest with their lines.
+fn dependency_lines(manifest: &str) -> impl Iterator<Item = (String, String)> + '_ {
     let mut in_deps = false;
-    for line in manifest.lines() {
+    manifest.lines().filter_map(move |line| {
         let line = line.trim();
         if line.starts_with('[') {
             in_deps = line == "[dependencies]";
-            continue;
+            return None;
         }
-        if in_deps && !line.starts_with('#') {
-            if let Some(name) = line.split(['=', '.']).next().map(str::trim) {
-                if !name.is_empty() {
-                    deps.insert(name.to_string());
-                }
-            }
+        if !in_deps || line.starts_with('#') {
+            return None;
         }
-    }
-    deps
+        let name = line.split(['=', '.']).next().map(str::trim)?;
+        (!name.is_empty()).then(|| (name.to_string(), line.to_string()))
+    })
+}
+
+/// The dependencies a member builds with its default features (`defaults`)
+/// or without them: an `optional = true` dependency only with them (the
+/// optional ones are the features' `dep:`s, all of them default where a crate
+/// has any, as `mlpl-lsp`'s `server`).
+fn built_dependencies(manifest: &str, defaults: bool) -> Vec<(String, bool)> {
+    dependency_lines(manifest)
+        .filter(|(_, line)| defaults || !line.contains("optional = true"))
+        .map(|(name, line)| (name, !line.contains("default-features = false")))
+        .collect()
 }
 
 /// Each workspace member's directory (the root manifest's `members`), by
@@ -404,21 +416,26 @@ fn build_closure(package: &str) -> BTreeSet<String> {
             .unwrap_or_default();
         graph.entry(name).or_default().extend(deps);
     }
+    // A member is visited with or without its default features (how the
+    // member that reached it names it); others by the lock's graph.
     let mut seen = BTreeSet::new();
-    let mut todo = vec![package.to_string()];
-    while let Some(p) = todo.pop() {
-        if !seen.insert(p.clone()) {
+    let mut todo = vec![(package.to_string(), true)];
+    while let Some((p, defaults)) = todo.pop() {
+        if !seen.insert((p.clone(), defaults)) {
             continue;
         }
-        let next = match members.get(&p) {
-            Some(dir) => dependencies(&read(&dir.join("Cargo.toml")))
-                .into_iter()
-                .collect(),
-            None => graph.get(&p).cloned().unwrap_or_default(),
-        };
-        todo.extend(next);
+        match members.get(&p) {
+            Some(dir) => todo.extend(built_dependencies(&read(&dir.join("Cargo.toml")), defaults)),
+            None => todo.extend(
+                graph
+                    .get(&p)
+                    .into_iter()
+                    .flatten()
+                    .map(|d| (d.clone(), true)),
+            ),
+        }
     }
-    seen
+    seen.into_iter().map(|(p, _)| p).collect()
 }
 
 /// The language core builds without the runner's crates (so it also builds for

@@ -119,6 +119,11 @@ struct ServeArgs {
     /// arrived (408 `timeout` past it).
     #[arg(long, value_name = "SECS", default_value_t = serve::BODY_TIMEOUT.as_secs())]
     body_timeout: u64,
+    /// The one web origin whose pages may call this server (the browser
+    /// playground's, e.g. http://127.0.0.1:8000): CORS answers for it, 403
+    /// `forbidden_origin` for pages of any other origin.
+    #[arg(long, value_name = "ORIGIN")]
+    allow_origin: Option<String>,
     /// Stop when standard input closes: an editor that starts the server with a
     /// pipe on its input stops it by exiting, even when it is killed.
     #[arg(long)]
@@ -559,7 +564,16 @@ fn serve_cmd(args: ServeArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     }
+    let allow_origin = match args.allow_origin.as_deref().map(serve::parse_origin) {
+        Some(Err(e)) => {
+            eprintln!("error: --allow-origin: {e}");
+            return ExitCode::from(2);
+        }
+        Some(Ok(o)) => Some(o),
+        None => None,
+    };
     let config = ServeConfig {
+        allow_origin,
         state_dir: args.state_dir.clone(),
         data_dir,
         max_body_bytes: args.max_body_bytes,

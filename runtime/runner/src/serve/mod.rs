@@ -88,6 +88,12 @@ pub struct ServeConfig {
     /// one (403 `forbidden_host`): set by [`serve`] for a loopback bind, so that
     /// a web page reached through DNS rebinding is refused before the token check.
     pub loopback_hosts: bool,
+    /// The one web origin whose pages may call this server
+    /// (`--allow-origin http://127.0.0.1:8000`, as [`parse_origin`] normalises
+    /// it): its requests get CORS answers (preflights too), and a request from
+    /// any other web origin (`http`, `https`, `null`) gets 403
+    /// `forbidden_origin`. `None`: no CORS answers at all.
+    pub allow_origin: Option<String>,
 }
 
 impl ServeConfig {
@@ -107,6 +113,7 @@ impl ServeConfig {
             body_timeout: BODY_TIMEOUT,
             max_connections: MAX_CONNECTIONS,
             loopback_hosts: false,
+            allow_origin: None,
         }
     }
 }
@@ -246,6 +253,37 @@ pub fn is_allowed_origin(origin: &str) -> bool {
     is_loopback_host(host)
 }
 
+/// An origin as browsers send it, `scheme://host[:port]` with `http` or
+/// `https`, lower-cased; anything else (a path, a query, another scheme, no
+/// host) is an error naming the expected form.
+pub fn parse_origin(text: &str) -> Result<String, String> {
+    let bad = || {
+        format!(
+            "`{text}` is not a web origin: give the page's scheme, host and port, e.g. http://127.0.0.1:8000 (no path)"
+        )
+    };
+    let (scheme, rest) = text.split_once("://").ok_or_else(bad)?;
+    let scheme = scheme.to_ascii_lowercase();
+    let host = rest.strip_suffix('/').unwrap_or(rest);
+    if !matches!(scheme.as_str(), "http" | "https")
+        || host.is_empty()
+        || host.contains(['/', '?', '#', '@', ' '])
+    {
+        return Err(bad());
+    }
+    Ok(format!("{scheme}://{}", host.to_ascii_lowercase()))
+}
+
+/// Whether an `Origin` header names a web page (`http`, `https`, or the
+/// opaque `null` of sandboxed and `file:` pages), as opposed to an editor's
+/// own origin (`vscode-webview://…`).
+pub fn is_web_origin(origin: &str) -> bool {
+    origin == "null"
+        || origin
+            .split_once("://")
+            .is_some_and(|(s, _)| s.eq_ignore_ascii_case("http") || s.eq_ignore_ascii_case("https"))
+}
+
 #[cfg(test)]
 mod host_tests {
     use super::*;
@@ -277,5 +315,30 @@ mod host_tests {
         assert!(is_allowed_origin("null"));
         assert!(!is_allowed_origin("https://evil.com"));
         assert!(!is_allowed_origin("http://127.0.0.1.nip.io:8080"));
+    }
+
+    #[test]
+    fn origins_are_parsed_and_normalised() {
+        assert_eq!(
+            parse_origin("http://127.0.0.1:8000").unwrap(),
+            "http://127.0.0.1:8000"
+        );
+        assert_eq!(
+            parse_origin("HTTPS://Play.Example/").unwrap(),
+            "https://play.example"
+        );
+        for bad in [
+            "127.0.0.1:8000",
+            "http://",
+            "http://a/b",
+            "ftp://a",
+            "http://a?x",
+            "*",
+        ] {
+            let e = parse_origin(bad).unwrap_err();
+            assert!(e.contains("http://127.0.0.1:8000"), "{bad}: {e}");
+        }
+        assert!(is_web_origin("null") && is_web_origin("https://a"));
+        assert!(!is_web_origin("vscode-webview://abc"));
     }
 }

@@ -94,13 +94,54 @@ pub fn router(state: Arc<AppState>) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(state.config.max_body_bytes))
+        .layer(cors(state.config.allow_origin.as_deref()))
         .layer(middleware::from_fn_with_state(state.clone(), host_check))
         .with_state(state)
 }
 
-/// 403 `forbidden_host` for a loopback server reached under another name or from
-/// another web origin ([`super::ServeConfig::loopback_hosts`]).
+/// CORS for the configured page origin only (answering its preflights before
+/// the token is checked); without one, no CORS answers, so no page can read
+/// this server's answers.
+fn cors(origin: Option<&str>) -> tower_http::cors::CorsLayer {
+    use axum::http::{HeaderName, HeaderValue, Method};
+    use tower_http::cors::{AllowOrigin, CorsLayer};
+    let Some(origin) = origin.and_then(|o| HeaderValue::from_str(o).ok()) else {
+        return CorsLayer::new();
+    };
+    CorsLayer::new()
+        .allow_origin(AllowOrigin::exact(origin))
+        .allow_methods([Method::GET, Method::POST, Method::DELETE])
+        .allow_headers([
+            header::AUTHORIZATION,
+            header::CONTENT_TYPE,
+            HeaderName::from_static("last-event-id"),
+        ])
+        .max_age(Duration::from_secs(600))
+}
+
+/// 403 `forbidden_origin` for a web page of another origin than the one
+/// allowed ([`super::ServeConfig::allow_origin`]); 403 `forbidden_host` for a
+/// loopback server reached under another name or from another web origin
+/// ([`super::ServeConfig::loopback_hosts`]).
 async fn host_check(State(st): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    let origin = req
+        .headers()
+        .get(header::ORIGIN)
+        .map(|v| v.to_str().unwrap_or("\u{0}"));
+    let allowed_page = match (&st.config.allow_origin, origin) {
+        (Some(allowed), Some(o)) => o.eq_ignore_ascii_case(allowed),
+        _ => false,
+    };
+    if let (Some(allowed), Some(o)) = (&st.config.allow_origin, origin) {
+        if !allowed_page && super::is_web_origin(o) {
+            return ApiError::new(
+                StatusCode::FORBIDDEN,
+                "forbidden_origin",
+                format!("this server answers web pages from {allowed} only (`mlpl serve --allow-origin`), not from {o}"),
+            )
+            .into_response();
+        }
+    }
     if st.config.loopback_hosts {
         let header_text = |name| {
             req.headers()
@@ -108,7 +149,8 @@ async fn host_check(State(st): State<Arc<AppState>>, req: Request, next: Next) -
                 .map(|v| v.to_str().unwrap_or("\u{0}"))
         };
         let host_ok = header_text(header::HOST).is_none_or(super::is_loopback_host);
-        let origin_ok = header_text(header::ORIGIN).is_none_or(super::is_allowed_origin);
+        let origin_ok =
+            allowed_page || header_text(header::ORIGIN).is_none_or(super::is_allowed_origin);
         if !host_ok || !origin_ok {
             return ApiError::new(
                 StatusCode::FORBIDDEN,

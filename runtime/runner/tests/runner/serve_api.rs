@@ -237,3 +237,124 @@ fn a_loopback_server_refuses_foreign_hosts_and_origins() {
     );
     assert_eq!(status, 200);
 }
+
+#[test]
+fn the_allowed_page_origin_gets_cors_answers_and_every_other_page_is_refused() {
+    let page = "http://127.0.0.1:8000";
+    let srv = Server::start(&["--allow-origin", "HTTP://127.0.0.1:8000/"]);
+    let header = |hs: &[(String, String)], name: &str| {
+        hs.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
+    };
+    // The page's preflight is answered before the token is checked.
+    let (status, hs) = srv.headers_of(
+        "OPTIONS",
+        "/v1/sessions",
+        &[
+            ("Origin", page),
+            ("Access-Control-Request-Method", "POST"),
+            (
+                "Access-Control-Request-Headers",
+                "authorization,content-type",
+            ),
+        ],
+    );
+    assert_eq!(status, 200, "{hs:?}");
+    assert_eq!(
+        header(&hs, "access-control-allow-origin").as_deref(),
+        Some(page)
+    );
+    let allowed = header(&hs, "access-control-allow-headers").unwrap_or_default();
+    assert!(allowed.contains("authorization"), "{allowed}");
+    // Its requests are answered with the header; a wrong token is still 401.
+    let (status, hs) = srv.headers_of("GET", "/v1/health", &[("Origin", page)]);
+    assert_eq!(status, 200);
+    assert_eq!(
+        header(&hs, "access-control-allow-origin").as_deref(),
+        Some(page)
+    );
+    let (status, _) = srv.call_with(
+        "GET",
+        "/v1/sessions",
+        None,
+        Some("wrong"),
+        &[("Origin", page)],
+    );
+    assert_eq!(status, 401);
+    let (status, _) = srv.call_with(
+        "GET",
+        "/v1/sessions",
+        None,
+        Some(&srv.token),
+        &[("Origin", page)],
+    );
+    assert_eq!(status, 200);
+    // Every other page, on this machine or not, and its preflight: 403, no CORS.
+    for other in [
+        "http://127.0.0.1:8001",
+        "http://localhost:8000",
+        "https://127.0.0.1:8000",
+        "null",
+        "https://evil.example",
+    ] {
+        let (status, body) = srv.call_with(
+            "GET",
+            "/v1/sessions",
+            None,
+            Some(&srv.token),
+            &[("Origin", other)],
+        );
+        assert_eq!(status, 403, "{other}: {body}");
+        assert_eq!(body["error"]["code"], "forbidden_origin", "{other}");
+        let (status, hs) = srv.headers_of(
+            "OPTIONS",
+            "/v1/sessions",
+            &[("Origin", other), ("Access-Control-Request-Method", "POST")],
+        );
+        assert_eq!(status, 403, "{other}");
+        assert_eq!(header(&hs, "access-control-allow-origin"), None, "{other}");
+    }
+    // Clients that are not web pages (no Origin, an editor's) are unchanged.
+    let (status, _) = srv.call_with("GET", "/v1/sessions", None, Some(&srv.token), &[]);
+    assert_eq!(status, 200);
+    let (status, _) = srv.call_with(
+        "GET",
+        "/v1/sessions",
+        None,
+        Some(&srv.token),
+        &[("Origin", "vscode-webview://abc")],
+    );
+    assert_eq!(status, 200);
+}
+
+#[test]
+fn without_allow_origin_no_page_gets_cors_answers_and_a_bad_origin_is_refused() {
+    let srv = Server::start(&[]);
+    let (_, hs) = srv.headers_of(
+        "OPTIONS",
+        "/v1/sessions",
+        &[
+            ("Origin", "http://127.0.0.1:8000"),
+            ("Access-Control-Request-Method", "POST"),
+        ],
+    );
+    assert!(
+        !hs.iter().any(|(k, _)| k.starts_with("access-control-")),
+        "{hs:?}"
+    );
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mlpl"))
+        .args([
+            "serve",
+            "--bind",
+            "127.0.0.1:0",
+            "--allow-origin",
+            "127.0.0.1:8000",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--allow-origin") && err.contains("http://127.0.0.1:8000"),
+        "{err}"
+    );
+}

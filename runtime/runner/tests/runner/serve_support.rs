@@ -144,6 +144,34 @@ impl Server {
         (status, json)
     }
 
+    /// A request without a body (`OPTIONS` too) with extra headers: its
+    /// status and its headers (names lower-cased).
+    pub fn headers_of(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+    ) -> (u16, Vec<(String, String)>) {
+        let url = format!("{}{path}", self.base);
+        let mut req = match method {
+            "OPTIONS" => self.agent.options(&url),
+            "GET" => self.agent.get(&url),
+            other => panic!("method {other}"),
+        };
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let resp = req
+            .call()
+            .unwrap_or_else(|e| panic!("{method} {path}: {e}"));
+        let named = resp
+            .headers()
+            .iter()
+            .map(|(k, v)| (k.as_str().to_string(), v.to_str().unwrap_or("").to_string()))
+            .collect();
+        (resp.status().as_u16(), named)
+    }
+
     pub fn get(&self, path: &str) -> (u16, Value) {
         self.call("GET", path, None)
     }
