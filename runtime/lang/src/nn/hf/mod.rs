@@ -152,6 +152,16 @@ pub fn to_param<T: Copy>(b: &Binding, shape: &[usize], values: &[T]) -> Vec<T> {
             }
             out
         }
+        Layout::Interleaved { offset } => {
+            let total = *t.shape.last().unwrap_or(&0);
+            let rows = t.values.len() / total.max(1);
+            let w = total / 2;
+            let mut out = Vec::with_capacity(rows * w);
+            for r in 0..rows {
+                out.extend((0..w).map(|j| t.values[r * total + 2 * j + offset]));
+            }
+            out
+        }
     }
 }
 
@@ -174,6 +184,15 @@ fn place(b: &Binding, values: &[f32], into: &mut [f32]) {
             for r in 0..rows {
                 into[r * total + start..r * total + start + w]
                     .copy_from_slice(&values[r * w..(r + 1) * w]);
+            }
+        }
+        Layout::Interleaved { offset } => {
+            let total = *b.hf_shape.last().unwrap_or(&0);
+            let w = total / 2;
+            for (r, row) in values.chunks(w.max(1)).enumerate() {
+                for (j, v) in row.iter().enumerate() {
+                    into[r * total + 2 * j + offset] = *v;
+                }
             }
         }
     }
