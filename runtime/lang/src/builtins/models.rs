@@ -238,9 +238,9 @@ pub const BUILTINS: &[Builtin] = &[
     },
     Builtin {
         name: "generate",
-        params: &[req("model", Model), req("ids", Array), req("n", Scalar), opt("temperature", Scalar), opt("top_k", Scalar), opt("seed", Seed)],
+        params: &[req("model", Model), req("ids", Array), req("n", Scalar), opt("temperature", Scalar), opt("top_k", Scalar), opt("seed", Seed), opt("stop", Scalar)],
         summary: "autoregressive decoding with a key/value cache",
-        doc: "`generate(model, ids, n [, temperature [, top_k [, seed]]])` returns the n token ids `[n]` that follow the prompt ids `[T]` under a model mapping ids `[T]` to logits `[T, V]` (LANGUAGE §11.11). Every attention layer keeps a key/value cache, so each new token costs one position. temperature 0 (the default) is greedy, the first maximum; otherwise the id is drawn from softmax(logits / temperature), among the top_k largest logits when top_k ≥ 1, the draw of step i seeded with seed + i (seed 0 unless given). E0401 for a model with a non-causal `attention` layer or a negative temperature.",
+        doc: "`generate(model, ids, n [, temperature [, top_k [, seed [, stop]]]])` returns the n token ids `[n]` that follow the prompt ids `[T]` under a model mapping ids `[T]` to logits `[T, V]` (LANGUAGE §11.11); a batch of prompts `[B, T]` gives `[B, n]`, its rows decoded together, row r's draws seeded with seed + r·n + i. With a stop id (≥ 0), a row ends with the step that produces it: decoding stops when every row has, the result has as many columns as steps were taken (≤ n), and rows that ended earlier are padded with the stop id. Every attention layer keeps a key/value cache, so each new token costs one position. temperature 0 (the default) is greedy, the first maximum; otherwise the id is drawn from softmax(logits / temperature), among the top_k largest logits when top_k ≥ 1, the draw of step i seeded with seed + i (seed 0 unless given). E0401 for a model with a non-causal `attention` layer or a negative temperature.",
         example: "e = embed(5, 4, 1)\nm = chain(e, causal_attention(4, 2, 2), unembed(e))\ngenerate(m, [1, 2], 3)",
         diff: Diff::No,
         facts: Facts::NONE,
@@ -383,7 +383,11 @@ fn generate(c: &mut Call) -> Result<Value, Diagnostic> {
             )
             .help("`generate` decodes models built with `causal_attention`"));
     }
-    let ids = c.array_of_rank(1, 1, "prompt ids `[T]`")?.to_f32();
+    let prompt = c.array(1)?.shape().to_vec();
+    if !(prompt.len() == 1 || prompt.len() == 2) {
+        return Err(c.rank_error(1, "prompt ids `[T]` or a batch `[B, T]`"));
+    }
+    let ids = Array::from_vec(prompt.clone(), c.array(1)?.to_f32());
     let n = dim(c, 2)?;
     let temperature = if c.has(3) { c.scalar(3)? } else { 0.0 };
     if !(temperature.is_finite() && temperature >= 0.0) {
@@ -391,14 +395,26 @@ fn generate(c: &mut Call) -> Result<Value, Diagnostic> {
     }
     let top_k = if c.has(4) { dim(c, 4)? } else { 0 };
     let seed = if c.has(5) { c.seed(5)? } else { 0 };
+    let stop = if c.has(6) {
+        Some(u32::try_from(dim(c, 6)?).map_err(|_| c.invalid(6, "the stop id is too large"))?)
+    } else {
+        None
+    };
     let how = crate::nn::generate::Decoding {
         temperature,
         top_k,
         seed,
+        stop,
     };
     let (span, x_span) = (c.span, c.arg_span(1));
-    let out = crate::nn::generate::generate(c.it, &m, &ids, n, how, span, x_span)?;
-    Ok(Value::Array(Array::from_vec(vec![out.len()], out)))
+    let (out, steps) =
+        crate::nn::generate::generate(c.it, &m, &ids, n, how, span, x_span)?;
+    let shape = if prompt.len() == 2 {
+        vec![prompt[0], steps]
+    } else {
+        vec![steps]
+    };
+    Ok(Value::Array(Array::from_vec(shape, out)))
 }
 
 fn embed(c: &mut Call) -> Result<Value, Diagnostic> {

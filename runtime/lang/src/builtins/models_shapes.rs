@@ -13,7 +13,7 @@ use super::site::CallSite;
 use mlpl_diag::code;
 use std::sync::Arc;
 
-use crate::check::abstract_value::{AbsArray, AbsValue};
+use crate::check::abstract_value::{AbsArray, AbsValue, Dim};
 use crate::check::ctx::ShapeCtx;
 use crate::check::models::{self, AbsModel, Forward};
 use crate::nn::layers::{
@@ -117,9 +117,20 @@ pub fn generate(c: &mut ShapeCtx) -> Rule {
     if c.has(5) {
         c.seed(5)?;
     }
-    Ok(AbsValue::Array(match n {
-        Some(n) => AbsArray::of_shape(&[n]),
-        None => AbsArray::unknown(),
+    let stop = c.has(6);
+    if stop {
+        dim(c, 6)?;
+    }
+    // With a stop id the number of steps is known at run time only.
+    let steps = match n {
+        Some(n) if !stop => Dim::Known(n),
+        _ => Dim::Unknown,
+    };
+    let prompt = c.value(1).as_array().and_then(|a| a.dims.clone());
+    Ok(AbsValue::Array(match prompt {
+        Some(d) if d.len() == 1 => AbsArray::of_dims(vec![steps]),
+        Some(d) if d.len() == 2 => AbsArray::of_dims(vec![d[0].clone(), steps]),
+        _ => AbsArray::unknown(),
     }))
 }
 
