@@ -407,8 +407,7 @@ fn generate(c: &mut Call) -> Result<Value, Diagnostic> {
         stop,
     };
     let (span, x_span) = (c.span, c.arg_span(1));
-    let (out, steps) =
-        crate::nn::generate::generate(c.it, &m, &ids, n, how, span, x_span)?;
+    let (out, steps) = crate::nn::generate::generate(c.it, &m, &ids, n, how, span, x_span)?;
     let shape = if prompt.len() == 2 {
         vec![prompt[0], steps]
     } else {

@@ -387,9 +387,16 @@ fn attention_sinks_and_sliding_windows() {
     };
     // Sinks start at 0: one more exp(0 − max) in each denominator.
     let with_sinks = sums("a = causal_attention(4, 2, 3, 2, 0, 0, 0, 0, 1)");
-    assert!(with_sinks.iter().all(|&s| s < 0.999 && s > 0.0), "{with_sinks:?}");
-    let drained = sums("a = causal_attention(4, 2, 3, 2, 0, 0, 0, 0, 1)\n__attn_s_0 = [-1000, -1000]");
-    assert!(drained.iter().all(|&s| (s - 1.0).abs() < 1e-6), "{drained:?}");
+    assert!(
+        with_sinks.iter().all(|&s| s < 0.999 && s > 0.0),
+        "{with_sinks:?}"
+    );
+    let drained =
+        sums("a = causal_attention(4, 2, 3, 2, 0, 0, 0, 0, 1)\n__attn_s_0 = [-1000, -1000]");
+    assert!(
+        drained.iter().all(|&s| (s - 1.0).abs() < 1e-6),
+        "{drained:?}"
+    );
     // Without sinks or a window the composed path is not taken; with window 2
     // row q sees keys q − 1 and q only.
     let w = eval(&format!(
@@ -404,11 +411,19 @@ fn attention_sinks_and_sliding_windows() {
     }
     // A window as wide as the sequence is plain causal attention.
     assert_close_text(
-        &eval(&format!("apply(causal_attention(4, 2, 3, 2, 0, 0, 0, 0, 0, 5), {x})")),
+        &eval(&format!(
+            "apply(causal_attention(4, 2, 3, 2, 0, 0, 0, 0, 0, 5), {x})"
+        )),
         &eval(&format!("apply(causal_attention(4, 2, 3), {x})")),
     );
-    assert_eq!(error_code("causal_attention(4, 2, 3, 2, 0, 0, 0, 0, 2)"), "E0401");
-    assert_eq!(error_code("causal_attention(4, 2, 3, 2, 0, 0, 0, 0, 0, -1)"), "E0213");
+    assert_eq!(
+        error_code("causal_attention(4, 2, 3, 2, 0, 0, 0, 0, 2)"),
+        "E0401"
+    );
+    assert_eq!(
+        error_code("causal_attention(4, 2, 3, 2, 0, 0, 0, 0, 0, -1)"),
+        "E0213"
+    );
 }
 
 /// Partial rotary: a rope narrower than the heads rotates their first entries
@@ -418,8 +433,12 @@ fn attention_sinks_and_sliding_windows() {
 fn partial_rotary_rotates_the_first_entries_of_each_head() {
     let x = "reshape(iota(24), [4, 6]) / 24";
     let none = eval(&format!("apply(causal_attention(6, 1, 2), {x})"));
-    let partial = eval(&format!("apply(causal_attention(6, 1, 2, 1, rope(2, 100)), {x})"));
-    let full = eval(&format!("apply(causal_attention(6, 1, 2, 1, rope(6, 100)), {x})"));
+    let partial = eval(&format!(
+        "apply(causal_attention(6, 1, 2, 1, rope(2, 100)), {x})"
+    ));
+    let full = eval(&format!(
+        "apply(causal_attention(6, 1, 2, 1, rope(6, 100)), {x})"
+    ));
     assert_ne!(partial, none);
     assert_ne!(partial, full);
     // The rotation itself: the first 2 of 6 entries rotated as rope(2) rotates
@@ -434,7 +453,9 @@ fn partial_rotary_rotates_the_first_entries_of_each_head() {
     let x6 = mlpl_lang::value::Array::from_vec(vec![3, 6], xs.clone());
     let span = mlpl_diag::Span::default();
     let mut f = mlpl_lang::nn::apply::Forward::new(&mut it, span, span);
-    let got = mlpl_lang::nn::rope::rotate_from(&mut f, &r, &x6, 0).unwrap().to_f64();
+    let got = mlpl_lang::nn::rope::rotate_from(&mut f, &r, &x6, 0)
+        .unwrap()
+        .to_f64();
     for t in 0..3 {
         let (a, b) = (xs[t * 6] as f64, xs[t * 6 + 1] as f64);
         let (c, s) = ((t as f64).cos(), (t as f64).sin());
@@ -444,7 +465,10 @@ fn partial_rotary_rotates_the_first_entries_of_each_head() {
             assert_eq!(got[t * 6 + k], xs[t * 6 + k] as f64);
         }
     }
-    assert_eq!(error_code("causal_attention(6, 1, 2, 1, rope(8, 100))"), "E0213");
+    assert_eq!(
+        error_code("causal_attention(6, 1, 2, 1, rope(8, 100))"),
+        "E0213"
+    );
 }
 
 /// `yarn_rope` is `rope` with YaRN's frequencies and attention factor:
@@ -478,11 +502,20 @@ fn yarn_rope_scales_and_blends_the_frequencies() {
 fn moe_biases_clamped_gate_and_softmax_after_top_k() {
     let x = "reshape(iota(8), [2, 4]) / 8";
     // The biases are bound and trainable.
-    assert_eq!(eval("m = moe(4, 3, 2, 8, 0, 1)\nshape(__moe_bg_0)"), "3 1 8");
+    assert_eq!(
+        eval("m = moe(4, 3, 2, 8, 0, 1)\nshape(__moe_bg_0)"),
+        "3 1 8"
+    );
     let plain = eval(&format!("apply(moe(4, 3, 2, 8, 0), {x})"));
     // Zero biases, SwiGLU and renormalised top-2 gates: the same output.
-    assert_close_text(&eval(&format!("apply(moe(4, 3, 2, 8, 0, 1, 0, 7, 1), {x})")), &plain);
-    assert_ne!(eval(&format!("apply(moe(4, 3, 2, 8, 0, 1, 1.702, 7), {x})")), plain);
+    assert_close_text(
+        &eval(&format!("apply(moe(4, 3, 2, 8, 0, 1, 0, 7, 1), {x})")),
+        &plain,
+    );
+    assert_ne!(
+        eval(&format!("apply(moe(4, 3, 2, 8, 0, 1, 1.702, 7), {x})")),
+        plain
+    );
     // top-1: softmax after top-k gives gate 1, before gives the probability.
     assert_ne!(
         eval(&format!("apply(moe(4, 3, 1, 8, 0, 0, 0, 0, 1), {x})")),
@@ -515,18 +548,69 @@ fn generate_stops_at_the_stop_token_and_decodes_batches() {
     let a = values(run_value(&mut it, "generate(m, [5, 9, 11], 4)"));
     let b = values(run_value(&mut it, "generate(m, [7, 3, 2], 4)"));
     let batch = run_value(&mut it, "generate(m, [[5, 9, 11], [7, 3, 2]], 4)");
-    let Value::Array(batch) = batch else { panic!("not an array") };
+    let Value::Array(batch) = batch else {
+        panic!("not an array")
+    };
     assert_eq!(batch.shape(), &[2, 4]);
     assert_eq!(batch.to_f64(), [a, b].concat());
     // Sampled rows: row 0 draws as the single prompt does.
     let s0 = values(run_value(&mut it, "generate(m, [5, 9, 11], 4, 1.2, 5, 3)"));
-    let sb = values(run_value(&mut it, "generate(m, [[5, 9, 11], [5, 9, 11]], 4, 1.2, 5, 3)"));
+    let sb = values(run_value(
+        &mut it,
+        "generate(m, [[5, 9, 11], [5, 9, 11]], 4, 1.2, 5, 3)",
+    ));
     assert_eq!(sb[..4].to_vec(), s0);
     assert_eq!(
-        run_in("e = embed(4, 2, 0)\ngenerate(chain(e, unembed(e)), 1, 2)", None)
-            .result
-            .err()
-            .map(|d| d.code),
+        run_in(
+            "e = embed(4, 2, 0)\ngenerate(chain(e, unembed(e)), 1, 2)",
+            None
+        )
+        .result
+        .err()
+        .map(|d| d.code),
         Some("E0205")
     );
+}
+
+/// `hf_save(m, dir, "bfloat16")` writes bf16 tensors (rounded to nearest
+/// even) and says so in config.json; loading them back gives those values.
+#[test]
+fn hf_save_writes_bfloat16_and_float16() {
+    let data = copy_checkpoint("gpt_oss");
+    let mut it = interp(&data);
+    let n = values(run_value(
+        &mut it,
+        "m = hf_model(\"ck\")\nhf_save(m, \"bf\", \"bfloat16\")\nhf_save(m, \"h\", \"float16\")",
+    ));
+    assert_eq!(n, vec![37.0]);
+    let original = values(run_value(&mut it, "__embed_E_0"));
+    for (dir, dtype) in [("bf", "bfloat16"), ("h", "float16")] {
+        let config = std::fs::read_to_string(data.join(dir).join("config.json")).unwrap();
+        assert!(
+            config.contains(&format!("\"dtype\": \"{dtype}\"")),
+            "{config}"
+        );
+    }
+    // The reloaded table is the bf16 rounding of the original, not the original.
+    let mut it2 = interp(&data);
+    let bf = values(run_value(&mut it2, "m = hf_model(\"bf\")\n__embed_E_0"));
+    assert_eq!(bf.len(), original.len());
+    for (b, o) in bf.iter().zip(&original) {
+        let want = f32::from_bits(
+            ((*o as f32).to_bits() + 0x7fff + (((*o as f32).to_bits() >> 16) & 1)) & 0xffff_0000,
+        );
+        assert_eq!(*b as f32, want, "{o}");
+    }
+    assert_ne!(bf, original);
+    assert_eq!(
+        run_in(
+            "e = embed(4, 2, 0)\nhf_save(chain(e, rms_norm(2, 1), unembed(e)), \"x\", \"int8\")",
+            Some(&data)
+        )
+        .result
+        .err()
+        .map(|d| d.code),
+        Some("E0401")
+    );
+    let _ = std::fs::remove_dir_all(&data);
 }

@@ -661,7 +661,14 @@ pub fn plan(layer: &Layer) -> Result<(Config, Vec<Binding>), String> {
         eps,
         rope_theta: rope.base,
         rope_scaling: rope.scaling,
-        positions: if gpt2 { positions } else { 2048 },
+        positions: match rope.scaling {
+            _ if gpt2 => positions,
+            // What YaRN's factor implies, which `transformers` checks.
+            RopeScaling::Yarn {
+                factor, original, ..
+            } => (factor * original).round() as usize,
+            _ => 2048,
+        },
         tied,
         attention_bias: a.bias,
         oss,
