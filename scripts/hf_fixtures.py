@@ -6,7 +6,8 @@ For each family: `save_pretrained` (fp32 safetensors, under 2 MB) and
 a few parameters, those parameters after one `torch.optim.AdamW` step (lr 1e-3,
 weight decay 0.01) and greedy generation tokens. Two AdamW references are
 written: `adamw_all` decays every parameter (torch's default) and
-`adamw_matrices` exempts the one-axis parameters (biases and norm gains).
+`adamw_matrices` exempts biases, norm gains and GPT-OSS's sinks (the one-axis
+parameters and the per-expert biases).
 """
 
 import json
@@ -44,6 +45,26 @@ def families():
         activation_function="gelu_new", resid_pdrop=0.0, embd_pdrop=0.0,
         attn_pdrop=0.0, layer_norm_epsilon=1e-5, tie_word_embeddings=True,
         initializer_range=0.3, bos_token_id=1, eos_token_id=2, pad_token_id=0), tf.GPT2LMHeadModel
+    # Sliding (window 3 of the 8 positions) then full attention, sinks, YaRN
+    # with a ramp over the frequencies, heads x head_dim != d, and a clamp limit
+    # the gate and up projections reach.
+    yield "gpt_oss", tf.GptOssConfig(
+        vocab_size=64, hidden_size=32, intermediate_size=16,
+        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+        head_dim=12, num_local_experts=4, num_experts_per_tok=2,
+        sliding_window=3, layer_types=["sliding_attention", "full_attention"],
+        max_position_embeddings=256, rms_norm_eps=1e-5,
+        rope_parameters={"rope_type": "yarn", "rope_theta": 100.0, "factor": 4.0,
+                         "beta_fast": 32.0, "beta_slow": 1.0, "truncate": False,
+                         "original_max_position_embeddings": 64},
+        swiglu_limit=1.5, attention_bias=True, tie_word_embeddings=False,
+        initializer_range=0.3, bos_token_id=1, eos_token_id=2, pad_token_id=0), tf.GptOssForCausalLM
+
+
+def exempt(name, p):
+    """Biases, norm gains and sinks: one-axis parameters, and GPT-OSS's
+    per-expert biases `[experts, n]`."""
+    return p.ndim <= 1 or name.endswith("_bias")
 
 
 def tolist(t):
@@ -56,7 +77,7 @@ def build(name, config, cls):
     # Random, non-trivial norms and biases, so their mapping is tested too.
     with torch.no_grad():
         for pname, p in model.named_parameters():
-            if p.ndim == 1:
+            if p.ndim == 1 or pname.endswith("_bias"):
                 p.add_(0.1 * torch.randn_like(p))
     model.eval()
     out = ROOT / name
@@ -89,8 +110,8 @@ def build(name, config, cls):
     for key, groups in (
         ("adamw_all", [{"params": list(named.values())}]),
         ("adamw_matrices", [
-            {"params": [p for p in named.values() if p.ndim > 1]},
-            {"params": [p for p in named.values() if p.ndim <= 1],
+            {"params": [p for n, p in named.items() if not exempt(n, p)]},
+            {"params": [p for n, p in named.items() if exempt(n, p)],
              "weight_decay": 0.0}]),
     ):
         with torch.no_grad():

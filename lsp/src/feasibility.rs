@@ -648,6 +648,8 @@ mod tests {
                 hd: 4,
                 bias: false,
                 qk_norm: None,
+                sinks: false,
+                window: None,
             })),
             Arc::new(Layer::Linear(Linear {
                 id: 3,

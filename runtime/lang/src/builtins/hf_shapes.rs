@@ -24,9 +24,15 @@ pub fn hf_model(c: &mut ShapeCtx) -> Rule {
     Ok(AbsValue::Model(None))
 }
 
-/// `hf_save(model, dir)`: the number of tensors written.
+/// `hf_save(model, dir [, dtype])`: the number of tensors written (E0401 for
+/// an unknown constant dtype).
 pub fn hf_save(c: &mut ShapeCtx) -> Rule {
     c.model(0)?;
     path(c, 1)?;
+    if c.has(2) {
+        if let Some(name) = c.string(2)? {
+            super::hf::save_dtype(c, &name)?;
+        }
+    }
     Ok(AbsValue::any_scalar())
 }

@@ -46,9 +46,9 @@ pub const BUILTINS: &[Builtin] = &[
     },
     Builtin {
         name: "attention",
-        params: &[req("d", Scalar), req("heads", Scalar), req("seed", Seed), opt("kv_heads", Scalar), opt("rope", Any), opt("head_dim", Scalar), opt("bias", Scalar), opt("qk_norm", Scalar)],
+        params: &[req("d", Scalar), req("heads", Scalar), req("seed", Seed), opt("kv_heads", Scalar), opt("rope", Any), opt("head_dim", Scalar), opt("bias", Scalar), opt("qk_norm", Scalar), opt("sinks", Scalar), opt("window", Scalar)],
         summary: "multi-head self-attention",
-        doc: "`attention(d, heads, seed [, kv_heads [, rope [, head_dim [, bias [, qk_norm]]]]])` creates Wq `[d, heads·hd]`, Wk and Wv `[d, kv_heads·hd]` and Wo `[heads·hd, d]`, each 0.5·randn(seed + 0, 1, 2, 3), where the head width hd is head_dim when given and not 0, else d/heads. `apply` maps `[T, d]` or `[B, T, d]` to the same shape (LANGUAGE §11.3); consecutive query heads share a key/value head when kv_heads < heads, and a `rope(hd, base)` argument (0 for none) rotates queries and keys by position. bias = 1 adds biases bq, bk, bv, bo (zeros); qk_norm = ε > 0 RMS-normalises each head's queries and keys with learned gains qn, kn `[hd]` (ones) before the rotation (Qwen 3). E0213 when heads does not divide d (without head_dim), kv_heads does not divide heads, or the rope size differs from hd; E0401 for a bias other than 0 or 1 or an ε that is not > 0.",
+        doc: "`attention(d, heads, seed [, kv_heads [, rope [, head_dim [, bias [, qk_norm [, sinks [, window]]]]]]])` creates Wq `[d, heads·hd]`, Wk and Wv `[d, kv_heads·hd]` and Wo `[heads·hd, d]`, each 0.5·randn(seed + 0, 1, 2, 3), where the head width hd is head_dim when given and not 0, else d/heads. `apply` maps `[T, d]` or `[B, T, d]` to the same shape (LANGUAGE §11.3); consecutive query heads share a key/value head when kv_heads < heads, and a `rope(hd, base)` argument (0 for none) rotates queries and keys by position. bias = 1 adds biases bq, bk, bv, bo (zeros); qk_norm = ε > 0 RMS-normalises each head's queries and keys with learned gains qn, kn `[hd]` (ones) before the rotation (Qwen 3; 0 for none). sinks = 1 adds a learned logit s `[heads]` (zeros) per head to its softmax's denominator (GPT-OSS); window = w ≥ 1 lets a query at position q see only keys q − w < k ≤ q (a sliding window; 0 for none). A rope narrower than hd rotates the first entries of each head (partial rotary). E0213 when heads does not divide d (without head_dim), kv_heads does not divide heads, or the rope size exceeds hd; E0401 for a bias or sinks other than 0 or 1 or an ε that is not ≥ 0.",
         example: "a = attention(4, 2, 7)\napply(a, reshape(iota(8), [2, 4]) / 8)",
         diff: Diff::Effect,
         facts: Facts::NONE.allowed_in_loss().parameterised(),
@@ -58,9 +58,9 @@ pub const BUILTINS: &[Builtin] = &[
     },
     Builtin {
         name: "causal_attention",
-        params: &[req("d", Scalar), req("heads", Scalar), req("seed", Seed), opt("kv_heads", Scalar), opt("rope", Any), opt("head_dim", Scalar), opt("bias", Scalar), opt("qk_norm", Scalar)],
+        params: &[req("d", Scalar), req("heads", Scalar), req("seed", Seed), opt("kv_heads", Scalar), opt("rope", Any), opt("head_dim", Scalar), opt("bias", Scalar), opt("qk_norm", Scalar), opt("sinks", Scalar), opt("window", Scalar)],
         summary: "multi-head self-attention with a causal mask",
-        doc: "`causal_attention(d, heads, seed [, kv_heads [, rope [, head_dim [, bias [, qk_norm]]]]])` is `attention` (the same seed gives the same weights) where every score with column > row is set to −1e9 before the softmax, so position t only attends to positions ≤ t.",
+        doc: "`causal_attention(d, heads, seed [, kv_heads [, rope [, head_dim [, bias [, qk_norm [, sinks [, window]]]]]]])` is `attention` (the same seed gives the same weights) where every score with column > row is set to −1e9 before the softmax, so position t only attends to positions ≤ t.",
         example: "a = causal_attention(4, 2, 11)\napply(a, reshape(iota(12), [3, 4]) / 12)",
         diff: Diff::Effect,
         facts: Facts::NONE.allowed_in_loss().parameterised(),
@@ -189,10 +189,22 @@ pub const BUILTINS: &[Builtin] = &[
         shape: Some(super::models_shapes::rope),
     },
     Builtin {
+        name: "yarn_rope",
+        params: &[req("head_dim", Scalar), req("base", Scalar), req("factor", Scalar), req("original", Scalar), opt("beta_fast", Scalar), opt("beta_slow", Scalar), opt("truncate", Scalar)],
+        summary: "rotary position embedding with YaRN scaling",
+        doc: "`yarn_rope(head_dim, base, factor, original [, beta_fast [, beta_slow [, truncate]]])` is `rope(head_dim, base)` with YaRN's frequencies, as Hugging Face `transformers` computes them (GPT-OSS): θ_i is blended between θ_i and θ_i/factor by a linear ramp over the dimensions between the correction bounds of beta_fast (32 unless given) and beta_slow (1) rotations in `original` positions (rounded outwards unless truncate = 0), and cos and sin are multiplied by the attention factor 0.1·ln(factor) + 1. head_dim must be even and ≥ 2 (E0213); base, factor, original and the betas finite and > 0 with beta_fast > beta_slow, truncate 0 or 1 (E0401).",
+        example: "apply(yarn_rope(4, 10000, 4, 64), reshape(iota(8), [2, 4]))",
+        diff: Diff::Effect,
+        facts: Facts::NONE.allowed_in_loss(),
+        section: "10.13",
+        run: yarn_rope,
+        shape: Some(super::models_shapes::yarn_rope),
+    },
+    Builtin {
         name: "moe",
-        params: &[req("d", Scalar), req("experts", Scalar), req("top_k", Scalar), req("hidden", Scalar), req("seed", Seed)],
+        params: &[req("d", Scalar), req("experts", Scalar), req("top_k", Scalar), req("hidden", Scalar), req("seed", Seed), opt("bias", Scalar), opt("alpha", Scalar), opt("limit", Scalar), opt("after", Scalar)],
         summary: "a mixture of SwiGLU experts with top-k routing",
-        doc: "`moe(d, experts, top_k, hidden, seed)` creates a router R `[d, E]` and experts Wg, Wu `[E, d, hidden]`, Wd `[E, hidden, d]`. Each token is routed to the top_k experts by softmax(x·R) and gets their gate-weighted SwiGLU outputs (LANGUAGE §11.5); each application records the load-balancing loss that `aux_loss` returns. E0213 unless experts ≥ 1, 1 ≤ top_k ≤ experts and hidden ≥ 1.",
+        doc: "`moe(d, experts, top_k, hidden, seed [, bias [, alpha, limit [, after]]])` creates a router R `[d, E]` and experts Wg, Wu `[E, d, hidden]`, Wd `[E, hidden, d]`. Each token is routed to the top_k experts by softmax(x·R) and gets their gate-weighted SwiGLU outputs (LANGUAGE §11.5); each application records the load-balancing loss that `aux_loss` returns. bias = 1 adds biases (zeros) bR `[1, E]` to the router and bg, bu `[E, 1, hidden]`, bd `[E, 1, d]` to the experts; alpha > 0 with limit > 0 replaces SwiGLU by GPT-OSS's clamped form (min(g, limit)·sigmoid(alpha·min(g, limit))) ⊙ (clamp(u, −limit, limit) + 1) (alpha 0: SwiGLU); after = 1 makes the gates the softmax of the chosen experts' logits (softmax after top-k, GPT-OSS) instead of the router's probabilities renormalised over them. E0213 unless experts ≥ 1, 1 ≤ top_k ≤ experts and hidden ≥ 1; E0401 for a bias or after other than 0 or 1, a negative alpha, or alpha > 0 without a limit > 0.",
         example: "m = moe(4, 3, 2, 8, 0)\napply(m, reshape(iota(8), [2, 4]) / 8)",
         diff: Diff::Effect,
         facts: Facts::NONE.allowed_in_loss().parameterised(),
@@ -226,9 +238,9 @@ pub const BUILTINS: &[Builtin] = &[
     },
     Builtin {
         name: "generate",
-        params: &[req("model", Model), req("ids", Array), req("n", Scalar), opt("temperature", Scalar), opt("top_k", Scalar), opt("seed", Seed)],
+        params: &[req("model", Model), req("ids", Array), req("n", Scalar), opt("temperature", Scalar), opt("top_k", Scalar), opt("seed", Seed), opt("stop", Scalar)],
         summary: "autoregressive decoding with a key/value cache",
-        doc: "`generate(model, ids, n [, temperature [, top_k [, seed]]])` returns the n token ids `[n]` that follow the prompt ids `[T]` under a model mapping ids `[T]` to logits `[T, V]` (LANGUAGE §11.11). Every attention layer keeps a key/value cache, so each new token costs one position. temperature 0 (the default) is greedy, the first maximum; otherwise the id is drawn from softmax(logits / temperature), among the top_k largest logits when top_k ≥ 1, the draw of step i seeded with seed + i (seed 0 unless given). E0401 for a model with a non-causal `attention` layer or a negative temperature.",
+        doc: "`generate(model, ids, n [, temperature [, top_k [, seed [, stop]]]])` returns the n token ids `[n]` that follow the prompt ids `[T]` under a model mapping ids `[T]` to logits `[T, V]` (LANGUAGE §11.11); a batch of prompts `[B, T]` gives `[B, n]`, its rows decoded together, row r's draws seeded with seed + r·n + i. With a stop id (≥ 0), a row ends with the step that produces it: decoding stops when every row has, the result has as many columns as steps were taken (≤ n), and rows that ended earlier are padded with the stop id. Every attention layer keeps a key/value cache, so each new token costs one position. temperature 0 (the default) is greedy, the first maximum; otherwise the id is drawn from softmax(logits / temperature), among the top_k largest logits when top_k ≥ 1, the draw of step i seeded with seed + i (seed 0 unless given). E0401 for a model with a non-causal `attention` layer or a negative temperature.",
         example: "e = embed(5, 4, 1)\nm = chain(e, causal_attention(4, 2, 2), unembed(e))\ngenerate(m, [1, 2], 3)",
         diff: Diff::No,
         facts: Facts::NONE,
@@ -371,7 +383,11 @@ fn generate(c: &mut Call) -> Result<Value, Diagnostic> {
             )
             .help("`generate` decodes models built with `causal_attention`"));
     }
-    let ids = c.array_of_rank(1, 1, "prompt ids `[T]`")?.to_f32();
+    let prompt = c.array(1)?.shape().to_vec();
+    if !(prompt.len() == 1 || prompt.len() == 2) {
+        return Err(c.rank_error(1, "prompt ids `[T]` or a batch `[B, T]`"));
+    }
+    let ids = Array::from_vec(prompt.clone(), c.array(1)?.to_f32());
     let n = dim(c, 2)?;
     let temperature = if c.has(3) { c.scalar(3)? } else { 0.0 };
     if !(temperature.is_finite() && temperature >= 0.0) {
@@ -379,14 +395,25 @@ fn generate(c: &mut Call) -> Result<Value, Diagnostic> {
     }
     let top_k = if c.has(4) { dim(c, 4)? } else { 0 };
     let seed = if c.has(5) { c.seed(5)? } else { 0 };
+    let stop = if c.has(6) {
+        Some(u32::try_from(dim(c, 6)?).map_err(|_| c.invalid(6, "the stop id is too large"))?)
+    } else {
+        None
+    };
     let how = crate::nn::generate::Decoding {
         temperature,
         top_k,
         seed,
+        stop,
     };
     let (span, x_span) = (c.span, c.arg_span(1));
-    let out = crate::nn::generate::generate(c.it, &m, &ids, n, how, span, x_span)?;
-    Ok(Value::Array(Array::from_vec(vec![out.len()], out)))
+    let (out, steps) = crate::nn::generate::generate(c.it, &m, &ids, n, how, span, x_span)?;
+    let shape = if prompt.len() == 2 {
+        vec![prompt[0], steps]
+    } else {
+        vec![steps]
+    };
+    Ok(Value::Array(Array::from_vec(shape, out)))
 }
 
 fn embed(c: &mut Call) -> Result<Value, Diagnostic> {
@@ -411,7 +438,15 @@ fn attention_like(c: &mut Call, causal: bool) -> Result<Value, Diagnostic> {
     };
     let bias = switch(c, 6, false)?;
     let qk_norm = if c.has(7) {
-        Some(eps(c, 7, 0.0)?)
+        let v = c.scalar(7)?;
+        super::site::qk_norm_value(c, 7, v)?
+    } else {
+        None
+    };
+    let sinks = switch(c, 8, false)?;
+    let window = if c.has(9) {
+        let v = c.scalar(9)?;
+        super::site::window_value(c, 9, v)?
     } else {
         None
     };
@@ -430,6 +465,8 @@ fn attention_like(c: &mut Call, causal: bool) -> Result<Value, Diagnostic> {
         hd,
         bias,
         qk_norm,
+        sinks,
+        window,
     };
     Ok(model_value(init::attention(c.it, a, seed)))
 }
@@ -521,6 +558,26 @@ fn rope(c: &mut Call) -> Result<Value, Diagnostic> {
     })))
 }
 
+fn yarn_rope(c: &mut Call) -> Result<Value, Diagnostic> {
+    let n = dim(c, 0)?;
+    super::site::check_rope_size(c, 0, n)?;
+    let base = c.scalar(1)?;
+    super::site::check_rope_base(c, 1, base)?;
+    let mut v = [0.0, 0.0, 32.0, 1.0];
+    for (k, x) in v.iter_mut().enumerate() {
+        if c.has(2 + k) {
+            *x = c.scalar(2 + k)?;
+        }
+    }
+    let truncate = switch(c, 6, true)?;
+    let scaling = super::site::check_yarn(c, v, truncate)?;
+    Ok(model_value(Layer::Rope(Rope {
+        head_dim: n,
+        base,
+        scaling,
+    })))
+}
+
 fn moe(c: &mut Call) -> Result<Value, Diagnostic> {
     let d = dim(c, 0)?;
     let experts = dim(c, 1)?;
@@ -530,6 +587,11 @@ fn moe(c: &mut Call) -> Result<Value, Diagnostic> {
     let hidden = dim(c, 3)?;
     super::site::check_positive_size(c, 3, hidden)?;
     let seed = c.seed(4)?;
+    let bias = switch(c, 5, false)?;
+    let alpha = if c.has(6) { c.scalar(6)? } else { 0.0 };
+    let limit = if c.has(7) { Some(c.scalar(7)?) } else { None };
+    let gate = super::site::moe_gate(c, alpha, limit)?;
+    let softmax_after = switch(c, 8, false)?;
     check_elements(
         c,
         &[
@@ -539,7 +601,17 @@ fn moe(c: &mut Call) -> Result<Value, Diagnostic> {
             vec![experts, hidden, d],
         ],
     )?;
-    Ok(model_value(init::moe(c.it, d, experts, k, hidden, seed)))
+    let m = crate::nn::layers::Moe {
+        id: 0,
+        d,
+        experts,
+        top_k: k,
+        hidden,
+        bias,
+        gate,
+        softmax_after,
+    };
+    Ok(model_value(init::moe(c.it, m, seed)))
 }
 
 fn chain(c: &mut Call) -> Result<Value, Diagnostic> {

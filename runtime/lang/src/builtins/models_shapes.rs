@@ -13,7 +13,7 @@ use super::site::CallSite;
 use mlpl_diag::code;
 use std::sync::Arc;
 
-use crate::check::abstract_value::{AbsArray, AbsValue};
+use crate::check::abstract_value::{AbsArray, AbsValue, Dim};
 use crate::check::ctx::ShapeCtx;
 use crate::check::models::{self, AbsModel, Forward};
 use crate::nn::layers::{
@@ -117,9 +117,20 @@ pub fn generate(c: &mut ShapeCtx) -> Rule {
     if c.has(5) {
         c.seed(5)?;
     }
-    Ok(AbsValue::Array(match n {
-        Some(n) => AbsArray::of_shape(&[n]),
-        None => AbsArray::unknown(),
+    let stop = c.has(6);
+    if stop {
+        dim(c, 6)?;
+    }
+    // With a stop id the number of steps is known at run time only.
+    let steps = match n {
+        Some(n) if !stop => Dim::Known(n),
+        _ => Dim::Unknown,
+    };
+    let prompt = c.value(1).as_array().and_then(|a| a.dims.clone());
+    Ok(AbsValue::Array(match prompt {
+        Some(d) if d.len() == 1 => AbsArray::of_dims(vec![steps]),
+        Some(d) if d.len() == 2 => AbsArray::of_dims(vec![d[0].clone(), steps]),
+        _ => AbsArray::unknown(),
     }))
 }
 
@@ -184,13 +195,27 @@ fn attention_like(c: &mut ShapeCtx, causal: bool) -> Rule {
     } else {
         None
     };
-    let (Some(bias), qk) = (switch(c, 6, false)?, eps(c, 7, 0.0)?) else {
+    let Some(bias) = switch(c, 6, false)? else {
         return unknown_model();
     };
-    let qk_norm = match (c.has(7), qk) {
-        (false, _) => None,
-        (true, Some(e)) => Some(e),
-        (true, None) => return unknown_model(),
+    let qk_norm = if c.has(7) {
+        match c.scalar(7)? {
+            Some(v) => super::site::qk_norm_value(c, 7, v)?,
+            None => return unknown_model(),
+        }
+    } else {
+        None
+    };
+    let Some(sinks) = switch(c, 8, false)? else {
+        return unknown_model();
+    };
+    let window = if c.has(9) {
+        match c.scalar(9)? {
+            Some(v) => super::site::window_value(c, 9, v)?,
+            None => return unknown_model(),
+        }
+    } else {
+        None
     };
     model(Layer::Attention(Attention {
         id: c.fresh_id(),
@@ -202,6 +227,8 @@ fn attention_like(c: &mut ShapeCtx, causal: bool) -> Rule {
         hd,
         bias,
         qk_norm,
+        sinks,
+        window,
     }))
 }
 
@@ -356,13 +383,73 @@ pub fn moe(c: &mut ShapeCtx) -> Rule {
         super::site::check_positive_size(c, 3, h)?;
     }
     c.seed(4)?;
-    match (d, experts, k, hidden) {
-        (Some(d), Some(experts), Some(top_k), Some(hidden)) => model(Layer::Moe(Moe {
+    let bias = switch(c, 5, false)?;
+    let alpha = if c.has(6) { c.scalar(6)? } else { Some(0.0) };
+    let limit = if c.has(7) {
+        c.scalar(7)?.map(Some)
+    } else {
+        Some(None)
+    };
+    let gate = match (alpha, limit) {
+        (Some(a), Some(l)) => Some(super::site::moe_gate(c, a, l)?),
+        _ => None,
+    };
+    let softmax_after = switch(c, 8, false)?;
+    match (d, experts, k, hidden, bias, gate, softmax_after) {
+        (
+            Some(d),
+            Some(experts),
+            Some(top_k),
+            Some(hidden),
+            Some(bias),
+            Some(gate),
+            Some(softmax_after),
+        ) => model(Layer::Moe(Moe {
             id: c.fresh_id(),
             d,
             experts,
             top_k,
             hidden,
+            bias,
+            gate,
+            softmax_after,
+        })),
+        _ => unknown_model(),
+    }
+}
+
+/// `yarn_rope(head_dim, base, factor, original [, beta_fast [, beta_slow [,
+/// truncate]]])`: `rope`'s checks, and E0401 unless the YaRN numbers are
+/// valid.
+pub fn yarn_rope(c: &mut ShapeCtx) -> Rule {
+    let n = dim(c, 0)?;
+    if let Some(n) = n {
+        super::site::check_rope_size(c, 0, n)?;
+    }
+    let base = c.scalar(1)?;
+    if let Some(b) = base {
+        super::site::check_rope_base(c, 1, b)?;
+    }
+    let mut v = [0.0, 0.0, 32.0, 1.0];
+    let mut known = true;
+    for (k, x) in v.iter_mut().enumerate() {
+        if c.has(2 + k) {
+            match c.scalar(2 + k)? {
+                Some(s) => *x = s,
+                None => known = false,
+            }
+        }
+    }
+    let truncate = switch(c, 6, true)?;
+    let (Some(truncate), true) = (truncate, known) else {
+        return unknown_model();
+    };
+    let scaling = super::site::check_yarn(c, v, truncate)?;
+    match (n, base) {
+        (Some(head_dim), Some(base)) => model(Layer::Rope(Rope {
+            head_dim,
+            base,
+            scaling,
         })),
         _ => unknown_model(),
     }

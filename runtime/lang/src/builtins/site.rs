@@ -199,12 +199,13 @@ pub fn rope_argument(
             )
             .help(format!("pass `rope({hd}, 10000)`")));
     };
-    if r.head_dim != hd {
+    if r.head_dim > hd {
         return Err(dim_error(
             c,
             i,
-            format!("rope size {} differs from the head width {hd}", r.head_dim),
-        ));
+            format!("rope size {} exceeds the head width {hd}", r.head_dim),
+        )
+        .note("a rope narrower than the heads rotates their first entries (partial rotary)"));
     }
     Ok(*r)
 }
@@ -284,6 +285,71 @@ pub fn check_eps(c: &impl CallSite, i: usize, eps: f64) -> Result<f64, Diagnosti
             .help("norm epsilons are small positive numbers such as 1e-5 or 1e-6"));
     }
     Ok(eps)
+}
+
+/// An attention layer's q/k norm argument `i`: 0 for none, else an epsilon
+/// (finite, > 0, E0401).
+pub fn qk_norm_value(c: &impl CallSite, i: usize, v: f64) -> Result<Option<f64>, Diagnostic> {
+    if v == 0.0 {
+        return Ok(None);
+    }
+    check_eps(c, i, v).map(Some)
+}
+
+/// An attention layer's sliding window argument `i`: 0 for none, else the
+/// number of positions a query sees (E0213 unless a non-negative integer).
+pub fn window_value(c: &impl CallSite, i: usize, v: f64) -> Result<Option<usize>, Diagnostic> {
+    let w = size_argument(c, i, v)?;
+    Ok((w > 0).then_some(w))
+}
+
+/// `moe`'s expert activation from alpha (argument 6) and limit (argument 7):
+/// alpha 0 is SwiGLU, alpha > 0 GPT-OSS's clamped form with limit > 0 (both
+/// finite, E0401).
+pub fn moe_gate(
+    c: &impl CallSite,
+    alpha: f64,
+    limit: Option<f64>,
+) -> Result<crate::nn::layers::MoeGate, Diagnostic> {
+    if alpha == 0.0 {
+        return Ok(crate::nn::layers::MoeGate::Silu);
+    }
+    if !(alpha.is_finite() && alpha > 0.0) {
+        return Err(c.invalid(6, "alpha must be 0 (SwiGLU) or a finite number > 0"));
+    }
+    let Some(limit) = limit else {
+        return Err(c
+            .invalid(6, "the clamped gated activation needs a limit")
+            .help("write `moe(d, experts, top_k, hidden, seed, 1, 1.702, 7)` (GPT-OSS)"));
+    };
+    if !(limit.is_finite() && limit > 0.0) {
+        return Err(c.invalid(7, "limit must be a finite number > 0"));
+    }
+    Ok(crate::nn::layers::MoeGate::Clamped { alpha, limit })
+}
+
+/// E0401 unless `yarn_rope`'s factor (argument 2), original (3), beta_fast
+/// (4) and beta_slow (5) are finite numbers > 0 with beta_fast > beta_slow;
+/// `truncate` (6) is a switch checked by the caller.
+pub fn check_yarn(
+    c: &impl CallSite,
+    v: [f64; 4],
+    truncate: bool,
+) -> Result<crate::nn::layers::RopeScaling, Diagnostic> {
+    for (k, x) in v.iter().enumerate() {
+        if !(x.is_finite() && *x > 0.0) {
+            return Err(c.invalid(
+                2 + k,
+                format!("{} must be a finite number > 0", c.param_name(2 + k)),
+            ));
+        }
+    }
+    if v[2] <= v[3] {
+        return Err(c.invalid(4, "beta_fast must be greater than beta_slow"));
+    }
+    Ok(crate::nn::layers::RopeScaling::yarn(
+        v[0], v[1], v[2], v[3], truncate,
+    ))
 }
 
 /// E0401 unless `rope`'s Llama 3.1 scaling (arguments 2 to 5: factor, low,

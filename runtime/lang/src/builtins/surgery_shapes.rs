@@ -61,13 +61,7 @@ fn copy(layer: &Layer, lora: Option<(usize, f64)>, id: &mut dyn FnMut() -> u64) 
         Layer::Dropout(d) => Layer::Dropout(*d),
         Layer::SwiGlu(s) => Layer::SwiGlu(crate::nn::layers::SwiGlu { id: id(), ..*s }),
         Layer::Rope(r) => Layer::Rope(*r),
-        Layer::Moe(m) => Layer::Moe(crate::nn::layers::Moe {
-            id: id(),
-            d: m.d,
-            experts: m.experts,
-            top_k: m.top_k,
-            hidden: m.hidden,
-        }),
+        Layer::Moe(m) => Layer::Moe(crate::nn::layers::Moe { id: id(), ..*m }),
         Layer::Engram(g) => Layer::Engram(crate::nn::layers::Engram { id: id(), ..*g }),
         Layer::Chain(children) => Layer::Chain(
             children

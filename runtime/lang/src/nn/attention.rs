@@ -5,7 +5,10 @@
 //! consecutive query heads of a group broadcast against their shared key/value
 //! head. Rotary embeddings (§11.4) rotate queries and keys before the scores.
 //! Scaling, the causal mask and the softmax run as one fused backend kernel
-//! (`masked_softmax`), forward and backward.
+//! (`masked_softmax`), forward and backward. A layer with sinks or a sliding
+//! window composes the same softmax from ordinary operations instead: the
+//! scaled scores plus a constant mask, each head's sink logit joined as one
+//! more column, the softmax, and that column sliced off again (GPT-OSS).
 
 use mlpl_devices::BinaryOp;
 
@@ -99,7 +102,21 @@ pub fn forward(
     if a.causal && past > 0 && t > 1 {
         return Err(f.wrong_input(layer, "one new position per cached step", x));
     }
-    let probs = probabilities(f, &scores, divisor, causal)?;
+    let probs = if a.sinks || a.window.is_some() {
+        let sinks = if a.sinks {
+            Some(f.weight(&n("s"), &[h])?)
+        } else {
+            None
+        };
+        let mask = Mask {
+            causal,
+            window: a.window,
+            past,
+        };
+        with_sinks(f, &scores, divisor, mask, sinks.as_ref(), [b, kv, g])?
+    } else {
+        probabilities(f, &scores, divisor, causal)?
+    };
     if f.capture && f.weights.is_none() {
         // `[T, T]` for one head, `[heads, T, T]` otherwise, with a leading `B`
         // axis for a batched input (LANGUAGE §10.13).
@@ -146,6 +163,71 @@ fn probabilities(
         ),
     };
     Ok(out.with_placement(placement))
+}
+
+/// Which keys a query sees: those at or before it when `causal`, and within
+/// the last `window` positions when there is one; the queries are the
+/// positions after `past` cached ones.
+#[derive(Clone, Copy)]
+struct Mask {
+    causal: bool,
+    window: Option<usize>,
+    past: usize,
+}
+
+/// What is added to a masked score: exp of it after the softmax's shift is 0
+/// in float32, and adding it to a finite score gives itself.
+const MASKED: f64 = -1e30;
+
+impl Mask {
+    /// The additive mask `[T, Tk]`: 0 where query row r (position past + r)
+    /// sees key column c, [`MASKED`] elsewhere.
+    fn additive(&self, t: usize, tk: usize) -> Array {
+        let mut m = Vec::with_capacity(t * tk);
+        for r in 0..t {
+            let q = self.past + r;
+            for k in 0..tk {
+                let after = self.causal && k > q;
+                let outside = self.window.is_some_and(|w| k + w <= q);
+                m.push(if after || outside { MASKED } else { 0.0 });
+            }
+        }
+        Array::from_f64(vec![t, tk], &m)
+    }
+}
+
+/// softmax over the last axis of `scores / divisor` masked by `mask`, with
+/// each head's sink logit (`sinks` `[heads]`, heads = kv·g) in the
+/// denominator when given: scores `[B, kv, g, T, Tk]` plus the sink as column
+/// Tk, softmax, column Tk dropped. All ordinary differentiable operations.
+fn with_sinks(
+    f: &mut Forward<'_>,
+    scores: &Array,
+    divisor: f32,
+    mask: Mask,
+    sinks: Option<&Array>,
+    [b, kv, g]: [usize; 3],
+) -> Result<Array, Diagnostic> {
+    let s = scores.shape().to_vec();
+    let (t, tk) = (s[3], s[4]);
+    let scaled = ops::arith(
+        f.it,
+        BinaryOp::Div,
+        scores,
+        &Array::exact(divisor as f64),
+        f.span,
+    )?;
+    let masked = ops::arith(f.it, BinaryOp::Add, &scaled, &mask.additive(t, tk), f.span)?;
+    let Some(sinks) = sinks else {
+        return ops::softmax(f.it, &masked, 4, false, f.span);
+    };
+    // [heads] → [1, kv, g, 1, 1], broadcast to [B, kv, g, T, 1].
+    let sk = ops::reshape(f.it, sinks, vec![1, kv, g, 1, 1], f.span)?;
+    let zeros = Array::from_vec(vec![b, kv, g, t, 1], vec![0.0; b * kv * g * t]);
+    let sk = ops::arith(f.it, BinaryOp::Add, &zeros, &sk, f.span)?;
+    let joined = ops::concat_axis(f.it, &masked, &sk, 4, f.span)?;
+    let p = ops::softmax(f.it, &joined, 4, false, f.span)?;
+    ops::slice(f.it, &p, 4, 0, 1, tk, f.span)
 }
 
 /// `[B·T, n·hd]` → `[B, n, T, hd]`.

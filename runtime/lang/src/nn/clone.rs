@@ -103,10 +103,7 @@ fn clone_node(it: &mut Interp, layer: &Layer, done: &mut Done) -> Layer {
         }),
         Layer::Moe(m) => Layer::Moe(Moe {
             id: next_id(it),
-            d: m.d,
-            experts: m.experts,
-            top_k: m.top_k,
-            hidden: m.hidden,
+            ..*m
         }),
         Layer::Engram(g) => Layer::Engram(Engram {
             id: next_id(it),

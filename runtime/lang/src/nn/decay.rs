@@ -9,7 +9,8 @@ use super::ParamSpec;
 pub enum ParamClass {
     /// A weight matrix (or tensor) of a layer, or a `param[…]` variable.
     Weight,
-    /// A layer's additive bias.
+    /// A layer's additive bias (attention sinks, additive logits, count as
+    /// biases).
     Bias,
     /// A normalisation layer's gain or bias.
     Norm,
@@ -23,7 +24,9 @@ impl ParamClass {
         match (spec.kind, spec.role) {
             ("rms_norm" | "layer_norm", _) | ("attention", "qn" | "kn") => ParamClass::Norm,
             ("embed" | "pos_embed", _) => ParamClass::Embedding,
-            (_, "b") | ("attention", "bq" | "bk" | "bv" | "bo") => ParamClass::Bias,
+            (_, "b")
+            | ("attention", "bq" | "bk" | "bv" | "bo" | "s")
+            | ("moe", "bR" | "bg" | "bu" | "bd") => ParamClass::Bias,
             _ => ParamClass::Weight,
         }
     }

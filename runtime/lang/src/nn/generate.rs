@@ -5,6 +5,12 @@
 //! sequence again. Greedy (temperature 0) takes the first maximum; otherwise
 //! the token is drawn from softmax(logits / temperature), optionally among the
 //! top_k logits only, with the seed of step i being `seed + i`.
+//!
+//! A batch of prompts `[B, T]` is decoded together (one cache, every row one
+//! position a step; row r's draws seeded `seed + r·n + i`, so row 0 draws as a
+//! single prompt does). With a stop token, a row that has produced it is
+//! finished: decoding ends when every row is, and the finished rows are padded
+//! with the stop token.
 
 use std::collections::HashMap;
 
@@ -76,47 +82,74 @@ pub struct Decoding {
     pub top_k: usize,
     /// The seed of the first draw.
     pub seed: u64,
+    /// The token that ends a row, if any.
+    pub stop: Option<u32>,
 }
 
-/// The `n` token ids that follow `ids` `[T]` under `model`, whose output must
-/// be logits `[T, V]`.
+/// The token ids that follow the prompt ids `prompt` (`[T]`, or `[B, T]` for
+/// a batch) under `model`, whose output must be logits `[…, T, V]`: `[n]` (or
+/// `[B, n]`) of them, or fewer steps `m` when every row has produced the stop
+/// token. Returns the ids row by row and m.
 pub fn generate(
     it: &mut Interp,
     model: &Layer,
-    ids: &[f32],
+    prompt: &Array,
     n: usize,
     how: Decoding,
     span: Span,
     x_span: Span,
-) -> Result<Vec<f32>, Diagnostic> {
+) -> Result<(Vec<f32>, usize), Diagnostic> {
     let mut f = Forward {
         cache: Some(KvCache::default()),
         ..Forward::new(it, span, x_span)
     };
-    let mut out = Vec::with_capacity(n);
-    let mut step = Array::from_vec(vec![ids.len()], ids.to_vec());
+    let batched = prompt.rank() == 2;
+    let rows = if batched { prompt.shape()[0] } else { 1 };
+    let mut out: Vec<Vec<f32>> = vec![Vec::with_capacity(n); rows];
+    let mut done = vec![false; rows];
+    let mut step = Array::from_vec(prompt.shape().to_vec(), prompt.to_f32());
     for i in 0..n {
+        if done.iter().all(|&d| d) {
+            break;
+        }
         f.it.check_cancel(span)?;
         let logits = f.layer(model, &step)?;
-        let t = step.numel();
+        let t = *step.shape().last().unwrap_or(&0);
         if let Some(c) = f.cache.as_mut() {
             c.pos += t;
         }
         let s = logits.shape().to_vec();
         let v = *s.last().unwrap_or(&0);
         let all = logits.to_f32();
-        let last = &all[all.len().saturating_sub(v)..];
-        let pick = if how.top_k > 0 && how.top_k < v {
-            sampling::top_k(last, how.top_k).map_err(|e| sampling_error(span, e))?
-        } else {
-            last.to_vec()
-        };
-        let next = sampling::sample(&pick, how.temperature, how.seed.wrapping_add(i as u64))
-            .map_err(|e| sampling_error(span, e))?;
-        out.push(next as f32);
-        step = Array::from_vec(vec![1], vec![next as f32]);
+        let per_row = all.len() / rows.max(1);
+        let mut next_ids = Vec::with_capacity(rows);
+        for (r, row) in out.iter_mut().enumerate() {
+            let end = (r + 1) * per_row;
+            let last = &all[end.saturating_sub(v)..end];
+            let next = if done[r] {
+                how.stop.unwrap_or(0)
+            } else {
+                let pick = if how.top_k > 0 && how.top_k < v {
+                    sampling::top_k(last, how.top_k).map_err(|e| sampling_error(span, e))?
+                } else {
+                    last.to_vec()
+                };
+                let seed = how
+                    .seed
+                    .wrapping_add((r as u64).wrapping_mul(n as u64))
+                    .wrapping_add(i as u64);
+                sampling::sample(&pick, how.temperature, seed)
+                    .map_err(|e| sampling_error(span, e))? as u32
+            };
+            done[r] |= how.stop == Some(next);
+            row.push(next as f32);
+            next_ids.push(next as f32);
+        }
+        let shape = if batched { vec![rows, 1] } else { vec![1] };
+        step = Array::from_vec(shape, next_ids);
     }
-    Ok(out)
+    let m = out.first().map_or(0, Vec::len);
+    Ok((out.concat(), m))
 }
 
 fn sampling_error(span: Span, e: sampling::SamplingError) -> Diagnostic {

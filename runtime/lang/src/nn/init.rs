@@ -142,30 +142,21 @@ pub fn swiglu(it: &mut Interp, d: usize, hidden: usize, seed: u64) -> Layer {
     layer
 }
 
-/// `moe(d, experts, top_k, hidden, seed)`: R, Wg, Wu = randn(seed + 0, 1, 2)/√d,
-/// Wd = randn(seed + 3)/√hidden.
-pub fn moe(
-    it: &mut Interp,
-    d: usize,
-    experts: usize,
-    top_k: usize,
-    hidden: usize,
-    seed: u64,
-) -> Layer {
+/// `moe(d, experts, top_k, hidden, seed [, …])`: R, Wg, Wu = randn(seed + 0,
+/// 1, 2)/√d, Wd = randn(seed + 3)/√hidden, the biases (when it has them) 0.
+pub fn moe(it: &mut Interp, m: Moe, seed: u64) -> Layer {
+    let (d, hidden) = (m.d, m.hidden);
     let layer = Layer::Moe(Moe {
         id: next_id(it),
-        d,
-        experts,
-        top_k,
-        hidden,
+        ..m
     });
     let scales = [inv_sqrt(d), inv_sqrt(d), inv_sqrt(d), inv_sqrt(hidden)];
     for (i, p) in layer.own_params().into_iter().enumerate() {
-        bind_param(
-            it,
-            &p.name,
-            randn_scaled(seed.wrapping_add(i as u64), &p.shape, scales[i]),
-        );
+        let value = match scales.get(i) {
+            Some(&s) => randn_scaled(seed.wrapping_add(i as u64), &p.shape, s),
+            None => filled(&p.shape, 0.0),
+        };
+        bind_param(it, &p.name, value);
     }
     layer
 }

@@ -178,6 +178,12 @@ pub struct Attention {
     /// The epsilon of the per-head RMS norms (with gains) of queries and keys,
     /// when the layer has them (Qwen 3's q/k norm).
     pub qk_norm: Option<f64>,
+    /// Whether each head has a learned sink logit `s` in its softmax's
+    /// denominator (GPT-OSS).
+    pub sinks: bool,
+    /// The sliding window: a query at position q sees the keys at positions
+    /// q − window < k ≤ q (with `causal`), when the layer has one.
+    pub window: Option<usize>,
 }
 
 impl Attention {
@@ -192,8 +198,8 @@ impl Attention {
     }
 
     /// The parameter names of this layer, in parameter order: Wq, Wk, Wv, Wo,
-    /// then the biases bq, bk, bv, bo and the q/k norm gains qn, kn when it
-    /// has them.
+    /// then the biases bq, bk, bv, bo, the q/k norm gains qn, kn and the
+    /// sinks s when it has them.
     pub fn param_name(&self, role: &str) -> String {
         format!("__attn_{role}_{}", self.id)
     }
@@ -285,6 +291,66 @@ pub enum RopeScaling {
         /// The original context length.
         original: f64,
     },
+    /// YaRN, as `transformers` computes it: θ_i blended between θ_i (high
+    /// frequencies, extrapolated) and θ_i / factor (low frequencies,
+    /// interpolated) by a linear ramp over the correction range of
+    /// `beta_fast` and `beta_slow` rotations in `original` positions; cosines
+    /// and sines are multiplied by `attention`.
+    Yarn {
+        /// The context extension factor.
+        factor: f64,
+        /// The original context length.
+        original: f64,
+        /// Rotations bounding the extrapolated band (32 unless given).
+        beta_fast: f64,
+        /// Rotations bounding the interpolated band (1 unless given).
+        beta_slow: f64,
+        /// Whether the correction range is rounded outwards to whole dimensions.
+        truncate: bool,
+        /// The attention factor multiplying cos and sin (0.1·ln(factor) + 1).
+        attention: f64,
+    },
+}
+
+impl RopeScaling {
+    /// YaRN's scaling with its attention factor derived from `factor` as
+    /// `transformers` does (0.1·ln(factor) + 1, 1 for factor ≤ 1).
+    pub fn yarn(
+        factor: f64,
+        original: f64,
+        beta_fast: f64,
+        beta_slow: f64,
+        truncate: bool,
+    ) -> Self {
+        let attention = if factor <= 1.0 {
+            1.0
+        } else {
+            0.1 * mlpl_devices::math::log(factor) + 1.0
+        };
+        RopeScaling::Yarn {
+            factor,
+            original,
+            beta_fast,
+            beta_slow,
+            truncate,
+            attention,
+        }
+    }
+}
+
+/// The experts' gated activation of a `moe` layer.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum MoeGate {
+    /// SwiGLU: silu(g) ⊙ u.
+    Silu,
+    /// GPT-OSS's clamped form: g' = min(g, limit), u' = clamp(u, −limit,
+    /// limit), (u' + 1) ⊙ g'·sigmoid(alpha·g').
+    Clamped {
+        /// The sigmoid's gain.
+        alpha: f64,
+        /// The clamp.
+        limit: f64,
+    },
 }
 
 /// A `moe` layer: R `[d, E]`, Wg, Wu `[E, d, hidden]`, Wd `[E, hidden, d]`.
@@ -300,6 +366,14 @@ pub struct Moe {
     pub top_k: usize,
     /// Hidden width of each expert.
     pub hidden: usize,
+    /// Whether the router and the experts have biases: bR `[1, E]`, bg, bu
+    /// `[E, 1, hidden]`, bd `[E, 1, d]`.
+    pub bias: bool,
+    /// The experts' gated activation.
+    pub gate: MoeGate,
+    /// Whether the gates are the softmax of the chosen experts' logits
+    /// (GPT-OSS) rather than the router's softmax renormalised over them.
+    pub softmax_after: bool,
 }
 
 /// An Engram conditional memory layer (docs/language.md, "Engram conditional
@@ -530,6 +604,9 @@ impl Layer {
                     v.push(spec(n("qn"), "attention", "qn", vec![a.head_dim()]));
                     v.push(spec(n("kn"), "attention", "kn", vec![a.head_dim()]));
                 }
+                if a.sinks {
+                    v.push(spec(n("s"), "attention", "s", vec![a.heads]));
+                }
                 v
             }
             Layer::RmsNorm(r) => match r.gain {
@@ -566,12 +643,21 @@ impl Layer {
             Layer::Moe(m) => {
                 let k = m.id;
                 let (e, d, h) = (m.experts, m.d, m.hidden);
-                vec![
+                let mut v = vec![
                     spec(format!("__moe_R_{k}"), "moe", "R", vec![d, e]),
                     spec(format!("__moe_Wg_{k}"), "moe", "Wg", vec![e, d, h]),
                     spec(format!("__moe_Wu_{k}"), "moe", "Wu", vec![e, d, h]),
                     spec(format!("__moe_Wd_{k}"), "moe", "Wd", vec![e, h, d]),
-                ]
+                ];
+                if m.bias {
+                    v.extend([
+                        spec(format!("__moe_bR_{k}"), "moe", "bR", vec![1, e]),
+                        spec(format!("__moe_bg_{k}"), "moe", "bg", vec![e, 1, h]),
+                        spec(format!("__moe_bu_{k}"), "moe", "bu", vec![e, 1, h]),
+                        spec(format!("__moe_bd_{k}"), "moe", "bd", vec![e, 1, d]),
+                    ]);
+                }
+                v
             }
             Layer::Engram(g) => {
                 let k = g.id;
@@ -636,6 +722,12 @@ impl Layer {
                 if let Some(eps) = a.qk_norm {
                     extra += &format!(", qk_norm = {}", crate::display::format_f64(eps));
                 }
+                if a.sinks {
+                    extra += ", sinks = 1";
+                }
+                if let Some(w) = a.window {
+                    extra += &format!(", window = {w}");
+                }
                 format!("{name}({}, {}{extra})", a.d, a.heads)
             }
             Layer::RmsNorm(r) => match r.gain {
@@ -671,7 +763,26 @@ impl Layer {
                 r.head_dim,
                 crate::display::format_f64(r.base)
             ),
-            Layer::Moe(m) => format!("moe({}, {}, {}, {})", m.d, m.experts, m.top_k, m.hidden),
+            Layer::Moe(m) => {
+                let mut extra = String::new();
+                if m.bias {
+                    extra += ", bias = 1";
+                }
+                if let MoeGate::Clamped { alpha, limit } = m.gate {
+                    extra += &format!(
+                        ", alpha = {}, limit = {}",
+                        crate::display::format_f64(alpha),
+                        crate::display::format_f64(limit)
+                    );
+                }
+                if m.softmax_after {
+                    extra += ", softmax after top-k";
+                }
+                format!(
+                    "moe({}, {}, {}, {}{extra})",
+                    m.d, m.experts, m.top_k, m.hidden
+                )
+            }
             Layer::Engram(g) => match g.vocab {
                 Some(v) => format!("engram_embed({v}, {}, {}, {})", g.d, g.rows, g.heads),
                 None => format!("engram({}, {}, {})", g.d, g.rows, g.heads),

@@ -15,8 +15,8 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::layers::{
-    Activation, Attention, Dropout, Embed, Engram, Layer, LayerNorm, Linear, Lora, Moe, PosEmbed,
-    RmsNorm, Rope, RopeScaling, SwiGlu,
+    Activation, Attention, Dropout, Embed, Engram, Layer, LayerNorm, Linear, Lora, Moe, MoeGate,
+    PosEmbed, RmsNorm, Rope, RopeScaling, SwiGlu,
 };
 
 /// One saved layer node. Children are indices of earlier nodes of the same table.
@@ -106,6 +106,15 @@ pub enum LayerRecord {
         /// The q/k norm epsilon, if the layer has q/k norms.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         qk_norm: Option<f64>,
+        /// YaRN scaling `[factor, original, beta_fast, beta_slow, truncate]`, if any.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rope_yarn: Option<[f64; 5]>,
+        /// Per-head sinks.
+        #[serde(default, skip_serializing_if = "is_false")]
+        sinks: bool,
+        /// The sliding window, if any.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        window: Option<usize>,
     },
     /// `rms_norm(dim [, 1])`.
     RmsNorm {
@@ -157,6 +166,9 @@ pub enum LayerRecord {
         /// The scaling `[factor, low, high, original]` (Llama 3.1), if any.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         scaling: Option<[f64; 4]>,
+        /// YaRN scaling `[factor, original, beta_fast, beta_slow, truncate]`, if any.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        yarn: Option<[f64; 5]>,
     },
     /// `moe(d, experts, top_k, hidden)`.
     Moe {
@@ -170,6 +182,15 @@ pub enum LayerRecord {
         top_k: usize,
         /// Hidden width of an expert.
         hidden: usize,
+        /// Router and expert biases.
+        #[serde(default, skip_serializing_if = "is_false")]
+        bias: bool,
+        /// The clamped gated activation's `[alpha, limit]`, if it has it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        clamped: Option<[f64; 2]>,
+        /// Softmax after top-k.
+        #[serde(default, skip_serializing_if = "is_false")]
+        softmax_after: bool,
     },
     /// `engram(d, rows, heads)` or `engram_embed(vocab, d, rows, heads)`.
     Engram {
@@ -273,6 +294,9 @@ impl ModelWriter {
                 head_dim: (a.hd * a.heads != a.d).then_some(a.hd),
                 bias: a.bias,
                 qk_norm: a.qk_norm,
+                rope_yarn: a.rope.and_then(|r| yarn_record(r.scaling)),
+                sinks: a.sinks,
+                window: a.window,
             },
             Layer::RmsNorm(r) => LayerRecord::RmsNorm {
                 dim: r.dim,
@@ -300,6 +324,7 @@ impl ModelWriter {
                 head_dim: r.head_dim,
                 base: r.base,
                 scaling: scaling_record(r.scaling),
+                yarn: yarn_record(r.scaling),
             },
             Layer::Moe(m) => LayerRecord::Moe {
                 id: m.id,
@@ -307,6 +332,12 @@ impl ModelWriter {
                 experts: m.experts,
                 top_k: m.top_k,
                 hidden: m.hidden,
+                bias: m.bias,
+                clamped: match m.gate {
+                    MoeGate::Silu => None,
+                    MoeGate::Clamped { alpha, limit } => Some([alpha, limit]),
+                },
+                softmax_after: m.softmax_after,
             },
             Layer::Engram(g) => LayerRecord::Engram {
                 id: g.id,
@@ -338,9 +369,29 @@ fn is_false(b: &bool) -> bool {
     !*b
 }
 
+fn yarn_record(s: RopeScaling) -> Option<[f64; 5]> {
+    match s {
+        RopeScaling::Yarn {
+            factor,
+            original,
+            beta_fast,
+            beta_slow,
+            truncate,
+            ..
+        } => Some([
+            factor,
+            original,
+            beta_fast,
+            beta_slow,
+            f64::from(u8::from(truncate)),
+        ]),
+        _ => None,
+    }
+}
+
 fn scaling_record(s: RopeScaling) -> Option<[f64; 4]> {
     match s {
-        RopeScaling::Plain => None,
+        RopeScaling::Plain | RopeScaling::Yarn { .. } => None,
         RopeScaling::Llama3 {
             factor,
             low,
@@ -350,7 +401,23 @@ fn scaling_record(s: RopeScaling) -> Option<[f64; 4]> {
     }
 }
 
-fn scaling_of(s: Option<[f64; 4]>) -> Result<RopeScaling, String> {
+fn scaling_of(s: Option<[f64; 4]>, yarn: Option<[f64; 5]>) -> Result<RopeScaling, String> {
+    if let Some([factor, original, fast, slow, truncate]) = yarn {
+        ensure(
+            [factor, original, fast, slow]
+                .iter()
+                .all(|v| v.is_finite() && *v > 0.0)
+                && fast > slow,
+            || "YaRN scaling needs finite numbers > 0 and beta_fast > beta_slow".to_string(),
+        )?;
+        return Ok(RopeScaling::yarn(
+            factor,
+            original,
+            fast,
+            slow,
+            truncate != 0.0,
+        ));
+    }
     Ok(match s {
         None => RopeScaling::Plain,
         Some([factor, low, high, original]) => {
@@ -475,7 +542,12 @@ fn ensure(ok: bool, what: impl FnOnce() -> String) -> Result<(), String> {
     }
 }
 
-fn rope_layer(head_dim: usize, base: f64, scaling: Option<[f64; 4]>) -> Result<Rope, String> {
+fn rope_layer(
+    head_dim: usize,
+    base: f64,
+    scaling: Option<[f64; 4]>,
+    yarn: Option<[f64; 5]>,
+) -> Result<Rope, String> {
     ensure(head_dim >= 2 && head_dim.is_multiple_of(2), || {
         format!("rope head_dim {head_dim} is not an even size ≥ 2")
     })?;
@@ -485,7 +557,7 @@ fn rope_layer(head_dim: usize, base: f64, scaling: Option<[f64; 4]>) -> Result<R
     Ok(Rope {
         head_dim,
         base,
-        scaling: scaling_of(scaling)?,
+        scaling: scaling_of(scaling, yarn)?,
     })
 }
 
@@ -530,6 +602,9 @@ fn rebuild_one(
             head_dim,
             bias,
             qk_norm,
+            rope_yarn,
+            sinks,
+            window,
         } => {
             ensure(heads >= 1 && (head_dim.is_some() || d % heads == 0), || {
                 format!("{heads} heads do not divide d = {d}")
@@ -544,10 +619,8 @@ fn rebuild_one(
             })?;
             let rope = match rope {
                 Some((n, base)) => {
-                    let r = rope_layer(n, base, rope_scaling)?;
-                    ensure(n == hd, || {
-                        format!("rope size {n} differs from head_dim = {hd}")
-                    })?;
+                    let r = rope_layer(n, base, rope_scaling, rope_yarn)?;
+                    ensure(n <= hd, || format!("rope size {n} exceeds head_dim = {hd}"))?;
                     Some(r)
                 }
                 None => None,
@@ -562,6 +635,8 @@ fn rebuild_one(
                 hd,
                 bias,
                 qk_norm,
+                sinks,
+                window: window.filter(|w| *w > 0),
             })
         }
         &LayerRecord::RmsNorm { dim, gain, eps } => Layer::RmsNorm(RmsNorm {
@@ -596,7 +671,8 @@ fn rebuild_one(
             head_dim,
             base,
             scaling,
-        } => Layer::Rope(rope_layer(head_dim, base, scaling)?),
+            yarn,
+        } => Layer::Rope(rope_layer(head_dim, base, scaling, yarn)?),
         &LayerRecord::Engram {
             id,
             vocab,
@@ -624,17 +700,33 @@ fn rebuild_one(
             experts,
             top_k,
             hidden,
+            bias,
+            clamped,
+            softmax_after,
         } => {
             ensure(experts >= 1 && (1..=experts).contains(&top_k), || {
                 format!("top_k = {top_k} is outside 1..={experts}")
             })?;
             ensure(hidden >= 1, || "moe hidden must be ≥ 1".to_string())?;
+            let gate = match clamped {
+                None => MoeGate::Silu,
+                Some([alpha, limit]) => {
+                    ensure(
+                        alpha.is_finite() && alpha > 0.0 && limit.is_finite() && limit > 0.0,
+                        || "moe alpha and limit must be finite numbers > 0".to_string(),
+                    )?;
+                    MoeGate::Clamped { alpha, limit }
+                }
+            };
             Layer::Moe(Moe {
                 id,
                 d,
                 experts,
                 top_k,
                 hidden,
+                bias,
+                gate,
+                softmax_after,
             })
         }
         LayerRecord::Chain { children } => Layer::Chain(
@@ -668,6 +760,12 @@ mod tests {
             experts: 2,
             top_k: 1,
             hidden: 5,
+            bias: true,
+            gate: MoeGate::Clamped {
+                alpha: 1.702,
+                limit: 7.0,
+            },
+            softmax_after: true,
         }));
         let net = Arc::new(Layer::Chain(vec![
             linear(1),
@@ -723,6 +821,8 @@ mod tests {
             hd: 6,
             bias: true,
             qk_norm: Some(1e-6),
+            sinks: true,
+            window: Some(3),
         };
         let net = Arc::new(Layer::Chain(vec![
             Arc::new(Layer::Embed(embed)),
@@ -795,6 +895,9 @@ mod tests {
                 head_dim: None,
                 bias: false,
                 qk_norm: None,
+                rope_yarn: None,
+                sinks: false,
+                window: None,
             }],
             vec![LayerRecord::Attention {
                 id: 0,
@@ -807,6 +910,9 @@ mod tests {
                 head_dim: None,
                 bias: false,
                 qk_norm: None,
+                rope_yarn: None,
+                sinks: false,
+                window: None,
             }],
             vec![LayerRecord::Moe {
                 id: 0,
@@ -814,6 +920,9 @@ mod tests {
                 experts: 2,
                 top_k: 3,
                 hidden: 1,
+                bias: false,
+                clamped: None,
+                softmax_after: false,
             }],
             vec![LayerRecord::Dropout { p: 1.0, seed: 0 }],
             vec![LayerRecord::Activation {

@@ -95,7 +95,7 @@ fn e0213_invalid_dimensions() {
         "attention(4, 3, 0)",
         "causal_attention(4, 2, 0, 0)",
         "attention(4, 4, 0, 3)",
-        "attention(8, 2, 0, 2, rope(2, 100))",
+        "attention(8, 2, 0, 2, rope(6, 100))",
         "rms_norm(-3)",
         "layer_norm(2.5)",
         "swiglu(4, 0, 0)",
@@ -191,10 +191,10 @@ fn kind_rank_and_arity_errors() {
         error_code("perturb_params(linear(1, 1, 0), 1, 1, 0)"),
         "E0302"
     );
-    let d = error_of("attention(4, 2, 0, 2, rope(2, 1), 2, 0, 1e-6, 7)");
+    let d = error_of("attention(4, 2, 0, 2, rope(2, 1), 2, 0, 1e-6, 1, 2, 7)");
     assert_eq!(d.code, "E0103");
     assert!(
-        text(&d).contains("`attention` takes 3 to 8 arguments, got 9"),
+        text(&d).contains("`attention` takes 3 to 10 arguments, got 11"),
         "{}",
         text(&d)
     );

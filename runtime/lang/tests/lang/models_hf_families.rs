@@ -234,3 +234,4 @@ macro_rules! family {
 family!(llama, "llama");
 family!(qwen3, "qwen3");
 family!(gpt2, "gpt2");
+family!(gpt_oss, "gpt_oss");

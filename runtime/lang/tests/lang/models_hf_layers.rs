@@ -50,8 +50,13 @@ fn attention_with_its_own_head_width_biases_and_qk_norm() {
     assert_eq!(eval(&format!("{src}__attn_qn_0")), "1 1 1");
     assert_eq!(error_code("causal_attention(4, 2, 1, 1, 1)"), "E0303");
     assert_eq!(
-        error_code("causal_attention(4, 2, 1, 1, 0, 3, 1, 0)"),
+        error_code("causal_attention(4, 2, 1, 1, 0, 3, 1, -1e-6)"),
         "E0401"
+    );
+    // qk_norm 0 is none (so that later arguments can be given without it).
+    assert_eq!(
+        error_code("a = causal_attention(4, 2, 1, 1, 0, 3, 1, 0)\n__attn_qn_0"),
+        "E0101"
     );
     assert_eq!(
         error_code("causal_attention(4, 2, 1, 1, rope(4, 10000), 3)"),
@@ -356,5 +361,256 @@ fn hf_save_refuses_a_model_of_no_family() {
         Some(&data),
     );
     assert_eq!(out.result.err().map(|d| d.code), Some("E0406"));
+    let _ = std::fs::remove_dir_all(&data);
+}
+
+/// Two printed arrays equal to float32 rounding (1e-6 relative to their largest entry).
+fn assert_close_text(a: &str, b: &str) {
+    let p = |s: &str| -> Vec<f64> { s.split_whitespace().map(|v| v.parse().unwrap()).collect() };
+    let (a, b) = (p(a), p(b));
+    assert_eq!(a.len(), b.len());
+    let scale = b.iter().fold(1e-30f64, |m, x| m.max(x.abs()));
+    for (x, y) in a.iter().zip(&b) {
+        assert!((x - y).abs() <= 1e-6 * scale, "{a:?} against {b:?}");
+    }
+}
+
+/// GPT-OSS's attention: sinks take probability mass (the weights of a row sum
+/// to less than 1, to 1 again with a very negative sink), and a sliding window
+/// of w zeroes every weight more than w − 1 positions back.
+#[test]
+fn attention_sinks_and_sliding_windows() {
+    let x = "reshape(iota(20), [5, 4]) / 20";
+    let sums = |src: &str| -> Vec<f64> {
+        let out = eval(&format!("{src}\nsum(attention_weights(a, {x}), 2)"));
+        out.split_whitespace().map(|v| v.parse().unwrap()).collect()
+    };
+    // Sinks start at 0: one more exp(0 − max) in each denominator.
+    let with_sinks = sums("a = causal_attention(4, 2, 3, 2, 0, 0, 0, 0, 1)");
+    assert!(
+        with_sinks.iter().all(|&s| s < 0.999 && s > 0.0),
+        "{with_sinks:?}"
+    );
+    let drained =
+        sums("a = causal_attention(4, 2, 3, 2, 0, 0, 0, 0, 1)\n__attn_s_0 = [-1000, -1000]");
+    assert!(
+        drained.iter().all(|&s| (s - 1.0).abs() < 1e-6),
+        "{drained:?}"
+    );
+    // Without sinks or a window the composed path is not taken; with window 2
+    // row q sees keys q − 1 and q only.
+    let w = eval(&format!(
+        "a = causal_attention(4, 1, 3, 1, 0, 0, 0, 0, 0, 2)\nattention_weights(a, {x})"
+    ));
+    let w: Vec<f64> = w.split_whitespace().map(|v| v.parse().unwrap()).collect();
+    for q in 0..5 {
+        for k in 0..5 {
+            let seen = k <= q && k + 2 > q;
+            assert_eq!(w[q * 5 + k] != 0.0, seen, "row {q}, key {k}: {w:?}");
+        }
+    }
+    // A window as wide as the sequence is plain causal attention.
+    assert_close_text(
+        &eval(&format!(
+            "apply(causal_attention(4, 2, 3, 2, 0, 0, 0, 0, 0, 5), {x})"
+        )),
+        &eval(&format!("apply(causal_attention(4, 2, 3), {x})")),
+    );
+    assert_eq!(
+        error_code("causal_attention(4, 2, 3, 2, 0, 0, 0, 0, 2)"),
+        "E0401"
+    );
+    assert_eq!(
+        error_code("causal_attention(4, 2, 3, 2, 0, 0, 0, 0, 0, -1)"),
+        "E0213"
+    );
+}
+
+/// Partial rotary: a rope narrower than the heads rotates their first entries
+/// and leaves the rest, so the output differs from both no rope and a full
+/// rope, and a rope wider than the heads is refused.
+#[test]
+fn partial_rotary_rotates_the_first_entries_of_each_head() {
+    let x = "reshape(iota(24), [4, 6]) / 24";
+    let none = eval(&format!("apply(causal_attention(6, 1, 2), {x})"));
+    let partial = eval(&format!(
+        "apply(causal_attention(6, 1, 2, 1, rope(2, 100)), {x})"
+    ));
+    let full = eval(&format!(
+        "apply(causal_attention(6, 1, 2, 1, rope(6, 100)), {x})"
+    ));
+    assert_ne!(partial, none);
+    assert_ne!(partial, full);
+    // The rotation itself: the first 2 of 6 entries rotated as rope(2) rotates
+    // them, the other 4 passed through.
+    let mut it = Interp::new(Workspace::new());
+    let r = mlpl_lang::nn::layers::Rope {
+        head_dim: 2,
+        base: 100.0,
+        scaling: mlpl_lang::nn::layers::RopeScaling::Plain,
+    };
+    let xs: Vec<f32> = (0..18).map(|i| i as f32 / 18.0).collect();
+    let x6 = mlpl_lang::value::Array::from_vec(vec![3, 6], xs.clone());
+    let span = mlpl_diag::Span::default();
+    let mut f = mlpl_lang::nn::apply::Forward::new(&mut it, span, span);
+    let got = mlpl_lang::nn::rope::rotate_from(&mut f, &r, &x6, 0)
+        .unwrap()
+        .to_f64();
+    for t in 0..3 {
+        let (a, b) = (xs[t * 6] as f64, xs[t * 6 + 1] as f64);
+        let (c, s) = ((t as f64).cos(), (t as f64).sin());
+        assert!((got[t * 6] - (a * c - b * s)).abs() < 1e-6, "{got:?}");
+        assert!((got[t * 6 + 1] - (b * c + a * s)).abs() < 1e-6, "{got:?}");
+        for k in 2..6 {
+            assert_eq!(got[t * 6 + k], xs[t * 6 + k] as f64);
+        }
+    }
+    assert_eq!(
+        error_code("causal_attention(6, 1, 2, 1, rope(8, 100))"),
+        "E0213"
+    );
+}
+
+/// `yarn_rope` is `rope` with YaRN's frequencies and attention factor:
+/// position 0 is scaled by 0.1·ln(factor) + 1, and its arguments are checked.
+#[test]
+fn yarn_rope_scales_and_blends_the_frequencies() {
+    // At position 0 cos = 1, sin = 0: x times the attention factor 0.1·ln 4 + 1.
+    let y = eval("apply(yarn_rope(4, 100, 4, 64, 32, 1, 0), [[1, 1, 1, 1]])");
+    let f = 0.1 * 4f64.ln() + 1.0;
+    for v in y.split_whitespace() {
+        assert!((v.parse::<f64>().unwrap() - f).abs() < 1e-6, "{y}");
+    }
+    // Factor 1 is plain rope.
+    assert_eq!(
+        eval("apply(yarn_rope(4, 100, 1, 64), reshape(iota(8), [2, 4]))"),
+        eval("apply(rope(4, 100), reshape(iota(8), [2, 4]))")
+    );
+    assert_ne!(
+        eval("apply(yarn_rope(4, 100, 4, 64), reshape(iota(8), [2, 4]))"),
+        eval("apply(rope(4, 100), reshape(iota(8), [2, 4]))")
+    );
+    assert_eq!(error_code("yarn_rope(4, 100, 0, 64)"), "E0401");
+    assert_eq!(error_code("yarn_rope(4, 100, 4, 64, 1, 32)"), "E0401");
+    assert_eq!(error_code("yarn_rope(3, 100, 4, 64)"), "E0213");
+}
+
+/// GPT-OSS's `moe`: biases are parameters of the layer, the clamped gated
+/// activation and softmax after top-k change the output, and bad forms are
+/// refused.
+#[test]
+fn moe_biases_clamped_gate_and_softmax_after_top_k() {
+    let x = "reshape(iota(8), [2, 4]) / 8";
+    // The biases are bound and trainable.
+    assert_eq!(
+        eval("m = moe(4, 3, 2, 8, 0, 1)\nshape(__moe_bg_0)"),
+        "3 1 8"
+    );
+    let plain = eval(&format!("apply(moe(4, 3, 2, 8, 0), {x})"));
+    // Zero biases, SwiGLU and renormalised top-2 gates: the same output.
+    assert_close_text(
+        &eval(&format!("apply(moe(4, 3, 2, 8, 0, 1, 0, 7, 1), {x})")),
+        &plain,
+    );
+    assert_ne!(
+        eval(&format!("apply(moe(4, 3, 2, 8, 0, 1, 1.702, 7), {x})")),
+        plain
+    );
+    // top-1: softmax after top-k gives gate 1, before gives the probability.
+    assert_ne!(
+        eval(&format!("apply(moe(4, 3, 1, 8, 0, 0, 0, 0, 1), {x})")),
+        eval(&format!("apply(moe(4, 3, 1, 8, 0), {x})"))
+    );
+    // The experts' output bias receives a gradient.
+    let g = eval(&format!(
+        "m = moe(4, 3, 2, 8, 0, 1, 1.702, 7, 1)\nsum(abs(grad(sum(apply(m, {x}) * apply(m, {x})), __moe_bd_0)))"
+    ));
+    assert!(g.parse::<f64>().unwrap() > 0.0, "{g}");
+    assert_eq!(error_code("moe(4, 3, 2, 8, 0, 1, 1.702)"), "E0401");
+    assert_eq!(error_code("moe(4, 3, 2, 8, 0, 1, -1, 7)"), "E0401");
+    assert_eq!(error_code("moe(4, 3, 2, 8, 0, 2)"), "E0401");
+}
+
+/// `generate` with a stop token ends at it; a batch of prompts decodes each
+/// row as it would alone.
+#[test]
+fn generate_stops_at_the_stop_token_and_decodes_batches() {
+    let mut it = interp(&examples());
+    run_value(&mut it, "m = hf_model(\"llama\")\n0");
+    let free = values(run_value(&mut it, "generate(m, [5, 9, 11], 6)"));
+    let stop = free[2];
+    let first = free.iter().position(|&t| t == stop).unwrap();
+    let stopped = values(run_value(
+        &mut it,
+        &format!("generate(m, [5, 9, 11], 6, 0, 0, 0, {stop})"),
+    ));
+    assert_eq!(stopped, free[..=first].to_vec());
+    let a = values(run_value(&mut it, "generate(m, [5, 9, 11], 4)"));
+    let b = values(run_value(&mut it, "generate(m, [7, 3, 2], 4)"));
+    let batch = run_value(&mut it, "generate(m, [[5, 9, 11], [7, 3, 2]], 4)");
+    let Value::Array(batch) = batch else {
+        panic!("not an array")
+    };
+    assert_eq!(batch.shape(), &[2, 4]);
+    assert_eq!(batch.to_f64(), [a, b].concat());
+    // Sampled rows: row 0 draws as the single prompt does.
+    let s0 = values(run_value(&mut it, "generate(m, [5, 9, 11], 4, 1.2, 5, 3)"));
+    let sb = values(run_value(
+        &mut it,
+        "generate(m, [[5, 9, 11], [5, 9, 11]], 4, 1.2, 5, 3)",
+    ));
+    assert_eq!(sb[..4].to_vec(), s0);
+    assert_eq!(
+        run_in(
+            "e = embed(4, 2, 0)\ngenerate(chain(e, unembed(e)), 1, 2)",
+            None
+        )
+        .result
+        .err()
+        .map(|d| d.code),
+        Some("E0205")
+    );
+}
+
+/// `hf_save(m, dir, "bfloat16")` writes bf16 tensors (rounded to nearest
+/// even) and says so in config.json; loading them back gives those values.
+#[test]
+fn hf_save_writes_bfloat16_and_float16() {
+    let data = copy_checkpoint("gpt_oss");
+    let mut it = interp(&data);
+    let n = values(run_value(
+        &mut it,
+        "m = hf_model(\"ck\")\nhf_save(m, \"bf\", \"bfloat16\")\nhf_save(m, \"h\", \"float16\")",
+    ));
+    assert_eq!(n, vec![37.0]);
+    let original = values(run_value(&mut it, "__embed_E_0"));
+    for (dir, dtype) in [("bf", "bfloat16"), ("h", "float16")] {
+        let config = std::fs::read_to_string(data.join(dir).join("config.json")).unwrap();
+        assert!(
+            config.contains(&format!("\"dtype\": \"{dtype}\"")),
+            "{config}"
+        );
+    }
+    // The reloaded table is the bf16 rounding of the original, not the original.
+    let mut it2 = interp(&data);
+    let bf = values(run_value(&mut it2, "m = hf_model(\"bf\")\n__embed_E_0"));
+    assert_eq!(bf.len(), original.len());
+    for (b, o) in bf.iter().zip(&original) {
+        let want = f32::from_bits(
+            ((*o as f32).to_bits() + 0x7fff + (((*o as f32).to_bits() >> 16) & 1)) & 0xffff_0000,
+        );
+        assert_eq!(*b as f32, want, "{o}");
+    }
+    assert_ne!(bf, original);
+    assert_eq!(
+        run_in(
+            "e = embed(4, 2, 0)\nhf_save(chain(e, rms_norm(2, 1), unembed(e)), \"x\", \"int8\")",
+            Some(&data)
+        )
+        .result
+        .err()
+        .map(|d| d.code),
+        Some("E0401")
+    );
     let _ = std::fs::remove_dir_all(&data);
 }

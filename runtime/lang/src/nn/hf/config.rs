@@ -15,6 +15,8 @@ pub enum Family {
     Qwen3,
     /// `GPT2LMHeadModel` (`model_type` "gpt2").
     Gpt2,
+    /// `GptOssForCausalLM` (`model_type` "gpt_oss").
+    GptOss,
 }
 
 impl Family {
@@ -24,6 +26,7 @@ impl Family {
             Family::Llama => "llama",
             Family::Qwen3 => "qwen3",
             Family::Gpt2 => "gpt2",
+            Family::GptOss => "gpt_oss",
         }
     }
 
@@ -33,6 +36,7 @@ impl Family {
             Family::Llama => "LlamaForCausalLM",
             Family::Qwen3 => "Qwen3ForCausalLM",
             Family::Gpt2 => "GPT2LMHeadModel",
+            Family::GptOss => "GptOssForCausalLM",
         }
     }
 }
@@ -68,6 +72,25 @@ pub struct Config {
     pub tied: bool,
     /// Whether the attention projections have biases.
     pub attention_bias: bool,
+    /// GPT-OSS's mixture of experts and attention (None for the other families).
+    pub oss: Option<Oss>,
+}
+
+/// What GPT-OSS adds to the Llama configuration.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Oss {
+    /// `num_local_experts`.
+    pub experts: usize,
+    /// `num_experts_per_tok`.
+    pub top_k: usize,
+    /// `swiglu_alpha`.
+    pub alpha: f64,
+    /// `swiglu_limit`.
+    pub limit: f64,
+    /// `sliding_window`, when some layer slides.
+    pub window: Option<usize>,
+    /// Per layer, whether it is a `sliding_attention` layer (`layer_types`).
+    pub sliding: Vec<bool>,
 }
 
 fn size(c: &Map<String, Json>, key: &str) -> Result<usize, String> {
@@ -121,6 +144,34 @@ fn rope(c: &Map<String, Json>) -> Result<(f64, RopeScaling), String> {
         .unwrap_or("default");
     let s = match kind {
         "default" => RopeScaling::Plain,
+        "yarn" => {
+            for key in ["mscale", "mscale_all_dim"] {
+                if scaling.get(key).is_some_and(|v| !v.is_null()) {
+                    return Err(format!("YaRN's `{key}` is not supported yet"));
+                }
+            }
+            let original = number_or(scaling, "original_max_position_embeddings", 0.0)?;
+            if original <= 0.0 {
+                return Err("YaRN needs `original_max_position_embeddings`".to_string());
+            }
+            let factor = match scaling.get("factor") {
+                None | Some(Json::Null) => number_or(c, "max_position_embeddings", 0.0)? / original,
+                Some(_) => number_or(scaling, "factor", 1.0)?,
+            };
+            let fast = number_or(scaling, "beta_fast", 32.0)?;
+            let slow = number_or(scaling, "beta_slow", 1.0)?;
+            let truncate = flag_or(scaling, "truncate", true)?;
+            let mut y = RopeScaling::yarn(factor, original, fast, slow, truncate);
+            if let (RopeScaling::Yarn { attention, .. }, Some(v)) = (
+                &mut y,
+                scaling.get("attention_factor").filter(|v| !v.is_null()),
+            ) {
+                *attention = v
+                    .as_f64()
+                    .ok_or("YaRN's `attention_factor` is not a number")?;
+            }
+            y
+        }
         "llama3" => RopeScaling::Llama3 {
             factor: number_or(scaling, "factor", 8.0)?,
             low: number_or(scaling, "low_freq_factor", 1.0)?,
@@ -129,11 +180,91 @@ fn rope(c: &Map<String, Json>) -> Result<(f64, RopeScaling), String> {
         },
         other => {
             return Err(format!(
-                "rope type `{other}` is not supported yet (plain and llama3 are)"
+                "rope type `{other}` is not supported yet (default, llama3 and yarn are)"
             ))
         }
     };
     Ok((theta, s))
+}
+
+/// GPT-OSS's experts and attention pattern, `layer_types` defaulting as
+/// `GptOssConfig` does (sliding, full, sliding, …).
+fn oss(c: &Map<String, Json>, layers: usize) -> Result<Oss, String> {
+    let sliding: Vec<bool> = match c.get("layer_types") {
+        None | Some(Json::Null) => (0..layers).map(|i| (i + 1) % 2 == 1).collect(),
+        Some(Json::Array(v)) => v
+            .iter()
+            .map(|t| match t.as_str() {
+                Some("sliding_attention") => Ok(true),
+                Some("full_attention") => Ok(false),
+                _ => Err(format!(
+                    "layer type {t} is not sliding_attention or full_attention"
+                )),
+            })
+            .collect::<Result<_, _>>()?,
+        Some(_) => return Err("config.json's `layer_types` is not a list".to_string()),
+    };
+    if sliding.len() != layers {
+        return Err(format!(
+            "`layer_types` has {} entries for {layers} layers",
+            sliding.len()
+        ));
+    }
+    let window = match c.get("sliding_window") {
+        None | Some(Json::Null) => None,
+        Some(_) => Some(size(c, "sliding_window")?).filter(|w| *w > 0),
+    };
+    if window.is_none() && sliding.contains(&true) {
+        return Err("sliding layers need a `sliding_window` ≥ 1".to_string());
+    }
+    let experts = size(c, "num_local_experts")?;
+    let top_k = size(c, "num_experts_per_tok")?;
+    if experts == 0 || top_k == 0 || top_k > experts {
+        return Err(format!(
+            "num_experts_per_tok = {top_k} is outside 1..={experts} (num_local_experts)"
+        ));
+    }
+    let alpha = number_or(c, "swiglu_alpha", 1.702)?;
+    let limit = number_or(c, "swiglu_limit", 7.0)?;
+    if !(alpha > 0.0 && limit > 0.0 && alpha.is_finite() && limit.is_finite()) {
+        return Err("swiglu_alpha and swiglu_limit must be finite numbers > 0".to_string());
+    }
+    Ok(Oss {
+        experts,
+        top_k,
+        alpha,
+        limit,
+        window,
+        sliding,
+    })
+}
+
+/// The `rope_parameters` of a YaRN scaling.
+fn yarn_json(theta: f64, s: RopeScaling) -> Json {
+    let RopeScaling::Yarn {
+        factor,
+        original,
+        beta_fast,
+        beta_slow,
+        truncate,
+        attention,
+    } = s
+    else {
+        return json!({ "rope_theta": theta, "rope_type": "default" });
+    };
+    let mut r = json!({
+        "rope_theta": theta,
+        "rope_type": "yarn",
+        "factor": factor,
+        "original_max_position_embeddings": whole(original),
+        "beta_fast": beta_fast,
+        "beta_slow": beta_slow,
+        "truncate": truncate,
+    });
+    if RopeScaling::yarn(factor, original, beta_fast, beta_slow, truncate) != s {
+        r["attention_factor"] = json!(attention);
+    }
+    r
 }
 
 /// A number written as an integer when it is one (`transformers` wants
@@ -158,9 +289,10 @@ impl Config {
             "llama" => Family::Llama,
             "qwen3" => Family::Qwen3,
             "gpt2" => Family::Gpt2,
+            "gpt_oss" => Family::GptOss,
             other => {
                 return Err(format!(
-                    "model_type `{other}` is not supported (llama, qwen3 and gpt2 are; see docs/models.md)"
+                    "model_type `{other}` is not supported (llama, qwen3, gpt2 and gpt_oss are; see docs/models.md)"
                 ))
             }
         };
@@ -194,6 +326,7 @@ impl Config {
                 positions: size(c, "n_positions")?,
                 tied: flag_or(c, "tie_word_embeddings", true)?,
                 attention_bias: true,
+                oss: None,
             });
         }
         let d = size(c, "hidden_size")?;
@@ -202,7 +335,7 @@ impl Config {
             return Err("num_attention_heads is 0".to_string());
         }
         let act = c.get("hidden_act").and_then(Json::as_str).unwrap_or("silu");
-        if act != "silu" {
+        if act != "silu" && family != Family::GptOss {
             return Err(format!("hidden_act `{act}` is not supported (silu is)"));
         }
         if flag_or(c, "mlp_bias", false)? {
@@ -212,6 +345,12 @@ impl Config {
             return Err("use_sliding_window = true is not supported yet".to_string());
         }
         let (rope_theta, rope_scaling) = rope(c)?;
+        let layers = size(c, "num_hidden_layers")?;
+        let oss = if family == Family::GptOss {
+            Some(oss(c, layers)?)
+        } else {
+            None
+        };
         let default_hd = if d % heads == 0 { d / heads } else { 0 };
         let head_dim = size_or(c, "head_dim", default_hd)?;
         let kv_heads = size_or(c, "num_key_value_heads", heads)?;
@@ -227,7 +366,7 @@ impl Config {
             family,
             vocab: size(c, "vocab_size")?,
             d,
-            layers: size(c, "num_hidden_layers")?,
+            layers,
             heads,
             kv_heads,
             head_dim,
@@ -237,7 +376,8 @@ impl Config {
             rope_scaling,
             positions: size_or(c, "max_position_embeddings", 2048)?,
             tied: flag_or(c, "tie_word_embeddings", false)?,
-            attention_bias: flag_or(c, "attention_bias", false)?,
+            attention_bias: flag_or(c, "attention_bias", family == Family::GptOss)?,
+            oss,
         })
     }
 
@@ -257,7 +397,7 @@ impl Config {
                 "embd_pdrop": 0.0,
                 "attn_pdrop": 0.0,
             }),
-            Family::Llama | Family::Qwen3 => {
+            Family::Llama | Family::Qwen3 | Family::GptOss => {
                 let mut rope = json!({ "rope_theta": self.rope_theta, "rope_type": "default" });
                 if let RopeScaling::Llama3 {
                     factor,
@@ -275,7 +415,10 @@ impl Config {
                         "original_max_position_embeddings": whole(original),
                     });
                 }
-                json!({
+                if matches!(self.rope_scaling, RopeScaling::Yarn { .. }) {
+                    rope = yarn_json(self.rope_theta, self.rope_scaling);
+                }
+                let mut c = json!({
                     "hidden_size": self.d,
                     "num_attention_heads": self.heads,
                     "num_key_value_heads": self.kv_heads,
@@ -289,7 +432,33 @@ impl Config {
                     "rope_theta": self.rope_theta,
                     "rope_scaling": if self.rope_scaling == RopeScaling::Plain { Json::Null } else { rope.clone() },
                     "rope_parameters": rope,
-                })
+                });
+                if let Some(o) = &self.oss {
+                    let types: Vec<&str> = o
+                        .sliding
+                        .iter()
+                        .map(|&s| {
+                            if s {
+                                "sliding_attention"
+                            } else {
+                                "full_attention"
+                            }
+                        })
+                        .collect();
+                    let m = c.as_object_mut().expect("an object");
+                    m.remove("rope_scaling");
+                    m.insert(
+                        "rope_parameters".into(),
+                        yarn_json(self.rope_theta, self.rope_scaling),
+                    );
+                    m.insert("num_local_experts".into(), json!(o.experts));
+                    m.insert("num_experts_per_tok".into(), json!(o.top_k));
+                    m.insert("swiglu_alpha".into(), json!(o.alpha));
+                    m.insert("swiglu_limit".into(), json!(o.limit));
+                    m.insert("sliding_window".into(), json!(o.window));
+                    m.insert("layer_types".into(), json!(types));
+                }
+                c
             }
         };
         let o = c.as_object_mut().expect("an object");

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use super::config::{Config, Family};
+use super::config::{Config, Family, Oss};
 use crate::nn::layers::*;
 
 /// How a parameter sits in its checkpoint tensor.
@@ -23,6 +23,14 @@ pub enum Layout {
     Columns {
         /// The first column.
         start: usize,
+    },
+    /// Every second entry of the last axis, from `offset`: GPT-OSS's
+    /// `gate_up_proj` `[E, d, 2h]` interleaves the gate (even columns) and up
+    /// (odd columns) projections; MLPL's Wg, Wu are `[E, d, h]` (and the biases
+    /// `[E, 2h]` ↔ `[E, 1, h]`).
+    Interleaved {
+        /// 0 for the gate, 1 for up.
+        offset: usize,
     },
 }
 
@@ -78,6 +86,18 @@ pub fn build(c: &Config, id: &mut dyn FnMut() -> u64) -> Layer {
             base: c.rope_theta,
             scaling: c.rope_scaling,
         });
+        let layer = children.len().saturating_sub(1 + usize::from(gpt2)) / 2;
+        let window = c
+            .oss
+            .as_ref()
+            .and_then(|o| {
+                o.sliding
+                    .get(layer)
+                    .copied()
+                    .unwrap_or(false)
+                    .then_some(o.window)
+            })
+            .flatten();
         let attention = Layer::Attention(Attention {
             id: id(),
             d: c.d,
@@ -88,6 +108,8 @@ pub fn build(c: &Config, id: &mut dyn FnMut() -> u64) -> Layer {
             hd: c.head_dim,
             bias: c.attention_bias,
             qk_norm: (c.family == Family::Qwen3).then_some(c.eps),
+            sinks: c.family == Family::GptOss,
+            window,
         });
         let n1 = norm(id);
         children.push(Arc::new(Layer::Residual(Arc::new(Layer::Chain(vec![
@@ -113,6 +135,23 @@ pub fn build(c: &Config, id: &mut dyn FnMut() -> u64) -> Layer {
                 Arc::new(Layer::Linear(up)),
                 Arc::new(Layer::Activation(Activation::Gelu)),
                 Arc::new(Layer::Linear(down)),
+            ]
+        } else if let Some(o) = &c.oss {
+            vec![
+                n2,
+                Arc::new(Layer::Moe(Moe {
+                    id: id(),
+                    d: c.d,
+                    experts: o.experts,
+                    top_k: o.top_k,
+                    hidden: c.hidden,
+                    bias: true,
+                    gate: MoeGate::Clamped {
+                        alpha: o.alpha,
+                        limit: o.limit,
+                    },
+                    softmax_after: true,
+                })),
             ]
         } else {
             vec![
@@ -273,6 +312,15 @@ impl Planner {
                 );
             }
         }
+        if a.sinks {
+            self.bind(
+                n("s"),
+                vec![a.heads],
+                format!("{p}.sinks"),
+                Layout::Same,
+                vec![a.heads],
+            );
+        }
         if a.qk_norm.is_some() {
             self.bind(
                 n("qn"),
@@ -290,6 +338,53 @@ impl Planner {
             );
         }
         Ok(())
+    }
+
+    /// GPT-OSS's router and experts (`…mlp.router`, `…mlp.experts`).
+    fn moe(&mut self, m: &Moe, mp: &str) {
+        let (e, d, h, k) = (m.experts, m.d, m.hidden, m.id);
+        let name = |r: &str| format!("__moe_{r}_{k}");
+        self.linear_weight(name("R"), d, e, format!("{mp}.router.weight"));
+        self.bind(
+            name("bR"),
+            vec![1, e],
+            format!("{mp}.router.bias"),
+            Layout::Row,
+            vec![e],
+        );
+        let x = format!("{mp}.experts");
+        for (role, offset) in [("Wg", 0), ("Wu", 1)] {
+            self.bind(
+                name(role),
+                vec![e, d, h],
+                format!("{x}.gate_up_proj"),
+                Layout::Interleaved { offset },
+                vec![e, d, 2 * h],
+            );
+        }
+        for (role, offset) in [("bg", 0), ("bu", 1)] {
+            self.bind(
+                name(role),
+                vec![e, 1, h],
+                format!("{x}.gate_up_proj_bias"),
+                Layout::Interleaved { offset },
+                vec![e, 2 * h],
+            );
+        }
+        self.bind(
+            name("Wd"),
+            vec![e, h, d],
+            format!("{x}.down_proj"),
+            Layout::Same,
+            vec![e, h, d],
+        );
+        self.bind(
+            name("bd"),
+            vec![e, 1, d],
+            format!("{x}.down_proj_bias"),
+            Layout::Row,
+            vec![e, d],
+        );
     }
 }
 
@@ -329,11 +424,16 @@ pub fn plan(layer: &Layer) -> Result<(Config, Vec<Binding>), String> {
         }
     };
     let a0 = blocks.first().and_then(attn_of);
-    let family = match (gpt2, a0.map(|a| a.qk_norm.is_some())) {
-        (true, _) => Family::Gpt2,
-        (false, Some(true)) => Family::Qwen3,
-        _ => Family::Llama,
+    let family = if gpt2 {
+        Family::Gpt2
+    } else if a0.is_some_and(|a| a.sinks) {
+        Family::GptOss
+    } else if a0.is_some_and(|a| a.qk_norm.is_some()) {
+        Family::Qwen3
+    } else {
+        Family::Llama
     };
+    let mut oss: Option<Oss> = None;
     let mut p = Planner {
         family,
         out: Vec::new(),
@@ -395,9 +495,57 @@ pub fn plan(layer: &Layer) -> Result<(Config, Vec<Binding>), String> {
                 "block {i}'s attention is not a causal attention of width {d}"
             ));
         }
+        if a.sinks != (family == Family::GptOss) {
+            return Err(format!(
+                "block {i}'s attention {} sinks, unlike block 0's",
+                if a.sinks { "has" } else { "has no" }
+            ));
+        }
+        if a.window.is_some() && family != Family::GptOss {
+            return Err(format!(
+                "block {i}'s attention has a sliding window, which only GPT-OSS checkpoints hold"
+            ));
+        }
         p.attention(a, i)?;
         p.norm(&mlp[0], &format!("{pre}.{n2}"))?;
         match (gpt2, &mlp[1..]) {
+            (false, [m]) if family == Family::GptOss => {
+                let Layer::Moe(m) = &**m else {
+                    return Err(format!("block {i}'s feed-forward is not a `moe`"));
+                };
+                let MoeGate::Clamped { alpha, limit } = m.gate else {
+                    return Err(format!(
+                        "block {i}'s `moe` does not use the clamped gated activation"
+                    ));
+                };
+                if !m.bias || !m.softmax_after || m.d != d {
+                    return Err(format!(
+                        "block {i}'s `moe` is not GPT-OSS's (width {d}, biases, softmax after top-k)"
+                    ));
+                }
+                hidden = m.hidden;
+                let o = oss.get_or_insert(Oss {
+                    experts: m.experts,
+                    top_k: m.top_k,
+                    alpha,
+                    limit,
+                    window: None,
+                    sliding: Vec::new(),
+                });
+                if (o.experts, o.top_k, o.alpha, o.limit) != (m.experts, m.top_k, alpha, limit) {
+                    return Err(format!("block {i}'s `moe` differs from block 0's"));
+                }
+                o.sliding.push(a.window.is_some());
+                if let Some(w) = a.window {
+                    if o.window.is_some_and(|ow| ow != w) {
+                        return Err(format!(
+                            "block {i}'s sliding window differs from an earlier one"
+                        ));
+                    }
+                    o.window = Some(w);
+                }
+                p.moe(m, &format!("{pre}.mlp"));
+            }
             (false, [s]) => {
                 let Layer::SwiGlu(s) = &**s else {
                     return Err(format!("block {i}'s feed-forward is not a `swiglu`"));
@@ -493,6 +641,8 @@ pub fn plan(layer: &Layer) -> Result<(Config, Vec<Binding>), String> {
         hd: d,
         bias: gpt2,
         qk_norm: None,
+        sinks: false,
+        window: None,
     });
     let rope = a.rope.unwrap_or(Rope {
         head_dim: a.hd,
@@ -511,9 +661,17 @@ pub fn plan(layer: &Layer) -> Result<(Config, Vec<Binding>), String> {
         eps,
         rope_theta: rope.base,
         rope_scaling: rope.scaling,
-        positions: if gpt2 { positions } else { 2048 },
+        positions: match rope.scaling {
+            _ if gpt2 => positions,
+            // What YaRN's factor implies, which `transformers` checks.
+            RopeScaling::Yarn {
+                factor, original, ..
+            } => (factor * original).round() as usize,
+            _ => 2048,
+        },
         tied,
         attention_bias: a.bias,
+        oss,
     };
     Ok((config, p.out))
 }

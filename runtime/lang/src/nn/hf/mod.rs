@@ -152,6 +152,16 @@ pub fn to_param<T: Copy>(b: &Binding, shape: &[usize], values: &[T]) -> Vec<T> {
             }
             out
         }
+        Layout::Interleaved { offset } => {
+            let total = *t.shape.last().unwrap_or(&0);
+            let rows = t.values.len() / total.max(1);
+            let w = total / 2;
+            let mut out = Vec::with_capacity(rows * w);
+            for r in 0..rows {
+                out.extend((0..w).map(|j| t.values[r * total + 2 * j + offset]));
+            }
+            out
+        }
     }
 }
 
@@ -174,6 +184,15 @@ fn place(b: &Binding, values: &[f32], into: &mut [f32]) {
             for r in 0..rows {
                 into[r * total + start..r * total + start + w]
                     .copy_from_slice(&values[r * w..(r + 1) * w]);
+            }
+        }
+        Layout::Interleaved { offset } => {
+            let total = *b.hf_shape.last().unwrap_or(&0);
+            let w = total / 2;
+            for (r, row) in values.chunks(w.max(1)).enumerate() {
+                for (j, v) in row.iter().enumerate() {
+                    into[r * total + 2 * j + offset] = *v;
+                }
             }
         }
     }
@@ -229,10 +248,70 @@ pub fn load(it: &mut Interp, dir: &Path) -> Result<Layer, HfError> {
     Ok(layer)
 }
 
+/// The floating-point type `hf_save` writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SaveDtype {
+    /// float32 (the default): the parameters exactly.
+    F32,
+    /// bfloat16, rounded to nearest even.
+    Bf16,
+    /// float16, rounded to nearest even (out of range: ±inf).
+    F16,
+}
+
+impl SaveDtype {
+    /// The type called `name` as `transformers` writes it in `config.json`.
+    pub fn parse(name: &str) -> Option<SaveDtype> {
+        match name {
+            "float32" => Some(SaveDtype::F32),
+            "bfloat16" => Some(SaveDtype::Bf16),
+            "float16" => Some(SaveDtype::F16),
+            _ => None,
+        }
+    }
+
+    /// Its name in `config.json`.
+    pub fn name(self) -> &'static str {
+        match self {
+            SaveDtype::F32 => "float32",
+            SaveDtype::Bf16 => "bfloat16",
+            SaveDtype::F16 => "float16",
+        }
+    }
+
+    fn dtype(self) -> Dtype {
+        match self {
+            SaveDtype::F32 => Dtype::F32,
+            SaveDtype::Bf16 => Dtype::BF16,
+            SaveDtype::F16 => Dtype::F16,
+        }
+    }
+
+    /// The little-endian bytes of `values` in this type.
+    fn bytes(self, values: &[f32]) -> Vec<u8> {
+        match self {
+            SaveDtype::F32 => values.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            SaveDtype::Bf16 => values
+                .iter()
+                .flat_map(|&x| half::bf16::from_f32(x).to_le_bytes())
+                .collect(),
+            SaveDtype::F16 => values
+                .iter()
+                .flat_map(|&x| half::f16::from_f32(x).to_le_bytes())
+                .collect(),
+        }
+    }
+}
+
 /// Writes `model` (a tree of one of the families) to `dir` as `config.json` and
-/// `model.safetensors` in the family's names and layouts; returns the number of
-/// tensors written.
-pub fn save(it: &mut Interp, model: &Layer, dir: &Path) -> Result<usize, HfError> {
+/// `model.safetensors` in the family's names and layouts, the tensors in
+/// `dtype`; returns the number of tensors written.
+pub fn save(
+    it: &mut Interp,
+    model: &Layer,
+    dir: &Path,
+    dtype: SaveDtype,
+) -> Result<usize, HfError> {
     let (config, bindings) = mapping::plan(model).map_err(HfError::NotAFamily)?;
     let mut tensors: BTreeMap<String, (Vec<usize>, Vec<f32>)> = BTreeMap::new();
     for b in &bindings {
@@ -254,12 +333,12 @@ pub fn save(it: &mut Interp, model: &Layer, dir: &Path) -> Result<usize, HfError
     }
     let owned: Vec<(String, Vec<usize>, Vec<u8>)> = tensors
         .into_iter()
-        .map(|(k, (s, v))| (k, s, v.iter().flat_map(|x| x.to_le_bytes()).collect()))
+        .map(|(k, (s, v))| (k, s, dtype.bytes(&v)))
         .collect();
     let views = owned
         .iter()
         .map(|(k, s, b)| {
-            TensorView::new(Dtype::F32, s.clone(), b)
+            TensorView::new(dtype.dtype(), s.clone(), b)
                 .map(|v| (k.clone(), v))
                 .map_err(|e| HfError::Malformed(e.to_string()))
         })
@@ -271,7 +350,10 @@ pub fn save(it: &mut Interp, model: &Layer, dir: &Path) -> Result<usize, HfError
     let st = dir.join("model.safetensors");
     std::fs::write(&st, bytes).map_err(|e| HfError::Io(format!("{}: {e}", st.display())))?;
     let cj = dir.join("config.json");
-    let text = serde_json::to_string_pretty(&config.to_json()).expect("JSON") + "\n";
+    let mut json = config.to_json();
+    json["torch_dtype"] = serde_json::json!(dtype.name());
+    json["dtype"] = serde_json::json!(dtype.name());
+    let text = serde_json::to_string_pretty(&json).expect("JSON") + "\n";
     std::fs::write(&cj, text).map_err(|e| HfError::Io(format!("{}: {e}", cj.display())))?;
     Ok(owned.len())
 }
