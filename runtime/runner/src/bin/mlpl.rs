@@ -172,6 +172,12 @@ struct RunArgs {
     /// start of the run. Written also when the run fails. See docs/traces.md.
     #[arg(long, value_name = "FILE", conflicts_with = "events")]
     timeline: Option<PathBuf>,
+    /// Most bytes the script's values may hold together, a new result
+    /// included; one result may not exceed it either. Past it the run ends
+    /// with E0410 naming the largest variables (docs/limits.md). Default: half
+    /// the machine's memory, as `mlpl serve`; 0: no budget.
+    #[arg(long, value_name = "BYTES")]
+    memory_budget: Option<usize>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -271,6 +277,7 @@ fn run(args: RunArgs) -> ExitCode {
         );
         return ExitCode::from(2);
     };
+    set_run_budget(args.memory_budget);
     if args.events.is_some() {
         return run_events(&args, src, device);
     }
@@ -379,6 +386,24 @@ fn run(args: RunArgs) -> ExitCode {
         eprint!("{}", profile_report(&it, &src, elapsed));
     }
     code
+}
+
+/// `mlpl run --memory-budget`: this thread's budgets of one result and of all
+/// the script's values together (both the flag's bytes, by default
+/// [`serve::default_memory_budget`], none for 0).
+fn set_run_budget(flag: Option<usize>) {
+    let bytes = match flag {
+        Some(0) => None,
+        Some(b) => Some(b),
+        None => serve::default_memory_budget(),
+    };
+    mlpl_lang::eval::ops::set_memory_budget(bytes);
+    mlpl_lang::eval::ops::set_session_budget(bytes.map(|limit| {
+        mlpl_lang::eval::ops::SessionBudget {
+            limit,
+            raise: "`mlpl run --memory-budget BYTES`".to_string(),
+        }
+    }));
 }
 
 /// Makes this thread, which runs the program, worker 0 of rayon's global pool
