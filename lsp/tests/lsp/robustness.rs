@@ -156,6 +156,35 @@ fn edge_cases() {
     }
 }
 
+#[test]
+fn a_flat_chain_of_ten_thousand_terms_gets_every_feature() {
+    // On a small stack: no walk of the server recurses once per operator.
+    std::thread::Builder::new()
+        .stack_size(1 << 20)
+        .spawn(|| {
+            let n = 10_000;
+            let text = format!(
+                "x = {}\ny = x * {}\n",
+                vec!["1"; n].join(" + "),
+                vec!["x"; n].join(" - ")
+            );
+            exercise(&text);
+            let a = Analysis::new(&text);
+            assert!(a.diagnostics.is_empty(), "{:?}", &a.diagnostics);
+            let cfg = features::FeatureConfig {
+                devices: Vec::new(),
+                snippets: true,
+            };
+            let at_y = text.find("y =").unwrap();
+            let hover = features::hover(&a, at_y, &cfg).expect("a hover on y");
+            let shown = format!("{:?}", hover.contents);
+            assert!(shown.contains('y'), "{shown}");
+        })
+        .unwrap()
+        .join()
+        .expect("no stack overflow");
+}
+
 fn edit_text() -> impl Strategy<Value = String> {
     prop::collection::vec(
         prop::sample::select(&["a", "é", "😀", "\n", "\r\n", "\r", " ", "x = 1"][..]),

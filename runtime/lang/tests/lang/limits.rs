@@ -333,7 +333,7 @@ fn a_flat_chain_of_ten_thousand_terms_parses_checks_runs_traces_and_differentiat
         // Every level of operator, with names, a tracked parameter and its gradient.
         let sum = vec!["1"; n].join(" + ");
         let src = format!(
-            "x = {sum}\nw = param[3]\nloss = sum({})\ng = grad(loss, w)\ny = {} - 1\nx + sum(g) + y",
+            "x = {sum}\nw = param[3]\ng = grad(sum({}), w)\ny = {} - 1\nx + sum(g) + y",
             vec!["w"; n].join(" + "),
             vec!["1"; n].join(" * 2 / 2 * "),
         );

@@ -165,9 +165,9 @@ struct RunArgs {
     /// Write a timeline of the run to FILE in the Chrome Trace Event Format
     /// (open it in Perfetto, https://ui.perfetto.dev, or chrome://tracing): each top-level
     /// statement (with its lines and kernel count), each `train` loop and
-    /// iteration (with its loss), every kernel call with its input shapes (of a
-    /// captured loop, those of its two recorded iterations; `--no-capture`
-    /// lists all), and the device counters (kernel launches, transfers,
+    /// iteration (with its loss), every kernel call with its input shapes
+    /// (those of a captured loop's replayed iterations marked `replayed`),
+    /// and the device counters (kernel launches, transfers,
     /// memory) as counter tracks. Times in microseconds from the
     /// start of the run. Written also when the run fails. See docs/traces.md.
     #[arg(long, value_name = "FILE", conflicts_with = "events")]
