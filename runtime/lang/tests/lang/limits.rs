@@ -315,6 +315,37 @@ fn a_session_budget_counts_every_live_value() {
     ops::set_session_budget(None);
 }
 
+#[test]
+fn a_function_calls_locals_count_against_the_session_budget_until_it_returns() {
+    use mlpl_lang::eval::{Interp, Workspace};
+    ops::set_session_budget(Some(ops::SessionBudget {
+        limit: 1_000_000,
+        raise: "`--more`".into(),
+    }));
+    let mut it = Interp::new(Workspace::new());
+    let mut run = |src: &str| it.run(&mlpl_syntax::parse(src).program);
+    // The parameter (400,000 bytes) and `a` (600,000) fit; `b` does not.
+    let d = run(
+        "fn f(x) {\n a = zeros([150000])\n b = zeros([150000])\n sum(a) + sum(b) + sum(x)\n}\ny = f(zeros([100000]))",
+    )
+    .unwrap_err();
+    assert_eq!(d.code, "E0410", "{} {:?}", d.message, d.notes);
+    let note = d.notes.join("\n");
+    assert!(note.contains("the session holds 1000000 bytes"), "{note}");
+    assert!(
+        note.contains("`a` (local to `f`) 600000") && note.contains("`x` (local to `f`) 400000"),
+        "{note}"
+    );
+    // A call's locals are given back when it returns: a loop of calls, each
+    // holding 800,000 bytes while it runs, fits.
+    assert!(run(
+        "fn g(x) {\n a = zeros([100000])\n sum(a) + sum(x)\n}\nrepeat 3 { y = g(zeros([100000])) }"
+    )
+    .is_ok());
+    assert!(ops::live_memory(&it.ws).bytes <= 4, "only the scalar `y` is left");
+    ops::set_session_budget(None);
+}
+
 /// Runs `f` on a thread with a small stack (1 MiB, unoptimised): walks over a
 /// long chain must not recurse once per operator.
 fn on_small_stack(f: impl FnOnce() + Send + 'static) {

@@ -853,6 +853,15 @@ fn long_flat_chains_are_one_node_not_nesting() {
     assert_eq!(stmt_sexp(&p.stmts[0]), "(((a - b) + ((c * d) / e)) - f)");
 }
 
+#[test]
+fn a_signature_axis_takes_at_most_64_operators_in_a_row() {
+    let axis = |n: usize| vec!["d"; n + 1].join(" + ");
+    let ok = format!("fn f(x : [{}]) {{ x }}", axis(64));
+    assert!(codes(&ok).is_empty(), "{:?}", codes(&ok));
+    let long = format!("fn f(x : [{}]) {{ x }}", axis(65));
+    assert_eq!(codes(&long), ["E0011"]);
+}
+
 // ----- cells -----------------------------------------------------------------------
 
 #[test]
