@@ -2,7 +2,8 @@
 // (playwright-core) with the test payload, prints the extension host's console,
 // takes the screenshots the test asks for (MLPL_E2E_SCREENSHOT lines), clicks
 // what it asks to click (MLPL_E2E_CLICK NAME SELECTOR lines: a real mouse click
-// in whichever frame holds the element, a webview's included), and exits with
+// in whichever frame holds the element, a webview's included; SELECTOR has
+// no spaces), and exits with
 // the test's exit code.
 // Each URL is one phase, loaded in the same page one after the other (a reload:
 // the browser's storage, and so the workspace state, is kept).
@@ -60,7 +61,7 @@ try {
       console.log(`screenshot: ${join(shots, `${m[1]}.png`)}`);
       return;
     }
-    const click = /MLPL_E2E_CLICK (\w+) (.+)$/.exec(text);
+    const click = /MLPL_E2E_CLICK (\w+) (\S+)/.exec(text);
     if (click) {
       const [, name, selector] = click;
       const why = await clickInAnyFrame(page, selector);

@@ -44,7 +44,7 @@ async function screenshot(name) {
   await waitFor(`screenshot ${name}`, () => fs.existsSync(done), 60000);
 }
 
-/** Asks the driver to click the element `selector` (in any frame) and waits until it did. */
+/** Asks the driver to click the element `selector` (no spaces; in any frame) and waits until it did; `name`: letters, digits and `_`. */
 async function click(name, selector) {
   assert.ok(shotsDir, "MLPL_E2E_SHOTS is set (the driver's directory)");
   const done = path.join(shotsDir, `${name}.done`);
@@ -285,7 +285,7 @@ async function run() {
   const elsewhere = await vscode.window.showTextDocument(doc, vscode.ViewColumn.One);
   const lastLine = doc.lineCount - 1;
   elsewhere.selection = new vscode.Selection(lastLine, 0, lastLine, 0);
-  await click("timeline-statement", `.timeline-bar.statement[data-line="${target.args.line}"]`);
+  await click("timeline_statement", `.timeline-bar.statement[data-line="${target.args.line}"]`);
   const revealed = await waitFor("the clicked statement's lines selected in the editor", () => {
     const e = vscode.window.activeTextEditor;
     return e &&
@@ -297,7 +297,7 @@ async function run() {
   });
   assert.ok(revealed.visibleRanges.some((r) => r.contains(revealed.selection.start)), "the statement is scrolled into view");
   log(`timeline: clicking \`${target.name}\` selected lines ${target.args.line}–${target.args.end_line} of ${path.basename(revealed.document.uri.fsPath)}`);
-  await screenshot("timeline-reveal");
+  await screenshot("timeline_reveal");
 
   // Cancel: a long run stops at the end of a step and the session lives on.
   const longDoc = await vscode.workspace.openTextDocument(vscode.Uri.joinPath(folder, "long.mlpl"));
