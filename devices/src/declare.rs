@@ -305,7 +305,7 @@ macro_rules! declare_backend {
                 &self,
                 plan: &$crate::capture::StepPlan,
             ) -> Option<$crate::Result<Box<dyn $crate::capture::StepProgram>>> {
-                self.inner().compile_step(plan)
+                Some($crate::profile::Profiled::compile_step(self, plan))
             }
             $(
                 declare_backend!(@profile $method ($self) ($($arg: $aty),*) ($ret) [$($input),*]);

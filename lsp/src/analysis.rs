@@ -429,9 +429,9 @@ impl Collector<'_> {
                 items.iter().for_each(|i| self.expr(i))
             }
             ExprKind::Neg(x) | ExprKind::Paren(x) => self.expr(x),
-            ExprKind::Binary { lhs, rhs, .. } => {
-                self.expr(lhs);
-                self.expr(rhs);
+            ExprKind::Chain { first, links } => {
+                self.expr(first);
+                links.iter().for_each(|l| self.expr(&l.rhs));
             }
             ExprKind::Device { target, body } => {
                 self.expr(target);

@@ -1,6 +1,10 @@
 // Drives the end-to-end test: opens code-server's workbench in headless Chromium
 // (playwright-core) with the test payload, prints the extension host's console,
-// takes the screenshots the test asks for, and exits with the test's exit code.
+// takes the screenshots the test asks for (MLPL_E2E_SCREENSHOT lines), clicks
+// what it asks to click (MLPL_E2E_CLICK NAME SELECTOR lines: a real mouse click
+// in whichever frame holds the element, a webview's included; SELECTOR has
+// no spaces), and exits with
+// the test's exit code.
 // Each URL is one phase, loaded in the same page one after the other (a reload:
 // the browser's storage, and so the workspace state, is kept).
 // Usage: node driver.mjs SHOTS_DIR TIMEOUT_S URL...   (PLAYWRIGHT_CORE: module path)
@@ -11,6 +15,32 @@ import { join } from "node:path";
 const [shots, timeoutS, ...urls] = process.argv.slice(2);
 const require = createRequire(import.meta.url);
 const { chromium } = require(process.env.PLAYWRIGHT_CORE);
+
+/**
+ * Clicks the first element matching `selector` in any frame of the page (a
+ * webview's content is two iframes deep), waiting up to 10 s for it; returns
+ * why not, or null once clicked.
+ */
+async function clickInAnyFrame(page, selector) {
+  const end = Date.now() + 10000;
+  let last = `no element ${selector} in any frame`;
+  while (Date.now() < end) {
+    for (const frame of page.frames()) {
+      const el = await frame.$(selector).catch(() => null);
+      if (!el) {
+        continue;
+      }
+      try {
+        await el.click({ timeout: 5000 });
+        return null;
+      } catch (e) {
+        last = `${selector}: ${e.message.split("\n")[0]}`;
+      }
+    }
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  return last;
+}
 
 const browser = await chromium.launch({
   executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
@@ -29,6 +59,14 @@ try {
       await page.screenshot({ path: join(shots, `${m[1]}.png`) });
       writeFileSync(join(shots, `${m[1]}.done`), "");
       console.log(`screenshot: ${join(shots, `${m[1]}.png`)}`);
+      return;
+    }
+    const click = /MLPL_E2E_CLICK (\w+) (\S+)/.exec(text);
+    if (click) {
+      const [, name, selector] = click;
+      const why = await clickInAnyFrame(page, selector);
+      writeFileSync(join(shots, `${name}.${why ? "failed" : "done"}`), why ?? "");
+      console.log(`click ${name}: ${why ?? `clicked ${selector}`}`);
       return;
     }
     if (/\[e2e\]|Error|error|fail/i.test(text)) {

@@ -8,6 +8,7 @@
 
 import { randomBytes } from "node:crypto";
 import * as vscode from "vscode";
+import { revealSelection, type RevealRequest } from "./core/timeline";
 import type { RunnerController } from "./runnerController";
 import { settings } from "./settings";
 
@@ -30,7 +31,7 @@ type FromWebview =
   | { type: "cancel" }
   | { type: "rendered"; summary: PanelSummary }
   | { type: "setLogScale"; value: boolean }
-  | { type: "reveal"; uri: string; line: number; endLine: number };
+  | RevealRequest;
 
 /** Owns the panel (at most one). */
 export class TelemetryPanel implements vscode.Disposable {
@@ -112,10 +113,10 @@ export class TelemetryPanel implements vscode.Disposable {
   private async reveal(uri: string, line: number, endLine: number): Promise<void> {
     try {
       const doc = await vscode.workspace.openTextDocument(vscode.Uri.parse(uri));
-      const start = Math.max(0, line - 1);
-      const end = Math.max(start, endLine - 1);
-      const range = new vscode.Range(start, 0, end, doc.lineAt(Math.min(end, doc.lineCount - 1)).text.length);
-      await vscode.window.showTextDocument(doc, { selection: range, viewColumn: vscode.ViewColumn.One, preserveFocus: false });
+      const s = revealSelection(line, endLine, doc.lineCount, (l) => doc.lineAt(l).text.length);
+      const range = new vscode.Range(s.startLine, 0, s.endLine, s.endCharacter);
+      const editor = await vscode.window.showTextDocument(doc, { selection: range, viewColumn: vscode.ViewColumn.One, preserveFocus: false });
+      editor.revealRange(range, vscode.TextEditorRevealType.InCenterIfOutsideViewport);
     } catch {
       // The document is gone: nothing to show.
     }

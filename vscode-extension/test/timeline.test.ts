@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { barGeometry, formatMicros, MAX_KERNEL_BARS, parseTimeline } from "../src/core/timeline";
+import { barGeometry, formatMicros, MAX_KERNEL_BARS, parseTimeline, revealRequest, revealSelection } from "../src/core/timeline";
 
 /** The shape `mlpl serve` sends (docs/traces.md), trimmed to a few events. */
 const FILE = JSON.stringify({
@@ -70,5 +70,33 @@ describe("formatMicros", () => {
     expect(formatMicros(850)).toBe("850 µs");
     expect(formatMicros(12_300)).toBe("12.3 ms");
     expect(formatMicros(2_100_000)).toBe("2.10 s");
+  });
+});
+
+describe("revealRequest", () => {
+  it("links a statement bar to its document lines, and nothing else", () => {
+    const v = parseTimeline(FILE)!;
+    const uri = "file:///w/train.mlpl";
+    expect(revealRequest(v.bars[1], uri)).toEqual({ type: "reveal", uri, line: 9, endLine: 12 });
+    expect(revealRequest(v.bars[0], uri)).toEqual({ type: "reveal", uri, line: 8, endLine: 8 });
+    // A loop, an iteration, a run without a document: no link.
+    expect(revealRequest(v.bars[2], uri)).toBeNull();
+    expect(revealRequest(v.bars[3], uri)).toBeNull();
+    expect(revealRequest(v.bars[1], undefined)).toBeNull();
+    // A statement without an end line shows its first line.
+    expect(revealRequest({ ...v.bars[1], endLine: null }, uri)).toEqual({ type: "reveal", uri, line: 9, endLine: 9 });
+  });
+});
+
+describe("revealSelection", () => {
+  const len = (l: number) => 10 + l;
+  it("selects from the first line's start to the last line's end, 0-based", () => {
+    expect(revealSelection(9, 12, 20, len)).toEqual({ startLine: 8, endLine: 11, endCharacter: 21 });
+    expect(revealSelection(1, 1, 20, len)).toEqual({ startLine: 0, endLine: 0, endCharacter: 10 });
+  });
+  it("clamps lines the document no longer has", () => {
+    expect(revealSelection(9, 12, 10, len)).toEqual({ startLine: 8, endLine: 9, endCharacter: 19 });
+    expect(revealSelection(30, 40, 10, len)).toEqual({ startLine: 9, endLine: 9, endCharacter: 19 });
+    expect(revealSelection(5, 2, 10, len)).toEqual({ startLine: 4, endLine: 4, endCharacter: 14 });
   });
 });

@@ -10,12 +10,23 @@ use crate::tensor::Tensor;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// What [`StepProgram::run_observed`] calls after each kernel call: the call's
+/// index in the plan's trace, and when it began.
+pub type CallObserver<'a> = &'a mut dyn FnMut(usize, Instant);
+
 /// A captured step, ready to run again and again.
 pub trait StepProgram: Send {
     /// Runs one step. The first run starts from the plan's initial inputs; each
     /// later run first gives every carried input the value it is carried from,
     /// as the previous run left it. Adam updates count one more each run.
-    fn run(&mut self) -> Result<()>;
+    fn run(&mut self) -> Result<()> {
+        self.run_observed(None)
+    }
+    /// [`StepProgram::run`], calling `after_call` after each kernel call with
+    /// the call's index in the plan's trace and when the call began (a
+    /// timeline notes the replayed kernels so). Calls that are no kernel (a
+    /// [`Op::View`]) are not reported.
+    fn run_observed(&mut self, after_call: Option<CallObserver<'_>>) -> Result<()>;
     /// The first element of kept value `v` after the last run (no allocation).
     fn first_element(&self, v: ValueId) -> Result<f32>;
     /// A kept value after the last run, as a tensor.
@@ -89,7 +100,7 @@ fn dead_after(plan: &StepPlan) -> Vec<Vec<ValueId>> {
 }
 
 impl StepProgram for BackendReplay {
-    fn run(&mut self) -> Result<()> {
+    fn run_observed(&mut self, mut after_call: Option<CallObserver<'_>>) -> Result<()> {
         if self.runs > 0 {
             for input in &self.plan.inputs {
                 if let Some(from) = input.carried_from {
@@ -103,10 +114,14 @@ impl StepProgram for BackendReplay {
             let call = &self.plan.trace.calls[k];
             let ins: Vec<Tensor> = call.inputs.iter().map(|&v| self.get(v)).collect();
             let out_shape = |i: usize| self.plan.trace.value(call.outputs[i]).shape.clone();
+            let began = Instant::now();
             let outs = match &call.op {
                 Op::View => vec![ins[0].reshape(out_shape(0))],
                 op => super::replay(b, op, ins, self.runs)?,
             };
+            if let (Some(f), false) = (after_call.as_mut(), call.op == Op::View) {
+                f(k, began);
+            }
             if outs.len() != call.outputs.len() {
                 return Err(crate::DeviceError::Backend {
                     device: b.kind().name().to_string(),

@@ -30,7 +30,7 @@ use super::nn;
 use super::reduce::{argmax_into, reduce_into};
 use super::select;
 use crate::backend::{AdamStep, BinaryOp, DeviceError, DeviceKind, ReduceOp, Result, UnaryOp};
-use crate::capture::{Op, Origin, StepPlan, StepProgram, ValueId};
+use crate::capture::{CallObserver, Op, Origin, StepPlan, StepProgram, ValueId};
 use crate::clock::Instant;
 use crate::counter_scope::{count_in_scopes, Count};
 use crate::tensor::{numel_of, Tensor};
@@ -159,6 +159,8 @@ struct Step {
     /// Whether the step counts as a kernel launch (uploads and downloads are
     /// identities on the CPU and count nothing, as in the eager backend).
     counted: bool,
+    /// The index of its call in the plan's trace.
+    call: usize,
 }
 
 /// Scratch memory shared by every step (steps run one at a time).
@@ -614,6 +616,7 @@ pub(crate) fn compile(plan: &StepPlan, launches: Arc<AtomicU64>) -> Result<CpuPr
             ins,
             outs,
             counted,
+            call: k,
         });
         // Outputs nobody reads die at once; inputs whose last use this was die now.
         for o in &c.outputs {
@@ -796,7 +799,7 @@ impl CpuProgram {
 }
 
 impl StepProgram for CpuProgram {
-    fn run(&mut self) -> Result<()> {
+    fn run_observed(&mut self, mut after_call: Option<CallObserver<'_>>) -> Result<()> {
         if self.runs > 0 {
             for &(dst, src) in &self.carries {
                 copy_buffer(&mut self.bufs, src, dst);
@@ -806,6 +809,9 @@ impl StepProgram for CpuProgram {
             let started = Instant::now();
             execute(step, &mut self.bufs, &mut self.scratch, self.runs);
             self.kernel += started.elapsed();
+            if let Some(f) = after_call.as_mut() {
+                f(step.call, started);
+            }
             if step.counted {
                 self.launches.fetch_add(1, Ordering::Relaxed);
                 count_in_scopes(DeviceKind::Cpu, Count::Kernel);

@@ -156,6 +156,55 @@ fn edge_cases() {
     }
 }
 
+#[test]
+fn a_flat_chain_of_ten_thousand_terms_gets_every_feature() {
+    // On a small stack: no walk of the server recurses once per operator.
+    std::thread::Builder::new()
+        .stack_size(1 << 20)
+        .spawn(|| {
+            let n = 10_000;
+            let text = format!(
+                "x = {}\ny = x * {}\n",
+                vec!["1"; n].join(" + "),
+                vec!["x"; n].join(" - ")
+            );
+            let a = Analysis::new(&text);
+            assert!(a.diagnostics.is_empty(), "{:?}", &a.diagnostics);
+            let uri = Url::parse("file:///chain.mlpl").unwrap();
+            let cfg = features::FeatureConfig {
+                devices: Vec::new(),
+                snippets: true,
+            };
+            // Every feature at the start, the middle and the end of each chain
+            // (`exercise` tries 60 positions, too slow for an unoptimised
+            // build on a document of 60 KB).
+            let mid = text.len() / 4;
+            for o in [0, mid, text.find('\n').unwrap() - 1, text.len() - 2] {
+                let _ = features::hover(&a, o, &cfg);
+                let _ = features::completion(&a, o, &cfg);
+                let _ = features::signature_help(&a, o);
+                let _ = navigation::definition(&a, &uri, o);
+                let _ = navigation::references(&a, &uri, o, true);
+                let _ = navigation::rename(&a, &uri, o, "renamed");
+            }
+            let all = Span::new(0, text.len());
+            assert!(!navigation::semantic_tokens(&a).is_empty());
+            let _ = navigation::document_symbols(&a);
+            let _ = navigation::folding_ranges(&a);
+            let _ = actions::diagnostics(&a, &uri, None);
+            let _ = actions::code_actions(&a, &uri, all, None);
+            let _ = actions::inlay_hints(&a, all);
+            let _ = actions::code_lenses(&a, &uri, &[]);
+            let at_y = text.find("y =").unwrap();
+            let hover = features::hover(&a, at_y, &cfg).expect("a hover on y");
+            let shown = format!("{:?}", hover.contents);
+            assert!(shown.contains('y'), "{shown}");
+        })
+        .unwrap()
+        .join()
+        .expect("no stack overflow");
+}
+
 fn edit_text() -> impl Strategy<Value = String> {
     prop::collection::vec(
         prop::sample::select(&["a", "é", "😀", "\n", "\r\n", "\r", " ", "x = 1"][..]),

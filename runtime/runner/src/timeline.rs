@@ -97,7 +97,7 @@ impl TimelineData {
         timed.extend(self.kernels.events().into_iter().map(|k| {
             json!({
                 "name": k.name, "cat": "kernel", "ph": "X", "ts": k.start_us, "dur": k.dur_us,
-                "pid": PID, "tid": TID_KERNELS, "args": {"inputs": k.inputs},
+                "pid": PID, "tid": TID_KERNELS, "args": {"inputs": k.inputs, "replayed": k.replayed},
             })
         }));
         // In time order; of events beginning together the longer (enclosing)

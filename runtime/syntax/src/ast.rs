@@ -243,6 +243,17 @@ pub enum CtorKind {
     Tensor,
 }
 
+/// One operator of a [`ExprKind::Chain`] with its right operand.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Link {
+    /// The operator.
+    pub op: BinOp,
+    /// The operator's own span.
+    pub op_span: Span,
+    /// The right operand.
+    pub rhs: Expr,
+}
+
 /// An expression.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Expr {
@@ -267,13 +278,11 @@ pub enum ExprKind {
     List(Vec<Expr>),
     /// Unary minus.
     Neg(Box<Expr>),
-    /// `lhs op rhs`; `op_span` is the operator's own span.
-    Binary {
-        op: BinOp,
-        op_span: Span,
-        lhs: Box<Expr>,
-        rhs: Box<Expr>,
-    },
+    /// `first op rhs op rhs ...`: operators of one precedence level (`+ -`, or
+    /// `* /`) applied left to right, so `a - b + c` is `(a - b) + c`. However
+    /// long, a chain is one node: only real nesting (brackets, calls, a tighter
+    /// operator inside a looser one) deepens the tree.
+    Chain { first: Box<Expr>, links: Vec<Link> },
     /// `(expr)`: kept so spans and tooling see the parentheses.
     Paren(Box<Expr>),
     /// `param[dims]` / `tensor[dims]`.
@@ -285,6 +294,23 @@ pub enum ExprKind {
 }
 
 impl Expr {
+    /// The spans of a chain's intermediate results, one per link: the `k`-th is
+    /// the left operand of link `k + 1`, from the chain's first operand to link
+    /// `k`'s right one (the last is the whole chain's value).
+    pub fn chain_prefixes<'a>(first: &Expr, links: &'a [Link]) -> impl Iterator<Item = Span> + 'a {
+        let start = first.span;
+        links.iter().map(move |l| start.to(l.rhs.span))
+    }
+
+    /// An expression standing for the span of an intermediate result of a
+    /// chain, which has no node of its own (diagnostics use only its span).
+    pub fn placeholder(span: Span) -> Expr {
+        Expr {
+            kind: ExprKind::Error,
+            span,
+        }
+    }
+
     /// The expression without any surrounding parentheses.
     pub fn unparen(&self) -> &Expr {
         match &self.kind {

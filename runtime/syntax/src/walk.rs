@@ -4,24 +4,26 @@
 //! the nodes they care about and leave the structure to these functions, so a
 //! new kind of node is added here once.
 
-use crate::ast::{Block, Expr, ExprKind, FnDef, Stmt, StmtKind};
+use crate::ast::{Block, Expr, ExprKind, FnDef, Link, Stmt, StmtKind};
 
 /// The direct sub-expressions of `e`, in source order: call arguments, list
-/// items and constructor sizes, the operand of `-` and of parentheses, both
-/// sides of a binary operator, and a `device` block's target (its body is
+/// items and constructor sizes, the operand of `-` and of parentheses, every
+/// operand of a chain of operators, and a `device` block's target (its body is
 /// [`device_body`]).
 pub fn children(e: &Expr) -> impl Iterator<Item = &Expr> {
-    let (many, a, b): (&[Expr], Option<&Expr>, Option<&Expr>) = match &e.kind {
-        ExprKind::Call { args, .. } => (args, None, None),
-        ExprKind::List(items) | ExprKind::Ctor { dims: items, .. } => (items, None, None),
-        ExprKind::Neg(x) | ExprKind::Paren(x) => (&[], Some(x), None),
-        ExprKind::Binary { lhs, rhs, .. } => (&[], Some(lhs), Some(rhs)),
-        ExprKind::Device { target, .. } => (&[], Some(target), None),
+    let (one, many, links): (Option<&Expr>, &[Expr], &[Link]) = match &e.kind {
+        ExprKind::Call { args, .. } => (None, args, &[]),
+        ExprKind::List(items) | ExprKind::Ctor { dims: items, .. } => (None, items, &[]),
+        ExprKind::Neg(x) | ExprKind::Paren(x) => (Some(x), &[], &[]),
+        ExprKind::Chain { first, links } => (Some(first), &[], links),
+        ExprKind::Device { target, .. } => (Some(target), &[], &[]),
         ExprKind::Number(_) | ExprKind::Str(_) | ExprKind::Var(_) | ExprKind::Error => {
-            (&[], None, None)
+            (None, &[], &[])
         }
     };
-    many.iter().chain(a).chain(b)
+    one.into_iter()
+        .chain(many)
+        .chain(links.iter().map(|l| &l.rhs))
 }
 
 /// The body of a `device` block expression.

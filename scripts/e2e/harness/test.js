@@ -44,6 +44,16 @@ async function screenshot(name) {
   await waitFor(`screenshot ${name}`, () => fs.existsSync(done), 60000);
 }
 
+/** Asks the driver to click the element `selector` (no spaces; in any frame) and waits until it did; `name`: letters, digits and `_`. */
+async function click(name, selector) {
+  assert.ok(shotsDir, "MLPL_E2E_SHOTS is set (the driver's directory)");
+  const done = path.join(shotsDir, `${name}.done`);
+  const failed = path.join(shotsDir, `${name}.failed`);
+  console.log(`MLPL_E2E_CLICK ${name} ${selector}`);
+  await waitFor(`the click ${name}`, () => fs.existsSync(done) || fs.existsSync(failed), 60000);
+  assert.ok(!fs.existsSync(failed), `click ${name}: ${fs.existsSync(failed) ? fs.readFileSync(failed, "utf8") : ""}`);
+}
+
 function codeOf(d) {
   return typeof d.code === "object" && d.code !== null ? String(d.code.value) : String(d.code);
 }
@@ -266,6 +276,28 @@ async function run() {
   assert.ok(drawn.steps >= 1 && drawn.kernels >= 1, `iterations and kernels drawn: ${JSON.stringify(drawn)}`);
   log(`timeline: ${drawn.statements} statements, ${drawn.loops} loop, ${drawn.steps} iterations, ${drawn.kernels} kernels in the panel`);
   await screenshot("timeline");
+
+  // Clicking a statement in the panel's timeline shows its lines in the editor:
+  // the cell's multi-line `train` statement, with the cursor elsewhere first.
+  const statements = JSON.parse(timelineArtifact.content).traceEvents.filter((e) => e.cat === "statement");
+  const target = statements.find((e) => e.args.end_line > e.args.line);
+  assert.ok(target, `a multi-line statement in the timeline: ${JSON.stringify(statements.map((e) => e.args))}`);
+  const elsewhere = await vscode.window.showTextDocument(doc, vscode.ViewColumn.One);
+  const lastLine = doc.lineCount - 1;
+  elsewhere.selection = new vscode.Selection(lastLine, 0, lastLine, 0);
+  await click("timeline_statement", `.timeline-bar.statement[data-line="${target.args.line}"]`);
+  const revealed = await waitFor("the clicked statement's lines selected in the editor", () => {
+    const e = vscode.window.activeTextEditor;
+    return e &&
+      e.document.uri.toString() === traced.cell.uri &&
+      e.selection.start.line === target.args.line - 1 &&
+      e.selection.end.line === target.args.end_line - 1
+      ? e
+      : undefined;
+  });
+  assert.ok(revealed.visibleRanges.some((r) => r.contains(revealed.selection.start)), "the statement is scrolled into view");
+  log(`timeline: clicking \`${target.name}\` selected lines ${target.args.line}–${target.args.end_line} of ${path.basename(revealed.document.uri.fsPath)}`);
+  await screenshot("timeline_reveal");
 
   // Cancel: a long run stops at the end of a step and the session lives on.
   const longDoc = await vscode.workspace.openTextDocument(vscode.Uri.joinPath(folder, "long.mlpl"));

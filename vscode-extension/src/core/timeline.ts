@@ -135,3 +135,38 @@ export function formatMicros(us: number): string {
   }
   return `${Math.round(us)} µs`;
 }
+
+/** What clicking a statement bar asks the extension to show: its document and lines (1-based). */
+export interface RevealRequest {
+  type: "reveal";
+  uri: string;
+  line: number;
+  endLine: number;
+}
+
+/** The request a click on `bar` sends, or `null` when it is no statement of a document. */
+export function revealRequest(bar: TimelineBar, uri: string | undefined): RevealRequest | null {
+  if (bar.kind !== "statement" || bar.line === null || !uri) {
+    return null;
+  }
+  const line = Math.max(1, Math.floor(bar.line));
+  const endLine = Math.max(line, Math.floor(bar.endLine ?? line));
+  return { type: "reveal", uri, line, endLine };
+}
+
+/**
+ * The 0-based selection that shows lines `line`–`endLine` (1-based) of a document
+ * of `lineCount` lines: from the start of the first to the end of the last, both
+ * clamped to the document (an edited document may have fewer lines now).
+ */
+export function revealSelection(
+  line: number,
+  endLine: number,
+  lineCount: number,
+  lineLength: (line: number) => number,
+): { startLine: number; endLine: number; endCharacter: number } {
+  const last = Math.max(0, lineCount - 1);
+  const startLine = Math.min(last, Math.max(0, line - 1));
+  const end = Math.min(last, Math.max(startLine, endLine - 1));
+  return { startLine, endLine: end, endCharacter: lineLength(end) };
+}

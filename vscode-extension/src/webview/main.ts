@@ -15,7 +15,7 @@ import type { TelemetryEvent } from "../core/events";
 import { comparisonChart } from "../core/chartData";
 import { formatBytes, formatDuration, formatLoss, formatRate, stepModeText } from "../core/format";
 import { applyEvent, emptySession, loopProgress, type RunRecord, type SessionModel } from "../core/runModel";
-import { barGeometry, formatMicros, parseTimeline, type TimelineView } from "../core/timeline";
+import { barGeometry, formatMicros, parseTimeline, revealRequest, type TimelineView } from "../core/timeline";
 
 declare function acquireVsCodeApi(): { postMessage(m: unknown): void; getState(): unknown; setState(s: unknown): void };
 const vscode = acquireVsCodeApi();
@@ -314,12 +314,12 @@ function drawTimeline(run: RunRecord, view: TimelineView): void {
       if (b.kind !== "train_step" && b.kind !== "kernel") {
         bar.append(b.name);
       }
-      const uri = run.cell?.uri;
-      if (b.line !== null && uri) {
-        const line = b.line;
-        const endLine = b.endLine ?? line;
+      const reveal = revealRequest(b, run.cell?.uri);
+      if (reveal) {
         bar.classList.add("link");
-        bar.addEventListener("click", () => vscode.postMessage({ type: "reveal", uri, line, endLine }));
+        bar.dataset.line = String(reveal.line);
+        bar.dataset.endLine = String(reveal.endLine);
+        bar.addEventListener("click", () => vscode.postMessage(reveal));
       }
       strip.append(bar);
     }

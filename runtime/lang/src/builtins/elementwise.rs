@@ -10,6 +10,17 @@ use crate::eval::{ops, Call};
 use crate::value::Value;
 use mlpl_diag::Diagnostic;
 
+/// The array operation an arithmetic operator (`+ - * /`) applies.
+pub fn operator_op(op: mlpl_syntax::BinOp) -> BinaryOp {
+    use mlpl_syntax::BinOp::*;
+    match op {
+        Add => BinaryOp::Add,
+        Sub => BinaryOp::Sub,
+        Mul => BinaryOp::Mul,
+        Div => BinaryOp::Div,
+    }
+}
+
 macro_rules! unary_builtin {
     ($fn_name:ident, $name:literal, $summary:literal, $doc:literal, $example:literal) => {
         unary_builtin!($fn_name, $fn_name, $name, $summary, $doc, $example)

@@ -62,6 +62,7 @@ mod tokenizers_shapes;
 mod viz_shapes;
 
 pub use construct::MAX_ELEMENTS;
+pub use elementwise::operator_op;
 
 /// The `stop` function that long host loops of builtins (BPE training and
 /// encoding, t-SNE, file reading and parsing) ask as they go: true once the run

@@ -2,7 +2,7 @@
 //! literals, constructor forms, device blocks and builtin calls (whose results
 //! come from the shape rules of the registry).
 
-use mlpl_devices::{BinaryOp, UnaryOp};
+use mlpl_devices::UnaryOp;
 use mlpl_diag::code;
 
 use super::abstract_value::{AbsArray, AbsValue, Dim, MAX_CONST};
@@ -14,7 +14,7 @@ use crate::builtins::{self, Builtin, Diff, ParamKind};
 use crate::value::split_names;
 use crate::value::DeviceTarget;
 use mlpl_diag::{Diagnostic, Span};
-use mlpl_syntax::{BinOp, Block, Expr, ExprKind, Ident};
+use mlpl_syntax::{Block, Expr, ExprKind, Ident, Link};
 
 /// Integers above this are not exact in float32 (W0204).
 const F32_EXACT: f64 = 16_777_216.0;
@@ -115,42 +115,56 @@ impl Checker {
                 let c = broadcast::fold_unary(UnaryOp::Neg, &a);
                 AbsValue::Array(a.with_constant(c))
             }
-            ExprKind::Binary { op, lhs, rhs, .. } => {
-                let l = self.expr(lhs);
-                let r = self.expr(rhs);
-                let la = self.expect_array(&l, lhs.span, op.symbol());
-                let ra = self.expect_array(&r, rhs.span, op.symbol());
-                let (Some(la), Some(ra)) = (la, ra) else {
-                    return AbsValue::Unknown;
-                };
-                let bop = match op {
-                    BinOp::Add => BinaryOp::Add,
-                    BinOp::Sub => BinaryOp::Sub,
-                    BinOp::Mul => BinaryOp::Mul,
-                    BinOp::Div => BinaryOp::Div,
-                };
-                let left = Operand {
-                    array: &la,
-                    expr: lhs,
-                };
-                let right = Operand {
-                    array: &ra,
-                    expr: rhs,
-                };
-                match broadcast::binary(bop, op.symbol(), left, right) {
-                    Ok(a) => AbsValue::Array(a),
-                    Err(d) => {
-                        self.report(d);
-                        AbsValue::any_array()
-                    }
-                }
-            }
+            ExprKind::Chain { first, links } => self.chain(first, links),
             ExprKind::List(items) => self.list(items, e.span),
             ExprKind::Ctor { dims, .. } => self.ctor(dims),
             ExprKind::Call { name, args } => self.call(name, args, e.span),
             ExprKind::Device { target, body } => self.device(target, body),
             ExprKind::Error => AbsValue::Unknown,
         }
+    }
+
+    /// A chain of operators, left to right in a loop, as the interpreter
+    /// applies it; a link whose operand is no array makes the value so far
+    /// unknown, and the later links are still checked.
+    fn chain(&mut self, first: &Expr, links: &[Link]) -> AbsValue {
+        let mut acc = self.expr(first);
+        let prefixes = Expr::chain_prefixes(first, links);
+        let mut left_span = first.span;
+        for (i, (l, span)) in links.iter().zip(prefixes).enumerate() {
+            let r = self.expr(&l.rhs);
+            let symbol = l.op.symbol();
+            let la = self.expect_array(&acc, left_span, symbol);
+            let ra = self.expect_array(&r, l.rhs.span, symbol);
+            let this_left = std::mem::replace(&mut left_span, span);
+            let (Some(la), Some(ra)) = (la, ra) else {
+                acc = AbsValue::Unknown;
+                continue;
+            };
+            let bop = builtins::operator_op(l.op);
+            let placeholder;
+            let left = Operand {
+                array: &la,
+                expr: if i == 0 {
+                    first
+                } else {
+                    placeholder = Expr::placeholder(this_left);
+                    &placeholder
+                },
+            };
+            let right = Operand {
+                array: &ra,
+                expr: &l.rhs,
+            };
+            acc = match broadcast::binary(bop, symbol, left, right) {
+                Ok(a) => AbsValue::Array(a),
+                Err(d) => {
+                    self.report(d);
+                    AbsValue::any_array()
+                }
+            };
+        }
+        acc
     }
 
     fn var(&mut self, name: &str, span: Span) -> AbsValue {

@@ -240,7 +240,9 @@ fn live_in(e: &Expr, trainable: &dyn Fn(&str) -> bool) -> bool {
     match &e.kind {
         ExprKind::Var(n) => trainable(n),
         ExprKind::Paren(x) | ExprKind::Neg(x) => live_in(x, trainable),
-        ExprKind::Binary { lhs, rhs, .. } => live_in(lhs, trainable) || live_in(rhs, trainable),
+        ExprKind::Chain { first, links } => {
+            live_in(first, trainable) || links.iter().any(|l| live_in(&l.rhs, trainable))
+        }
         ExprKind::Call { name, args } => {
             let Some(b) = builtins::lookup(&name.name) else {
                 return false;

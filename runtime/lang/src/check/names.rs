@@ -201,7 +201,7 @@ impl<'a> NameChecker<'a> {
             | ExprKind::Ctor { .. }
             | ExprKind::Neg(_)
             | ExprKind::Paren(_)
-            | ExprKind::Binary { .. }
+            | ExprKind::Chain { .. }
             | ExprKind::Device { .. } => {}
         }
         walk::children(e).for_each(|c| self.expr(c));

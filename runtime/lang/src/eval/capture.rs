@@ -100,7 +100,7 @@ fn expr_reason(e: &Expr) -> Option<String> {
         ExprKind::List(_)
         | ExprKind::Neg(_)
         | ExprKind::Paren(_)
-        | ExprKind::Binary { .. }
+        | ExprKind::Chain { .. }
         | ExprKind::Ctor { .. } => walk::children(e).find_map(expr_reason),
         ExprKind::Device { .. } => Some("the body contains a `device` block".into()),
     }

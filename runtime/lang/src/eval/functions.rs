@@ -8,7 +8,9 @@
 //! depth stays far inside a 2 MiB thread stack (a test runs the limit on one).
 //! Arrays passed in keep their tape node, so a loss that calls functions is
 //! differentiated through them; models built or applied in a body keep their
-//! parameters in the workspace, as everywhere.
+//! parameters in the workspace, as everywhere. A call's parameters and locals
+//! count against the session's memory budget until it returns
+//! (docs/limits.md).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -74,6 +76,10 @@ impl Interp {
     pub(crate) fn bind(&mut self, name: &str, value: Value, track: bool) {
         match self.frames.last_mut() {
             Some(f) => {
+                // Counted against the session's budget as a variable is, until
+                // the call returns.
+                let label = super::ops::local_label(name, &f.def.name.name);
+                super::ops::note_rebind(&label, f.locals.get(name), &value);
                 f.locals.insert(name.to_string(), value);
             }
             None => self.ws.assign(name, value, track),
@@ -105,18 +111,19 @@ impl Interp {
             return Err(signature::recursion_error(&def.name.name, name_span));
         }
         self.check_cancel(span)?;
-        let locals = def
-            .params
-            .iter()
-            .map(|p| p.name.name.clone())
-            .zip(values)
-            .collect();
         self.frames.push(Frame {
             def: def.clone(),
-            locals,
+            locals: HashMap::new(),
         });
+        for (p, v) in def.params.iter().zip(values) {
+            self.bind(&p.name.name, v, false);
+        }
         let result = self.block(&def.body.stmts);
-        self.frames.pop();
+        if let Some(frame) = self.frames.pop() {
+            for (name, v) in &frame.locals {
+                super::ops::note_unbind(&super::ops::local_label(name, &def.name.name), v);
+            }
+        }
         let foreign = !self.defined_this_run.contains(&def.name.name);
         let value = match result {
             Ok(v) => v,

@@ -31,9 +31,9 @@ use std::sync::Arc;
 
 use crate::builtins::{self, Diff, ParamKind};
 use crate::value::{Array, Value};
-use mlpl_devices::{BinaryOp, UnaryOp};
+use mlpl_devices::UnaryOp;
 use mlpl_diag::{Diagnostic, Span};
-use mlpl_syntax::{BinOp, CtorKind, Expr, ExprKind, Program, Stmt, StmtKind};
+use mlpl_syntax::{BinOp, CtorKind, Expr, ExprKind, Link, Program, Stmt, StmtKind};
 
 /// Receives warnings as they happen (the CLI prints them, a session streams them).
 pub type WarningSink = Box<dyn FnMut(&Diagnostic) + Send>;
@@ -353,37 +353,7 @@ impl Interp {
                 let a = expect_array(&v, inner.span, "unary `-`")?;
                 Ok(Value::Array(ops::unary(self, UnaryOp::Neg, a, e.span)?))
             }
-            ExprKind::Binary {
-                op,
-                op_span,
-                lhs,
-                rhs,
-            } => {
-                let l = self.expr(lhs)?;
-                let r = self.expr(rhs)?;
-                self.trace_inputs_of([&l, &r]);
-                let la = expect_array(&l, lhs.span, op.symbol())?;
-                let ra = expect_array(&r, rhs.span, op.symbol())?;
-                let bop = match op {
-                    BinOp::Add => BinaryOp::Add,
-                    BinOp::Sub => BinaryOp::Sub,
-                    BinOp::Mul => BinaryOp::Mul,
-                    BinOp::Div => BinaryOp::Div,
-                };
-                let operands = ops::Operands {
-                    left: la,
-                    left_expr: lhs,
-                    right: ra,
-                    right_expr: rhs,
-                };
-                Ok(Value::Array(ops::binary(
-                    self,
-                    bop,
-                    op.symbol(),
-                    &operands,
-                    *op_span,
-                )?))
-            }
+            ExprKind::Chain { first, links } => self.chain(first, links),
             ExprKind::List(items) => self.list(items, e.span),
             ExprKind::Ctor { kind, dims } => self.ctor(*kind, dims, e.span),
             ExprKind::Call { name, args } => self.call(&name.name, name.span, args, e.span),
@@ -394,6 +364,47 @@ impl Interp {
             )
             .at(e.span, "")),
         }
+    }
+
+    /// A chain of operators, applied left to right in a loop (a chain of any
+    /// length takes no stack of its own). Each link is a trace node (LANGUAGE
+    /// §19) as if the chain were nested binary nodes: the last is the chain's
+    /// own, pushed by [`Self::expr`], the others are pushed here.
+    fn chain(&mut self, first: &Expr, links: &[Link]) -> Result<Value, Diagnostic> {
+        let mut acc = self.expr(first)?;
+        let prefixes = Expr::chain_prefixes(first, links);
+        let mut left_span = first.span;
+        for (i, (l, span)) in links.iter().zip(prefixes).enumerate() {
+            self.check_cancel(l.op_span)?;
+            let r = self.expr(&l.rhs)?;
+            self.trace_inputs_of([&acc, &r]);
+            let symbol = l.op.symbol();
+            let la = expect_array(&acc, left_span, symbol)?;
+            let ra = expect_array(&r, l.rhs.span, symbol)?;
+            let placeholder;
+            let left_expr = if i == 0 {
+                first
+            } else {
+                placeholder = Expr::placeholder(left_span);
+                &placeholder
+            };
+            let operands = ops::Operands {
+                left: la,
+                left_expr,
+                right: ra,
+                right_expr: &l.rhs,
+            };
+            let v = Value::Array(ops::binary(self, builtins::operator_op(l.op), symbol, &operands, l.op_span)?);
+            if i + 1 < links.len() {
+                let inputs = std::mem::take(&mut self.trace_inputs);
+                if let Some(t) = &mut self.trace {
+                    t.push(binop_trace_op(l.op), span, inputs, &v);
+                }
+            }
+            acc = v;
+            left_span = span;
+        }
+        Ok(acc)
     }
 
     fn var(&mut self, name: &str, span: Span) -> Result<Value, Diagnostic> {
@@ -602,6 +613,16 @@ fn internal_error(name: &str, span: Span, payload: Box<dyn std::any::Any + Send>
         .note("this is a bug in MLPL Studio, not in your program; the workspace is intact")
 }
 
+/// The trace op of a binary operator (LANGUAGE §19).
+fn binop_trace_op(op: BinOp) -> &'static str {
+    match op {
+        BinOp::Add => "add",
+        BinOp::Sub => "sub",
+        BinOp::Mul => "mul",
+        BinOp::Div => "div",
+    }
+}
+
 /// The trace op of an expression node (LANGUAGE §19); `None` for parentheses,
 /// which are not a node of their own.
 fn expr_op(e: &Expr) -> Option<&'static str> {
@@ -610,12 +631,8 @@ fn expr_op(e: &Expr) -> Option<&'static str> {
         ExprKind::Var(_) => "ident",
         ExprKind::Paren(_) | ExprKind::Error => return None,
         ExprKind::Neg(_) => "negate",
-        ExprKind::Binary { op, .. } => match op {
-            BinOp::Add => "add",
-            BinOp::Sub => "sub",
-            BinOp::Mul => "mul",
-            BinOp::Div => "div",
-        },
+        // The last link's: the chain's value is its result.
+        ExprKind::Chain { links, .. } => binop_trace_op(links.last()?.op),
         ExprKind::List(_) => "array_lit",
         ExprKind::Ctor { kind, .. } => match kind {
             CtorKind::Param => "param_ctor",

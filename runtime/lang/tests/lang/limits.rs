@@ -314,3 +314,94 @@ fn a_session_budget_counts_every_live_value() {
     assert_eq!(ops::live_memory(&it.ws).bytes, 400_000 + 200_000);
     ops::set_session_budget(None);
 }
+
+#[test]
+fn a_function_calls_locals_count_against_the_session_budget_until_it_returns() {
+    use mlpl_lang::eval::{Interp, Workspace};
+    ops::set_session_budget(Some(ops::SessionBudget {
+        limit: 1_000_000,
+        raise: "`--more`".into(),
+    }));
+    let mut it = Interp::new(Workspace::new());
+    let mut run = |src: &str| it.run(&mlpl_syntax::parse(src).program);
+    // The parameter (400,000 bytes) and `a` (600,000) fit; `b` does not.
+    let d = run(
+        "fn f(x) {\n a = zeros([150000])\n b = zeros([150000])\n sum(a) + sum(b) + sum(x)\n}\ny = f(zeros([100000]))",
+    )
+    .unwrap_err();
+    assert_eq!(d.code, "E0410", "{} {:?}", d.message, d.notes);
+    let note = d.notes.join("\n");
+    assert!(note.contains("the session holds 1000000 bytes"), "{note}");
+    assert!(
+        note.contains("`a` (local to `f`) 600000") && note.contains("`x` (local to `f`) 400000"),
+        "{note}"
+    );
+    // A call's locals are given back when it returns: a loop of calls, each
+    // holding 800,000 bytes while it runs, fits.
+    assert!(run(
+        "fn g(x) {\n a = zeros([100000])\n sum(a) + sum(x)\n}\nrepeat 3 { y = g(zeros([100000])) }"
+    )
+    .is_ok());
+    assert!(ops::live_memory(&it.ws).bytes <= 4, "only the scalar `y` is left");
+    ops::set_session_budget(None);
+}
+
+/// Runs `f` on a thread with a small stack (1 MiB, unoptimised): walks over a
+/// long chain must not recurse once per operator.
+fn on_small_stack(f: impl FnOnce() + Send + 'static) {
+    std::thread::Builder::new()
+        .stack_size(1 << 20)
+        .spawn(f)
+        .unwrap()
+        .join()
+        .expect("no stack overflow");
+}
+
+#[test]
+fn a_flat_chain_of_ten_thousand_terms_parses_checks_runs_traces_and_differentiates() {
+    on_small_stack(|| {
+        let n = 10_000;
+        // Every level of operator, with names, a tracked parameter and its gradient.
+        let sum = vec!["1"; n].join(" + ");
+        let src = format!(
+            "x = {sum}\nw = param[3]\ng = grad(sum({}), w)\ny = {} - 1\nx + sum(g) + y",
+            vec!["w"; n].join(" + "),
+            vec!["1"; n].join(" * 2 / 2 * "),
+        );
+        let c = check_source(&src);
+        assert!(c.diagnostics.is_empty(), "{:?}", &c.diagnostics);
+        let o = run_in(&src, None);
+        match o.result {
+            // x = 10000, sum(g) = 3 × 10000, y = 1 - 1.
+            Ok(Some(v)) => assert_eq!(v.display(), "40000"),
+            other => panic!("{other:?}"),
+        }
+        // The trace has one node per operator, as nested binary nodes would.
+        let mut it = mlpl_lang::eval::Interp::new(mlpl_lang::eval::Workspace::new());
+        let src = format!("{sum}\n");
+        it.trace = Some(mlpl_lang::eval::Trace::new(&src));
+        it.run(&mlpl_syntax::parse(&src).program).unwrap();
+        let t = it.trace.take().unwrap();
+        let adds: Vec<_> = t.events.iter().filter(|e| e.op == "add").collect();
+        assert_eq!(adds.len(), n - 1);
+        // Each add covers the chain so far and ends at its own right operand.
+        assert_eq!((adds[0].span.start, adds[0].span.end), (0, 5));
+        assert_eq!(adds[n - 2].span.end, src.len() - 1);
+        assert_eq!(t.events.len(), n + n - 1);
+    });
+}
+
+#[test]
+fn a_shape_error_in_a_long_chain_points_at_the_link() {
+    let src = "a = [1, 2]\nb = a + a + a + [1, 2, 3]";
+    let d = error_of(src);
+    assert_eq!(d.code, "E0201");
+    let left = d
+        .secondary
+        .iter()
+        .map(|l| &src[l.span.start..l.span.end])
+        .collect::<Vec<_>>();
+    assert!(left.contains(&"a + a + a"), "{left:?}");
+    let c = check_source(src);
+    assert!(c.diagnostics.iter().any(|d| d.code == "E0201"), "{:?}", c.diagnostics);
+}

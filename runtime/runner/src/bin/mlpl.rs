@@ -170,13 +170,19 @@ struct RunArgs {
     /// Write a timeline of the run to FILE in the Chrome Trace Event Format
     /// (open it in Perfetto, https://ui.perfetto.dev, or chrome://tracing): each top-level
     /// statement (with its lines and kernel count), each `train` loop and
-    /// iteration (with its loss), every kernel call with its input shapes (of a
-    /// captured loop, those of its two recorded iterations; `--no-capture`
-    /// lists all), and the device counters (kernel launches, transfers,
+    /// iteration (with its loss), every kernel call with its input shapes
+    /// (those of a captured loop's replayed iterations marked `replayed`),
+    /// and the device counters (kernel launches, transfers,
     /// memory) as counter tracks. Times in microseconds from the
     /// start of the run. Written also when the run fails. See docs/traces.md.
     #[arg(long, value_name = "FILE", conflicts_with = "events")]
     timeline: Option<PathBuf>,
+    /// Most bytes the script's values may hold together, a new result
+    /// included; one result may not exceed it either. Past it the run ends
+    /// with E0410 naming the largest variables (docs/limits.md). Default: half
+    /// the machine's memory, as `mlpl serve`; 0: no budget.
+    #[arg(long, value_name = "BYTES")]
+    memory_budget: Option<usize>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -276,6 +282,7 @@ fn run(args: RunArgs) -> ExitCode {
         );
         return ExitCode::from(2);
     };
+    set_run_budget(args.memory_budget);
     if args.events.is_some() {
         return run_events(&args, src, device);
     }
@@ -384,6 +391,24 @@ fn run(args: RunArgs) -> ExitCode {
         eprint!("{}", profile_report(&it, &src, elapsed));
     }
     code
+}
+
+/// `mlpl run --memory-budget`: this thread's budgets of one result and of all
+/// the script's values together (both the flag's bytes, by default
+/// [`serve::default_memory_budget`], none for 0).
+fn set_run_budget(flag: Option<usize>) {
+    let bytes = match flag {
+        Some(0) => None,
+        Some(b) => Some(b),
+        None => serve::default_memory_budget(),
+    };
+    mlpl_lang::eval::ops::set_memory_budget(bytes);
+    mlpl_lang::eval::ops::set_session_budget(bytes.map(|limit| {
+        mlpl_lang::eval::ops::SessionBudget {
+            limit,
+            raise: "`mlpl run --memory-budget BYTES`".to_string(),
+        }
+    }));
 }
 
 /// Makes this thread, which runs the program, worker 0 of rayon's global pool

@@ -40,6 +40,7 @@ fn help_explains_every_subcommand() {
         "--device",
         "--no-capture",
         "--profile",
+        "--memory-budget",
         "MLPL_CPU_ISA",
         "RAYON_NUM_THREADS",
     ] {
@@ -337,4 +338,49 @@ fn check_survives_sizes_and_depths_that_once_killed_it() {
         "{}",
         text(&out.stderr)
     );
+}
+
+#[test]
+fn run_refuses_concat_doubling_past_its_memory_budget_with_e0410() {
+    let d = temp_dir("run-budget");
+    std::fs::write(
+        d.join("double.mlpl"),
+        "x = ones([1000])\nrepeat 40 { x = concat(x, x, 0) }\nshape(x)\n",
+    )
+    .unwrap();
+    let out = mlpl(&["run", "double.mlpl", "--memory-budget", "1200000"], &d);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(err.contains("error[E0410]: out of host memory"), "{err}");
+    assert!(err.contains(" --> double.mlpl:2:"), "{err}");
+    // What the script holds (`x`, 512,000 bytes) and the budget are named,
+    // and how to raise it.
+    assert!(err.contains("the session holds 512000 bytes (largest: `x` 512000)"), "{err}");
+    assert!(err.contains("`mlpl run --memory-budget BYTES`"), "{err}");
+}
+
+/// The session budget a `mlpl run --events jsonl` run reports in `run_finished`.
+fn reported_budget(extra: &[&str]) -> serde_json::Value {
+    let d = temp_dir("run-budget-default");
+    std::fs::write(d.join("one.mlpl"), "1\n").unwrap();
+    let mut args = vec!["run", "one.mlpl", "--events", "jsonl"];
+    args.extend_from_slice(extra);
+    let out = mlpl(&args, &d);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let finished = text(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|e| e["type"] == "run_finished")
+        .expect("a run_finished event");
+    finished["memory"]["budget_bytes"].clone()
+}
+
+#[test]
+fn run_has_the_default_budget_of_serve_unless_told_otherwise() {
+    // Half the machine's memory, as `mlpl serve`, where the system says.
+    let expected = mlpl_runner::serve::default_memory_budget()
+        .map_or(serde_json::Value::Null, |b| serde_json::json!(b));
+    assert_eq!(reported_budget(&[]), expected);
+    assert_eq!(reported_budget(&["--memory-budget", "123456"]), serde_json::json!(123456));
+    assert_eq!(reported_budget(&["--memory-budget", "0"]), serde_json::Value::Null);
 }

@@ -285,14 +285,67 @@ sum(matmul(ones([2, 3]), ones([3, 5])))
         .collect::<Vec<_>>();
     assert!(names.contains(&"kernels".to_string()), "{names:?}");
     assert_eq!(t["otherData"]["kernel_events_dropped"], 0);
-    // Captured, the replayed iterations run the compiled program: fewer events
-    // than launches, and the loop still says it was captured.
+    // Eager, no kernel is a replayed one.
+    assert!(kernels.iter().all(|k| k["args"]["replayed"] == false));
+}
+
+#[test]
+fn the_timeline_lists_the_kernels_of_every_replayed_iteration() {
+    let d = temp_dir("timeline-replayed");
+    let src = "m = engram_embed(16, 8, 4, 1, 0)
+X = [[1, 2, 3], [4, 5, 6]]
+train 5 {
+  adam(sum(apply(m, X) * apply(m, X)), m, 0.01, 0.9, 0.999, 1e-8)
+  sum(apply(m, X) * apply(m, X))
+}
+";
+    std::fs::write(d.join("k.mlpl"), src).unwrap();
     let out = mlpl(&d, &["run", "k.mlpl", "--timeline", "tc.json"]);
-    assert!(out.status.success());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let t = read_json(d.join("tc.json"));
     let events = validate_trace_event_format(&t);
     let loops: Vec<&Value> = events.iter().filter(|e| e["cat"] == "train").collect();
     assert_eq!(loops[0]["args"]["step_mode"], "captured");
+    let kernels: Vec<&Value> = events.iter().filter(|e| e["cat"] == "kernel").collect();
+    // Every launch is an event, the replayed ones included.
+    let counted = kernels
+        .iter()
+        .filter(|k| k["name"] != "upload" && k["name"] != "download")
+        .count() as u64;
+    let launches = events
+        .iter()
+        .filter(|e| e["ph"] == "C" && e["name"] == "kernels")
+        .map(|c| c["args"]["kernel_launches"].as_u64().unwrap())
+        .max()
+        .unwrap();
+    assert_eq!(counted, launches);
+    // Two iterations are recorded (interpreted), three replayed: the replayed
+    // kernels are three equal runs of calls, each with its shapes, each inside
+    // its own iteration on the train track.
+    let replayed: Vec<&&Value> = kernels.iter().filter(|k| k["args"]["replayed"] == true).collect();
+    assert!(!replayed.is_empty() && replayed.len() % 3 == 0, "{}", replayed.len());
+    let per_step = replayed.len() / 3;
+    let calls = |i: usize| -> Vec<(Value, Value)> {
+        replayed[i * per_step..(i + 1) * per_step]
+            .iter()
+            .map(|k| (k["name"].clone(), k["args"]["inputs"].clone()))
+            .collect()
+    };
+    assert_eq!(calls(0), calls(1));
+    assert_eq!(calls(0), calls(2));
+    assert!(calls(0).contains(&(serde_json::json!("engram_hash"), serde_json::json!([[2, 3]]))));
+    assert!(calls(0).iter().any(|(n, _)| n == "adam_update"));
+    let steps: Vec<&Value> = events.iter().filter(|e| e["cat"] == "train_step").collect();
+    assert_eq!(steps.len(), 5);
+    let f = |v: &Value| v.as_f64().unwrap();
+    for i in 0..3 {
+        let (step, prev) = (steps[i + 2], steps[i + 1]);
+        let first = replayed[i * per_step];
+        let last = replayed[(i + 1) * per_step - 1];
+        // Within a few microseconds of clock granularity.
+        assert!(f(&first["ts"]) + 5.0 >= f(&prev["ts"]) + f(&prev["dur"]), "replay {i} began before its iteration");
+        assert!(f(&last["ts"]) + f(&last["dur"]) <= f(&step["ts"]) + f(&step["dur"]) + 5.0, "replay {i} ended after its iteration");
+    }
 }
 
 #[test]

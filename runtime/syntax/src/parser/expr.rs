@@ -1,4 +1,5 @@
-//! Expressions: precedence climbing over `+ -` and `* /`, unary minus,
+//! Expressions: chains of `+ -` and of `* /` (each one node, built in a loop),
+//! unary minus,
 //! juxtaposition checks (W0002), primaries, calls and their arguments,
 //! parenthesised groups and `device(...)` expressions.
 
@@ -67,9 +68,8 @@ impl<'a> Parser<'a> {
     }
 
     pub(super) fn parse_additive(&mut self) -> Expr {
-        let mut lhs = self.parse_term();
-        let saved = self.depth;
-        let mut overflow = false;
+        let first = self.parse_term();
+        let mut links = Vec::new();
         loop {
             let op = match self.peek() {
                 K::Plus => BinOp::Add,
@@ -78,52 +78,22 @@ impl<'a> Parser<'a> {
             };
             let op_tok = self.bump();
             if op == BinOp::Sub {
-                self.check_w0002(&op_tok, &lhs);
+                let before = chain_span(&first, &links);
+                self.check_w0002(&op_tok, before);
             }
-            lhs = self.binary_operand(lhs, op, &op_tok, &mut overflow, Self::parse_term);
-        }
-        self.depth = saved;
-        lhs
-    }
-
-    /// Parses the right operand of `lhs op` with `operand` and builds the binary
-    /// node, counting one nesting level per operator (past [`MAX_DEPTH`] the chain
-    /// becomes an error node, reported once).
-    pub(super) fn binary_operand(
-        &mut self,
-        lhs: Expr,
-        op: BinOp,
-        op_tok: &Token,
-        overflow: &mut bool,
-        operand: fn(&mut Self) -> Expr,
-    ) -> Expr {
-        if !*overflow && self.depth + 1 >= MAX_DEPTH {
-            *overflow = true;
-            self.report_too_deep(op_tok.span);
-        }
-        if !*overflow {
-            self.depth += 1;
-        }
-        let rhs = operand(self);
-        let span = lhs.span.to(rhs.span);
-        if *overflow {
-            return error_expr(span);
-        }
-        Expr {
-            span,
-            kind: ExprKind::Binary {
+            let rhs = self.parse_term();
+            links.push(Link {
                 op,
                 op_span: op_tok.span,
-                lhs: Box::new(lhs),
-                rhs: Box::new(rhs),
-            },
+                rhs,
+            });
         }
+        chain(first, links)
     }
 
     pub(super) fn parse_term(&mut self) -> Expr {
-        let mut lhs = self.parse_unary();
-        let saved = self.depth;
-        let mut overflow = false;
+        let mut first = self.parse_unary();
+        let mut links = Vec::new();
         loop {
             let op = match self.peek() {
                 K::Star => Some(BinOp::Mul),
@@ -134,25 +104,31 @@ impl<'a> Parser<'a> {
             let op_tok = self.bump();
             let Some(op) = op else {
                 // An unexpected character between operands (`a % b`, `a == b`), already
-                // reported by the lexer.
+                // reported by the lexer: what came before becomes an error node.
                 self.errs += 1;
+                let before = chain_span(&first, &links);
                 let span = if can_start_expr(self.peek()) {
                     let rhs = self.parse_unary();
-                    lhs.span.to(rhs.span)
+                    before.to(rhs.span)
                 } else {
-                    lhs.span.to(op_tok.span)
+                    before.to(op_tok.span)
                 };
-                lhs = error_expr(span);
+                first = error_expr(span);
+                links.clear();
                 continue;
             };
-            lhs = self.binary_operand(lhs, op, &op_tok, &mut overflow, Self::parse_unary);
+            let rhs = self.parse_unary();
+            links.push(Link {
+                op,
+                op_span: op_tok.span,
+                rhs,
+            });
         }
-        self.depth = saved;
-        lhs
+        chain(first, links)
     }
 
     /// W0002: `a -1` where a space precedes the `-` but not the digit.
-    pub(super) fn check_w0002(&mut self, op: &Token, lhs: &Expr) {
+    pub(super) fn check_w0002(&mut self, op: &Token, lhs: Span) {
         let bytes = self.src.as_bytes();
         let before = op.span.start.checked_sub(1).and_then(|i| bytes.get(i));
         let after = bytes.get(op.span.end);
@@ -178,17 +154,14 @@ impl<'a> Parser<'a> {
         );
     }
 
-    pub(super) fn op_prev_text(&self, op: &Token, lhs: &Expr) -> &'a str {
-        let t = self.text(lhs.span);
+    pub(super) fn op_prev_text(&self, op: &Token, lhs: Span) -> &'a str {
+        let t = self.text(lhs);
         if t.len() <= 30 && !t.contains(['\n', '\r']) {
             return t;
         }
         // Fall back to the token before the operator.
-        let i = self
-            .toks
-            .iter()
-            .position(|t| t.span == op.span)
-            .unwrap_or(0);
+        // The tokens are in source order.
+        let i = self.toks.partition_point(|t| t.span.start < op.span.start);
         self.text(self.toks[i.saturating_sub(1)].span)
     }
 
@@ -635,5 +608,24 @@ impl<'a> Parser<'a> {
                 .help("choose another name, e.g. `dev`"),
         );
         error_expr(kw.span)
+    }
+}
+
+/// The span of a chain so far: its first operand and its links.
+fn chain_span(first: &Expr, links: &[Link]) -> Span {
+    links.last().map_or(first.span, |l| first.span.to(l.rhs.span))
+}
+
+/// `first` alone when there are no links, else the chain node.
+fn chain(first: Expr, links: Vec<Link>) -> Expr {
+    if links.is_empty() {
+        return first;
+    }
+    Expr {
+        span: chain_span(&first, &links),
+        kind: ExprKind::Chain {
+            first: Box::new(first),
+            links,
+        },
     }
 }

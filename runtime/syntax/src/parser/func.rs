@@ -8,6 +8,11 @@ use super::expr::AfterItem;
 use super::*;
 use mlpl_diag::code;
 
+/// The most operators of one level an axis of a signature may chain in a row
+/// (`d + d + d` has two):
+/// a signature's axes are small trees, walked recursively.
+const MAX_DIM_OPERATORS: usize = 64;
+
 impl<'a> Parser<'a> {
     pub(super) fn parse_fn(&mut self) -> StmtKind {
         let fn_i = self.idx();
@@ -260,14 +265,40 @@ impl<'a> Parser<'a> {
                     span: e.span,
                 });
             }
-            ExprKind::Binary { op, lhs, rhs, .. } => {
-                let l = self.dim_of(lhs);
-                let r = self.dim_of(rhs);
-                DimSigKind::Binary {
-                    op: *op,
-                    lhs: Box::new(l?),
-                    rhs: Box::new(r?),
+            ExprKind::Chain { links, .. } if links.len() > MAX_DIM_OPERATORS => {
+                self.error(
+                    Diagnostic::error(
+                        code::E0011,
+                        "malformed signature: too many operators in one axis",
+                    )
+                    .at(e.span, format!("{} operators", links.len()))
+                    .note(format!("an axis of a signature has at most {MAX_DIM_OPERATORS} operators in a row"))
+                    .help("write the axis with fewer operators, such as `4 * d` for `d + d + d + d`"),
+                );
+                return None;
+            }
+            ExprKind::Chain { first, links } => {
+                // Left to right, as the chain is evaluated.
+                let mut acc = self.dim_of(first);
+                let prefixes = Expr::chain_prefixes(first, links);
+                for (l, span) in links.iter().zip(prefixes) {
+                    let r = self.dim_of(&l.rhs);
+                    acc = match (acc, r) {
+                        (Some(a), Some(r)) => Some(DimSig {
+                            kind: DimSigKind::Binary {
+                                op: l.op,
+                                lhs: Box::new(a),
+                                rhs: Box::new(r),
+                            },
+                            span,
+                        }),
+                        _ => None,
+                    };
                 }
+                return acc.map(|d| DimSig {
+                    kind: d.kind,
+                    span: e.span,
+                });
             }
             ExprKind::Error => return None,
             _ => {

@@ -8,7 +8,7 @@
 //! or to the group's closer, or to the end of the statement, without reporting
 //! anything more for the same mistake.
 //!
-//! Nesting (brackets, blocks, unary minus and operator chains) is limited to
+//! Nesting (brackets, blocks, calls, lists and unary minus) is limited to
 //! [`MAX_DEPTH`] levels; deeper input gets one E0006 and is skipped, so the parser
 //! and every consumer of the tree stay within a small stack.
 //!
@@ -22,7 +22,8 @@ use crate::token::{Token, TokenKind};
 use mlpl_diag::code;
 use mlpl_diag::{Diagnostic, Span};
 
-/// How deeply brackets, blocks, unary minus and chains of binary operators may nest.
+/// How deeply brackets, blocks, calls, lists and unary minus may nest (a chain of
+/// operators of one level, however long, is one node: [`ExprKind::Chain`]).
 pub const MAX_DEPTH: usize = 256;
 
 /// The result of parsing: a program (always, possibly with error nodes) and every
@@ -286,7 +287,7 @@ impl<'a> Parser<'a> {
             Diagnostic::error(code::E0006, format!("nesting too deep: expected at most {MAX_DEPTH} levels"))
                 .at(span, "nested too deeply")
                 .note(format!(
-                    "brackets, blocks, unary minus and chains of operators may nest at most {MAX_DEPTH} levels"
+                    "brackets, blocks, calls, lists and unary minus may nest at most {MAX_DEPTH} levels"
                 ))
                 .help("split the expression into several statements"),
         );

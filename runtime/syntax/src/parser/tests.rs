@@ -43,9 +43,10 @@ fn sexp(e: &Expr) -> String {
             items.iter().map(sexp).collect::<Vec<_>>().join(", ")
         ),
         ExprKind::Neg(e) => format!("(neg {})", sexp(e)),
-        ExprKind::Binary { op, lhs, rhs, .. } => {
-            format!("({} {} {})", sexp(lhs), op.symbol(), sexp(rhs))
-        }
+        // Rendered left-nested, as a chain associates.
+        ExprKind::Chain { first, links } => links.iter().fold(sexp(first), |acc, l| {
+            format!("({acc} {} {})", l.op.symbol(), sexp(&l.rhs))
+        }),
         ExprKind::Paren(e) => format!("{{{}}}", sexp(e)),
         ExprKind::Ctor { kind, dims } => {
             format!(
@@ -198,7 +199,7 @@ fn spans() {
     }
     let e = expr("a + b * c");
     match &e.kind {
-        ExprKind::Binary { op_span, .. } => assert_eq!(*op_span, Span::new(2, 3)),
+        ExprKind::Chain { links, .. } => assert_eq!(links[0].op_span, Span::new(2, 3)),
         other => panic!("{other:?}"),
     }
 }

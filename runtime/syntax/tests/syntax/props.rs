@@ -52,12 +52,12 @@ fn check_expr(src: &str, e: &Expr, depth: usize) -> Result<(), TestCaseError> {
             }
         }
         ExprKind::Neg(x) | ExprKind::Paren(x) => check_expr(src, x, depth + 1)?,
-        ExprKind::Binary {
-            op_span, lhs, rhs, ..
-        } => {
-            prop_assert!(span_ok(src, *op_span));
-            check_expr(src, lhs, depth + 1)?;
-            check_expr(src, rhs, depth + 1)?;
+        ExprKind::Chain { first, links } => {
+            check_expr(src, first, depth + 1)?;
+            for l in links {
+                prop_assert!(span_ok(src, l.op_span));
+                check_expr(src, &l.rhs, depth + 1)?;
+            }
         }
         ExprKind::Device { target, body } => {
             check_expr(src, target, depth + 1)?;

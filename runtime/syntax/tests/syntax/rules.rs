@@ -74,9 +74,10 @@ fn sexp(e: &Expr) -> String {
         ExprKind::Call { name, args } => format!("{}({})", name.name, list(args)),
         ExprKind::List(items) => format!("[{}]", list(items)),
         ExprKind::Neg(e) => format!("(neg {})", sexp(e)),
-        ExprKind::Binary { op, lhs, rhs, .. } => {
-            format!("({} {} {})", sexp(lhs), op.symbol(), sexp(rhs))
-        }
+        // Rendered left-nested, as a chain associates.
+        ExprKind::Chain { first, links } => links.iter().fold(sexp(first), |acc, l| {
+            format!("({acc} {} {})", l.op.symbol(), sexp(&l.rhs))
+        }),
         ExprKind::Paren(e) => format!("{{{}}}", sexp(e)),
         ExprKind::Ctor { kind, dims } => format!("{kind:?}[{}]", list(dims)),
         ExprKind::Device { target, body } => {
@@ -476,11 +477,11 @@ fn spans_cover_the_source() {
     };
     assert_eq!(text(src, name.span), "w");
     assert_eq!(text(src, value.span), "matmul(x, W) + b");
-    let ExprKind::Binary { op_span, lhs, .. } = &value.kind else {
+    let ExprKind::Chain { first, links } = &value.kind else {
         panic!()
     };
-    assert_eq!(text(src, *op_span), "+");
-    let ExprKind::Call { name, args } = &lhs.kind else {
+    assert_eq!(text(src, links[0].op_span), "+");
+    let ExprKind::Call { name, args } = &first.kind else {
         panic!()
     };
     assert_eq!(text(src, name.span), "matmul");
@@ -807,11 +808,58 @@ fn deep_nesting_is_a_diagnostic() {
     assert_deep_ok("repeat 1 {".repeat(n));
     assert_deep_ok(format!("{}{}", "repeat 1 {".repeat(n), "}".repeat(n)));
     assert_deep_ok(format!("x = {}1", "-".repeat(n)));
-    assert_deep_ok(format!("x = {}", vec!["1"; n].join(" + ")));
     assert_deep_ok(format!("x = {}", "device(\"c\") {".repeat(n)));
     // Within the limit, nesting is fine.
     let ok = format!("x = {}1{}", "(".repeat(100), ")".repeat(100));
     assert!(codes(&ok).is_empty());
+}
+
+#[test]
+fn long_flat_chains_are_one_node_not_nesting() {
+    // 100,000 operands in a row of every chain kind, parsed and dropped on a
+    // small stack: a chain is one node, not one level per operator.
+    let n = 100_000;
+    let chains = [
+        format!("x = {}", vec!["1"; n].join(" + ")),
+        format!("x = {}", vec!["a"; n].join(" * ")),
+        format!("x = {}", vec!["b"; n].join(" - ")),
+        format!("x = {}", vec!["c"; n].join(" / ")),
+        format!("x = f({})", vec!["1"; n].join(", ")),
+        format!("x = [{}]", vec!["1 + 2 * 3"; n].join(", ")),
+    ];
+    let handle = std::thread::Builder::new()
+        .stack_size(1 << 20)
+        .spawn(move || {
+            for src in chains {
+                let p = parse(&src);
+                assert!(p.diagnostics.is_empty(), "{:?}", &p.diagnostics[..1]);
+                let StmtKind::Assign { value, .. } = &p.program.stmts[0].kind else {
+                    panic!("not an assignment")
+                };
+                match &value.kind {
+                    ExprKind::Chain { links, .. } => assert_eq!(links.len(), n - 1),
+                    ExprKind::Call { args: items, .. } | ExprKind::List(items) => {
+                        assert_eq!(items.len(), n)
+                    }
+                    other => panic!("{other:?}"),
+                }
+                assert_eq!(value.span.end, src.len());
+            }
+        })
+        .unwrap();
+    handle.join().expect("parser survived long chains");
+    // Mixed levels keep their precedence and associate to the left.
+    let p = clean("a - b + c * d / e - f");
+    assert_eq!(stmt_sexp(&p.stmts[0]), "(((a - b) + ((c * d) / e)) - f)");
+}
+
+#[test]
+fn a_signature_axis_takes_at_most_64_operators_in_a_row() {
+    let axis = |n: usize| vec!["d"; n + 1].join(" + ");
+    let ok = format!("fn f(x : [{}]) {{ x }}", axis(64));
+    assert!(codes(&ok).is_empty(), "{:?}", codes(&ok));
+    let long = format!("fn f(x : [{}]) {{ x }}", axis(65));
+    assert_eq!(codes(&long), ["E0011"]);
 }
 
 // ----- cells -----------------------------------------------------------------------

@@ -167,6 +167,28 @@ pub fn note_rebind(name: &str, old: Option<&Value>, new: &Value) {
     });
 }
 
+/// Records that a binding made since the last [`note_live`] is gone (a
+/// function call's local at its return): the session's count drops by its
+/// size. Does nothing without a session budget.
+pub fn note_unbind(name: &str, old: &Value) {
+    if !has_session_budget() {
+        return;
+    }
+    let gone = value_bytes(old);
+    SESSION.with(|s| {
+        if let Some(st) = s.borrow_mut().as_mut() {
+            st.live.bytes = st.live.bytes.saturating_sub(gone);
+            st.live.largest.retain(|(n, _)| n != name);
+        }
+    });
+}
+
+/// How a refusal names a function call's local `name` of `function` among the
+/// largest holders.
+pub fn local_label(name: &str, function: &str) -> String {
+    format!("`{name}` (local to `{function}`)")
+}
+
 /// Largest first (ties by name); at most [`LARGEST`] kept.
 fn sort_largest(v: &mut Vec<(String, usize)>) {
     v.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
@@ -294,7 +316,8 @@ impl Refusal {
                     .largest
                     .iter()
                     .map(|(n, b)| {
-                        if n.starts_with("optimizer") {
+                        // Optimizer state and locals come with their quotes.
+                        if n.contains('`') {
                             format!("{n} {b}")
                         } else {
                             format!("`{n}` {b}")

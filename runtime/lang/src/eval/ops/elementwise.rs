@@ -3,7 +3,7 @@
 
 use mlpl_devices::{BinaryOp, UnaryOp};
 use mlpl_diag::{Diagnostic, Span};
-use mlpl_syntax::{Expr, ExprKind};
+use mlpl_syntax::Expr;
 
 use super::*;
 use crate::errors::{broadcast_name_error, broadcast_size_error, device_error, relabel_help};
@@ -152,10 +152,7 @@ pub fn arith(
     b: &Array,
     span: Span,
 ) -> Result<Array, Diagnostic> {
-    let e = Expr {
-        kind: ExprKind::Error,
-        span,
-    };
+    let e = Expr::placeholder(span);
     let name = match op {
         BinaryOp::Add => "+",
         BinaryOp::Sub => "-",
