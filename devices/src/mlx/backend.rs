@@ -181,10 +181,29 @@ impl MlxBackend {
             a.as_dtype(Dtype::Float32).map_err(|e| mlx_error("as f32", e))?
         };
         let shape: Vec<usize> = a.shape().iter().map(|&d| d as usize).collect();
-        if shape.iter().product::<usize>() == 0 {
+        let n: usize = shape.iter().product();
+        if n == 0 {
             return Ok(Tensor::zeros(shape));
         }
+        self.check_fits(4 * n as u64)?;
         Ok(Tensor::from_device(shape, Box::new(MlxBuffer::new(a, &self.stats))))
+    }
+
+    /// Out of memory (E0503) now, when an array of `bytes` cannot fit in MLX's
+    /// memory limit beside what MLX holds: a lazy array would otherwise fail
+    /// only when it is evaluated, far from the operation that asked for it.
+    fn check_fits(&self, bytes: u64) -> Result<()> {
+        let limit = mlx_rs::memory::memory_limit().unwrap_or(usize::MAX) as u64;
+        let active = mlx_rs::memory::active_memory().unwrap_or(0) as u64;
+        if bytes > limit.saturating_sub(active) {
+            return Err(DeviceError::OutOfMemory {
+                device: DEVICE.to_string(),
+                op: "allocating an MLX array".to_string(),
+                requested_bytes: bytes,
+                free_bytes: Some(limit.saturating_sub(active)),
+            });
+        }
+        Ok(())
     }
 
     /// Runs one kernel `name` (counted) holding the MLX lock; MLX failures
