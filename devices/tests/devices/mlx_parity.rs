@@ -226,3 +226,25 @@ fn kernels_without_an_mlx_implementation_fall_back_visibly() {
     assert_eq!(got.host(), want.host());
     assert!(g.take_fallbacks().contains(&"engram_hash"));
 }
+
+/// An array larger than MLX's memory limit is out of memory (E0503 in the
+/// language) when the operation asks for it, with the bytes asked and free,
+/// and MLX works on afterwards.
+#[test]
+fn out_of_memory_reports_bytes_asked_and_free() {
+    let Some(g) = mlx("out_of_memory_reports_bytes_asked_and_free") else {
+        return;
+    };
+    // [n, 1] · [1, n] asks for 4·n² bytes (about 1.4 TB).
+    let n = 600_000;
+    let (a, b) = (Tensor::zeros(vec![n, 1]), Tensor::zeros(vec![1, n]));
+    match g.matmul(&a, &b) {
+        Err(mlpl_devices::DeviceError::OutOfMemory { requested_bytes, free_bytes, .. }) => {
+            assert_eq!(requested_bytes, 4 * (n as u64) * (n as u64));
+            assert!(free_bytes.is_some_and(|f| f < requested_bytes));
+        }
+        other => panic!("expected out of memory, got {other:?}"),
+    }
+    let x = rand(&[4], 160);
+    assert_close("after OOM", &g.unary(UnaryOp::Neg, &x).unwrap(), &cpu().unary(UnaryOp::Neg, &x).unwrap());
+}
