@@ -10,7 +10,7 @@
 # silicon the same command measures Metal (feature mlx-metal, MLX's GPU device).
 #
 # Usage: bash bench/train/mlx_backend.sh [ROUNDS]   (DS="32 64", STEPS=20,
-#        PROFILE=release|dev)
+#        PROFILE=release|dev, MLPL_BIN=path to an mlpl built with the MLX backend)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROUNDS="${1:-3}"
@@ -28,9 +28,13 @@ else
   VENV=.venv-mlx
   "$VENV/bin/python" -c "import mlx.core, numpy" 2>/dev/null || "$VENV/bin/pip" install -q "mlx[cpu]==0.32.2" numpy
 fi
-cargo build --profile "$PROFILE" -q --bin mlpl --features "$FEATURES"
-dir=$([ "$PROFILE" = dev ] && echo debug || echo "$PROFILE")
-BIN="target/$dir/mlpl"
+if [ -n "${MLPL_BIN:-}" ]; then # an mlpl built with the MLX backend already
+  BIN="$MLPL_BIN"
+else
+  cargo build --profile "$PROFILE" -q --bin mlpl --features "$FEATURES"
+  dir=$([ "$PROFILE" = dev ] && echo debug || echo "$PROFILE")
+  BIN="target/$dir/mlpl"
+fi
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 OUT="$WORK/results.jsonl"
