@@ -62,7 +62,10 @@ mod tests {
 
     fn t(shape: &[usize], base: f32) -> Tensor {
         let n = shape.iter().product();
-        Tensor::from_vec(shape.to_vec(), (0..n).map(|i| base + i as f32 * 0.25).collect())
+        Tensor::from_vec(
+            shape.to_vec(),
+            (0..n).map(|i| base + i as f32 * 0.25).collect(),
+        )
     }
 
     #[test]
@@ -75,7 +78,11 @@ mod tests {
             cpu.binary(BinaryOp::Mul, &a, &b).unwrap().host()
         );
         assert_eq!(dev.counters().cpu_fallbacks, 1);
-        assert_eq!(dev.counters().uploads, 1, "the result is moved to the device");
+        assert_eq!(
+            dev.counters().uploads,
+            1,
+            "the result is moved to the device"
+        );
         let (y, inv) = dev.rms_norm(&a, 1e-5).unwrap();
         let (yc, invc) = cpu.rms_norm(&a, 1e-5).unwrap();
         assert_eq!((y.host(), inv.host()), (yc.host(), invc.host()));
@@ -101,16 +108,32 @@ mod tests {
     #[test]
     fn in_place_kernels_update_their_tensors_through_the_fallback() {
         let dev = CpuFallback(NoKernels::default());
-        let step = AdamStep { lr: 0.1, b1: 0.9, b2: 0.999, eps: 1e-8, wd: 0.0, t: 1 };
+        let step = AdamStep {
+            lr: 0.1,
+            b1: 0.9,
+            b2: 0.999,
+            eps: 1e-8,
+            wd: 0.0,
+            t: 1,
+        };
         let g = t(&[4], 0.5);
         let (mut p, mut m, mut v) = (t(&[4], 1.0), Tensor::zeros(vec![4]), Tensor::zeros(vec![4]));
         let (mut pc, mut mc, mut vc) = (p.clone(), m.clone(), v.clone());
         let before = p.clone();
         dev.adam_update(&mut p, &g, &mut m, &mut v, step).unwrap();
-        crate::cpu().adam_update(&mut pc, &g, &mut mc, &mut vc, step).unwrap();
-        assert_eq!((p.host(), m.host(), v.host()), (pc.host(), mc.host(), vc.host()));
+        crate::cpu()
+            .adam_update(&mut pc, &g, &mut mc, &mut vc, step)
+            .unwrap();
+        assert_eq!(
+            (p.host(), m.host(), v.host()),
+            (pc.host(), mc.host(), vc.host())
+        );
         assert_ne!(p.host(), before.host(), "the parameter moved");
-        assert_eq!(before.host(), t(&[4], 1.0).host(), "a clone taken before keeps its values");
+        assert_eq!(
+            before.host(),
+            t(&[4], 1.0).host(),
+            "a clone taken before keeps its values"
+        );
         assert_eq!(dev.take_fallbacks(), vec!["adam_update"]);
         assert_eq!(dev.counters().uploads, 3, "p, m and v moved back");
     }

@@ -148,7 +148,10 @@ impl MlxBackend {
                 let mut cache = self.uploads.lock().unwrap_or_else(|p| p.into_inner());
                 cache.retain(|(host, _)| host.strong_count() > 0);
                 let key = Arc::as_ptr(data);
-                match cache.iter().find(|(host, _)| std::ptr::eq(host.as_ptr(), key)) {
+                match cache
+                    .iter()
+                    .find(|(host, _)| std::ptr::eq(host.as_ptr(), key))
+                {
                     Some((_, a)) => a.clone(),
                     None => {
                         let a = self.copy_in(data);
@@ -178,7 +181,8 @@ impl MlxBackend {
         let a = if a.dtype() == Dtype::Float32 {
             a
         } else {
-            a.as_dtype(Dtype::Float32).map_err(|e| mlx_error("as f32", e))?
+            a.as_dtype(Dtype::Float32)
+                .map_err(|e| mlx_error("as f32", e))?
         };
         let shape: Vec<usize> = a.shape().iter().map(|&d| d as usize).collect();
         let n: usize = shape.iter().product();
@@ -186,7 +190,10 @@ impl MlxBackend {
             return Ok(Tensor::zeros(shape));
         }
         self.check_fits(4 * n as u64)?;
-        Ok(Tensor::from_device(shape, Box::new(MlxBuffer::new(a, &self.stats))))
+        Ok(Tensor::from_device(
+            shape,
+            Box::new(MlxBuffer::new(a, &self.stats)),
+        ))
     }
 
     /// Out of memory (E0503) now, when an array of `bytes` cannot fit in MLX's

@@ -8,9 +8,8 @@
 use mlx_rs::error::Exception;
 use mlx_rs::ops::indexing::{argmax, argmax_axis, take_along_axis};
 use mlx_rs::ops::{
-    abs, add, concatenate, cos, divide, erf, exp, log, matmul, maximum,
-    minimum, multiply, negative, power, select, sigmoid, sin, softmax_axis, sqrt, stack,
-    subtract, tanh,
+    abs, add, concatenate, cos, divide, erf, exp, log, matmul, maximum, minimum, multiply,
+    negative, power, select, sigmoid, sin, softmax_axis, sqrt, stack, subtract, tanh,
 };
 use mlx_rs::{Array, Dtype};
 
@@ -59,7 +58,10 @@ fn unary_op(op: UnaryOp, x: &Array) -> A {
         UnaryOp::Gelu => {
             // 0.5·x·(1 + tanh(√(2/π)·(x + κx³))).
             let x3 = multiply(multiply(x, x)?, x)?;
-            let inner = multiply(add(x, multiply(x3, c(composed::GELU_KAPPA))?)?, c(composed::SQRT_2_OVER_PI))?;
+            let inner = multiply(
+                add(x, multiply(x3, c(composed::GELU_KAPPA))?)?,
+                c(composed::SQRT_2_OVER_PI),
+            )?;
             multiply(multiply(x, c(0.5))?, add(tanh(inner)?, c(1.0))?)
         }
         UnaryOp::Silu => multiply(x, sigmoid(x)?),
@@ -116,7 +118,10 @@ fn unary_grad(op: UnaryOp, x: &Array, y: &Array, g: &Array) -> A {
         UnaryOp::GeluErf => {
             let e = erf(multiply(x, c(composed::FRAC_1_SQRT_2))?)?;
             let cdf = multiply(add(e, c(1.0))?, c(0.5))?;
-            let pdf = multiply(exp(multiply(multiply(x, x)?, c(-0.5))?)?, c(composed::INV_SQRT_2PI))?;
+            let pdf = multiply(
+                exp(multiply(multiply(x, x)?, c(-0.5))?)?,
+                c(composed::INV_SQRT_2PI),
+            )?;
             multiply(g, add(cdf, multiply(x, pdf)?)?)
         }
     }
@@ -182,7 +187,11 @@ fn pad_rows(x: &Array, k: usize, front: bool) -> A {
     let r = zshape.len();
     zshape[r - 2] = (k - 1) as i32;
     let z = Array::zeros::<f32>(&zshape)?;
-    let parts = if front { [z, x.clone()] } else { [x.clone(), z] };
+    let parts = if front {
+        [z, x.clone()]
+    } else {
+        [x.clone(), z]
+    };
     concatenate(&parts, r as i32 - 2)
 }
 
@@ -241,7 +250,10 @@ impl crate::kernels::PartialBackend for MlxBackend {
     }
 
     fn upload(&self, t: &Tensor) -> Option<Result<Tensor>> {
-        if t.numel() == 0 || t.device_buffer().is_some_and(|b| b.as_any().is::<super::buffer::MlxBuffer>()) {
+        if t.numel() == 0
+            || t.device_buffer()
+                .is_some_and(|b| b.as_any().is::<super::buffer::MlxBuffer>())
+        {
             return Some(Ok(t.clone()));
         }
         Some(crate::kernels::PartialBackend::to_device(self, t.clone()))
@@ -262,10 +274,18 @@ impl crate::kernels::PartialBackend for MlxBackend {
     }
 
     fn matmul(&self, a: &Tensor, b: &Tensor) -> Option<Result<Tensor>> {
-        self.run("matmul", || Ok(self.tensor(matmul(self.array(a)?, self.array(b)?)?)?))
+        self.run("matmul", || {
+            Ok(self.tensor(matmul(self.array(a)?, self.array(b)?)?)?)
+        })
     }
 
-    fn matmul_t(&self, a: &Tensor, b: &Tensor, transpose_a: bool, transpose_b: bool) -> Option<Result<Tensor>> {
+    fn matmul_t(
+        &self,
+        a: &Tensor,
+        b: &Tensor,
+        transpose_a: bool,
+        transpose_b: bool,
+    ) -> Option<Result<Tensor>> {
         self.run("matmul_t", || {
             let t = |x: Array, yes: bool| if yes { x.swap_axes(-1, -2) } else { Ok(x) };
             let a = t(self.array(a)?, transpose_a)?;
@@ -314,7 +334,9 @@ impl crate::kernels::PartialBackend for MlxBackend {
     }
 
     fn softmax(&self, x: &Tensor, axis: usize) -> Option<Result<Tensor>> {
-        self.run("softmax", || Ok(self.tensor(softmax_axis(self.array(x)?, axis as i32, true)?)?))
+        self.run("softmax", || {
+            Ok(self.tensor(softmax_axis(self.array(x)?, axis as i32, true)?)?)
+        })
     }
 
     fn log_softmax(&self, x: &Tensor, axis: usize) -> Option<Result<Tensor>> {
@@ -326,7 +348,9 @@ impl crate::kernels::PartialBackend for MlxBackend {
     }
 
     fn logsumexp(&self, x: &Tensor, axis: usize) -> Option<Result<Tensor>> {
-        self.run("logsumexp", || Ok(self.tensor(self.array(x)?.logsumexp_axis(axis as i32, false)?)?))
+        self.run("logsumexp", || {
+            Ok(self.tensor(self.array(x)?.logsumexp_axis(axis as i32, false)?)?)
+        })
     }
 
     fn softmax_backward(&self, y: &Tensor, dy: &Tensor, axis: usize) -> Option<Result<Tensor>> {
@@ -337,7 +361,12 @@ impl crate::kernels::PartialBackend for MlxBackend {
         })
     }
 
-    fn cross_entropy(&self, logits: &Tensor, targets: &Tensor, want_grad: bool) -> Option<Result<(Tensor, Option<Tensor>)>> {
+    fn cross_entropy(
+        &self,
+        logits: &Tensor,
+        targets: &Tensor,
+        want_grad: bool,
+    ) -> Option<Result<(Tensor, Option<Tensor>)>> {
         self.run("cross_entropy", || {
             let (l, v) = self.rows(logits)?;
             let rows = l.shape()[0];
@@ -347,7 +376,10 @@ impl crate::kernels::PartialBackend for MlxBackend {
             let loss = self.tensor(subtract(lse, picked)?.mean(false)?)?;
             let grad = if want_grad {
                 let onehot = f32s(&positions(0, 1, v).reshape(&[1, v as i32])?.eq(&t)?)?;
-                let g = divide(subtract(softmax_axis(&l, 1, true)?, onehot)?, c(rows.max(1) as f32))?;
+                let g = divide(
+                    subtract(softmax_axis(&l, 1, true)?, onehot)?,
+                    c(rows.max(1) as f32),
+                )?;
                 Some(self.shaped(g, logits.shape())?)
             } else {
                 None
@@ -370,7 +402,12 @@ impl crate::kernels::PartialBackend for MlxBackend {
         })
     }
 
-    fn scatter_add_rows(&self, ids_t: &Tensor, src: &Tensor, vocab: usize) -> Option<Result<Tensor>> {
+    fn scatter_add_rows(
+        &self,
+        ids_t: &Tensor,
+        src: &Tensor,
+        vocab: usize,
+    ) -> Option<Result<Tensor>> {
         let d = src.shape().last().copied().unwrap_or(0);
         if ids_t.numel() == 0 || vocab * d == 0 {
             return Some(Ok(Tensor::zeros(vec![vocab, d])));
@@ -397,7 +434,12 @@ impl crate::kernels::PartialBackend for MlxBackend {
         })
     }
 
-    fn causal_conv_backward(&self, x: &Tensor, w: &Tensor, dy: &Tensor) -> Option<Result<(Tensor, Tensor)>> {
+    fn causal_conv_backward(
+        &self,
+        x: &Tensor,
+        w: &Tensor,
+        dy: &Tensor,
+    ) -> Option<Result<(Tensor, Tensor)>> {
         self.run("causal_conv_backward", || {
             let (xa, wa, ga) = (self.array(x)?, self.array(w)?, self.array(dy)?);
             let (k, t) = (w.shape()[0], x.shape()[x.rank() - 2]);
@@ -421,7 +463,9 @@ impl crate::kernels::PartialBackend for MlxBackend {
     }
 
     fn sum_to_shape(&self, g: &Tensor, shape: &[usize]) -> Option<Result<Tensor>> {
-        self.run("sum_to_shape", || Ok(self.tensor(sum_to(&self.array(g)?, shape)?)?))
+        self.run("sum_to_shape", || {
+            Ok(self.tensor(sum_to(&self.array(g)?, shape)?)?)
+        })
     }
 
     fn rms_norm(&self, x: &Tensor, eps: f32) -> Option<Result<(Tensor, Tensor)>> {
@@ -429,11 +473,19 @@ impl crate::kernels::PartialBackend for MlxBackend {
             let (a, _) = self.rows(x)?;
             let inv = add(multiply(&a, &a)?.mean_axis(1, true)?, c(eps))?.rsqrt()?;
             let rows = a.shape()[0] as usize;
-            Ok((self.shaped(multiply(&a, &inv)?, x.shape())?, self.shaped(inv, &[rows])?))
+            Ok((
+                self.shaped(multiply(&a, &inv)?, x.shape())?,
+                self.shaped(inv, &[rows])?,
+            ))
         })
     }
 
-    fn rms_norm_backward(&self, x: &Tensor, inv_rms: &Tensor, dy: &Tensor) -> Option<Result<Tensor>> {
+    fn rms_norm_backward(
+        &self,
+        x: &Tensor,
+        inv_rms: &Tensor,
+        dy: &Tensor,
+    ) -> Option<Result<Tensor>> {
         self.run("rms_norm_backward", || {
             let (a, d) = self.rows(x)?;
             let (g, _) = self.rows(dy)?;
@@ -460,7 +512,13 @@ impl crate::kernels::PartialBackend for MlxBackend {
         })
     }
 
-    fn layer_norm_backward(&self, x: &Tensor, mean: &Tensor, inv_std: &Tensor, dy: &Tensor) -> Option<Result<Tensor>> {
+    fn layer_norm_backward(
+        &self,
+        x: &Tensor,
+        mean: &Tensor,
+        inv_std: &Tensor,
+        dy: &Tensor,
+    ) -> Option<Result<Tensor>> {
         self.run("layer_norm_backward", || {
             let (a, _) = self.rows(x)?;
             let (g, _) = self.rows(dy)?;
@@ -473,7 +531,13 @@ impl crate::kernels::PartialBackend for MlxBackend {
         })
     }
 
-    fn unary_backward(&self, op: UnaryOp, x: &Tensor, y: &Tensor, dy: &Tensor) -> Option<Result<Tensor>> {
+    fn unary_backward(
+        &self,
+        op: UnaryOp,
+        x: &Tensor,
+        y: &Tensor,
+        dy: &Tensor,
+    ) -> Option<Result<Tensor>> {
         self.run("unary_backward", || {
             let d = unary_grad(op, &self.array(x)?, &self.array(y)?, &self.array(dy)?)?;
             Ok(self.tensor(d)?)
@@ -487,7 +551,15 @@ impl crate::kernels::PartialBackend for MlxBackend {
         })
     }
 
-    fn bias_act_backward(&self, x: &Tensor, bias: &Tensor, y: &Tensor, dy: &Tensor, act: UnaryOp, want_bias: bool) -> Option<Result<(Tensor, Option<Tensor>)>> {
+    fn bias_act_backward(
+        &self,
+        x: &Tensor,
+        bias: &Tensor,
+        y: &Tensor,
+        dy: &Tensor,
+        act: UnaryOp,
+        want_bias: bool,
+    ) -> Option<Result<(Tensor, Option<Tensor>)>> {
         self.run("bias_act_backward", || {
             let pre = add(self.array(x)?, self.array(bias)?)?;
             let dx = unary_grad(act, &pre, &self.array(y)?, &self.array(dy)?)?;
@@ -510,7 +582,13 @@ impl crate::kernels::PartialBackend for MlxBackend {
         })
     }
 
-    fn masked_softmax_backward(&self, y: &Tensor, dy: &Tensor, divisor: f32, causal: bool) -> Option<Result<Tensor>> {
+    fn masked_softmax_backward(
+        &self,
+        y: &Tensor,
+        dy: &Tensor,
+        divisor: f32,
+        causal: bool,
+    ) -> Option<Result<Tensor>> {
         self.run("masked_softmax_backward", || {
             let (y, dy) = (self.array(y)?, self.array(dy)?);
             let s = multiply(&dy, &y)?.sum_axis(-1, true)?;
@@ -529,18 +607,35 @@ impl crate::kernels::PartialBackend for MlxBackend {
         })
     }
 
-    fn slice_axis(&self, x: &Tensor, axis: usize, start: usize, step: usize, len: usize) -> Option<Result<Tensor>> {
+    fn slice_axis(
+        &self,
+        x: &Tensor,
+        axis: usize,
+        start: usize,
+        step: usize,
+        len: usize,
+    ) -> Option<Result<Tensor>> {
         if len == 0 || x.numel() == 0 {
             let mut shape = x.shape().to_vec();
             shape[axis] = len;
             return Some(Ok(Tensor::zeros(shape)));
         }
         self.run("slice_axis", || {
-            Ok(self.tensor(self.array(x)?.take_axis(positions(start, step, len), axis as i32)?)?)
+            Ok(self.tensor(
+                self.array(x)?
+                    .take_axis(positions(start, step, len), axis as i32)?,
+            )?)
         })
     }
 
-    fn unslice_axis(&self, g: &Tensor, shape: &[usize], axis: usize, start: usize, step: usize) -> Option<Result<Tensor>> {
+    fn unslice_axis(
+        &self,
+        g: &Tensor,
+        shape: &[usize],
+        axis: usize,
+        start: usize,
+        step: usize,
+    ) -> Option<Result<Tensor>> {
         let glen = g.shape()[axis];
         if glen == 0 || shape.iter().product::<usize>() == 0 {
             return Some(Ok(Tensor::zeros(shape.to_vec())));
@@ -553,7 +648,10 @@ impl crate::kernels::PartialBackend for MlxBackend {
             // Output position i reads g's element k where i = start + k·step, else the zero.
             let idx: Vec<i32> = (0..shape[axis])
                 .map(|i| {
-                    let k = i.checked_sub(start).filter(|o| o % step == 0).map(|o| o / step);
+                    let k = i
+                        .checked_sub(start)
+                        .filter(|o| o % step == 0)
+                        .map(|o| o / step);
                     k.filter(|&k| k < glen).unwrap_or(glen) as i32
                 })
                 .collect();
@@ -562,12 +660,27 @@ impl crate::kernels::PartialBackend for MlxBackend {
         })
     }
 
-    fn adam_update(&self, p: &mut Tensor, g: &Tensor, m: &mut Tensor, v: &mut Tensor, step: AdamStep) -> Option<Result<()>> {
+    fn adam_update(
+        &self,
+        p: &mut Tensor,
+        g: &Tensor,
+        m: &mut Tensor,
+        v: &mut Tensor,
+        step: AdamStep,
+    ) -> Option<Result<()>> {
         let k = step.constants();
         let updated = self.run("adam_update", || {
-            let (pa, ga, ma, va) = (self.array(p)?, self.array(g)?, self.array(m)?, self.array(v)?);
+            let (pa, ga, ma, va) = (
+                self.array(p)?,
+                self.array(g)?,
+                self.array(m)?,
+                self.array(v)?,
+            );
             let m2 = add(multiply(c(k.b1), &ma)?, multiply(c(1.0 - k.b1), &ga)?)?;
-            let v2 = add(multiply(c(k.b2), &va)?, multiply(multiply(c(1.0 - k.b2), &ga)?, &ga)?)?;
+            let v2 = add(
+                multiply(c(k.b2), &va)?,
+                multiply(multiply(c(1.0 - k.b2), &ga)?, &ga)?,
+            )?;
             let mhat = divide(&m2, c(k.bc1))?;
             let denom = add(sqrt(divide(&v2, c(k.bc2))?)?, c(k.eps))?;
             let upd = add(divide(mhat, denom)?, multiply(c(k.wd), &pa)?)?;
@@ -579,10 +692,14 @@ impl crate::kernels::PartialBackend for MlxBackend {
             // across steps (MLX's own training loops evaluate the same).
             self.settle(&[&p2, &m2, &v2], "adam_update")?;
             let shape = p.shape().to_vec();
-            let wrap = |a: Array| locked(|| -> Result<Tensor> {
-                let a = a.reshape(&dims(&shape)).map_err(|e| super::backend::mlx_error("adam_update", e))?;
-                self.tensor(a)
-            });
+            let wrap = |a: Array| {
+                locked(|| -> Result<Tensor> {
+                    let a = a
+                        .reshape(&dims(&shape))
+                        .map_err(|e| super::backend::mlx_error("adam_update", e))?;
+                    self.tensor(a)
+                })
+            };
             *p = wrap(p2)?;
             *m = wrap(m2)?;
             *v = wrap(v2)?;

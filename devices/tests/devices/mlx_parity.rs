@@ -19,7 +19,10 @@ fn mlx(test: &str) -> Option<Arc<dyn Backend>> {
         Ok(b) => Some(b),
         Err(why) => {
             let required = std::env::var("MLPL_REQUIRE_MLX").is_ok_and(|v| v == "1");
-            assert!(!required, "MLPL_REQUIRE_MLX=1 but MLX is unavailable: {why}");
+            assert!(
+                !required,
+                "MLPL_REQUIRE_MLX=1 but MLX is unavailable: {why}"
+            );
             eprintln!("SKIPPED {test}: {why}");
             None
         }
@@ -72,7 +75,11 @@ fn engram_kernels_match_the_cpu() {
     let x = rand(&[3, 9, 6], 111);
     let w = rand(&[4, 6], 112);
     let dy = rand(&[3, 9, 6], 113);
-    assert_close("causal_conv", &g.causal_conv(&x, &w).unwrap(), &c.causal_conv(&x, &w).unwrap());
+    assert_close(
+        "causal_conv",
+        &g.causal_conv(&x, &w).unwrap(),
+        &c.causal_conv(&x, &w).unwrap(),
+    );
     let (gx, gw) = g.causal_conv_backward(&x, &w, &dy).unwrap();
     let (cx, cw) = c.causal_conv_backward(&x, &w, &dy).unwrap();
     assert_close("causal_conv_backward dx", &gx, &cx);
@@ -80,7 +87,11 @@ fn engram_kernels_match_the_cpu() {
     // A kernel longer than the sequence, and one tap.
     for k in [12, 1] {
         let w = rand(&[k, 6], 114);
-        assert_close(&format!("causal_conv K={k}"), &g.causal_conv(&x, &w).unwrap(), &c.causal_conv(&x, &w).unwrap());
+        assert_close(
+            &format!("causal_conv K={k}"),
+            &g.causal_conv(&x, &w).unwrap(),
+            &c.causal_conv(&x, &w).unwrap(),
+        );
         let (gx, gw) = g.causal_conv_backward(&x, &w, &dy).unwrap();
         let (cx, cw) = c.causal_conv_backward(&x, &w, &dy).unwrap();
         assert_close(&format!("dx K={k}"), &gx, &cx);
@@ -106,19 +117,44 @@ fn fused_layers_forward_and_backward_match_the_cpu() {
     let x = rand(&[6, 10], 200);
     let bias = rand(&[10], 201);
     let dy = rand(&[6, 10], 202);
-    for act in [UnaryOp::Relu, UnaryOp::Gelu, UnaryOp::GeluErf, UnaryOp::Silu, UnaryOp::Tanh, UnaryOp::Sigmoid] {
-        let (yg, yc) = (g.bias_act(&x, &bias, act).unwrap(), c.bias_act(&x, &bias, act).unwrap());
+    for act in [
+        UnaryOp::Relu,
+        UnaryOp::Gelu,
+        UnaryOp::GeluErf,
+        UnaryOp::Silu,
+        UnaryOp::Tanh,
+        UnaryOp::Sigmoid,
+    ] {
+        let (yg, yc) = (
+            g.bias_act(&x, &bias, act).unwrap(),
+            c.bias_act(&x, &bias, act).unwrap(),
+        );
         assert_close(&format!("bias_act {act:?}"), &yg, &yc);
         let (dg, bg) = g.bias_act_backward(&x, &bias, &yc, &dy, act, true).unwrap();
         let (dc, bc) = c.bias_act_backward(&x, &bias, &yc, &dy, act, true).unwrap();
         assert_close(&format!("bias_act_backward dx {act:?}"), &dg, &dc);
-        assert_close(&format!("bias_act_backward dbias {act:?}"), &bg.unwrap(), &bc.unwrap());
+        assert_close(
+            &format!("bias_act_backward dbias {act:?}"),
+            &bg.unwrap(),
+            &bc.unwrap(),
+        );
     }
     let p = parity::positive(&[6, 10], 203);
     for op in [
-        UnaryOp::Neg, UnaryOp::Exp, UnaryOp::Log, UnaryOp::Sqrt, UnaryOp::Abs, UnaryOp::Sigmoid,
-        UnaryOp::Tanh, UnaryOp::Relu, UnaryOp::Gelu, UnaryOp::Silu, UnaryOp::Sin, UnaryOp::Cos,
-        UnaryOp::Erf, UnaryOp::GeluErf,
+        UnaryOp::Neg,
+        UnaryOp::Exp,
+        UnaryOp::Log,
+        UnaryOp::Sqrt,
+        UnaryOp::Abs,
+        UnaryOp::Sigmoid,
+        UnaryOp::Tanh,
+        UnaryOp::Relu,
+        UnaryOp::Gelu,
+        UnaryOp::Silu,
+        UnaryOp::Sin,
+        UnaryOp::Cos,
+        UnaryOp::Erf,
+        UnaryOp::GeluErf,
     ] {
         let y = c.unary(op, &p).unwrap();
         assert_close(
@@ -137,8 +173,10 @@ fn fused_layers_forward_and_backward_match_the_cpu() {
         assert_close(&format!("masked_softmax causal={causal}"), &yg, &yc);
         assert_close(
             &format!("masked_softmax_backward causal={causal}"),
-            &g.masked_softmax_backward(&yc, &dscores, 2.0, causal).unwrap(),
-            &c.masked_softmax_backward(&yc, &dscores, 2.0, causal).unwrap(),
+            &g.masked_softmax_backward(&yc, &dscores, 2.0, causal)
+                .unwrap(),
+            &c.masked_softmax_backward(&yc, &dscores, 2.0, causal)
+                .unwrap(),
         );
     }
 }
@@ -170,7 +208,13 @@ fn tensors_stay_resident_and_counters_are_exact() {
     assert_eq!(mid.kernel_launches, 3);
     // Reading a result evaluates and downloads it once; reading again uses the host copy.
     let expect = cpu()
-        .reduce(ReduceOp::Sum, &cpu().unary(UnaryOp::Relu, &cpu().matmul(&x, &w).unwrap()).unwrap(), None)
+        .reduce(
+            ReduceOp::Sum,
+            &cpu()
+                .unary(UnaryOp::Relu, &cpu().matmul(&x, &w).unwrap())
+                .unwrap(),
+            None,
+        )
         .unwrap();
     assert_close("chain", &s, &expect);
     let _ = s.host();
@@ -193,15 +237,32 @@ fn tensors_stay_resident_and_counters_are_exact() {
     assert_eq!(now().cpu_fallbacks, 0);
     // An optimizer step settles its state: one evaluation, no transfer.
     let before = now();
-    let (mut p, mut m, mut v) = (xd.clone(), g.upload(&Tensor::zeros(vec![64, 32])).unwrap(), g.upload(&Tensor::zeros(vec![64, 32])).unwrap());
+    let (mut p, mut m, mut v) = (
+        xd.clone(),
+        g.upload(&Tensor::zeros(vec![64, 32])).unwrap(),
+        g.upload(&Tensor::zeros(vec![64, 32])).unwrap(),
+    );
     let after_zeros = now();
     let grad = g.binary(BinaryOp::Mul, &xd, &xd).unwrap();
-    let step = mlpl_devices::AdamStep { lr: 0.01, b1: 0.9, b2: 0.999, eps: 1e-8, wd: 0.0, t: 1 };
+    let step = mlpl_devices::AdamStep {
+        lr: 0.01,
+        b1: 0.9,
+        b2: 0.999,
+        eps: 1e-8,
+        wd: 0.0,
+        t: 1,
+    };
     g.adam_update(&mut p, &grad, &mut m, &mut v, step).unwrap();
     let done = now();
     assert_eq!(after_zeros.uploads - before.uploads, 2);
-    assert_eq!(done.uploads, after_zeros.uploads, "the step uploads nothing");
-    assert_eq!(done.downloads, after_zeros.downloads, "the step downloads nothing");
+    assert_eq!(
+        done.uploads, after_zeros.uploads,
+        "the step uploads nothing"
+    );
+    assert_eq!(
+        done.downloads, after_zeros.downloads,
+        "the step downloads nothing"
+    );
     assert_eq!(done.evaluations - after_zeros.evaluations, 1);
     assert!(!p.is_host() && !m.is_host() && !v.is_host());
 }
@@ -222,7 +283,9 @@ fn kernels_without_an_mlx_implementation_fall_back_visibly() {
     // The ids were read (one download) and the result moved back (one more upload).
     assert_eq!((c.uploads, c.downloads), (2, 1));
     assert!(!got.is_host(), "the result is an MLX tensor again");
-    let want = cpu().engram_hash(&ids(12, 50, 7).reshape(vec![2, 6]), &[2], 2, 101, 3).unwrap();
+    let want = cpu()
+        .engram_hash(&ids(12, 50, 7).reshape(vec![2, 6]), &[2], 2, 101, 3)
+        .unwrap();
     assert_eq!(got.host(), want.host());
     assert!(g.take_fallbacks().contains(&"engram_hash"));
 }
@@ -239,12 +302,20 @@ fn out_of_memory_reports_bytes_asked_and_free() {
     let n = 600_000;
     let (a, b) = (Tensor::zeros(vec![n, 1]), Tensor::zeros(vec![1, n]));
     match g.matmul(&a, &b) {
-        Err(mlpl_devices::DeviceError::OutOfMemory { requested_bytes, free_bytes, .. }) => {
+        Err(mlpl_devices::DeviceError::OutOfMemory {
+            requested_bytes,
+            free_bytes,
+            ..
+        }) => {
             assert_eq!(requested_bytes, 4 * (n as u64) * (n as u64));
             assert!(free_bytes.is_some_and(|f| f < requested_bytes));
         }
         other => panic!("expected out of memory, got {other:?}"),
     }
     let x = rand(&[4], 160);
-    assert_close("after OOM", &g.unary(UnaryOp::Neg, &x).unwrap(), &cpu().unary(UnaryOp::Neg, &x).unwrap());
+    assert_close(
+        "after OOM",
+        &g.unary(UnaryOp::Neg, &x).unwrap(),
+        &cpu().unary(UnaryOp::Neg, &x).unwrap(),
+    );
 }

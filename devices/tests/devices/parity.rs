@@ -45,7 +45,9 @@ pub fn ids(n: usize, vocab: usize, seed: u64) -> Tensor {
 #[track_caller]
 pub fn assert_close(what: &str, gpu: &Tensor, cpu: &Tensor) {
     assert_eq!(gpu.shape(), cpu.shape(), "{what}: shapes differ");
-    let device = gpu.device_buffer().map_or("host".to_string(), |b| b.device());
+    let device = gpu
+        .device_buffer()
+        .map_or("host".to_string(), |b| b.device());
     for (i, (&g, &c)) in gpu.host().iter().zip(cpu.host()).enumerate() {
         let ok = (g.is_nan() && c.is_nan()) || g == c || (g - c).abs() <= 1e-4 * c.abs() + 1e-5;
         assert!(ok, "{what}: element {i}: {device} {g} vs cpu {c}");

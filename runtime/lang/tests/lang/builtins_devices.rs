@@ -36,7 +36,10 @@ fn to_device_returns_the_array() {
 #[test]
 fn unavailable_targets_warn_w0504_once_per_call_site() {
     assert_eq!(warning_codes("to_device([1], \"cuda\")"), vec!["W0504"]);
-    assert_eq!(warning_codes("to_device([1], \"mlx\")"), unless_mlx_built("W0504"));
+    assert_eq!(
+        warning_codes("to_device([1], \"mlx\")"),
+        unless_mlx_built("W0504")
+    );
     assert_eq!(
         warning_codes("repeat 3 { to_device([1], \"cuda\") }"),
         vec!["W0504"]
@@ -130,7 +133,10 @@ fn unavailable_block_targets_warn_w0501_once_per_block() {
     let o = run_in("device(\"cuda\") { 3 }", None);
     assert_eq!(o.warning_codes(), vec!["W0501"]);
     assert_eq!(o.shown(), "3");
-    assert_eq!(warning_codes("device(\"mlx\") { 1 }"), unless_mlx_built("W0501"));
+    assert_eq!(
+        warning_codes("device(\"mlx\") { 1 }"),
+        unless_mlx_built("W0501")
+    );
     assert_eq!(warning_codes("device(\"cuda:2\") { 1 }"), vec!["W0501"]);
     assert_eq!(
         warning_codes("repeat 3 { device(\"cuda\") { 1 } }"),

@@ -32,7 +32,11 @@ fn have_mlx(test: &str) -> bool {
         Ok(()) => true,
         Err(why) => {
             let required = std::env::var("MLPL_REQUIRE_MLX").is_ok_and(|v| v == "1");
-            assert!(!required, "MLPL_REQUIRE_MLX=1 but MLX is unavailable: {}", why.reason());
+            assert!(
+                !required,
+                "MLPL_REQUIRE_MLX=1 but MLX is unavailable: {}",
+                why.reason()
+            );
             eprintln!("SKIPPED {test}: {}", why.reason());
             false
         }
@@ -47,7 +51,10 @@ fn mlx_blocks_and_placements_run_there_without_warnings() {
     assert!(warning_codes("device(\"mlx\") { matmul(ones([4, 3]), ones([3, 2])) }").is_empty());
     assert!(warning_codes("to_device([1, 2], \"mlx\")").is_empty());
     let mut s = Session::new(None, None);
-    assert_eq!(s.eval("x = to_device([1, 2, 3], \"mlx\")\ndevice(\"mlx\") { x * 2 + 1 }"), "3 5 7");
+    assert_eq!(
+        s.eval("x = to_device([1, 2, 3], \"mlx\")\ndevice(\"mlx\") { x * 2 + 1 }"),
+        "3 5 7"
+    );
 }
 
 #[test]
@@ -96,9 +103,19 @@ fn training_keeps_parameters_in_mlx_arrays() {
         "tiny_lm on mlx per step: {downloads:.1} downloads, {bytes_up:.0} bytes up, {evaluations:.1} evaluations, {launches:.0} kernel calls, {} CPU fallbacks in all",
         c2.cpu_fallbacks - c0.cpu_fallbacks
     );
-    assert!(downloads <= 2.0, "{downloads} downloads per step: something reads MLX data on the host");
+    assert!(
+        downloads <= 2.0,
+        "{downloads} downloads per step: something reads MLX data on the host"
+    );
     // The parameters (about 32k floats) are not uploaded each step.
     assert!(bytes_up < 20_000.0, "{bytes_up} bytes uploaded per step");
-    assert!(evaluations >= 1.0, "{evaluations} evaluations per step: the step's state is never settled");
-    assert_eq!(c2.cpu_fallbacks - c0.cpu_fallbacks, 0, "CPU fallbacks while training");
+    assert!(
+        evaluations >= 1.0,
+        "{evaluations} evaluations per step: the step's state is never settled"
+    );
+    assert_eq!(
+        c2.cpu_fallbacks - c0.cpu_fallbacks,
+        0,
+        "CPU fallbacks while training"
+    );
 }
