@@ -10,7 +10,23 @@ cd "$(dirname "$0")/.."
 if nvrtc=$(bash scripts/nvrtc-venv.sh | tail -n 1) && [ -n "$nvrtc" ]; then
   export MLPL_NVRTC_LIB="$nvrtc" MLPL_REQUIRE_NVRTC=1
 fi
-cargo test --workspace --locked --features mlpl-devices/cuda
+# The MLX backend (docs/devices.md) is compiled into the same one build when
+# scripts/mlx-venv.sh can provide MLX (PyPI's mlx-cpu, cmake, libclang); its
+# parity tests then run on MLX's CPU backend and must not skip. Exit 77 means it
+# cannot here: the build falls back to CUDA only, and says so loudly.
+features=mlpl-devices/cuda
+mlx_rc=0
+mlx_env=$(bash scripts/mlx-venv.sh) || mlx_rc=$?
+if [ "$mlx_rc" -eq 0 ]; then
+  eval "$(printf '%s\n' "$mlx_env" | grep '^export ' || true)"
+  export MLPL_REQUIRE_MLX=1
+  features=mlpl-devices/cuda,mlpl-devices/mlx
+elif [ "$mlx_rc" -eq 77 ]; then
+  echo "=== MLX: SKIPPED (see the message above): the MLX backend is NOT built or tested; building with CUDA only ===" >&2
+else
+  exit "$mlx_rc"
+fi
+cargo test --workspace --locked --features "$features"
 
 # The VS Code extension (vscode-extension/, npm workspace at the root): bundle,
 # type check + unit tests, then the end-to-end test in a real VS Code build

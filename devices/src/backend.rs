@@ -100,6 +100,10 @@ pub struct Counters {
     pub kernel_launches: u64,
     /// Operations a device could not run and handed to the CPU (never silent).
     pub cpu_fallbacks: u64,
+    /// Evaluations of a lazy device's pending work (MLX: each `eval` of its
+    /// graph, where a value must be read or a training step's state is
+    /// settled); 0 on the CPU and CUDA, which run every kernel when called.
+    pub evaluations: u64,
     /// Bytes of device memory currently held by tensors (0 on the CPU, which does not track it).
     pub memory_bytes: u64,
     /// Highest `memory_bytes` seen (0 on the CPU).
@@ -248,9 +252,9 @@ pub(crate) mod composed {
     use crate::tensor::Tensor;
 
     /// √(2/π), the GELU tanh-approximation constant.
-    const SQRT_2_OVER_PI: f32 = 0.797_884_6;
+    pub(crate) const SQRT_2_OVER_PI: f32 = 0.797_884_6;
     /// The cubic coefficient of the GELU tanh approximation.
-    const GELU_KAPPA: f32 = 0.044_715;
+    pub(crate) const GELU_KAPPA: f32 = 0.044_715;
     /// 1/√2, the argument scale of the exact GELU.
     pub(crate) const FRAC_1_SQRT_2: f32 = std::f32::consts::FRAC_1_SQRT_2;
     /// 1/√(2π), the normal density's factor.

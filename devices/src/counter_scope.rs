@@ -31,6 +31,8 @@ pub enum Count {
     Download(u64),
     /// One operation handed to the CPU by a device that could not run it.
     Fallback,
+    /// One evaluation of a lazy device's pending work.
+    Evaluation,
 }
 
 #[derive(Debug, Default)]
@@ -41,6 +43,7 @@ struct Totals {
     bytes_down: AtomicU64,
     kernel_launches: AtomicU64,
     cpu_fallbacks: AtomicU64,
+    evaluations: AtomicU64,
 }
 
 impl Totals {
@@ -59,6 +62,7 @@ impl Totals {
                 inc(&self.bytes_down, bytes);
             }
             Count::Fallback => inc(&self.cpu_fallbacks, 1),
+            Count::Evaluation => inc(&self.evaluations, 1),
         }
     }
 }
@@ -153,6 +157,7 @@ impl ScopeCounts {
             bytes_down: get(&t.bytes_down),
             kernel_launches: get(&t.kernel_launches),
             cpu_fallbacks: get(&t.cpu_fallbacks),
+            evaluations: get(&t.evaluations),
             ..Counters::default()
         }
     }

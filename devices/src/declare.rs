@@ -91,11 +91,14 @@ impl Attr for AdamStep {
 }
 
 /// What a kernel returns, as the tensors a recorded call outputs.
-pub trait Outputs {
+pub trait Outputs: Sized {
     /// The output tensors, in order (an absent optional one is left out).
     fn refs(&self) -> Vec<&Tensor>;
     /// The same, owned.
     fn into_tensors(self) -> Vec<Tensor>;
+    /// The same outputs with `f` applied to each tensor (moving a CPU
+    /// fallback's results to the device, see [`CpuFallback`](crate::CpuFallback)).
+    fn try_map(self, f: &mut dyn FnMut(Tensor) -> crate::Result<Tensor>) -> crate::Result<Self>;
 }
 
 impl Outputs for Tensor {
@@ -104,6 +107,9 @@ impl Outputs for Tensor {
     }
     fn into_tensors(self) -> Vec<Tensor> {
         vec![self]
+    }
+    fn try_map(self, f: &mut dyn FnMut(Tensor) -> crate::Result<Tensor>) -> crate::Result<Self> {
+        f(self)
     }
 }
 
@@ -114,6 +120,9 @@ impl Outputs for Option<Tensor> {
     fn into_tensors(self) -> Vec<Tensor> {
         self.into_iter().collect()
     }
+    fn try_map(self, f: &mut dyn FnMut(Tensor) -> crate::Result<Tensor>) -> crate::Result<Self> {
+        self.map(f).transpose()
+    }
 }
 
 impl Outputs for (Tensor, Option<Tensor>) {
@@ -122,6 +131,9 @@ impl Outputs for (Tensor, Option<Tensor>) {
     }
     fn into_tensors(self) -> Vec<Tensor> {
         std::iter::once(self.0).chain(self.1).collect()
+    }
+    fn try_map(self, f: &mut dyn FnMut(Tensor) -> crate::Result<Tensor>) -> crate::Result<Self> {
+        Ok((f(self.0)?, self.1.map(&mut *f).transpose()?))
     }
 }
 
@@ -132,6 +144,9 @@ impl Outputs for (Tensor, Tensor) {
     fn into_tensors(self) -> Vec<Tensor> {
         vec![self.0, self.1]
     }
+    fn try_map(self, f: &mut dyn FnMut(Tensor) -> crate::Result<Tensor>) -> crate::Result<Self> {
+        Ok((f(self.0)?, f(self.1)?))
+    }
 }
 
 impl Outputs for (Tensor, Tensor, Tensor) {
@@ -140,6 +155,19 @@ impl Outputs for (Tensor, Tensor, Tensor) {
     }
     fn into_tensors(self) -> Vec<Tensor> {
         vec![self.0, self.1, self.2]
+    }
+    fn try_map(self, f: &mut dyn FnMut(Tensor) -> crate::Result<Tensor>) -> crate::Result<Self> {
+        Ok((f(self.0)?, f(self.1)?, f(self.2)?))
+    }
+}
+
+/// `t` in host memory: itself when it is there, else a host tensor of its
+/// elements (read once and counted by its device, see [`Tensor::host`]).
+pub fn host_copy(t: &Tensor) -> Tensor {
+    if t.is_host() {
+        t.clone()
+    } else {
+        Tensor::from_vec(t.shape().to_vec(), t.to_vec())
     }
 }
 
@@ -312,6 +340,74 @@ macro_rules! declare_backend {
             )*
         }
 
+        /// A device backend that implements the kernels it can: each method
+        /// returns `None` (the default) where the device has no implementation,
+        /// and [`CpuFallback`]($crate::CpuFallback) then runs the kernel's
+        /// composed default on the device when the kernel table gives one, or
+        /// else the CPU kernel on host copies of the inputs, moving the results
+        /// back with [`PartialBackend::to_device`] and noting the fallback
+        /// ([`PartialBackend::fell_back`], reported as W0503). A kernel added to
+        /// the table therefore works on such a device before it has its own
+        /// implementation. The methods are generated from the kernel table.
+        pub trait PartialBackend: Send + Sync + std::fmt::Debug {
+            /// Which kind of device this is.
+            fn kind(&self) -> $crate::DeviceKind;
+            /// A snapshot of the counters.
+            fn counters(&self) -> $crate::Counters;
+            /// Resets every counter to zero.
+            fn reset_counters(&self);
+            /// The names of the kernels that fell back to the CPU since the last call.
+            fn take_fallbacks(&self) -> Vec<&'static str>;
+            /// This device's compiled form of a captured step (see [`Backend::compile_step`]).
+            fn compile_step(
+                &self,
+                plan: &$crate::capture::StepPlan,
+            ) -> Option<$crate::Result<Box<dyn $crate::capture::StepProgram>>> {
+                let _ = plan;
+                None
+            }
+            /// Notes that `kernel` is about to run on the CPU (counted and named).
+            fn fell_back(&self, kernel: &'static str);
+            /// Moves a host tensor made by a CPU fallback to this device.
+            fn to_device(&self, t: $crate::Tensor) -> $crate::Result<$crate::Tensor>;
+            $(
+                #[doc = concat!("[`Backend::", stringify!($method), "`] on this device, or `None` where it has no implementation.")]
+                #[allow(unused_variables)]
+                fn $method(&$self $(, $arg: $aty)*) -> Option<$crate::Result<$ret>> {
+                    None
+                }
+            )*
+        }
+
+        impl<D: PartialBackend> Backend for $crate::CpuFallback<D> {
+            fn kind(&self) -> $crate::DeviceKind {
+                self.0.kind()
+            }
+            fn counters(&self) -> $crate::Counters {
+                self.0.counters()
+            }
+            fn reset_counters(&self) {
+                self.0.reset_counters()
+            }
+            fn take_fallbacks(&self) -> Vec<&'static str> {
+                self.0.take_fallbacks()
+            }
+            fn compile_step(
+                &self,
+                plan: &$crate::capture::StepPlan,
+            ) -> Option<$crate::Result<Box<dyn $crate::capture::StepProgram>>> {
+                self.0.compile_step(plan)
+            }
+            $(
+                fn $method(&$self $(, $arg: $aty)*) -> $crate::Result<$ret> {
+                    if let Some(done) = PartialBackend::$method(&$self.0 $(, $arg)*) {
+                        return done;
+                    }
+                    declare_backend!(@fallback $kind $method ($self) ($($arg),*) [$($input),*] [$($($out),*)?] [$($default)?])
+                }
+            )*
+        }
+
         impl<B: Backend> Backend for $crate::Unfused<B> {
             fn kind(&self) -> $crate::DeviceKind {
                 self.0.kind()
@@ -368,6 +464,35 @@ macro_rules! declare_backend {
             result
         }
     };
+
+    // `CpuFallback`: a kernel the device lacks runs its composed default when
+    // the table gives one, else on the CPU.
+    (@fallback $kind:ident $method:ident ($self:ident) ($($arg:ident),*) [$($input:ident),*] [$($out:ident),*] [$default:block]) => {
+        $default
+    };
+    (@fallback in_place $method:ident ($self:ident) ($($arg:ident),*) [$($input:ident),*] [$($out:ident),*] []) => {{
+        $self.0.fell_back(stringify!($method));
+        let mut hosts: Vec<$crate::Tensor> = vec![$($crate::declare::host_copy(&*$input)),*];
+        let slots: Vec<&mut $crate::Tensor> = vec![$($out),*];
+        let [$($input),*] = &mut hosts[..] else {
+            unreachable!("one host copy per input")
+        };
+        $crate::cpu().$method($($arg),*)?;
+        let updated: Vec<$crate::Tensor> = vec![$($out.clone()),*];
+        for (slot, t) in slots.into_iter().zip(updated) {
+            *slot = $self.0.to_device(t)?;
+        }
+        Ok(())
+    }};
+    (@fallback $kind:ident $method:ident ($self:ident) ($($arg:ident),*) [$($input:ident),*] [$($out:ident),*] []) => {{
+        $self.0.fell_back(stringify!($method));
+        let hosts: Vec<$crate::Tensor> = vec![$($crate::declare::host_copy($input)),*];
+        let [$($input),*] = &hosts[..] else {
+            unreachable!("one host copy per input")
+        };
+        let out = $crate::cpu().$method($($arg),*)?;
+        $crate::declare::Outputs::try_map(out, &mut |t| $self.0.to_device(t))
+    }};
 
     // `Unfused` forwards primitives and leaves fused kernels to the default.
     (@unfused fused $method:ident ($self:ident) ($($arg:ident: $aty:ty),*) ($ret:ty)) => {};

@@ -19,10 +19,14 @@ pub mod clock;
 mod counter_scope;
 pub mod cpu;
 pub mod cuda;
+#[cfg(any(feature = "cuda", feature = "mlx"))]
+mod device_stats;
 pub mod engram;
+mod fallback;
 mod host_reads;
 mod kernels;
 pub mod math;
+pub mod mlx;
 pub mod profile;
 mod shape;
 mod tensor;
@@ -35,6 +39,9 @@ pub use backend::{
 pub use counter_scope::{count_in_scopes, Count, CounterScope, ScopeCounts};
 pub use cpu::{cpu, CpuBackend};
 pub use cuda::CudaUnavailable;
+pub use fallback::CpuFallback;
+pub use kernels::PartialBackend;
+pub use mlx::MlxUnavailable;
 pub use shape::broadcast_shapes;
 pub use tensor::{DeviceBuffer, DeviceData, Storage, Tensor};
 pub use unfused::Unfused;

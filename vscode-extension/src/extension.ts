@@ -42,7 +42,7 @@ const DEVICES: { label: string; description: string }[] = [
   { label: "cuda", description: "the first CUDA device" },
   { label: "cuda:0", description: "CUDA device 0" },
   { label: "cuda:1", description: "CUDA device 1" },
-  { label: "mlx", description: "Apple silicon (MLX)" },
+  { label: "mlx", description: "MLX (Metal on Apple silicon, its CPU backend on Linux)" },
 ];
 
 /** Called by VS Code when an MLPL file or command is first used. */
@@ -83,8 +83,11 @@ export function activate(ctx: vscode.ExtensionContext): MlplApi {
       }
     }),
     vscode.commands.registerCommand("mlpl.selectDevice", async (device?: string) => {
+      // MLX only when the runner has it (older runners do not say: offered).
+      const mlx = device ? undefined : await runner.hasMlx().catch(() => undefined);
+      const offered = DEVICES.filter((d) => d.label !== "mlx" || mlx !== false);
       const pick = device ?? (await vscode.window.showQuickPick(
-        DEVICES.map((d) => ({ ...d, picked: d.label === runner.device })),
+        offered.map((d) => ({ ...d, picked: d.label === runner.device })),
         { title: `Device for new runs (now: ${runner.device})`, placeHolder: "cpu, cuda, cuda:N or mlx" },
       ))?.label;
       if (pick) {

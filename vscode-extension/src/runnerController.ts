@@ -97,6 +97,11 @@ export class RunnerController implements vscode.Disposable {
   }
 
   /** Sets the device for the next runs. */
+  /** Whether the runner can run MLX (`GET /v1/health`); undefined when it does not say. */
+  async hasMlx(): Promise<boolean | undefined> {
+    return (await (await this.connect()).health()).mlx;
+  }
+
   async setDevice(device: string): Promise<void> {
     await this.ctx.workspaceState.update(DEVICE_KEY, device);
     this.stateEmitter.fire(this.stateValue);

@@ -21,6 +21,15 @@ describe("parseEvent", () => {
     expect(old).toMatchObject({ type: "device", step_mode: null, step_mode_reason: null });
   });
 
+  it("reads MLX's evaluations counter, absent on the other devices", () => {
+    const mlx = parseEventData(
+      '{"v":1,"session":"cli","run":"run-1","seq":3,"time":1,"type":"device","device":"mlx","counters":{"uploads":2,"downloads":1,"bytes_up":8,"bytes_down":4,"kernel_launches":12,"cpu_fallbacks":0,"evaluations":3},"memory_bytes":64,"peak_memory_bytes":64}',
+    );
+    expect(mlx).toMatchObject({ type: "device", device: "mlx", counters: { evaluations: 3, kernel_launches: 12 } });
+    const cpu = parseEventData(DOC_EVENTS[3]);
+    expect(cpu?.type === "device" && "evaluations" in cpu.counters).toBe(false);
+  });
+
   it("reads every documented event type with its fields", () => {
     const evs = DOC_EVENTS.map(parseEventData);
     expect(evs.map((e) => e?.type)).toEqual(["run_started", "step", "warning", "device", "value", "run_finished"]);

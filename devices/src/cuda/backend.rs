@@ -241,7 +241,7 @@ impl CudaBackend {
             stream,
             blas,
             functions,
-            stats: Arc::new(Stats::default()),
+            stats: Arc::new(Stats::new(crate::DeviceKind::Cuda)),
             fallbacks: Mutex::new(Vec::new()),
             uploads: Mutex::new(Vec::new()),
             cpu: CpuBackend::new(),

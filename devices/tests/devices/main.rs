@@ -1,5 +1,6 @@
 //! Integration tests of `mlpl-devices`: kernels, captured step programs, fused
-//! layers, device storage, and the CUDA backend (which skips without a GPU).
+//! layers, device storage, the CUDA backend (which skips without a GPU) and
+//! the MLX backend (which skips when the build does not include it).
 //!
 //! One test binary for the crate (the allocation-counting test, which installs its
 //! own global allocator, is the other).
@@ -14,3 +15,5 @@ mod device_storage;
 mod fused_capture;
 mod fused_kernels;
 mod fused_support;
+mod mlx_parity;
+mod parity;

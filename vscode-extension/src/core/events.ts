@@ -38,6 +38,8 @@ export interface Counters {
   bytes_down: number;
   kernel_launches: number;
   cpu_fallbacks: number;
+  /** Evaluations of a lazy device's graph (MLX); absent when 0. */
+  evaluations?: number;
 }
 
 interface Common {
@@ -179,6 +181,7 @@ function parseCounters(x: unknown): Counters {
     bytes_down: num(o.bytes_down) ?? 0,
     kernel_launches: num(o.kernel_launches) ?? 0,
     cpu_fallbacks: num(o.cpu_fallbacks) ?? 0,
+    ...(num(o.evaluations) !== undefined ? { evaluations: num(o.evaluations) } : {}),
   };
 }
 

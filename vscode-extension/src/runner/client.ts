@@ -95,7 +95,7 @@ export class RunnerClient {
   }
 
   /** `GET /v1/health` (no token needed). */
-  health(): Promise<{ status: string; version: string; schema: number; sessions: number }> {
+  health(): Promise<{ status: string; version: string; schema: number; sessions: number; mlx?: boolean }> {
     return this.request("GET", "/v1/health");
   }
 

@@ -213,6 +213,8 @@ function render(): void {
         {},
         el("tr", {}, el("th", {}, "uploads"), el("td", {}, `${c.uploads} (${formatBytes(c.bytes_up)})`), el("th", {}, "downloads"), el("td", {}, `${c.downloads} (${formatBytes(c.bytes_down)})`)),
         el("tr", {}, el("th", {}, "kernel launches"), el("td", {}, String(c.kernel_launches)), el("th", {}, "CPU fallbacks"), el("td", {}, String(c.cpu_fallbacks))),
+        // MLX is lazy: how often its graph was evaluated (host reads, optimizer updates).
+        ...(run.device.startsWith("mlx") ? [el("tr", {}, el("th", {}, "evaluations"), el("td", { colspan: "3" }, String(c.evaluations ?? 0)))] : []),
         // The CPU backend does not track tensor memory (telemetry sends 0 there).
         run.device === "cpu"
           ? el("tr", {}, el("th", {}, "memory"), el("td", {}, "not tracked on the CPU"))

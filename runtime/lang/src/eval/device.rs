@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use mlpl_devices::profile::{KernelLog, Profiled};
-use mlpl_devices::{Backend, CudaUnavailable, DeviceKind};
+use mlpl_devices::{Backend, CudaUnavailable, DeviceKind, MlxUnavailable};
 
 use super::Interp;
 use crate::value::{DeviceTarget, Value};
@@ -38,6 +38,15 @@ impl From<CudaUnavailable> for Unavailable {
     fn from(why: CudaUnavailable) -> Unavailable {
         match why {
             CudaUnavailable::NotBuilt => Unavailable::NotBuilt("CUDA"),
+            other => Unavailable::NoDevice(other.to_string()),
+        }
+    }
+}
+
+impl From<MlxUnavailable> for Unavailable {
+    fn from(why: MlxUnavailable) -> Unavailable {
+        match why {
+            MlxUnavailable::NotBuilt => Unavailable::NotBuilt("MLX"),
             other => Unavailable::NoDevice(other.to_string()),
         }
     }
@@ -122,8 +131,9 @@ impl DeviceContext {
         self.stack.last().copied().unwrap_or(DeviceTarget::CPU)
     }
 
-    /// Whether `target` can run code in this build on this machine. A CUDA device
-    /// is opened on first use (driver, libraries, kernels) and kept for the process.
+    /// Whether `target` can run code in this build on this machine. A CUDA or
+    /// MLX device is opened on first use (driver, libraries, kernels) and kept
+    /// for the process.
     pub fn availability(&self, target: DeviceTarget) -> Result<(), Unavailable> {
         self.device_backend(target).map(|_| ())
     }
@@ -133,7 +143,7 @@ impl DeviceContext {
         match target.kind {
             DeviceKind::Cpu => Ok(self.cpu.clone()),
             DeviceKind::Cuda => Ok(mlpl_devices::cuda::open(target.index)?),
-            DeviceKind::Mlx => Err(Unavailable::NotBuilt("MLX")),
+            DeviceKind::Mlx => Ok(mlpl_devices::mlx::open()?),
         }
     }
 
@@ -160,6 +170,10 @@ impl DeviceContext {
         let Ok(backend) = self.device_backend(target) else {
             return Vec::new();
         };
+        let help = match target.kind {
+            DeviceKind::Mlx => "the MLX backend has no implementation of this kernel yet (docs/devices.md lists them)",
+            _ => "tensors of more than 8 axes that cannot be merged have no GPU kernel; reshape them first",
+        };
         let mut out = Vec::new();
         for op in backend.take_fallbacks() {
             if self.warned_fallbacks.insert((block, op)) {
@@ -170,7 +184,7 @@ impl DeviceContext {
                     )
                     .at(span, format!("inside this `{target}` block"))
                     .note("the result is correct; the cpu_fallbacks counter shows how often this happened")
-                    .help("tensors of more than 8 axes that cannot be merged have no GPU kernel; reshape them first"),
+                    .help(help),
                 );
             }
         }

@@ -282,6 +282,9 @@ async fn health(State(st): State<Arc<AppState>>) -> Json<Json_> {
         "version": env!("CARGO_PKG_VERSION"),
         "schema": SCHEMA_VERSION,
         "sessions": st.list().len(),
+        // Whether runs here can use `device("mlx")` (the build includes the
+        // MLX backend and MLX starts); editors offer the target only then.
+        "mlx": mlpl_devices::mlx::open().is_ok(),
     }))
 }
 

@@ -77,6 +77,14 @@ pub struct DeviceCounters {
     pub kernel_launches: u64,
     /// Operations handed to the CPU by a device that could not run them.
     pub cpu_fallbacks: u64,
+    /// Evaluations of a lazy device's graph (MLX); left out when 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub evaluations: u64,
+}
+
+/// Whether a count is 0 (left out of the event).
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// A session's memory after a run (docs/limits.md): what its values hold and

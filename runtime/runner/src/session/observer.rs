@@ -222,6 +222,7 @@ fn since(base: &Counters, now: &Counters) -> Counters {
         bytes_down: now.bytes_down.saturating_sub(base.bytes_down),
         kernel_launches: now.kernel_launches.saturating_sub(base.kernel_launches),
         cpu_fallbacks: now.cpu_fallbacks.saturating_sub(base.cpu_fallbacks),
+        evaluations: now.evaluations.saturating_sub(base.evaluations),
         ..now.clone()
     }
 }
@@ -235,6 +236,7 @@ pub(crate) fn run_counters(run: &Counters) -> DeviceCounters {
         bytes_down: run.bytes_down,
         kernel_launches: run.kernel_launches,
         cpu_fallbacks: run.cpu_fallbacks,
+        evaluations: run.evaluations,
     }
 }
 

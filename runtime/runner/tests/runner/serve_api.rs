@@ -12,6 +12,8 @@ fn health_needs_no_token_and_everything_else_does() {
     assert_eq!(status, 200);
     assert_eq!(body["status"], "ok");
     assert_eq!(body["schema"], 1);
+    // Whether MLX can run here, as this build and machine say.
+    assert_eq!(body["mlx"], mlpl_devices::mlx::open().is_ok());
     for (method, path) in [
         ("GET", "/v1/sessions"),
         ("POST", "/v1/sessions"),

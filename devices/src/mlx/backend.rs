@@ -1,0 +1,249 @@
+//! [`MlxBackend`]: the shared MLX device, its counters, the seam between host
+//! tensors and MLX arrays, and the error mapping (out of memory is E0503).
+
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+
+use mlx_rs::{Array, Dtype};
+
+use super::buffer::MlxBuffer;
+use super::MlxUnavailable;
+use crate::backend::{Backend, DeviceError, DeviceKind, Result};
+use crate::device_stats::DeviceStats;
+use crate::fallback::CpuFallback;
+use crate::tensor::{Storage, Tensor};
+
+/// The device's name as MLPL writes it.
+pub(crate) const DEVICE: &str = "mlx";
+
+/// How many host tensors' MLX copies are kept for reuse while the host
+/// tensor lives (constants and batches used by several kernels).
+const UPLOAD_CACHE: usize = 64;
+
+/// MLX's graph and its evaluation are used from one thread at a time: every
+/// kernel and every evaluation holds this lock.
+static MLX: Mutex<()> = Mutex::new(());
+
+/// Runs `f` holding the MLX lock.
+pub(crate) fn locked<T>(f: impl FnOnce() -> T) -> T {
+    let _guard = MLX.lock().unwrap_or_else(|p| p.into_inner());
+    f()
+}
+
+/// The MLX device: its counters, the CPU fallbacks taken since they were last
+/// reported, and the MLX copies of live host tensors.
+#[derive(Debug)]
+pub struct MlxBackend {
+    pub(super) stats: Arc<DeviceStats>,
+    fallbacks: Mutex<Vec<&'static str>>,
+    uploads: Mutex<Vec<(Weak<Vec<f32>>, Array)>>,
+}
+
+/// The process-wide backend (opened once; a failure is remembered).
+pub(super) fn shared() -> std::result::Result<Arc<dyn Backend>, MlxUnavailable> {
+    type Opened = std::result::Result<Arc<CpuFallback<MlxBackend>>, MlxUnavailable>;
+    static SHARED: OnceLock<Opened> = OnceLock::new();
+    SHARED
+        .get_or_init(|| MlxBackend::open().map(|b| Arc::new(CpuFallback(b))))
+        .clone()
+        .map(|b| b as Arc<dyn Backend>)
+}
+
+/// A device error from an MLX failure while doing `what`: out of memory
+/// (E0503) when MLX says an allocation failed, else a backend error.
+pub(crate) fn mlx_error(what: &str, e: impl std::fmt::Display) -> DeviceError {
+    let message = e.to_string();
+    let lower = message.to_lowercase();
+    if lower.contains("allocat") || lower.contains("out of memory") || lower.contains("bad_alloc") {
+        DeviceError::OutOfMemory {
+            device: DEVICE.to_string(),
+            op: what.to_string(),
+            requested_bytes: 0,
+            free_bytes: None,
+        }
+    } else {
+        DeviceError::Backend {
+            device: DEVICE.to_string(),
+            message: format!("{what}: {message}"),
+        }
+    }
+}
+
+/// A row-major contiguous form of `a` (the same array when it already is).
+pub(crate) fn contiguous(a: &Array) -> Result<Array> {
+    locked(|| a.contiguous()).map_err(|e| mlx_error("contiguous", e))
+}
+
+/// Evaluates `arrays` (one evaluation, counted), holding the MLX lock.
+pub(crate) fn evaluate<'a>(
+    stats: &DeviceStats,
+    arrays: impl IntoIterator<Item = &'a Array>,
+    what: &str,
+) -> Result<()> {
+    stats.evaluation();
+    locked(|| mlx_rs::transforms::eval(arrays)).map_err(|e| mlx_error(what, e))
+}
+
+/// Why a kernel failed: in MLX, or at the seam (an upload or a reshape).
+#[derive(Debug)]
+pub(super) enum Fail {
+    /// MLX raised an error.
+    Mlx(mlx_rs::error::Exception),
+    /// A device error.
+    Device(DeviceError),
+}
+
+impl From<mlx_rs::error::Exception> for Fail {
+    fn from(e: mlx_rs::error::Exception) -> Fail {
+        Fail::Mlx(e)
+    }
+}
+
+impl From<DeviceError> for Fail {
+    fn from(e: DeviceError) -> Fail {
+        Fail::Device(e)
+    }
+}
+
+/// `usize` dimensions as MLX's `i32`.
+pub(crate) fn dims(shape: &[usize]) -> Vec<i32> {
+    shape.iter().map(|&d| d as i32).collect()
+}
+
+impl MlxBackend {
+    /// Starts MLX: one small computation evaluated, so a library that cannot
+    /// run says so here rather than in the first kernel.
+    fn open() -> std::result::Result<MlxBackend, MlxUnavailable> {
+        let probe = std::panic::catch_unwind(|| {
+            locked(|| {
+                let a = Array::from_slice(&[1.0f32, 2.0], &[2]);
+                let b = mlx_rs::ops::add(&a, &a)?;
+                b.eval()?;
+                Ok::<f32, mlx_rs::error::Exception>(b.as_slice::<f32>()[1])
+            })
+        });
+        match probe {
+            Ok(Ok(v)) if v == 4.0 => {}
+            Ok(Ok(v)) => return Err(MlxUnavailable::Failed(format!("1 + 1 + 2 + 2 gave {v}"))),
+            Ok(Err(e)) => return Err(MlxUnavailable::Failed(e.what().to_string())),
+            Err(_) => return Err(MlxUnavailable::Failed("MLX panicked while starting".into())),
+        }
+        Ok(MlxBackend {
+            stats: Arc::new(DeviceStats::new(DeviceKind::Mlx)),
+            fallbacks: Mutex::new(Vec::new()),
+            uploads: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// `t` as an MLX array of its shape: the array itself when `t` lives on
+    /// this device, else a copy of its elements (an upload, counted; a live host
+    /// tensor is copied once).
+    pub(super) fn array(&self, t: &Tensor) -> Result<Array> {
+        let shape = dims(t.shape());
+        let flat = match t.storage() {
+            Storage::Device(d) => match d.buffer().as_any().downcast_ref::<MlxBuffer>() {
+                Some(b) => b.array(),
+                None => self.copy_in(t.host()),
+            },
+            Storage::Host(data) => {
+                let mut cache = self.uploads.lock().unwrap_or_else(|p| p.into_inner());
+                cache.retain(|(host, _)| host.strong_count() > 0);
+                let key = Arc::as_ptr(data);
+                match cache
+                    .iter()
+                    .find(|(host, _)| std::ptr::eq(host.as_ptr(), key))
+                {
+                    Some((_, a)) => a.clone(),
+                    None => {
+                        let a = self.copy_in(data);
+                        if cache.len() >= UPLOAD_CACHE {
+                            cache.remove(0);
+                        }
+                        cache.push((Arc::downgrade(data), a.clone()));
+                        a
+                    }
+                }
+            }
+        };
+        if flat.shape() == shape.as_slice() {
+            return Ok(flat);
+        }
+        flat.reshape(&shape).map_err(|e| mlx_error("reshape", e))
+    }
+
+    /// A new MLX array holding `data` (flat), counted as an upload.
+    fn copy_in(&self, data: &[f32]) -> Array {
+        self.stats.upload(4 * data.len() as u64);
+        Array::from_slice(data, &[data.len() as i32])
+    }
+
+    /// A tensor of `a`'s shape holding `a` (cast to f32 when it is not).
+    pub(super) fn tensor(&self, a: Array) -> Result<Tensor> {
+        let a = if a.dtype() == Dtype::Float32 {
+            a
+        } else {
+            a.as_dtype(Dtype::Float32)
+                .map_err(|e| mlx_error("as f32", e))?
+        };
+        let shape: Vec<usize> = a.shape().iter().map(|&d| d as usize).collect();
+        let n: usize = shape.iter().product();
+        if n == 0 {
+            return Ok(Tensor::zeros(shape));
+        }
+        self.check_fits(4 * n as u64)?;
+        Ok(Tensor::from_device(
+            shape,
+            Box::new(MlxBuffer::new(a, &self.stats)),
+        ))
+    }
+
+    /// Out of memory (E0503) now, when an array of `bytes` cannot fit in MLX's
+    /// memory limit beside what MLX holds: a lazy array would otherwise fail
+    /// only when it is evaluated, far from the operation that asked for it.
+    fn check_fits(&self, bytes: u64) -> Result<()> {
+        let limit = mlx_rs::memory::memory_limit().unwrap_or(usize::MAX) as u64;
+        let active = mlx_rs::memory::active_memory().unwrap_or(0) as u64;
+        if bytes > limit.saturating_sub(active) {
+            return Err(DeviceError::OutOfMemory {
+                device: DEVICE.to_string(),
+                op: "allocating an MLX array".to_string(),
+                requested_bytes: bytes,
+                free_bytes: Some(limit.saturating_sub(active)),
+            });
+        }
+        Ok(())
+    }
+
+    /// Runs one kernel `name` (counted) holding the MLX lock; MLX failures
+    /// become device errors.
+    pub(super) fn run<T>(
+        &self,
+        name: &str,
+        f: impl FnOnce() -> std::result::Result<T, Fail>,
+    ) -> Option<Result<T>> {
+        self.stats.kernel();
+        Some(locked(f).map_err(|e| match e {
+            Fail::Mlx(e) => mlx_error(name, e),
+            Fail::Device(e) => e,
+        }))
+    }
+
+    /// Notes a kernel that runs on the CPU (counted, reported as W0503).
+    pub(super) fn note_fallback(&self, kernel: &'static str) {
+        self.stats.fallback();
+        let mut names = self.fallbacks.lock().unwrap_or_else(|p| p.into_inner());
+        if !names.contains(&kernel) {
+            names.push(kernel);
+        }
+    }
+
+    /// The fallbacks noted since the last call.
+    pub(super) fn take_noted_fallbacks(&self) -> Vec<&'static str> {
+        std::mem::take(&mut *self.fallbacks.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Evaluates `arrays` now (counted): where a step's state is settled, so
+    /// that the graph does not grow across steps.
+    pub(super) fn settle(&self, arrays: &[&Array], what: &str) -> Result<()> {
+        evaluate(&self.stats, arrays.iter().copied(), what)
+    }
+}

@@ -1,0 +1,321 @@
+//! Every `Backend` op on MLX against the CPU backend within float32 tolerance,
+//! forward and backward (the shared cases of `parity`), plus Engram's kernels,
+//! residency, exact counters (uploads, downloads, bytes, kernel calls,
+//! evaluations), visible CPU fallbacks and the fused layers. Needs a build with
+//! `--features mlpl-devices/mlx` (MLX's CPU backend on Linux, see
+//! scripts/mlx-venv.sh): elsewhere each test says why it skips, unless
+//! `MLPL_REQUIRE_MLX=1` (set by scripts/test-all.sh when MLX is built), which
+//! makes a missing MLX a failure.
+
+use std::sync::Arc;
+
+use mlpl_devices::{cpu, Backend, BinaryOp, DeviceKind, ReduceOp, Tensor, UnaryOp};
+
+use crate::parity::{self, assert_close, ids, rand};
+
+/// The MLX backend, or `None` after saying why there is none.
+fn mlx(test: &str) -> Option<Arc<dyn Backend>> {
+    match mlpl_devices::mlx::open() {
+        Ok(b) => Some(b),
+        Err(why) => {
+            let required = std::env::var("MLPL_REQUIRE_MLX").is_ok_and(|v| v == "1");
+            assert!(
+                !required,
+                "MLPL_REQUIRE_MLX=1 but MLX is unavailable: {why}"
+            );
+            eprintln!("SKIPPED {test}: {why}");
+            None
+        }
+    }
+}
+
+/// Runs a shared parity case on MLX.
+macro_rules! parity_on_mlx {
+    ($($case:ident),* $(,)?) => {$(
+        #[test]
+        fn $case() {
+            if let Some(g) = mlx(stringify!($case)) {
+                parity::$case(&*g);
+            }
+        }
+    )*};
+}
+
+parity_on_mlx!(
+    unary_ops_match_the_cpu,
+    binary_ops_broadcast_like_the_cpu,
+    matmul_matches_the_cpu_with_batch_broadcasting,
+    transposed_matmul_matches_the_cpu,
+    reductions_and_argmax_match_the_cpu,
+    softmax_family_forward_and_backward_match_the_cpu,
+    cross_entropy_loss_and_gradient_match_the_cpu,
+    select_and_slices_match_the_cpu,
+    layout_ops_match_the_cpu,
+    embedding_gather_and_scatter_add_match_the_cpu,
+    norms_forward_and_backward_match_the_cpu,
+    adam_and_adamw_steps_match_the_cpu_and_copy_on_write,
+);
+
+#[test]
+fn mlx_reports_its_kind() {
+    if let Some(g) = mlx("mlx_reports_its_kind") {
+        assert_eq!(g.kind(), DeviceKind::Mlx);
+    }
+}
+
+/// Engram on MLX: the causal convolution and its gradients as MLX sums (float32
+/// tolerance); the 64-bit n-gram hash is computed on the CPU (the CPU's bits),
+/// a fallback that is counted and named.
+#[test]
+fn engram_kernels_match_the_cpu() {
+    let Some(g) = mlx("engram_kernels_match_the_cpu") else {
+        return;
+    };
+    let c = cpu();
+    let x = rand(&[3, 9, 6], 111);
+    let w = rand(&[4, 6], 112);
+    let dy = rand(&[3, 9, 6], 113);
+    assert_close(
+        "causal_conv",
+        &g.causal_conv(&x, &w).unwrap(),
+        &c.causal_conv(&x, &w).unwrap(),
+    );
+    let (gx, gw) = g.causal_conv_backward(&x, &w, &dy).unwrap();
+    let (cx, cw) = c.causal_conv_backward(&x, &w, &dy).unwrap();
+    assert_close("causal_conv_backward dx", &gx, &cx);
+    assert_close("causal_conv_backward dw", &gw, &cw);
+    // A kernel longer than the sequence, and one tap.
+    for k in [12, 1] {
+        let w = rand(&[k, 6], 114);
+        assert_close(
+            &format!("causal_conv K={k}"),
+            &g.causal_conv(&x, &w).unwrap(),
+            &c.causal_conv(&x, &w).unwrap(),
+        );
+        let (gx, gw) = g.causal_conv_backward(&x, &w, &dy).unwrap();
+        let (cx, cw) = c.causal_conv_backward(&x, &w, &dy).unwrap();
+        assert_close(&format!("dx K={k}"), &gx, &cx);
+        assert_close(&format!("dw K={k}"), &gw, &cw);
+    }
+    let idx = ids(40, 300, 110).reshape(vec![4, 10]);
+    let (hg, hc) = (
+        g.engram_hash(&idx, &[2, 3], 4, 997, 9).unwrap(),
+        c.engram_hash(&idx, &[2, 3], 4, 997, 9).unwrap(),
+    );
+    assert_eq!(hg.shape(), hc.shape());
+    assert_eq!(hg.host(), hc.host(), "engram_hash");
+}
+
+/// The fused layers (bias + activation, masked attention softmax, the
+/// element-wise gradients) against the CPU's.
+#[test]
+fn fused_layers_forward_and_backward_match_the_cpu() {
+    let Some(g) = mlx("fused_layers_forward_and_backward_match_the_cpu") else {
+        return;
+    };
+    let c = cpu();
+    let x = rand(&[6, 10], 200);
+    let bias = rand(&[10], 201);
+    let dy = rand(&[6, 10], 202);
+    for act in [
+        UnaryOp::Relu,
+        UnaryOp::Gelu,
+        UnaryOp::GeluErf,
+        UnaryOp::Silu,
+        UnaryOp::Tanh,
+        UnaryOp::Sigmoid,
+    ] {
+        let (yg, yc) = (
+            g.bias_act(&x, &bias, act).unwrap(),
+            c.bias_act(&x, &bias, act).unwrap(),
+        );
+        assert_close(&format!("bias_act {act:?}"), &yg, &yc);
+        let (dg, bg) = g.bias_act_backward(&x, &bias, &yc, &dy, act, true).unwrap();
+        let (dc, bc) = c.bias_act_backward(&x, &bias, &yc, &dy, act, true).unwrap();
+        assert_close(&format!("bias_act_backward dx {act:?}"), &dg, &dc);
+        assert_close(
+            &format!("bias_act_backward dbias {act:?}"),
+            &bg.unwrap(),
+            &bc.unwrap(),
+        );
+    }
+    let p = parity::positive(&[6, 10], 203);
+    for op in [
+        UnaryOp::Neg,
+        UnaryOp::Exp,
+        UnaryOp::Log,
+        UnaryOp::Sqrt,
+        UnaryOp::Abs,
+        UnaryOp::Sigmoid,
+        UnaryOp::Tanh,
+        UnaryOp::Relu,
+        UnaryOp::Gelu,
+        UnaryOp::Silu,
+        UnaryOp::Sin,
+        UnaryOp::Cos,
+        UnaryOp::Erf,
+        UnaryOp::GeluErf,
+    ] {
+        let y = c.unary(op, &p).unwrap();
+        assert_close(
+            &format!("unary_backward {op:?}"),
+            &g.unary_backward(op, &p, &y, &dy).unwrap(),
+            &c.unary_backward(op, &p, &y, &dy).unwrap(),
+        );
+    }
+    let scores = rand(&[2, 3, 5, 5], 204);
+    let dscores = rand(&[2, 3, 5, 5], 205);
+    for causal in [false, true] {
+        let (yg, yc) = (
+            g.masked_softmax(&scores, 2.0, causal).unwrap(),
+            c.masked_softmax(&scores, 2.0, causal).unwrap(),
+        );
+        assert_close(&format!("masked_softmax causal={causal}"), &yg, &yc);
+        assert_close(
+            &format!("masked_softmax_backward causal={causal}"),
+            &g.masked_softmax_backward(&yc, &dscores, 2.0, causal)
+                .unwrap(),
+            &c.masked_softmax_backward(&yc, &dscores, 2.0, causal)
+                .unwrap(),
+        );
+    }
+}
+
+/// Uploads, downloads, bytes, kernel calls and evaluations counted exactly;
+/// results stay MLX arrays until read. Counted in a counter scope, so tests
+/// running in parallel on the shared backend do not disturb the counts.
+#[test]
+fn tensors_stay_resident_and_counters_are_exact() {
+    let Some(g) = mlx("tensors_stay_resident_and_counters_are_exact") else {
+        return;
+    };
+    let scope = mlpl_devices::CounterScope::enter();
+    let counts = scope.counts();
+    let now = || counts.snapshot(DeviceKind::Mlx);
+    let x = rand(&[64, 32], 140);
+    let w = rand(&[32, 16], 141);
+    let (xd, wd) = (g.upload(&x).unwrap(), g.upload(&w).unwrap());
+    assert!(!xd.is_host() && !wd.is_host(), "uploads live in MLX arrays");
+    let h = g.matmul(&xd, &wd).unwrap();
+    let a = g.unary(UnaryOp::Relu, &h).unwrap();
+    let s = g.reduce(ReduceOp::Sum, &a, None).unwrap();
+    assert!(!s.is_host(), "results stay MLX arrays");
+    let mid = now();
+    assert_eq!(mid.uploads, 2);
+    assert_eq!(mid.bytes_up, 4 * (64 * 32 + 32 * 16));
+    assert_eq!(mid.downloads, 0, "nothing crossed to the host yet");
+    assert_eq!(mid.evaluations, 0, "nothing was evaluated yet (lazy)");
+    assert_eq!(mid.kernel_launches, 3);
+    // Reading a result evaluates and downloads it once; reading again uses the host copy.
+    let expect = cpu()
+        .reduce(
+            ReduceOp::Sum,
+            &cpu()
+                .unary(UnaryOp::Relu, &cpu().matmul(&x, &w).unwrap())
+                .unwrap(),
+            None,
+        )
+        .unwrap();
+    assert_close("chain", &s, &expect);
+    let _ = s.host();
+    let end = now();
+    assert_eq!((end.downloads, end.bytes_down, end.evaluations), (1, 4, 1));
+    // A host input is copied in once while it lives, also under another
+    // shape (`x` was uploaded above: no new copy).
+    let _ = g.unary(UnaryOp::Exp, &x).unwrap();
+    assert_eq!(now().uploads - end.uploads, 0);
+    let z = rand(&[64, 32], 142);
+    let _ = g.unary(UnaryOp::Exp, &z).unwrap();
+    let _ = g.unary(UnaryOp::Tanh, &z.reshape(vec![32, 64])).unwrap();
+    assert_eq!(now().uploads - end.uploads, 1);
+    // Changed host data is a new upload, never served from the old copy.
+    let mut y = z.clone();
+    y.host_mut()[0] = 100.0;
+    let e = g.unary(UnaryOp::Neg, &y).unwrap();
+    assert_eq!(now().uploads - end.uploads, 2);
+    assert_eq!(e.host()[0], -100.0);
+    assert_eq!(now().cpu_fallbacks, 0);
+    // An optimizer step settles its state: one evaluation, no transfer.
+    let before = now();
+    let (mut p, mut m, mut v) = (
+        xd.clone(),
+        g.upload(&Tensor::zeros(vec![64, 32])).unwrap(),
+        g.upload(&Tensor::zeros(vec![64, 32])).unwrap(),
+    );
+    let after_zeros = now();
+    let grad = g.binary(BinaryOp::Mul, &xd, &xd).unwrap();
+    let step = mlpl_devices::AdamStep {
+        lr: 0.01,
+        b1: 0.9,
+        b2: 0.999,
+        eps: 1e-8,
+        wd: 0.0,
+        t: 1,
+    };
+    g.adam_update(&mut p, &grad, &mut m, &mut v, step).unwrap();
+    let done = now();
+    assert_eq!(after_zeros.uploads - before.uploads, 2);
+    assert_eq!(
+        done.uploads, after_zeros.uploads,
+        "the step uploads nothing"
+    );
+    assert_eq!(
+        done.downloads, after_zeros.downloads,
+        "the step downloads nothing"
+    );
+    assert_eq!(done.evaluations - after_zeros.evaluations, 1);
+    assert!(!p.is_host() && !m.is_host() && !v.is_host());
+}
+
+/// A kernel without an MLX implementation runs on the CPU: counted, named
+/// once (for W0503) and with the CPU's result, moved back into MLX.
+#[test]
+fn kernels_without_an_mlx_implementation_fall_back_visibly() {
+    let Some(g) = mlx("kernels_without_an_mlx_implementation_fall_back_visibly") else {
+        return;
+    };
+    let scope = mlpl_devices::CounterScope::enter();
+    let counts = scope.counts();
+    let idx = g.upload(&ids(12, 50, 7).reshape(vec![2, 6])).unwrap();
+    let got = g.engram_hash(&idx, &[2], 2, 101, 3).unwrap();
+    let c = counts.snapshot(DeviceKind::Mlx);
+    assert_eq!(c.cpu_fallbacks, 1);
+    // The ids were read (one download) and the result moved back (one more upload).
+    assert_eq!((c.uploads, c.downloads), (2, 1));
+    assert!(!got.is_host(), "the result is an MLX tensor again");
+    let want = cpu()
+        .engram_hash(&ids(12, 50, 7).reshape(vec![2, 6]), &[2], 2, 101, 3)
+        .unwrap();
+    assert_eq!(got.host(), want.host());
+    assert!(g.take_fallbacks().contains(&"engram_hash"));
+}
+
+/// An array larger than MLX's memory limit is out of memory (E0503 in the
+/// language) when the operation asks for it, with the bytes asked and free,
+/// and MLX works on afterwards.
+#[test]
+fn out_of_memory_reports_bytes_asked_and_free() {
+    let Some(g) = mlx("out_of_memory_reports_bytes_asked_and_free") else {
+        return;
+    };
+    // [n, 1] · [1, n] asks for 4·n² bytes (about 1.4 TB).
+    let n = 600_000;
+    let (a, b) = (Tensor::zeros(vec![n, 1]), Tensor::zeros(vec![1, n]));
+    match g.matmul(&a, &b) {
+        Err(mlpl_devices::DeviceError::OutOfMemory {
+            requested_bytes,
+            free_bytes,
+            ..
+        }) => {
+            assert_eq!(requested_bytes, 4 * (n as u64) * (n as u64));
+            assert!(free_bytes.is_some_and(|f| f < requested_bytes));
+        }
+        other => panic!("expected out of memory, got {other:?}"),
+    }
+    let x = rand(&[4], 160);
+    assert_close(
+        "after OOM",
+        &g.unary(UnaryOp::Neg, &x).unwrap(),
+        &cpu().unary(UnaryOp::Neg, &x).unwrap(),
+    );
+}

@@ -1,0 +1,121 @@
+//! Training on MLX matches the CPU: the loss curves (`last_losses`) of the
+//! training examples agree within float32 tolerance, parameters and optimizer
+//! state stay MLX arrays across steps (no upload per step after warm-up, about
+//! one download per step, the loss) and nothing falls back to the CPU. (Out
+//! of MLX memory is tested in `devices/tests/devices/mlx_parity.rs`: here the
+//! interpreter's host-memory check, E0410, comes first.) Needs a build
+//! with `--features mlpl-devices/mlx`: elsewhere each test says why it skips,
+//! unless `MLPL_REQUIRE_MLX=1` (set by `scripts/test-all.sh` when it builds MLX).
+
+use mlpl_lang::eval::DeviceContext;
+use mlpl_lang::value::DeviceTarget;
+
+use crate::common::{warning_codes, Session};
+use crate::device_training::{assert_curves_match, example, run_on};
+
+fn mlx() -> DeviceTarget {
+    DeviceTarget::parse("mlx").unwrap()
+}
+
+/// `examples/tiny_lm.mlpl` (BPE tokens, 2-head causal attention, MLP, Adam)
+/// trained for `steps` steps instead of 200, ending with its loss curve.
+fn tiny_lm(steps: usize) -> String {
+    example("tiny_lm.mlpl")
+        .replace("train 200", &format!("train {steps}"))
+        .replace("zeros([200])", &format!("zeros([{steps}])"))
+        + "\nlast_losses\n"
+}
+
+/// Whether MLX can run here; says why not otherwise.
+fn have_mlx(test: &str) -> bool {
+    match DeviceContext::new().availability(mlx()) {
+        Ok(()) => true,
+        Err(why) => {
+            let required = std::env::var("MLPL_REQUIRE_MLX").is_ok_and(|v| v == "1");
+            assert!(
+                !required,
+                "MLPL_REQUIRE_MLX=1 but MLX is unavailable: {}",
+                why.reason()
+            );
+            eprintln!("SKIPPED {test}: {}", why.reason());
+            false
+        }
+    }
+}
+
+#[test]
+fn mlx_blocks_and_placements_run_there_without_warnings() {
+    if !have_mlx("mlx_blocks_and_placements_run_there_without_warnings") {
+        return;
+    }
+    assert!(warning_codes("device(\"mlx\") { matmul(ones([4, 3]), ones([3, 2])) }").is_empty());
+    assert!(warning_codes("to_device([1, 2], \"mlx\")").is_empty());
+    let mut s = Session::new(None, None);
+    assert_eq!(
+        s.eval("x = to_device([1, 2, 3], \"mlx\")\ndevice(\"mlx\") { x * 2 + 1 }"),
+        "3 5 7"
+    );
+}
+
+#[test]
+fn tiny_mlp_loss_curve_matches_the_cpu() {
+    if !have_mlx("tiny_mlp_loss_curve_matches_the_cpu") {
+        return;
+    }
+    let src = example("tiny_mlp.mlpl") + "\nlast_losses\n";
+    let (g, c) = (run_on(&src, mlx()), run_on(&src, DeviceTarget::CPU));
+    assert_curves_match("tiny_mlp on mlx", &g, &c);
+}
+
+#[test]
+fn tiny_lm_loss_curve_matches_the_cpu() {
+    if !have_mlx("tiny_lm_loss_curve_matches_the_cpu") {
+        return;
+    }
+    let src = tiny_lm(30);
+    let (g, c) = (run_on(&src, mlx()), run_on(&src, DeviceTarget::CPU));
+    assert_curves_match("tiny_lm on mlx", &g, &c);
+}
+
+#[test]
+fn training_keeps_parameters_in_mlx_arrays() {
+    if !have_mlx("training_keeps_parameters_in_mlx_arrays") {
+        return;
+    }
+    let scope = mlpl_devices::CounterScope::enter();
+    let counts = scope.counts();
+    let now = || counts.snapshot(mlpl_devices::DeviceKind::Mlx);
+    let steps = 10;
+    let short = tiny_lm(3);
+    let long = tiny_lm(3 + steps);
+    // Per-step transfers: the difference between a long and a short run.
+    let c0 = now();
+    run_on(&short, mlx());
+    let c1 = now();
+    run_on(&long, mlx());
+    let c2 = now();
+    let per_step = |a: u64, b: u64, c: u64| ((c - b) as f64 - (b - a) as f64) / steps as f64;
+    let downloads = per_step(c0.downloads, c1.downloads, c2.downloads);
+    let bytes_up = per_step(c0.bytes_up, c1.bytes_up, c2.bytes_up);
+    let evaluations = per_step(c0.evaluations, c1.evaluations, c2.evaluations);
+    let launches = per_step(c0.kernel_launches, c1.kernel_launches, c2.kernel_launches);
+    eprintln!(
+        "tiny_lm on mlx per step: {downloads:.1} downloads, {bytes_up:.0} bytes up, {evaluations:.1} evaluations, {launches:.0} kernel calls, {} CPU fallbacks in all",
+        c2.cpu_fallbacks - c0.cpu_fallbacks
+    );
+    assert!(
+        downloads <= 2.0,
+        "{downloads} downloads per step: something reads MLX data on the host"
+    );
+    // The parameters (about 32k floats) are not uploaded each step.
+    assert!(bytes_up < 20_000.0, "{bytes_up} bytes uploaded per step");
+    assert!(
+        evaluations >= 1.0,
+        "{evaluations} evaluations per step: the step's state is never settled"
+    );
+    assert_eq!(
+        c2.cpu_fallbacks - c0.cpu_fallbacks,
+        0,
+        "CPU fallbacks while training"
+    );
+}
