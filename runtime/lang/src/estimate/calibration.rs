@@ -115,6 +115,11 @@ pub struct DeviceModel {
     /// (from the reference loop's peak memory).
     #[serde(default = "one")]
     pub arena_factor: f64,
+    /// Bytes held at the peak, beyond weights, gradients and optimizer state,
+    /// per byte of trainable parameters (the step's copies of them and their
+    /// updates; from the parameter-heavy reference loop).
+    #[serde(default = "param_default")]
+    pub param_factor: f64,
     /// Measured ÷ modelled work time of the reference loop's step.
     #[serde(default = "one")]
     pub step_factor: f64,
@@ -125,6 +130,10 @@ pub struct DeviceModel {
 
 fn one() -> f64 {
     1.0
+}
+
+fn param_default() -> f64 {
+    2.0
 }
 
 impl DeviceModel {
@@ -151,6 +160,7 @@ impl DeviceModel {
             baseline_bytes: base,
             interp_byte_s: 0.0,
             arena_factor: 2.5,
+            param_factor: 2.0,
             step_factor: 1.0,
             correction: Correction::default(),
         }

@@ -112,8 +112,9 @@ pub struct Memory {
     pub optimizer: f64,
     /// Every tensor the tape keeps until backward (one forward's outputs).
     pub tape: f64,
-    /// The step's buffers: its kernels' outputs, scaled by the calibrated
-    /// arena factor (recorded steps, the capture arena, allocator slack).
+    /// The step's buffers: its kernels' activation outputs scaled by the
+    /// calibrated arena factor, and its parameter-sized tensors by the
+    /// parameter factor (recorded steps, the capture arena, allocator slack).
     pub arena: f64,
     /// The process: runtime, program and data.
     pub baseline: f64,
@@ -172,7 +173,8 @@ pub fn estimate_step(
         tape: 4.0 * fwd_out,
         // The first steps run interpreted in either mode (captured loops record
         // two), so the step's buffers count in both.
-        arena: 4.0 * model.arena_factor * t.out_elems,
+        arena: 4.0 * model.arena_factor * activation_outputs(t.out_elems, tr, step.slots)
+            + 4.0 * model.param_factor * tr,
         baseline: model.baseline_bytes,
         total: 0.0,
     };
@@ -186,6 +188,13 @@ pub fn estimate_step(
         overhead_seconds: c * overhead,
         memory: m,
     }
+}
+
+/// Output elements of a step's kernels other than those of parameter size
+/// (the optimizer's `slots + 1` updated tensors and the weight gradient of
+/// every trainable parameter), which [`DeviceModel::param_factor`] counts.
+pub fn activation_outputs(out_elems: f64, trainable: f64, slots: f64) -> f64 {
+    (out_elems - (slots + 2.0) * trainable).max(0.0)
 }
 
 /// Output elements of the first forward pass and its loss (the kernels before

@@ -121,6 +121,16 @@ train 12 {
 }
 ";
 
+/// The parameter-heavy reference loop: a wide MLP on 8 rows, whose peak
+/// memory is mostly parameters, gradients, optimizer state and their copies.
+pub const PARAM_LOOP: &str = "X = randn(1, [8, 32])
+y = argmax(randn(2, [8, 10]), 1)
+model = chain(linear(32, 1536, 1), relu_layer(), linear(1536, 1536, 2), relu_layer(), linear(1536, 10, 3))
+train 6 {
+  adam(cross_entropy(apply(model, X), y), model, 0.001, 0.9, 0.999, 1e-8)
+}
+";
+
 /// The step estimate of the first `train` loop of `src` on `model`.
 pub fn loop_estimate(src: &str, model: &DeviceModel, captured: bool) -> Result<super::cost::StepEstimate, String> {
     let (checked, facts) = crate::check::query::check_with_facts(src);
@@ -161,6 +171,7 @@ pub fn calibrate(
         bandwidth_gbs,
         baseline_bytes: 0.0,
         arena_factor: 1.0,
+        param_factor: 0.0,
         step_factor: 1.0,
         correction: Default::default(),
     };
@@ -188,10 +199,25 @@ pub fn calibrate(
         let work = (measured - est.overhead_seconds).max(0.25 * measured);
         model.step_factor = (work / est.work_seconds.max(1e-12)).clamp(0.2, 5.0);
     }
-    let m = &est.memory;
-    let fixed = m.weights + m.grads + m.optimizer + m.tape + model.baseline_bytes;
-    if m.arena > 0.0 && peak > fixed {
-        model.arena_factor = ((peak - fixed) / m.arena).clamp(0.5, 8.0);
+    // Memory: the two reference loops give the factors of activation outputs
+    // and of parameter-sized tensors (two equations, two unknowns).
+    let (_, peak_p) = run_loop(PARAM_LOOP, true)?;
+    let parts = |src: &str, peak: f64| -> Result<(f64, f64, f64), String> {
+        let e = loop_estimate(src, &model, true)?;
+        let m = &e.memory;
+        let (checked, facts) = crate::check::query::check_with_facts(src);
+        let lp = train_loops(&checked.program, &facts).into_iter().next().ok_or("no loop")?;
+        let tr: f64 = lp.model.param_specs().iter().map(|p| p.shape.iter().map(|&d| d as f64).product::<f64>()).sum();
+        let act = super::cost::activation_outputs(e.totals.out_elems, tr, lp.step.slots);
+        let fixed = m.weights + m.grads + m.optimizer + m.tape + model.baseline_bytes;
+        Ok((peak - fixed, 4.0 * act, 4.0 * tr))
+    };
+    let (ya, aa, pa) = parts(REFERENCE_LOOP, peak)?;
+    let (yb, ab, pb) = parts(PARAM_LOOP, peak_p)?;
+    let det = aa * pb - ab * pa;
+    if det.abs() > 1e-9 * (aa * pb).abs() {
+        model.arena_factor = ((ya * pb - yb * pa) / det).clamp(0.5, 8.0);
+        model.param_factor = ((aa * yb - ab * ya) / det).clamp(0.0, 12.0);
     }
     let (eager_steps, _) = run_loop(REFERENCE_LOOP, false)?;
     let est = loop_estimate(REFERENCE_LOOP, &model, false)?;

@@ -784,7 +784,7 @@ fn calibrate(args: CalibrateArgs) -> ExitCode {
                 let best = model.gemm.iter().map(|p| p.gflops.median).fold(0.0, f64::max);
                 let largest = model.gemm.last().map(|p| p.gflops.median).unwrap_or(best);
                 println!(
-                    "{name}: GEMM {} GFLOP/s at {}³ (best {}), {} µs per kernel replayed, {} µs more interpreted, {} GB/s ({} in cache), baseline {} MB, step factor {}, arena factor {} ({:.1} s)",
+                    "{name}: GEMM {} GFLOP/s at {}³ (best {}), {} µs per kernel replayed, {} µs more interpreted, {} GB/s ({} in cache), baseline {} MB, step factor {}, step buffers ×{} of activations and ×{} of parameters ({:.1} s)",
                     sig(largest),
                     model.gemm.last().map_or(0, |p| p.m),
                     sig(best),
@@ -795,6 +795,7 @@ fn calibrate(args: CalibrateArgs) -> ExitCode {
                     sig(model.baseline_bytes / 1e6),
                     sig(model.step_factor),
                     sig(model.arena_factor),
+                    sig(model.param_factor),
                     started.elapsed().as_secs_f64()
                 );
                 entry.gflops = largest;
