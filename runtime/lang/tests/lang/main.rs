@@ -29,6 +29,7 @@ mod check_support;
 mod common;
 mod conformance;
 mod cuda_training;
+mod estimates;
 mod finite_differences;
 mod functions;
 mod fused_layers;

@@ -316,6 +316,7 @@ fn run(args: RunArgs) -> ExitCode {
         .or_else(|| Some(script_dir(&args.file)));
     ws.exp_dir = args.exp_dir.clone();
     ws.default_device = Some(device);
+    ws.calibration = Calibration::load_default().map(Arc::new);
     join_thread_pool();
     let mut it = Interp::new(ws);
     it.capture_steps = !args.no_capture;
