@@ -19,8 +19,8 @@ use std::path::PathBuf;
 
 pub use mlpl_lang::estimate::calibration::{Calibration, CalibrationEntry};
 use mlpl_lang::estimate::calibration::{device_model, DeviceModel};
-use mlpl_lang::estimate::cost::{estimate_step, Range, StepEstimate};
-use mlpl_lang::estimate::loops::{BatchInfo, TrainLoop};
+use mlpl_lang::step_cost::cost::{estimate_step, Range, StepEstimate};
+use mlpl_lang::train_loops::loops::{BatchInfo, TrainLoop};
 use mlpl_lang::estimate::DEFAULT_GFLOPS;
 
 use crate::values::group_digits;
@@ -630,7 +630,7 @@ impl TrainEstimate {
 mod tests {
     use super::*;
     use mlpl_lang::check::query::check_with_facts;
-    use mlpl_lang::estimate::loops::train_loops;
+    use mlpl_lang::train_loops::loops::train_loops;
 
     /// The loops of `src`, estimated on the CPU, CUDA and MLX profiles of `cal`.
     fn loops_of(src: &str, cal: Option<&Calibration>) -> Vec<TrainEstimate> {

@@ -17,7 +17,7 @@ use mlpl_lang::nn::Layer;
 use crate::analysis::{Analysis, OccKind};
 use crate::context::context;
 use crate::feasibility::{self, DeviceProfile, TrainEstimate};
-use mlpl_lang::estimate::loops::BatchInfo;
+use mlpl_lang::train_loops::loops::BatchInfo;
 use crate::values::{describe, group_digits};
 
 /// Device targets offered inside `device("`.
@@ -139,14 +139,14 @@ fn describe_tree(l: &Layer, depth: usize, out: &mut String) {
 /// The estimate of an optimizer call (for its `train` block when `train` is given).
 /// The model, the batch its loss implies and the frozen parameters are the
 /// checker's (`check::query`), the loop as `mlpl estimate` sees it
-/// (`estimate::loops`).
+/// (`train_loops::loops`).
 pub fn optimizer_estimate(
     a: &Analysis,
     o: &OptimizerCall,
     train: Option<&TrainBlock>,
     devices: &[DeviceProfile],
 ) -> Option<(TrainEstimate, String)> {
-    let lp = mlpl_lang::estimate::loops::of_optimizer(&a.program, o, train)?;
+    let lp = mlpl_lang::train_loops::loops::of_optimizer(&a.program, o, train)?;
     let (b, s) = (lp.step.batch, lp.step.seq);
     let note = match &lp.batch {
         BatchInfo::Known { shape } => {

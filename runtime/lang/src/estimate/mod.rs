@@ -3,11 +3,7 @@
 //! hovers, so both show the same numbers.
 
 pub mod calibration;
-pub mod cost;
 pub mod hypothetical;
-pub mod kernels;
-pub mod loops;
-pub mod measure;
 
 /// The default throughput in GFLOPS when none is configured (LANGUAGE §15.1).
 pub const DEFAULT_GFLOPS: f64 = 50.0;

@@ -9,9 +9,9 @@ use std::sync::Arc;
 use mlpl_devices::profile::KernelLog;
 use mlpl_lang::check::query::check_with_facts;
 use mlpl_lang::estimate::calibration::{Calibration, DeviceModel, Measured};
-use mlpl_lang::estimate::cost::estimate_step;
-use mlpl_lang::estimate::kernels::{step_kernels, totals};
-use mlpl_lang::estimate::loops::{train_loops, TrainLoop};
+use mlpl_lang::step_cost::cost::estimate_step;
+use mlpl_lang::step_cost::kernels::{step_kernels, totals};
+use mlpl_lang::train_loops::loops::{train_loops, TrainLoop};
 use mlpl_lang::eval::{Interp, Workspace};
 
 use crate::common::run_value;

@@ -10,7 +10,8 @@ use mlpl_diag::render::{render_with, to_json, RenderOptions};
 use mlpl_diag::{codes, Diagnostic, SourceFile};
 use mlpl_lang::check::check_source;
 use mlpl_lang::estimate::calibration::{self, Calibration};
-use mlpl_lang::estimate::{cost, loops, measure};
+use mlpl_lang::step_cost::cost;
+use mlpl_lang::train_loops::{loops, measure};
 use mlpl_lang::eval::{Interp, Trace, Workspace};
 use mlpl_lang::value::{DeviceTarget, Value};
 use mlpl_runner::serve::{self, ServeConfig};
@@ -174,9 +175,11 @@ struct RunArgs {
     /// comparing speed or ruling out a capture problem).
     #[arg(long)]
     no_capture: bool,
-    /// After the run, print on standard error how each top-level `train` loop
-    /// ran: iterations replayed from the captured step (or why none were),
-    /// and the share of the replayed iterations' time spent inside kernels.
+    /// After the run, print on standard error the process's peak RSS and how
+    /// each `train` loop ran: iterations replayed from the captured step (or
+    /// why none were), their time each and median, and the share of the
+    /// replayed iterations' time spent inside kernels (what `mlpl estimate`
+    /// predicts; docs/estimates.md).
     #[arg(long)]
     profile: bool,
     /// Write the evaluation trace (LANGUAGE §19) to FILE as pretty-printed JSON:
@@ -754,7 +757,7 @@ fn explain(code: &str) -> ExitCode {
     }
 }
 
-/// `mlpl calibrate`: runs the calibration suite (`mlpl_lang::estimate::measure`)
+/// `mlpl calibrate`: runs the calibration suite (`mlpl_lang::train_loops::measure`)
 /// on every available device and stores the models in the cache, keeping the
 /// entries of devices not measured now and each device's learnt correction.
 fn calibrate(args: CalibrateArgs) -> ExitCode {

@@ -1,11 +1,11 @@
 //! Time and memory of one training step on one device: the step's kernels
-//! ([`super::kernels`]) costed with the device's calibrated model
+//! ([`crate::step_cost::kernels`]) costed with the device's calibrated model
 //! ([`DeviceModel`]), and the memory its run holds at its peak.
 
 use std::collections::HashSet;
 
-use super::calibration::{DeviceModel, Measured};
-use super::kernels::{step_kernels, totals, Kernel, StepShape, Totals, Work};
+use crate::estimate::calibration::{DeviceModel, Measured};
+use crate::step_cost::kernels::{step_kernels, totals, Kernel, StepShape, Totals, Work};
 use crate::nn::layers::Layer;
 
 /// A range `[lo, hi]` around a central value.

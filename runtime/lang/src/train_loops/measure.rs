@@ -1,7 +1,7 @@
 //! The calibration suite `mlpl calibrate` runs on each device (a few seconds):
 //! GEMMs at several shapes, the bandwidth of an element-wise kernel, the cost of
 //! one kernel call in a replayed step and in an interpreted one (from small
-//! `train` loops whose kernels [`super::kernels`] lists, run as `mlpl run`
+//! `train` loops whose kernels [`crate::step_cost::kernels`] lists, run as `mlpl run`
 //! runs them), the baseline and the step buffers' memory, and a reference
 //! loop's step time against the model's. Every figure is the median of repetitions, with its 10th and
 //! 90th percentiles. What is stored apart from the timings (shapes, repetition
@@ -13,7 +13,7 @@ use mlpl_devices::{Backend, BinaryOp};
 use mlpl_devices::clock::Instant;
 use mlpl_devices::Tensor;
 
-use super::calibration::{DeviceModel, GemmPoint, Measured};
+use crate::estimate::calibration::{DeviceModel, GemmPoint, Measured};
 use super::loops::train_loops;
 use crate::value::Array;
 
@@ -132,13 +132,13 @@ train 6 {
 ";
 
 /// The step estimate of the first `train` loop of `src` on `model`.
-pub fn loop_estimate(src: &str, model: &DeviceModel, captured: bool) -> Result<super::cost::StepEstimate, String> {
+pub fn loop_estimate(src: &str, model: &DeviceModel, captured: bool) -> Result<crate::step_cost::cost::StepEstimate, String> {
     let (checked, facts) = crate::check::query::check_with_facts(src);
     let lp = train_loops(&checked.program, &facts)
         .into_iter()
         .next()
         .ok_or("the calibration loop has no estimable model")?;
-    Ok(super::cost::estimate_step(&lp.model, &lp.frozen, &lp.step, captured, model))
+    Ok(crate::step_cost::cost::estimate_step(&lp.model, &lp.frozen, &lp.step, captured, model))
 }
 
 /// How a calibration loop ran: seconds per step, one sample per repetition,
@@ -208,7 +208,7 @@ pub fn calibrate(
         let (checked, facts) = crate::check::query::check_with_facts(src);
         let lp = train_loops(&checked.program, &facts).into_iter().next().ok_or("no loop")?;
         let tr: f64 = lp.model.param_specs().iter().map(|p| p.shape.iter().map(|&d| d as f64).product::<f64>()).sum();
-        let act = super::cost::activation_outputs(e.totals.out_elems, tr, lp.step.slots);
+        let act = crate::step_cost::cost::activation_outputs(e.totals.out_elems, tr, lp.step.slots);
         let fixed = m.weights + m.grads + m.optimizer + m.tape + model.baseline_bytes;
         Ok((peak - fixed, 4.0 * act, 4.0 * tr))
     };

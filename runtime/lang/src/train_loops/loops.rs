@@ -6,7 +6,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use super::kernels::{LossKind, StepShape};
+use crate::step_cost::kernels::{LossKind, StepShape};
 use crate::check::query::{Facts, OptimizerCall, TrainBlock};
 use crate::nn::layers::Layer;
 use mlpl_diag::Span;
