@@ -404,7 +404,7 @@ mod tests {
             ]
         );
         assert!(
-            titles[5].starts_with("≈ ") && titles[5].ends_with("on CPU · fits"),
+            titles[5].starts_with("≈ ") && titles[5].ends_with("on CPU · fits (25% margin)"),
             "{}",
             titles[5]
         );

@@ -1,25 +1,27 @@
 //! Feasibility estimates for hovers and code lenses (LANGUAGE §15): parameters,
-//! memory, FLOPs and time per step of a model's training, on each device.
+//! the kernels one training step runs, its time and peak memory, on each device.
 //!
-//! The formulas are the runtime's (`mlpl_lang::nn::estimate`, the same as
-//! `estimate_train`). What the server adds is where each device's numbers come
-//! from, said in every hover:
+//! The model is the runtime's (`mlpl_lang::estimate`: the step's kernels from the
+//! checker's exact shapes, costed with each device's calibrated model, the same
+//! as `mlpl estimate` and `estimate_train`). What the server adds is which
+//! devices are shown and where each device's numbers come from, said in every
+//! hover:
 //!
-//! - **throughput**: the calibration cache written by `mlpl calibrate` (the
-//!   `calibrate_device` measurement of each available device), else for the CPU the
-//!   documented default of 50 GFLOPS (LANGUAGE §15.1), and for CUDA and MLX the
-//!   nominal FP32 throughput of a device from [`KNOWN_DEVICES`];
+//! - **cost model**: the calibration cache written by `mlpl calibrate` (the one
+//!   `estimate_train` and `mlpl estimate` read), else a model assumed from the
+//!   documented default of 50 GFLOPS for the CPU and from the nominal FP32
+//!   throughput of a device in [`KNOWN_DEVICES`] for CUDA and MLX;
 //! - **memory**: the host's memory (`/proc/meminfo`) for the CPU, the known-device
 //!   table for CUDA and MLX (or the memory a runner recorded in the cache).
 
 use mlpl_devices::math;
-use std::collections::HashSet;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
+pub use mlpl_lang::estimate::calibration::{Calibration, CalibrationEntry};
+use mlpl_lang::estimate::calibration::{device_model, DeviceModel};
+use mlpl_lang::step_cost::cost::{estimate_step, Range, StepEstimate};
+use mlpl_lang::train_loops::loops::{BatchInfo, TrainLoop};
 use mlpl_lang::estimate::DEFAULT_GFLOPS;
-use mlpl_lang::nn::estimate::cost;
-use mlpl_lang::nn::Layer;
-use serde::Deserialize;
 
 use crate::values::group_digits;
 
@@ -190,73 +192,9 @@ pub fn known_device(query: &str) -> Option<&'static KnownDevice> {
         })
 }
 
-/// One measured device in the calibration cache.
-#[derive(Clone, Debug, Deserialize, PartialEq)]
-pub struct CalibrationEntry {
-    /// The device target (`cpu`, `cuda`, `cuda:1`, `mlx`).
-    pub device: String,
-    /// Measured GFLOPS (`calibrate_device`).
-    pub gflops: f64,
-    /// The matrix size measured.
-    #[serde(default)]
-    pub size: Option<u64>,
-    /// Seconds since the Unix epoch.
-    #[serde(default)]
-    pub measured_at: Option<u64>,
-    /// The device's name, when the measuring program knew it.
-    #[serde(default)]
-    pub name: Option<String>,
-    /// Device memory in bytes, when the measuring program knew it.
-    #[serde(default)]
-    pub memory_bytes: Option<f64>,
-    /// Who measured it (`mlpl calibrate`, a runner).
-    #[serde(default)]
-    pub source: Option<String>,
-}
-
-/// The calibration cache file: `{"version": 1, "devices": [entries]}`.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
-pub struct Calibration {
-    /// Format version (1).
-    #[serde(default)]
-    pub version: u32,
-    /// The measured devices.
-    #[serde(default)]
-    pub devices: Vec<CalibrationEntry>,
-    /// Where the file was read from (not part of the file).
-    #[serde(skip)]
-    pub path: Option<PathBuf>,
-}
-
-impl Calibration {
-    /// The entry of a device kind (`cuda` also matches `cuda:N`).
-    pub fn entry(&self, kind: Kind) -> Option<&CalibrationEntry> {
-        self.devices.iter().find(|e| {
-            let base = e.device.split(':').next().unwrap_or("");
-            base == kind.name() && e.gflops.is_finite() && e.gflops > 0.0
-        })
-    }
-
-    /// Reads a cache file; `None` when it is missing or malformed.
-    pub fn load(path: &Path) -> Option<Calibration> {
-        let text = std::fs::read_to_string(path).ok()?;
-        let mut c: Calibration = serde_json::from_str(&text).ok()?;
-        c.path = Some(path.to_path_buf());
-        Some(c)
-    }
-}
-
-/// Where `mlpl calibrate` writes its cache: `$MLPL_CACHE_DIR/calibration.json`, else
-/// `$XDG_CACHE_HOME/mlpl/calibration.json`, else `~/.cache/mlpl/calibration.json`
-/// (the directories of LANGUAGE §21.2).
+/// Where `mlpl calibrate` writes its cache (`mlpl_lang::estimate::calibration::default_path`).
 pub fn default_cache_path() -> Option<PathBuf> {
-    let dir = std::env::var_os("MLPL_CACHE_DIR")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("XDG_CACHE_HOME").map(|d| PathBuf::from(d).join("mlpl")))
-        .or_else(|| {
-            std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache").join("mlpl"))
-        })?;
-    Some(dir.join("calibration.json"))
+    mlpl_lang::estimate::calibration::default_path()
 }
 
 /// The host's memory from `/proc/meminfo`, in bytes.
@@ -282,6 +220,10 @@ pub struct DeviceProfile {
     pub memory_bytes: Option<f64>,
     /// Where the memory comes from.
     pub memory_source: String,
+    /// The cost model of the device.
+    pub model: DeviceModel,
+    /// Whether the model was calibrated on this device (`mlpl calibrate`).
+    pub calibrated: bool,
 }
 
 /// The devices estimates are shown for: the CPU, one CUDA device and one MLX device.
@@ -301,18 +243,27 @@ pub fn profiles(
             })
     };
     let measured = |e: &CalibrationEntry, c: &Calibration| {
+        let what = match &e.model {
+            Some(m) => format!(
+                "GEMM at {} shapes, {} µs per kernel, {} GB/s",
+                m.gemm.len(),
+                sig3(m.dispatch_s.median * 1e6),
+                sig3(m.bandwidth_gbs.median)
+            ),
+            None => e.size.map_or("calibrate_device".to_string(), |s| {
+                format!("calibrate_device({s}); one GEMM size only")
+            }),
+        };
         format!(
-            "measured by {} ({}) in {}",
+            "measured by {} ({what}) in {}",
             e.source.as_deref().unwrap_or("`mlpl calibrate`"),
-            e.size.map_or("calibrate_device".to_string(), |s| format!(
-                "calibrate_device({s})"
-            )),
             cache_name(c)
         )
     };
     let mut out = Vec::new();
     // CPU.
-    let cpu_entry = cal.and_then(|c| c.entry(Kind::Cpu).map(|e| (e, c)));
+    let cpu_entry = cal.and_then(|c| c.entry(Kind::Cpu.name()).map(|e| (e, c)));
+    let (cpu_model, cpu_calibrated) = device_model(cal, "cpu", DEFAULT_GFLOPS);
     out.push(DeviceProfile {
         kind: Kind::Cpu,
         name: cpu_entry
@@ -334,9 +285,11 @@ pub fn profiles(
         } else {
             "unknown".into()
         },
+        model: cpu_model,
+        calibrated: cpu_calibrated,
     });
     for (kind, setting, default) in [(Kind::Cuda, cuda, "a100-80gb"), (Kind::Mlx, mlx, "m2")] {
-        let entry = cal.and_then(|c| c.entry(kind).map(|e| (e, c)));
+        let entry = cal.and_then(|c| c.entry(kind.name()).map(|e| (e, c)));
         let table = entry
             .and_then(|(e, _)| e.name.as_deref().and_then(known_device))
             .or_else(|| known_device(setting))
@@ -359,8 +312,11 @@ pub fn profiles(
                 format!("the {} (known-device table)", table.name),
             ),
         };
+        let (model, calibrated) = device_model(cal, kind.name(), table.gflops);
         out.push(DeviceProfile {
             kind,
+            model,
+            calibrated,
             name: entry
                 .and_then(|(e, _)| e.name.clone())
                 .unwrap_or_else(|| table.name.to_string()),
@@ -373,14 +329,18 @@ pub fn profiles(
     out
 }
 
+/// The margin a verdict of "fits" leaves: the estimated peak times this is at
+/// most the device's memory.
+pub const FIT_MARGIN: f64 = 1.25;
+
 /// Whether a training run fits a device's memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Verdict {
-    /// Uses at most 80% of the memory.
+    /// The estimate with a 25% margin fits.
     Fits,
-    /// Uses 80–100% of the memory.
+    /// The estimate fits, but not with the margin.
     Tight,
-    /// Needs more memory than the device has.
+    /// The estimate is more than the device's memory.
     DoesNotFit,
     /// The device's memory is unknown.
     Unknown,
@@ -391,7 +351,7 @@ impl Verdict {
     pub fn of(need: f64, have: Option<f64>) -> Verdict {
         match have {
             None => Verdict::Unknown,
-            Some(h) if need <= 0.8 * h => Verdict::Fits,
+            Some(h) if need * FIT_MARGIN <= h => Verdict::Fits,
             Some(h) if need <= h => Verdict::Tight,
             Some(_) => Verdict::DoesNotFit,
         }
@@ -407,87 +367,94 @@ impl Verdict {
     }
 }
 
-/// The estimate of one training run (or one step) of a model.
+/// The estimate of a loop on one device.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DeviceEstimate {
+    /// The device.
+    pub profile: DeviceProfile,
+    /// The step on it (time range, memory parts).
+    pub step: StepEstimate,
+    /// Seconds for all steps, when the count is known.
+    pub total: Option<Range>,
+    /// Whether the peak fits the device's memory.
+    pub verdict: Verdict,
+}
+
+/// The estimate of one training loop (or one step) of a model.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TrainEstimate {
     /// Distinct parameters.
     pub params: f64,
     /// Parameters that are not frozen.
     pub trainable: f64,
-    /// Bytes per element (4).
-    pub dtype_bytes: f64,
-    /// Weights: params · dt.
-    pub weight_bytes: f64,
-    /// Gradients: trainable · dt.
-    pub grad_bytes: f64,
-    /// Optimizer state: slots · trainable · dt.
-    pub optimizer_bytes: f64,
-    /// Activations kept for the backward pass: dt · B · S · Σ a.
-    pub activation_bytes: f64,
-    /// The sum of the four.
-    pub total_bytes: f64,
-    /// Training FLOPs per step (three forward passes).
-    pub flops_per_step: f64,
     /// Steps, when known.
     pub steps: Option<f64>,
     /// Batch rows B used.
     pub batch: f64,
     /// Sequence length S used.
     pub seq: f64,
-    /// Per device: (profile, seconds per step, seconds for all steps, verdict).
-    pub devices: Vec<(DeviceProfile, f64, Option<f64>, Verdict)>,
+    /// Where B and S come from.
+    pub batch_info: BatchInfo,
+    /// Forward passes per step (the loss's, plus recorded metrics').
+    pub forwards: f64,
+    /// The device kind of the loop's `device` block, when it has one.
+    pub block_device: Option<Kind>,
+    /// Per device.
+    pub devices: Vec<DeviceEstimate>,
 }
 
-/// Estimates training `layer` with `slots` optimizer state slots per parameter.
-pub fn estimate(
-    layer: &Layer,
-    frozen: &HashSet<String>,
-    batch: f64,
-    seq: f64,
-    steps: Option<f64>,
-    slots: f64,
-    devices: &[DeviceProfile],
-) -> TrainEstimate {
-    let dt = 4.0;
+/// The device kind named by a `device("…")` target's kind.
+fn kind_of(name: &str) -> Option<Kind> {
+    [Kind::Cpu, Kind::Cuda, Kind::Mlx].into_iter().find(|k| k.name() == name)
+}
+
+/// Estimates a training loop on every device (as a captured loop, the default).
+pub fn estimate(lp: &TrainLoop, devices: &[DeviceProfile]) -> TrainEstimate {
     let mut p = 0.0;
     let mut tr = 0.0;
-    for spec in layer.param_specs() {
+    for spec in lp.model.param_specs() {
         let n: f64 = spec.shape.iter().map(|&d| d as f64).product();
         p += n;
-        if !frozen.contains(&spec.name) {
+        if !lp.frozen.contains(&spec.name) {
             tr += n;
         }
     }
-    let c = cost(layer, batch, seq);
-    let act = dt * batch * seq * c.activations;
-    let flops = 3.0 * c.flops;
-    let total = p * dt + tr * dt + slots * tr * dt + act;
+    let steps = lp.steps.map(|n| n as f64);
     let devices = devices
         .iter()
         .map(|d| {
-            let per_step = flops / (d.gflops * 1e9);
-            (
-                d.clone(),
-                per_step,
-                steps.map(|n| n * per_step),
-                Verdict::of(total, d.memory_bytes),
-            )
+            let step = estimate_step(&lp.model, &lp.frozen, &lp.step, true, &d.model);
+            DeviceEstimate {
+                total: steps.map(|n| step.seconds.scale(n)),
+                verdict: Verdict::of(step.memory.total, d.memory_bytes),
+                profile: d.clone(),
+                step,
+            }
         })
         .collect();
     TrainEstimate {
         params: p,
         trainable: tr,
-        dtype_bytes: dt,
-        weight_bytes: p * dt,
-        grad_bytes: tr * dt,
-        optimizer_bytes: slots * tr * dt,
-        activation_bytes: act,
-        total_bytes: total,
-        flops_per_step: flops,
         steps,
-        batch,
-        seq,
+        batch: lp.step.batch,
+        seq: lp.step.seq,
+        batch_info: lp.batch.clone(),
+        forwards: lp.step.forwards,
+        block_device: lp.device.as_deref().and_then(kind_of),
         devices,
+    }
+}
+
+/// A time range as `1.2–1.8 s` (one value when the ends agree to 3 digits).
+pub fn seconds_range(r: &Range) -> String {
+    let (lo, hi) = (seconds(r.lo), seconds(r.hi));
+    if lo == hi {
+        return lo;
+    }
+    // One unit for both ends when they share it: `1.2–1.8 s`.
+    match (lo.rsplit_once(' '), hi.rsplit_once(' ')) {
+        (Some((a, u1)), Some((b, u2))) if u1 == u2 => format!("{a}–{b} {u1}"),
+        _ => format!("{lo}–{hi}"),
     }
 }
 
@@ -556,16 +523,37 @@ pub fn sig3(x: f64) -> String {
 }
 
 impl TrainEstimate {
-    /// The short text of a `train` block's code lens: `≈ 3.2 s on CPU · fits`.
+    /// The device the lens shows: the loop's `device` block's, else the first
+    /// (the CPU).
+    pub fn lens_device(&self) -> Option<&DeviceEstimate> {
+        self.block_device
+            .and_then(|k| self.devices.iter().find(|d| d.profile.kind == k))
+            .or_else(|| self.devices.first())
+    }
+
+    /// The short text of a `train` block's code lens:
+    /// `≈ 1.2–1.8 s on CPU · fits (25% margin)`; with an unknown batch,
+    /// `≥ 3 µs per step on CPU (batch unknown: one row) · …`.
     pub fn lens_text(&self) -> String {
-        let Some((d, per_step, total, verdict)) = self.devices.first() else {
+        let Some(d) = self.lens_device() else {
             return "estimate unavailable".into();
         };
-        let time = match total {
-            Some(t) => seconds(*t),
-            None => format!("{} per step", seconds(*per_step)),
+        let verdict = match d.verdict {
+            Verdict::Fits => format!("fits ({:.0}% margin)", (FIT_MARGIN - 1.0) * 100.0),
+            v => v.text().to_string(),
         };
-        format!("≈ {time} on {} · {}", d.kind.label(), verdict.text())
+        if !self.batch_info.known() {
+            return format!(
+                "≥ {} per step on {} (batch unknown: one row) · {verdict}",
+                seconds(d.step.seconds.lo),
+                d.profile.kind.label()
+            );
+        }
+        let time = match &d.total {
+            Some(t) => seconds_range(t),
+            None => format!("{} per step", seconds_range(&d.step.seconds)),
+        };
+        format!("≈ {time} on {} · {verdict}", d.profile.kind.label())
     }
 
     /// The Markdown of a hover.
@@ -577,48 +565,63 @@ impl TrainEstimate {
             group_digits(self.trainable)
         ));
         s.push_str(&format!("- batch: {batch_note}\n"));
-        s.push_str(&format!(
-            "- memory: **{}** = weights {} + gradients {} + optimizer state {} + activations {} (float32)\n",
-            bytes(self.total_bytes),
-            bytes(self.weight_bytes),
-            bytes(self.grad_bytes),
-            bytes(self.optimizer_bytes),
-            bytes(self.activation_bytes)
-        ));
-        s.push_str(&format!(
-            "- FLOPs per step: {} (3 × forward, counted per layer from the rows that enter it)\n",
-            flops(self.flops_per_step)
-        ));
+        if let Some(d) = self.lens_device() {
+            let m = &d.step.memory;
+            s.push_str(&format!(
+                "- memory on {} at the peak: **{}** = weights {} + gradients {} + optimizer state {} + activations the tape keeps {} + step buffers {} + process {} (float32)\n",
+                d.profile.kind.label(),
+                bytes(m.total),
+                bytes(m.weights),
+                bytes(m.grads),
+                bytes(m.optimizer),
+                bytes(m.tape),
+                bytes(m.arena),
+                bytes(m.baseline)
+            ));
+            s.push_str(&format!(
+                "- one step: {} kernels, {} of GEMMs ({} forward pass{})\n",
+                group_digits(d.step.totals.kernels),
+                flops(d.step.totals.flops),
+                self.forwards,
+                if self.forwards == 1.0 { "" } else { "es: the loss's and the recorded metrics'" }
+            ));
+        }
         if let Some(n) = self.steps {
             s.push_str(&format!("- steps: {}\n", group_digits(n)));
         }
-        s.push_str("\n| device | GFLOPS | per step | all steps | memory | verdict |\n|---|---:|---:|---:|---:|---|\n");
-        for (d, per_step, total, verdict) in &self.devices {
-            let name = if d.name == d.kind.label() {
-                d.name.clone()
+        s.push_str("\n| device | per step | all steps | peak memory | device memory | verdict |\n|---|---:|---:|---:|---:|---|\n");
+        for d in &self.devices {
+            let p = &d.profile;
+            let name = if p.name == p.kind.label() {
+                p.name.clone()
             } else {
-                format!("{} ({})", d.kind.label(), d.name)
+                format!("{} ({})", p.kind.label(), p.name)
             };
             s.push_str(&format!(
-                "| {} | {} | {} | {} | {} | {} |\n",
+                "| {}{} | {} | {} | {} | {} | {} |\n",
                 name,
-                sig3(d.gflops),
-                seconds(*per_step),
-                total.map_or("—".to_string(), seconds),
-                d.memory_bytes.map_or("?".to_string(), bytes),
-                verdict.text()
+                if Some(p.kind) == self.block_device { " — this block's device" } else { "" },
+                seconds_range(&d.step.seconds),
+                d.total.as_ref().map_or("—".to_string(), seconds_range),
+                bytes(d.step.memory.total),
+                p.memory_bytes.map_or("?".to_string(), bytes),
+                d.verdict.text()
             ));
         }
         s.push_str("\nWhere the numbers come from:\n");
-        for (d, ..) in &self.devices {
+        for d in &self.devices {
+            let p = &d.profile;
             s.push_str(&format!(
-                "- {} throughput: {}; memory: {}\n",
-                d.kind.label(),
-                d.gflops_source,
-                d.memory_source
+                "- {} cost model: {}{}; memory: {}\n",
+                p.kind.label(),
+                p.gflops_source,
+                if p.calibrated { "" } else { " (assumed, not calibrated: run `mlpl calibrate`)" },
+                p.memory_source
             ));
         }
-        s.push_str("- parameters, FLOPs and activations: the formulas of `estimate_train` (LANGUAGE §15.2); verdict: fits ≤ 80% of memory, tight ≤ 100%\n");
+        s.push_str(&format!(
+            "- time: the kernels one step runs, from the checker's shapes, each costed by the device's model (dispatch, GEMM throughput by shape, bandwidth), as a captured loop; ranges from the calibration's 10th–90th percentiles; verdict: fits = peak × {FIT_MARGIN} ≤ memory, tight ≤ memory\n"
+        ));
         s
     }
 }
@@ -626,72 +629,150 @@ impl TrainEstimate {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use mlpl_lang::nn::layers::{Attention, Embed, Linear};
-    use std::sync::Arc;
+    use mlpl_lang::check::query::check_with_facts;
+    use mlpl_lang::train_loops::loops::train_loops;
 
-    #[test]
-    fn matches_the_reference_example() {
-        // LANGUAGE §15.2: P = 800, vram = 27136, flops = 12288000 for 100 steps.
-        let m = Layer::Chain(vec![
-            Arc::new(Layer::Embed(Embed {
-                id: 1,
-                vocab: 32,
-                d: 8,
-            })),
-            Arc::new(Layer::Attention(Attention {
-                id: 2,
-                d: 8,
-                heads: 2,
-                kv_heads: 2,
-                causal: true,
-                rope: None,
-                hd: 4,
-                bias: false,
-                qk_norm: None,
-                sinks: false,
-                window: None,
-            })),
-            Arc::new(Layer::Linear(Linear {
-                id: 3,
-                inp: 8,
-                out: 32,
-                bias: true,
-            })),
-        ]);
-        let cpu = profiles(None, "", "", Some(16.0 * GIB));
-        let e = estimate(&m, &HashSet::new(), 4.0, 8.0, Some(100.0), 2.0, &cpu);
-        assert_eq!(e.params, 800.0);
-        assert_eq!(e.total_bytes, 27136.0);
-        assert_eq!(e.flops_per_step * 100.0, 12288000.0);
-        let (d, per_step, total, v) = &e.devices[0];
-        assert_eq!(d.gflops, 50.0);
-        assert!((total.unwrap() - 0.00024576).abs() < 1e-12);
-        assert!((per_step * 100.0 - 0.00024576).abs() < 1e-12);
-        assert_eq!(*v, Verdict::Fits);
-        assert!(
-            e.lens_text().starts_with("≈ 246 µs on CPU · fits"),
-            "{}",
-            e.lens_text()
-        );
-        assert!(e.markdown("x", "y").contains("default of 50 GFLOPS"));
+    /// The loops of `src`, estimated on the CPU, CUDA and MLX profiles of `cal`.
+    fn loops_of(src: &str, cal: Option<&Calibration>) -> Vec<TrainEstimate> {
+        let (checked, facts) = check_with_facts(src);
+        let devices = profiles(cal, "", "", Some(16.0 * GIB));
+        train_loops(&checked.program, &facts)
+            .iter()
+            .map(|lp| estimate(lp, &devices))
+            .collect()
+    }
+
+    const MLP: &str = "X = randn(1, [64, 32])\ny = argmax(randn(2, [64, 8]), 1)\nmodel = chain(linear(32, 128, 1), relu_layer(), linear(128, 8, 2))\ntrain 100 {\n  adam(cross_entropy(apply(model, X), y), model, 0.001, 0.9, 0.999, 1e-8)\n}\n";
+
+    /// A cache whose CPU model is exact and simple enough to count by hand:
+    /// 1 µs per kernel, every GEMM at 1 GFLOP/s, 1 GB/s, no spread.
+    fn hand_cache() -> Calibration {
+        let mut m = DeviceModel::assumed("cpu", 1.0);
+        m.dispatch_s = mlpl_lang::estimate::calibration::Measured::exact(1e-6);
+        m.interp_s = mlpl_lang::estimate::calibration::Measured::exact(0.0);
+        m.cache_bandwidth_gbs = mlpl_lang::estimate::calibration::Measured::exact(1.0);
+        m.bandwidth_gbs = mlpl_lang::estimate::calibration::Measured::exact(1.0);
+        for p in &mut m.gemm {
+            p.gflops = mlpl_lang::estimate::calibration::Measured::exact(1.0);
+        }
+        m.baseline_bytes = 1e6;
+        m.arena_factor = 1.0;
+        let mut c = Calibration::default();
+        let e = c.entry_mut("cpu");
+        e.gflops = 1.0;
+        e.model = Some(m);
+        c
     }
 
     #[test]
-    fn calibration_overrides_throughput() {
-        let cal: Calibration = serde_json::from_str(
-            r#"{"version":1,"devices":[{"device":"cpu","gflops":123.5,"size":1024,"measured_at":1},
-                {"device":"cuda:0","gflops":40000,"name":"NVIDIA H200","memory_bytes":1.4e11,"source":"runner"}]}"#,
-        )
-        .unwrap();
+    fn time_and_memory_match_hand_counts() {
+        let cal = hand_cache();
+        let e = &loops_of(MLP, Some(&cal))[0];
+        assert_eq!(e.params, 32.0 * 128.0 + 128.0 + 128.0 * 8.0 + 8.0);
+        let d = &e.devices[0];
+        assert!(d.profile.calibrated);
+        // Kernels, as a recorded step lists them: 3 forward + 3 loss + 6 backward
+        // + 4 Adam updates.
+        assert_eq!(d.step.totals.kernels, 16.0);
+        // GEMM FLOPs: forward 2·64·(32·128 + 128·8), backward twice that but no
+        // input gradient for the first layer (2·64·32·128 less).
+        let fwd = 2.0 * 64.0 * (32.0 * 128.0 + 128.0 * 8.0);
+        assert_eq!(d.step.totals.flops, fwd + 2.0 * fwd - 2.0 * 64.0 * 32.0 * 128.0);
+        // At 1 GFLOP/s, 1 GB/s and 1 µs per kernel the step is exactly this:
+        let secs = 16.0 * 1e-6 + d.step.totals.flops / 1e9 + d.step.totals.bytes / 1e9;
+        assert!((d.step.seconds.mid - secs).abs() < 1e-12, "{} vs {secs}", d.step.seconds.mid);
+        assert_eq!(d.step.seconds.lo, d.step.seconds.hi);
+        let m = &d.step.memory;
+        let p = e.params;
+        assert_eq!((m.weights, m.grads, m.optimizer), (4.0 * p, 4.0 * p, 8.0 * p));
+        // The tape: the forward's outputs (two products, the fused bias+ReLU,
+        // the bias add, the loss and its gradient).
+        let fwd_out = 64.0 * 128.0 * 2.0 + 64.0 * 8.0 * 2.0 + (64.0 * 8.0 + 1.0);
+        assert_eq!(m.tape, 4.0 * fwd_out);
+        assert_eq!(m.total, m.weights + m.grads + m.optimizer + m.tape + m.arena + 1e6);
+        assert_eq!(e.lens_text(), format!("≈ {} on CPU · fits (25% margin)", seconds_range(&d.total.unwrap())));
+    }
+
+    #[test]
+    fn an_unknown_batch_is_labelled() {
+        let src = "fn rows(n) { randn(1, [n, 4]) }\nX = rows(sum(ones([3])))\ny = argmax(randn(2, [3, 2]), 1)\nm = linear(4, 2, 0)\ntrain 10 {\n  adam(cross_entropy(apply(m, X), y), m, 0.1, 0.9, 0.999, 1e-8)\n}\n";
+        let src = if loops_of(src, None)[0].batch_info.known() {
+            // The checker sized it after all: make the size data-dependent.
+            "t = tokenize_bytes(load_preloaded(\"tiny_shakespeare_snippet\"))\nX = shift_pairs_x(apply_tokenizer(train_bpe(decode_bytes(t), 300, 0), decode_bytes(t)), 8)\nY = shift_pairs_y(apply_tokenizer(train_bpe(decode_bytes(t), 300, 0), decode_bytes(t)), 8)\nm = chain(embed(300, 8, 0), linear(8, 300, 1))\ntrain 10 {\n  adam(cross_entropy(apply(m, X), Y), m, 0.1, 0.9, 0.999, 1e-8)\n}\n"
+        } else {
+            src
+        };
+        let e = &loops_of(src, None)[0];
+        assert!(!e.batch_info.known(), "{:?}", e.batch_info);
+        let lens = e.lens_text();
+        assert!(lens.starts_with("≥ ") && lens.contains("per step on CPU (batch unknown: one row)"), "{lens}");
+    }
+
+    #[test]
+    fn the_lens_uses_the_blocks_device_and_ranges() {
+        let src = format!("device(\"cuda\") {{\n{MLP}}}\n");
+        let e = &loops_of(&src, None)[0];
+        assert_eq!(e.block_device, Some(Kind::Cuda));
+        let lens = e.lens_text();
+        assert!(lens.contains("on CUDA"), "{lens}");
+        assert!(e.markdown("x", "y").contains("this block's device"));
+        // A calibrated model with spread gives a range, not one number.
+        let mut cal = hand_cache();
+        if let Some(m) = cal.devices[0].model.as_mut() {
+            m.dispatch_s = mlpl_lang::estimate::calibration::Measured { median: 1e-6, lo: 0.5e-6, hi: 4e-6 };
+        }
+        let e = &loops_of(MLP, Some(&cal))[0];
+        let r = e.devices[0].step.seconds;
+        assert!(r.lo < r.mid && r.mid < r.hi, "{r:?}");
+        assert!(seconds_range(&r).contains('–'), "{}", seconds_range(&r));
+        assert_eq!(seconds_range(&Range { lo: 1.2, mid: 1.5, hi: 1.8 }), "1.2–1.8 s");
+        assert_eq!(seconds_range(&Range { lo: 0.5, mid: 1.0, hi: 2.0 }), "500 ms–2 s");
+    }
+
+    #[test]
+    fn verdicts_state_their_margin() {
+        assert_eq!(Verdict::of(80.0, Some(100.0)), Verdict::Fits);
+        assert_eq!(Verdict::of(81.0, Some(100.0)), Verdict::Tight);
+        assert_eq!(Verdict::of(100.0, Some(100.0)), Verdict::Tight);
+        assert_eq!(Verdict::of(100.5, Some(100.0)), Verdict::DoesNotFit);
+        assert_eq!(Verdict::of(1.0, None), Verdict::Unknown);
+        // Near a limit: the device's memory set just above and just below the peak.
+        let e = &loops_of(MLP, None)[0];
+        let need = e.devices[0].step.memory.total;
+        let mut cpu = profiles(None, "", "", Some(need * 0.99));
+        let (checked, facts) = check_with_facts(MLP);
+        let lp = &train_loops(&checked.program, &facts)[0];
+        assert_eq!(estimate(lp, &cpu).devices[0].verdict, Verdict::DoesNotFit);
+        cpu[0].memory_bytes = Some(need * 1.01);
+        assert_eq!(estimate(lp, &cpu).devices[0].verdict, Verdict::Tight);
+        cpu[0].memory_bytes = Some(need * 1.3);
+        assert!(estimate(lp, &cpu).lens_text().ends_with("fits (25% margin)"));
+    }
+
+    #[test]
+    fn one_cache_for_the_editor_the_runner_and_the_builtins() {
+        let text = r#"{"version":1,"devices":[{"device":"cpu","gflops":123.5,"size":1024,"measured_at":1},
+                {"device":"cuda:0","gflops":40000,"name":"NVIDIA H200","memory_bytes":1.4e11,"source":"runner"}]}"#;
+        let cal = Calibration::parse(text).unwrap();
         let p = profiles(Some(&cal), "t4", "m1", None);
         assert_eq!(p[0].gflops, 123.5);
-        assert!(p[0].gflops_source.contains("calibrate_device(1024)"));
-        assert_eq!(p[0].memory_bytes, None);
-        assert_eq!(p[1].gflops, 40000.0);
+        assert!(p[0].gflops_source.contains("calibrate_device(1024)"), "{}", p[0].gflops_source);
+        // A version 1 entry: the model is assumed from its one throughput.
+        assert!(!p[0].calibrated);
+        assert_eq!(p[0].model, DeviceModel::assumed("cpu", 123.5));
         assert_eq!(p[1].name, "NVIDIA H200");
+        assert_eq!(p[1].model, DeviceModel::assumed("cuda", 40000.0));
         assert_eq!(p[2].name, "Apple M1 (16 GB)");
-        assert_eq!(Verdict::of(90.0, Some(100.0)), Verdict::Tight);
-        assert_eq!(Verdict::of(190.0, Some(100.0)), Verdict::DoesNotFit);
+        // A version 2 entry round-trips and is what the runtime reads too.
+        let cal = hand_cache();
+        let text = serde_json::to_string(&cal).unwrap();
+        let back = Calibration::parse(&text).unwrap();
+        let p = profiles(Some(&back), "", "", None);
+        assert!(p[0].calibrated);
+        assert_eq!(Some(&p[0].model), cal.devices[0].model.as_ref());
+        let (m, calibrated) = mlpl_lang::estimate::calibration::device_model(Some(&back), "cpu", 50.0);
+        assert!(calibrated);
+        assert_eq!(m, p[0].model);
     }
 
     #[test]

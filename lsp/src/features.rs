@@ -17,6 +17,7 @@ use mlpl_lang::nn::Layer;
 use crate::analysis::{Analysis, OccKind};
 use crate::context::context;
 use crate::feasibility::{self, DeviceProfile, TrainEstimate};
+use mlpl_lang::train_loops::loops::BatchInfo;
 use crate::values::{describe, group_digits};
 
 /// Device targets offered inside `device("`.
@@ -135,68 +136,30 @@ fn describe_tree(l: &Layer, depth: usize, out: &mut String) {
     }
 }
 
-/// Optimizer state slots per parameter: Adam and AdamW keep two moments,
-/// momentum SGD one velocity (LANGUAGE §12).
-pub fn state_slots(optimizer: &str) -> f64 {
-    if optimizer == "momentum_sgd" {
-        1.0
-    } else {
-        2.0
-    }
-}
-
 /// The estimate of an optimizer call (for its `train` block when `train` is given).
 /// The model, the batch its loss implies and the frozen parameters are the
-/// checker's (`check::query`).
+/// checker's (`check::query`), the loop as `mlpl estimate` sees it
+/// (`train_loops::loops`).
 pub fn optimizer_estimate(
+    a: &Analysis,
     o: &OptimizerCall,
     train: Option<&TrainBlock>,
     devices: &[DeviceProfile],
 ) -> Option<(TrainEstimate, String)> {
-    let m = o.model.as_ref()?;
-    let (b, s, note) = match &o.batch {
-        Some(g) => {
-            let shape = g.input.shape_text();
-            match (g.batch, g.seq) {
-                (Some(b), Some(s)) => (
-                    b as f64,
-                    s as f64,
-                    format!(
-                        "B = {b}, S = {s}, inferred by the checker from the loss's input `{shape}`"
-                    ),
-                ),
-                (b, s) => {
-                    let (b, s) = (b.unwrap_or(1), s.unwrap_or(1));
-                    (
-                        b as f64,
-                        s as f64,
-                        format!(
-                            "the loss's input is `{shape}`, whose size is only known at run time; shown for B = {b}, S = {s}"
-                        ),
-                    )
-                }
-            }
+    let lp = mlpl_lang::train_loops::loops::of_optimizer(&a.program, o, train)?;
+    let (b, s) = (lp.step.batch, lp.step.seq);
+    let note = match &lp.batch {
+        BatchInfo::Known { shape } => {
+            format!("B = {b}, S = {s}, inferred by the checker from the loss's input `{shape}`")
         }
-        None => (
-            1.0,
-            1.0,
-            "no `apply(model, x)` found in the loss; shown for one row".into(),
+        BatchInfo::Unknown { shape } => format!(
+            "**unknown**: the loss's input is `{shape}`, whose size is only known at run time; the figures are for B = {b}, S = {s}, a lower bound"
         ),
+        BatchInfo::NoApply => {
+            "**unknown**: no `apply(model, x)` found in the loss; the figures are for one row, a lower bound".into()
+        }
     };
-    let steps = match train {
-        Some(t) => t.steps,
-        None => o.steps,
-    };
-    let e = feasibility::estimate(
-        &m.0,
-        &o.frozen,
-        b,
-        s,
-        steps.map(|n| n as f64),
-        state_slots(&o.name),
-        devices,
-    );
-    Some((e, note))
+    Some((feasibility::estimate(&lp, devices), note))
 }
 
 /// The estimate of a `train` block (from its first optimizer call).
@@ -206,7 +169,7 @@ pub fn train_estimate(
     devices: &[DeviceProfile],
 ) -> Option<(TrainEstimate, String)> {
     let o = &a.facts.optimizers[t.optimizer?];
-    optimizer_estimate(o, Some(t), devices)
+    optimizer_estimate(a, o, Some(t), devices)
 }
 
 /// Hover at byte `offset`.
@@ -243,7 +206,7 @@ pub fn hover(a: &Analysis, offset: usize, cfg: &FeatureConfig) -> Option<Hover> 
                         a.facts.trains.iter().find(|t| {
                             t.span.start <= call_span.start && call_span.end <= t.span.end
                         });
-                    if let Some((e, note)) = optimizer_estimate(o, train, &cfg.devices) {
+                    if let Some((e, note)) = optimizer_estimate(a, o, train, &cfg.devices) {
                         s.push_str("\n\n---\n");
                         s.push_str(&e.markdown(&format!("this `{}` step", o.name), &note));
                     }

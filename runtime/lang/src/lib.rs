@@ -25,4 +25,6 @@ pub mod errors;
 pub mod estimate;
 pub mod eval;
 pub mod nn;
+pub mod step_cost;
+pub mod train_loops;
 pub mod value;

@@ -4,6 +4,9 @@ use mlpl_devices::clock::Instant;
 
 use super::ParamKind::*;
 use super::{opt, req, Builtin, Diff, Facts};
+use crate::estimate::calibration::DeviceModel;
+use crate::step_cost::cost::estimate_step;
+use crate::step_cost::kernels::{LossKind, StepShape};
 use crate::estimate::{self, hypothetical};
 use crate::eval::{Call, Interp};
 use crate::value::{named_shape, Array, Value};
@@ -15,7 +18,7 @@ pub const BUILTINS: &[Builtin] = &[
         name: "estimate_train",
         params: &[req("model", Model), req("steps", Scalar), req("batch_size", Scalar), req("seq_len", Scalar), opt("dtype_bytes", Scalar)],
         summary: "feasibility of training a model",
-        doc: "`estimate_train(model, steps, batch, seq [, dtype_bytes = 4])` returns `[params, vram_bytes, disk_bytes, flops, wall_seconds]` (LANGUAGE §15.2): parameters counted once each, memory for weights, gradients, two Adam moments of the unfrozen parameters and the activations of a `[batch, seq]` batch, FLOPs as three forward passes per step counted per layer from the rows that enter it, and the time at the configured throughput. E0309 for a model without parameters; E0401 for arguments that are not finite and positive.",
+        doc: "`estimate_train(model, steps, batch, seq [, dtype_bytes = 4])` returns `[params, vram_bytes, disk_bytes, flops, wall_seconds]` (LANGUAGE §15.2): parameters counted once each, memory for weights, gradients, two Adam moments of the unfrozen parameters and the activations of a `[batch, seq]` batch, FLOPs as three forward passes per step counted per layer from the rows that enter it, and the time at the configured throughput. When the runner loaded a calibration cache with a model of the active device (`mlpl calibrate`) and no throughput variable is set, memory and time are that model's: peak memory, and steps × the time of the step's kernels (docs/estimates.md). E0309 for a model without parameters; E0401 for arguments that are not finite and positive.",
         example: "estimate_train(chain(embed(32, 8, 0), causal_attention(8, 2, 1), linear(8, 32, 2)), 100, 4, 8)",
         diff: Diff::Effect,
         facts: Facts::NONE,
@@ -77,6 +80,20 @@ pub fn throughput_gflops(it: &Interp) -> f64 {
         .unwrap_or(estimate::DEFAULT_GFLOPS)
 }
 
+/// The calibrated cost model of the active device from the calibration cache
+/// the runner loaded (`Workspace::calibration`), unless a throughput variable
+/// overrides it (LANGUAGE §15.1's configuration wins).
+pub fn calibrated_model(it: &Interp) -> Option<DeviceModel> {
+    let kind = it.devices.active().kind.name();
+    let overridden = ["mlpl_device_throughput_gflops".to_string(), format!("mlpl_device_throughput_gflops_{kind}")]
+        .iter()
+        .any(|n| it.ws.get(n).is_some());
+    if overridden {
+        return None;
+    }
+    it.ws.calibration.as_ref()?.entry(kind)?.model.clone()
+}
+
 /// A finite positive scalar argument (E0205, E0401).
 pub fn positive(c: &Call, i: usize) -> Result<f64, Diagnostic> {
     let v = c.scalar(i)?;
@@ -92,7 +109,15 @@ fn estimate_train(c: &mut Call) -> Result<Value, Diagnostic> {
     let dt = if c.has(4) { positive(c, 4)? } else { 4.0 };
     super::site::check_trainable(c, &m)?;
     let g = throughput_gflops(c.it);
-    let e = crate::nn::estimate::estimate_train(&m, &c.it.ws.frozen, steps, batch, seq, dt, g);
+    let mut e = crate::nn::estimate::estimate_train(&m, &c.it.ws.frozen, steps, batch, seq, dt, g);
+    if let Some(model) = calibrated_model(c.it) {
+        // The kernel-level model of the calibration cache (docs/estimates.md):
+        // peak memory and the time of `steps` captured steps.
+        let step = StepShape { batch, seq, loss: LossKind::CrossEntropy, forwards: 1.0, slots: 2.0 };
+        let s = estimate_step(&m, &c.it.ws.frozen, &step, true, &model);
+        e.vram_bytes = s.memory.total;
+        e.wall_seconds = steps * s.seconds.mid;
+    }
     Ok(Value::Array(Array::from_f64(vec![5], &e.to_array())))
 }
 

@@ -2,6 +2,7 @@
 //! training run. Pure functions shared by the runtime builtins and the editor's
 //! hovers, so both show the same numbers.
 
+pub mod calibration;
 pub mod hypothetical;
 
 /// The default throughput in GFLOPS when none is configured (LANGUAGE §15.1).

@@ -29,6 +29,9 @@ pub struct Workspace {
     pub optim: HashMap<(String, String), OptimState>,
     /// User-defined functions by name (docs/language.md, "Functions").
     pub functions: HashMap<String, std::sync::Arc<mlpl_syntax::FnDef>>,
+    /// The calibration cache `estimate_train` reads (loaded by the runner; none
+    /// in a bare interpreter, which then uses LANGUAGE §15's formulas).
+    pub calibration: Option<std::sync::Arc<crate::estimate::calibration::Calibration>>,
 }
 
 /// The state one optimizer keeps for one parameter.

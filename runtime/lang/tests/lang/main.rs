@@ -30,6 +30,7 @@ mod common;
 mod conformance;
 mod cuda_training;
 mod device_training;
+mod estimates;
 mod finite_differences;
 mod functions;
 mod fused_layers;

@@ -9,6 +9,9 @@ use clap::{Parser, Subcommand, ValueEnum};
 use mlpl_diag::render::{render_with, to_json, RenderOptions};
 use mlpl_diag::{codes, Diagnostic, SourceFile};
 use mlpl_lang::check::check_source;
+use mlpl_lang::estimate::calibration::{self, Calibration};
+use mlpl_lang::step_cost::cost;
+use mlpl_lang::train_loops::{loops, measure};
 use mlpl_lang::eval::{Interp, Trace, Workspace};
 use mlpl_lang::value::{DeviceTarget, Value};
 use mlpl_runner::serve::{self, ServeConfig};
@@ -55,13 +58,20 @@ enum Command {
         /// The code (E0201, W0001, ...).
         code: String,
     },
-    /// Measure each available device as `calibrate_device` does and store the
-    /// results for the editor's feasibility estimates (LANGUAGE §21.2).
+    /// Measure each available device (GEMM at several shapes, kernel dispatch
+    /// replayed and interpreted, bandwidth, baseline memory; medians and spread
+    /// of repetitions, a few seconds) and store the cost models that `estimate_train`,
+    /// `mlpl estimate` and the editor's estimates read (LANGUAGE §21.2).
     ///
     /// Writes `calibration.json` in $MLPL_CACHE_DIR, else $XDG_CACHE_HOME/mlpl, else
-    /// ~/.cache/mlpl: `{"version": 1, "devices": [{"device", "gflops", "size",
-    /// "measured_at", "source"}]}`. Entries of devices not measured now are kept.
+    /// ~/.cache/mlpl (format: docs/estimates.md). Entries of devices not measured
+    /// now are kept.
     Calibrate(CalibrateArgs),
+    /// Print the estimate of every `train` loop of a script without running it:
+    /// the kernels one step runs, seconds per step (a range) captured and
+    /// interpreted, and the memory at the peak, on the device of the loop's
+    /// `device` block or `--device`, from the calibration cache.
+    Estimate(EstimateArgs),
     /// Start the runner the editor uses: sessions, cells and live events over HTTP.
     ///
     /// Prints `mlpl serve listening on http://ADDR` (and the token when it generated
@@ -71,12 +81,27 @@ enum Command {
 
 #[derive(clap::Args)]
 struct CalibrateArgs {
-    /// Matrix size of the measurement (`calibrate_device(size)`).
-    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..=16384))]
-    size: u32,
     /// Write the cache here instead of the default location.
     #[arg(long, value_name = "FILE")]
     output: Option<PathBuf>,
+}
+
+#[derive(clap::Args)]
+struct EstimateArgs {
+    /// The script.
+    file: PathBuf,
+    /// Device for loops outside `device` blocks: cpu, cuda or mlx.
+    #[arg(long, default_value = "cpu")]
+    device: String,
+    /// Read the calibration cache from FILE instead of the default location.
+    #[arg(long, value_name = "FILE")]
+    calibration: Option<PathBuf>,
+    /// Print one JSON object per loop instead of text.
+    #[arg(long)]
+    json: bool,
+    /// List each kernel of the step with its estimated time.
+    #[arg(long)]
+    kernels: bool,
 }
 
 #[derive(clap::Args)]
@@ -155,9 +180,11 @@ struct RunArgs {
     /// comparing speed or ruling out a capture problem).
     #[arg(long)]
     no_capture: bool,
-    /// After the run, print on standard error how each top-level `train` loop
-    /// ran: iterations replayed from the captured step (or why none were),
-    /// and the share of the replayed iterations' time spent inside kernels.
+    /// After the run, print on standard error the process's peak RSS and how
+    /// each `train` loop ran: iterations replayed from the captured step (or
+    /// why none were), their time each and median, and the share of the
+    /// replayed iterations' time spent inside kernels (what `mlpl estimate`
+    /// predicts; docs/estimates.md).
     #[arg(long)]
     profile: bool,
     /// Write the evaluation trace (LANGUAGE §19) to FILE as pretty-printed JSON:
@@ -226,6 +253,7 @@ fn main() -> ExitCode {
         Command::Check(args) => check(args),
         Command::Explain { code } => explain(&code),
         Command::Calibrate(args) => calibrate(args),
+        Command::Estimate(args) => estimate(args),
         Command::Serve(args) => serve_cmd(args),
     }
 }
@@ -303,6 +331,7 @@ fn run(args: RunArgs) -> ExitCode {
         .or_else(|| Some(script_dir(&args.file)));
     ws.exp_dir = args.exp_dir.clone();
     ws.default_device = Some(device);
+    ws.calibration = Calibration::load_default().map(Arc::new);
     join_thread_pool();
     let mut it = Interp::new(ws);
     it.capture_steps = !args.no_capture;
@@ -432,6 +461,9 @@ fn profile_report(it: &Interp, src: &SourceFile, total: std::time::Duration) -> 
         ms(kernels),
         100.0 * ms(kernels) / ms(total).max(1e-9)
     );
+    if let Some(peak) = measure::peak_resident_bytes() {
+        out += &format!("  peak RSS: {peak:.0} bytes\n");
+    }
     for s in &it.loop_stats {
         let (line, _) = src.line_col(s.span.start);
         out += &format!(
@@ -444,11 +476,11 @@ fn profile_report(it: &Interp, src: &SourceFile, total: std::time::Duration) -> 
             (_, Some(kind)) if s.replayed > 0 => {
                 let share = 100.0 * ms(s.replay_kernels) / ms(s.replay_wall).max(1e-9);
                 out += &format!(
-                    "    {} replayed from the captured step ({kind}) in {:.1} ms, {:.2} ms each (median {:.2} ms); {:.1} ms inside kernels ({share:.1}%)\n",
+                    "    {} replayed from the captured step ({kind}) in {:.1} ms, {} ms each (median {} ms); {:.1} ms inside kernels ({share:.1}%)\n",
                     s.replayed,
                     ms(s.replay_wall),
-                    ms(s.replay_wall) / s.replayed as f64,
-                    s.replay_median.map_or(f64::NAN, ms),
+                    sig(ms(s.replay_wall) / s.replayed as f64),
+                    s.replay_median.map_or("?".to_string(), |d| sig(ms(d))),
                     ms(s.replay_kernels),
                 );
             }
@@ -764,86 +796,61 @@ fn explain(code: &str) -> ExitCode {
     }
 }
 
-/// Where `mlpl calibrate` stores its results (the editor reads the same file).
-fn calibration_path() -> Option<PathBuf> {
-    let dir = std::env::var_os("MLPL_CACHE_DIR")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("XDG_CACHE_HOME").map(|d| PathBuf::from(d).join("mlpl")))
-        .or_else(|| {
-            std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache").join("mlpl"))
-        })?;
-    Some(dir.join("calibration.json"))
-}
-
+/// `mlpl calibrate`: runs the calibration suite (`mlpl_lang::train_loops::measure`)
+/// on every available device and stores the models in the cache, keeping the
+/// entries of devices not measured now and each device's learnt correction.
 fn calibrate(args: CalibrateArgs) -> ExitCode {
-    let Some(path) = args.output.clone().or_else(calibration_path) else {
+    let Some(path) = args.output.clone().or_else(calibration::default_path) else {
         eprintln!("error: no cache directory (set MLPL_CACHE_DIR or pass --output FILE)");
         return ExitCode::from(2);
     };
-    let previous: Vec<serde_json::Value> = std::fs::read_to_string(&path)
-        .ok()
-        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-        .and_then(|v| v.get("devices").and_then(|d| d.as_array()).cloned())
-        .unwrap_or_default();
+    let mut cache = Calibration::load(&path).unwrap_or_default();
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
     let probe = Interp::new(Workspace::new());
-    let mut measured = Vec::new();
+    join_thread_pool();
     for name in ["cpu", "cuda", "mlx"] {
         let target = DeviceTarget::parse(name).expect("a known device target");
         if let Err(why) = probe.devices.availability(target) {
             println!("{name}: not available ({})", why.reason());
             continue;
         }
-        // The measurement itself is the `calibrate_device` builtin on that device.
-        let src = format!("device(\"{name}\") {{ calibrate_device({}) }}", args.size);
-        let parsed = mlpl_syntax::parse(&src);
-        let mut it = Interp::new(Workspace::new());
-        let gflops = match it.run(&parsed.program) {
-            Ok(Some(Value::Array(a))) => a.exact_value().or_else(|| a.scalar_value()),
-            Ok(_) => None,
-            Err(d) => {
-                let src = SourceFile::new("<calibrate>", src.clone());
-                eprintln!(
-                    "{}",
-                    render_with(&d, &src, &RenderOptions { color: color() })
-                );
-                None
-            }
-        };
-        match gflops {
-            Some(g) => {
+        let started = std::time::Instant::now();
+        let run_loop = |src: &str, captured: bool| calibration_loop(name, src, captured);
+        match measure::calibrate(probe.devices.backend(target), &run_loop) {
+            Ok(mut model) => {
+                let entry = cache.entry_mut(name);
+                if let Some(old) = &entry.model {
+                    model.correction = old.correction;
+                }
+                let best = model.gemm.iter().map(|p| p.gflops.median).fold(0.0, f64::max);
+                let largest = model.gemm.last().map(|p| p.gflops.median).unwrap_or(best);
                 println!(
-                    "{name}: {} GFLOPS (calibrate_device({}))",
-                    mlpl_lang::display::format_f64(g),
-                    args.size
+                    "{name}: GEMM {} GFLOP/s at {}³ (best {}), {} µs per kernel replayed, {} µs more interpreted, {} GB/s ({} in cache), baseline {} MB, step factor {}, step buffers ×{} of activations and ×{} of parameters ({:.1} s)",
+                    sig(largest),
+                    model.gemm.last().map_or(0, |p| p.m),
+                    sig(best),
+                    sig(model.dispatch_s.median * 1e6),
+                    sig(model.interp_s.median * 1e6),
+                    sig(model.bandwidth_gbs.median),
+                    sig(model.cache_bandwidth_gbs.median),
+                    sig(model.baseline_bytes / 1e6),
+                    sig(model.step_factor),
+                    sig(model.arena_factor),
+                    sig(model.param_factor),
+                    started.elapsed().as_secs_f64()
                 );
-                measured.push(serde_json::json!({
-                    "device": name,
-                    "gflops": g,
-                    "size": args.size,
-                    "measured_at": now,
-                    "source": "`mlpl calibrate`",
-                }));
+                entry.gflops = largest;
+                entry.size = model.gemm.last().map(|p| p.m);
+                entry.measured_at = Some(now);
+                entry.source = Some("`mlpl calibrate`".into());
+                entry.model = Some(model);
             }
-            None => println!("{name}: measurement failed"),
+            Err(why) => println!("{name}: measurement failed ({why})"),
         }
     }
-    let mut devices: Vec<serde_json::Value> = previous
-        .into_iter()
-        .filter(|e| {
-            let d = e.get("device").and_then(|d| d.as_str()).unwrap_or("");
-            !measured.iter().any(|m| m["device"] == d)
-        })
-        .collect();
-    devices.extend(measured);
-    let doc = serde_json::json!({"version": 1, "devices": devices});
-    if let Some(dir) = path.parent() {
-        let _ = std::fs::create_dir_all(dir);
-    }
-    let text = serde_json::to_string_pretty(&doc).expect("JSON values serialize");
-    match std::fs::write(&path, text + "\n") {
+    match cache.save(&path) {
         Ok(()) => {
             println!("wrote {}", path.display());
             ExitCode::SUCCESS
@@ -853,4 +860,150 @@ fn calibrate(args: CalibrateArgs) -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// Runs a calibration loop with this binary as `mlpl run --profile` runs a
+/// user's script (a child process per repetition): seconds per step from the
+/// replayed steps' wall time or, interpreted, the loop's; and the smallest
+/// peak RSS the children reported.
+fn calibration_loop(device: &str, src: &str, captured: bool) -> Result<measure::LoopRun, String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let dir = std::env::temp_dir().join(format!("mlpl-calibrate-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let file = dir.join("loop.mlpl");
+    std::fs::write(&file, src).map_err(|e| e.to_string())?;
+    let mut samples = Vec::new();
+    let mut peak = f64::INFINITY;
+    let reps = if captured { measure::REPS } else { 3 };
+    let result = (|| {
+        for _ in 0..reps {
+            let mut cmd = std::process::Command::new(&exe);
+            cmd.args(["run", "--profile", "--device", device]);
+            if !captured {
+                cmd.arg("--no-capture");
+            }
+            let out = cmd.arg(&file).output().map_err(|e| e.to_string())?;
+            let text = String::from_utf8_lossy(&out.stderr);
+            let p = ProfileLine::parse(&text);
+            let per_step = if captured { p.replayed } else { p.iterations };
+            match per_step {
+                Some((n, ms)) if n > 0.0 => samples.push(ms / 1e3 / n),
+                _ => return Err(format!("unexpected profile output: {}", text.trim())),
+            }
+            peak = peak.min(p.peak_bytes.unwrap_or(f64::INFINITY));
+        }
+        Ok(())
+    })();
+    let _ = std::fs::remove_dir_all(&dir);
+    result.map(|()| (samples, if peak.is_finite() { peak } else { 0.0 }))
+}
+
+/// What `calibration_loop` reads from `--profile`'s report of one loop.
+struct ProfileLine {
+    /// (iterations, ms) of the loop.
+    iterations: Option<(f64, f64)>,
+    /// (replayed steps, ms) of its replayed steps.
+    replayed: Option<(f64, f64)>,
+    /// The peak RSS line.
+    peak_bytes: Option<f64>,
+}
+
+impl ProfileLine {
+    fn parse(text: &str) -> ProfileLine {
+        let pair = |after: &str| -> Option<(f64, f64)> {
+            let line = text.lines().find(|l| l.contains(after))?;
+            let (count, rest) = line.trim().split_once(after)?;
+            let count: f64 = count.rsplit(' ').next()?.trim().parse().ok()?;
+            let ms: f64 = rest.trim_start().split(" ms").next()?.trim().parse().ok()?;
+            Some((count, ms))
+        };
+        ProfileLine {
+            iterations: pair(" iterations in "),
+            replayed: pair(" replayed from the captured step (arena) in ")
+                .or_else(|| pair(" replayed from the captured step (calls) in ")),
+            peak_bytes: text
+                .lines()
+                .find_map(|l| l.trim().strip_prefix("peak RSS: "))
+                .and_then(|r| r.split(' ').next()?.parse().ok()),
+        }
+    }
+}
+
+/// Three significant digits.
+fn sig(x: f64) -> String {
+    if x == 0.0 || !x.is_finite() {
+        return format!("{x}");
+    }
+    let digits = (2 - x.abs().log10().floor() as i32).max(0) as usize;
+    format!("{x:.digits$}")
+}
+
+/// `mlpl estimate`: the estimate of every `train` loop of a script.
+fn estimate(args: EstimateArgs) -> ExitCode {
+    let text = match read_source(&args.file) {
+        Ok(t) => t,
+        Err(code) => return code,
+    };
+    let cal = match &args.calibration {
+        Some(p) => Calibration::load(p),
+        None => Calibration::load_default(),
+    };
+    let (checked, facts) = mlpl_lang::check::query::check_with_facts(&text);
+    let src = SourceFile::new(args.file.display().to_string(), text);
+    let opts = RenderOptions { color: color() };
+    for d in checked.diagnostics.iter().filter(|d| d.is_error()) {
+        eprintln!("{}", render_with(d, &src, &opts));
+    }
+    let mut out = std::io::stdout().lock();
+    for lp in loops::train_loops(&checked.program, &facts) {
+        let kind = lp.device.clone().unwrap_or_else(|| args.device.clone());
+        let kind = kind.split(':').next().unwrap_or("cpu").to_string();
+        let (model, calibrated) =
+            calibration::device_model(cal.as_ref(), &kind, mlpl_lang::estimate::DEFAULT_GFLOPS);
+        let captured = cost::estimate_step(&lp.model, &lp.frozen, &lp.step, true, &model);
+        let eager = cost::estimate_step(&lp.model, &lp.frozen, &lp.step, false, &model);
+        let (line, _) = src.line_col(lp.span.start);
+        let m = &captured.memory;
+        let doc = serde_json::json!({
+            "line": line,
+            "device": kind,
+            "calibrated": calibrated,
+            "steps": lp.steps,
+            "batch": lp.step.batch,
+            "seq": lp.step.seq,
+            "batch_known": lp.batch.known(),
+            "forwards": lp.step.forwards,
+            "kernels": captured.totals.kernels,
+            "gemm_flops": captured.totals.flops,
+            "captured_seconds": [captured.seconds.lo, captured.seconds.mid, captured.seconds.hi],
+            "interpreted_seconds": [eager.seconds.lo, eager.seconds.mid, eager.seconds.hi],
+            "memory_bytes": m.total,
+            "interpreted_memory_bytes": eager.memory.total,
+            "memory": {"weights": m.weights, "grads": m.grads, "optimizer": m.optimizer,
+                       "tape": m.tape, "arena": m.arena, "baseline": m.baseline},
+        });
+        let _ = if args.json {
+            writeln!(out, "{doc}")
+        } else {
+            writeln!(
+                out,
+                "train loop at line {line} on {kind}{}: {} kernels per step, {}–{} ms per step captured ({}–{} ms interpreted), peak memory ≈ {} MB{}",
+                if calibrated { "" } else { " (not calibrated: run `mlpl calibrate`)" },
+                captured.totals.kernels,
+                sig(captured.seconds.lo * 1e3),
+                sig(captured.seconds.hi * 1e3),
+                sig(eager.seconds.lo * 1e3),
+                sig(eager.seconds.hi * 1e3),
+                sig(m.total / 1e6),
+                if lp.batch.known() { "" } else { " (batch unknown: shown for one row)" }
+            )
+        };
+        if args.kernels {
+            for k in &captured.kernels {
+                let secs = cost::kernel_seconds(&model, k, |m| m.median);
+                let _ = writeln!(out, "  {:<24} {:>12.0} FLOP {:>12.0} out  {} µs", k.name, k.flops(), k.out_elems, sig(secs * 1e6));
+            }
+        }
+    }
+    ExitCode::SUCCESS
 }

@@ -1,6 +1,6 @@
-//! `mlpl calibrate`: measures the CPU with `calibrate_device`, writes the cache the
-//! editor's estimates read, keeps entries of devices it did not measure, and uses
-//! $MLPL_CACHE_DIR by default.
+//! `mlpl calibrate`: runs the calibration suite on the CPU, writes the cache the
+//! editor's estimates, `mlpl estimate` and `estimate_train` read, keeps entries
+//! of devices it did not measure, and uses $MLPL_CACHE_DIR by default.
 
 use std::process::Command;
 
@@ -21,7 +21,7 @@ fn writes_the_calibration_cache() {
     )
     .unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_mlpl"))
-        .args(["calibrate", "--size", "64", "--output"])
+        .args(["calibrate", "--output"])
         .arg(&file)
         .output()
         .unwrap();
@@ -32,28 +32,40 @@ fn writes_the_calibration_cache() {
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
-        stdout.contains("cpu: ") && stdout.contains("GFLOPS (calibrate_device(64))"),
+        stdout.contains("cpu: GEMM ") && stdout.contains("µs per kernel replayed"),
         "{stdout}"
     );
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
-    assert_eq!(v["version"], 1);
+    assert_eq!(v["version"], 2);
     let devices = v["devices"].as_array().unwrap();
     let cpu = devices.iter().find(|e| e["device"] == "cpu").unwrap();
-    assert!(cpu["gflops"].as_f64().unwrap() > 1.0);
-    assert_eq!(cpu["size"], 64);
+    assert!(cpu["gflops"].as_f64().unwrap() > 0.0);
+    assert_eq!(cpu["size"], 512);
+    // The suite's fixed shapes, and a median with its percentiles for each.
+    let model = &cpu["model"];
+    let sizes: Vec<u64> = model["gemm"].as_array().unwrap().iter().map(|p| p["m"].as_u64().unwrap()).collect();
+    assert_eq!(sizes, [8, 16, 32, 64, 128, 256, 512]);
+    for p in model["gemm"].as_array().unwrap() {
+        let g = &p["gflops"];
+        let (lo, mid, hi) = (g["lo"].as_f64().unwrap(), g["median"].as_f64().unwrap(), g["hi"].as_f64().unwrap());
+        assert!(0.0 < lo && lo <= mid && mid <= hi, "{p}");
+    }
+    assert!(model["dispatch_s"]["median"].as_f64().unwrap() > 0.0);
+    assert!(model["baseline_bytes"].as_f64().unwrap() > 1e6);
+    assert!(model["arena_factor"].as_f64().unwrap() > 0.0);
     assert!(devices
         .iter()
-        .any(|e| e["device"] == "cuda:0" && e["gflops"] == 1234));
+        .any(|e| e["device"] == "cuda:0" && e["gflops"].as_f64() == Some(1234.0)));
     assert_eq!(devices.len(), 2);
     std::fs::remove_dir_all(&d).ok();
 }
 
 #[test]
-fn defaults_to_the_cache_dir_and_checks_the_size() {
+fn defaults_to_the_cache_dir_and_checks_its_arguments() {
     let d = dir("default");
     let out = Command::new(env!("CARGO_BIN_EXE_mlpl"))
-        .args(["calibrate", "--size", "32"])
+        .args(["calibrate"])
         .env("MLPL_CACHE_DIR", &d)
         .output()
         .unwrap();
@@ -64,10 +76,44 @@ fn defaults_to_the_cache_dir_and_checks_the_size() {
     );
     assert!(d.join("calibration.json").exists());
     let bad = Command::new(env!("CARGO_BIN_EXE_mlpl"))
-        .args(["calibrate", "--size", "0"])
+        .args(["calibrate", "--size", "64"])
         .env("MLPL_CACHE_DIR", &d)
         .output()
         .unwrap();
-    assert_eq!(bad.status.code(), Some(2));
+    assert_eq!(bad.status.code(), Some(2), "the suite's shapes are fixed");
+    std::fs::remove_dir_all(&d).ok();
+}
+
+#[test]
+fn estimate_prints_every_train_loop() {
+    let d = dir("estimate");
+    let file = d.join("mlp.mlpl");
+    std::fs::write(
+        &file,
+        "X = randn(1, [64, 32])\ny = argmax(randn(2, [64, 8]), 1)\nmodel = chain(linear(32, 128, 1), relu_layer(), linear(128, 8, 2))\ntrain 100 {\n  adam(cross_entropy(apply(model, X), y), model, 0.001, 0.9, 0.999, 1e-8)\n}\ndevice(\"cuda\") {\n  train 10 {\n    adam(cross_entropy(apply(model, X), y), model, 0.001, 0.9, 0.999, 1e-8)\n  }\n}\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_mlpl"))
+        .args(["estimate", "--json", "--calibration"])
+        .arg(d.join("missing.json"))
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let loops: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(loops.len(), 2);
+    let (cpu, cuda) = (&loops[0], &loops[1]);
+    assert_eq!((cpu["line"].as_u64(), cpu["device"].as_str()), (Some(4), Some("cpu")));
+    assert_eq!(cuda["device"], "cuda");
+    assert_eq!(cpu["calibrated"], false);
+    assert_eq!(cpu["kernels"], 16.0);
+    assert_eq!((cpu["batch"].as_f64(), cpu["batch_known"].as_bool()), (Some(64.0), Some(true)));
+    let t = cpu["captured_seconds"].as_array().unwrap();
+    assert!(t[0].as_f64() <= t[1].as_f64() && t[1].as_f64() <= t[2].as_f64());
+    // Interpreted steps cost more than replayed ones.
+    assert!(cpu["interpreted_seconds"][1].as_f64() > t[1].as_f64());
     std::fs::remove_dir_all(&d).ok();
 }

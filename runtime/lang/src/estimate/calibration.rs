@@ -1,0 +1,304 @@
+//! The calibration cache: what `mlpl calibrate` measured on each device (GEMM
+//! throughput at several shapes, the cost of one kernel call, memory bandwidth,
+//! the interpreter's cost per kernel, the process's baseline memory) and the
+//! corrections learnt from measured runs. The editor, `estimate_train` and
+//! `feasible` read this one file.
+//!
+//! Format (`version` 2; version 1 files, with only `gflops`, still read):
+//! `{"version": 2, "devices": [{"device": "cpu", "gflops": G, "name", "memory_bytes",
+//! "measured_at", "source", "model": {DeviceModel}}]}`.
+
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// A measured quantity: the median of repetitions and the 10th and 90th
+/// percentiles (`lo` ≤ `median` ≤ `hi`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Measured {
+    /// The median.
+    pub median: f64,
+    /// The 10th percentile.
+    pub lo: f64,
+    /// The 90th percentile.
+    pub hi: f64,
+}
+
+impl Measured {
+    /// A value without spread.
+    pub fn exact(v: f64) -> Measured {
+        Measured { median: v, lo: v, hi: v }
+    }
+
+    /// The median and percentiles of `samples` (which must not be empty).
+    pub fn of(samples: &[f64]) -> Measured {
+        let mut s: Vec<f64> = samples.iter().copied().filter(|x| x.is_finite()).collect();
+        if s.is_empty() {
+            return Measured::exact(f64::NAN);
+        }
+        s.sort_by(f64::total_cmp);
+        let at = |q: f64| s[((s.len() - 1) as f64 * q).round() as usize];
+        Measured { median: at(0.5), lo: at(0.1), hi: at(0.9) }
+    }
+}
+
+/// GEMM throughput measured at one shape `[m, k]·[k, n]`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GemmPoint {
+    /// Rows.
+    pub m: u64,
+    /// Inner size.
+    pub k: u64,
+    /// Columns.
+    pub n: u64,
+    /// GFLOP/s.
+    pub gflops: Measured,
+}
+
+/// What a measured run taught: measured ÷ estimated, for time and memory, as a
+/// running geometric mean over `runs` runs.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Correction {
+    /// Measured step time ÷ estimated.
+    pub time: f64,
+    /// Measured peak memory ÷ estimated.
+    pub memory: f64,
+    /// Runs averaged.
+    pub runs: u32,
+}
+
+impl Default for Correction {
+    fn default() -> Self {
+        Correction { time: 1.0, memory: 1.0, runs: 0 }
+    }
+}
+
+impl Correction {
+    /// Adds one run's ratios (clamped to [0.1, 10]; a ratio further off is a
+    /// different workload, not a calibration error).
+    pub fn add(&mut self, time: f64, memory: f64) {
+        let n = self.runs.min(9) as f64;
+        let mix = |old: f64, new: f64| {
+            let new = new.clamp(0.1, 10.0);
+            if new.is_finite() {
+                ((old.ln() * n + new.ln()) / (n + 1.0)).exp()
+            } else {
+                old
+            }
+        };
+        self.time = mix(self.time, time);
+        self.memory = mix(self.memory, memory);
+        self.runs += 1;
+    }
+}
+
+/// The cost model of one device.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DeviceModel {
+    /// Seconds one kernel call costs in a replayed (captured) step, beyond its work.
+    pub dispatch_s: Measured,
+    /// Extra seconds per kernel call when the step is interpreted.
+    pub interp_s: Measured,
+    /// Extra seconds per byte of kernel outputs when the step is interpreted
+    /// (fresh allocations).
+    #[serde(default)]
+    pub interp_byte_s: f64,
+    /// GEMM throughput at the measured shapes.
+    pub gemm: Vec<GemmPoint>,
+    /// Bandwidth of element-wise kernels on arrays in cache, GB/s.
+    pub cache_bandwidth_gbs: Measured,
+    /// Bandwidth of element-wise kernels on arrays from memory, GB/s.
+    pub bandwidth_gbs: Measured,
+    /// Resident bytes of a process that has loaded a program and its data,
+    /// before training.
+    pub baseline_bytes: f64,
+    /// Bytes the step's buffers hold at the peak per byte of kernel outputs
+    /// (from the reference loop's peak memory).
+    #[serde(default = "one")]
+    pub arena_factor: f64,
+    /// Bytes held at the peak, beyond weights, gradients and optimizer state,
+    /// per byte of trainable parameters (the step's copies of them and their
+    /// updates; from the parameter-heavy reference loop).
+    #[serde(default = "param_default")]
+    pub param_factor: f64,
+    /// Measured ÷ modelled work time of the reference loop's step.
+    #[serde(default = "one")]
+    pub step_factor: f64,
+    /// Learnt from measured runs.
+    #[serde(default)]
+    pub correction: Correction,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+fn param_default() -> f64 {
+    2.0
+}
+
+impl DeviceModel {
+    /// The model assumed for a device never calibrated, from its nominal GEMM
+    /// throughput (`gflops`): dispatch and bandwidth figures typical of the kind
+    /// (documented in docs/estimates.md), GEMMs at `gflops` from 256³ up and
+    /// falling linearly in size below it.
+    pub fn assumed(kind: &str, gflops: f64) -> DeviceModel {
+        let (dispatch, interp, bw, base) = match kind {
+            "cuda" => (8e-6, 60e-6, 900.0, 400e6),
+            "mlx" => (15e-6, 60e-6, 200.0, 300e6),
+            _ => (0.5e-6, 2e-6, 10.0, 25e6),
+        };
+        let pts = [(16u64, 0.01), (64, 0.15), (256, 1.0), (1024, 1.0)];
+        DeviceModel {
+            dispatch_s: Measured::exact(dispatch),
+            interp_s: Measured::exact(interp),
+            gemm: pts
+                .iter()
+                .map(|&(s, f)| GemmPoint { m: s, k: s, n: s, gflops: Measured::exact(gflops * f) })
+                .collect(),
+            cache_bandwidth_gbs: Measured::exact(4.0 * bw),
+            bandwidth_gbs: Measured::exact(bw),
+            baseline_bytes: base,
+            interp_byte_s: 0.0,
+            arena_factor: 2.5,
+            param_factor: 2.0,
+            step_factor: 1.0,
+            correction: Correction::default(),
+        }
+    }
+}
+
+/// One device's entry in the cache.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CalibrationEntry {
+    /// The device target (`cpu`, `cuda`, `cuda:1`, `mlx`).
+    pub device: String,
+    /// The median GEMM GFLOP/s of the largest measured shape (version 1's only figure).
+    pub gflops: f64,
+    /// The matrix size of a version 1 measurement.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
+    /// Seconds since the Unix epoch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured_at: Option<u64>,
+    /// The device's name, when the measuring program knew it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Device memory in bytes, when the measuring program knew it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_bytes: Option<f64>,
+    /// Who measured it (`mlpl calibrate`, a runner).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// The cost model (version 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<DeviceModel>,
+}
+
+impl CalibrationEntry {
+    /// The entry's cost model: the measured one, else one assumed from `gflops`.
+    pub fn device_model(&self) -> DeviceModel {
+        match &self.model {
+            Some(m) => m.clone(),
+            None => DeviceModel::assumed(self.kind(), self.gflops),
+        }
+    }
+
+    /// The device kind (`cuda` for `cuda:1`).
+    pub fn kind(&self) -> &str {
+        self.device.split(':').next().unwrap_or("")
+    }
+}
+
+/// The cache file.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Calibration {
+    /// Format version (2; 1 is read too).
+    #[serde(default)]
+    pub version: u32,
+    /// The measured devices.
+    #[serde(default)]
+    pub devices: Vec<CalibrationEntry>,
+    /// Where the file was read from (not part of the file).
+    #[serde(skip)]
+    pub path: Option<PathBuf>,
+}
+
+impl Calibration {
+    /// The entry of a device kind (`cuda` also matches `cuda:N`).
+    pub fn entry(&self, kind: &str) -> Option<&CalibrationEntry> {
+        self.devices
+            .iter()
+            .find(|e| e.kind() == kind && e.gflops.is_finite() && e.gflops > 0.0)
+    }
+
+    /// The mutable entry of a device target, made when missing.
+    pub fn entry_mut(&mut self, device: &str) -> &mut CalibrationEntry {
+        let i = match self.devices.iter().position(|e| e.device == device) {
+            Some(i) => i,
+            None => {
+                self.devices.push(CalibrationEntry {
+                    device: device.to_string(),
+                    gflops: 0.0,
+                    size: None,
+                    measured_at: None,
+                    name: None,
+                    memory_bytes: None,
+                    source: None,
+                    model: None,
+                });
+                self.devices.len() - 1
+            }
+        };
+        &mut self.devices[i]
+    }
+
+    /// Parses a cache file's text.
+    pub fn parse(text: &str) -> Option<Calibration> {
+        serde_json::from_str(text).ok()
+    }
+
+    /// Reads a cache file; `None` when it is missing or malformed.
+    pub fn load(path: &Path) -> Option<Calibration> {
+        let text = std::fs::read_to_string(path).ok()?;
+        let mut c = Calibration::parse(&text)?;
+        c.path = Some(path.to_path_buf());
+        Some(c)
+    }
+
+    /// Reads the cache at [`default_path`].
+    pub fn load_default() -> Option<Calibration> {
+        Calibration::load(&default_path()?)
+    }
+
+    /// Writes the cache as pretty JSON (version 2), making its directory.
+    pub fn save(&self, path: &Path) -> std::io::Result<()> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let mut doc = self.clone();
+        doc.version = 2;
+        let text = serde_json::to_string_pretty(&doc).map_err(std::io::Error::other)?;
+        std::fs::write(path, text + "\n")
+    }
+}
+
+/// Where the cache lives: `$MLPL_CACHE_DIR/calibration.json`, else
+/// `$XDG_CACHE_HOME/mlpl/calibration.json`, else `~/.cache/mlpl/calibration.json`.
+pub fn default_path() -> Option<PathBuf> {
+    let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty());
+    let dir = var("MLPL_CACHE_DIR")
+        .map(PathBuf::from)
+        .or_else(|| var("XDG_CACHE_HOME").map(|d| PathBuf::from(d).join("mlpl")))
+        .or_else(|| var("HOME").map(|h| PathBuf::from(h).join(".cache").join("mlpl")))?;
+    Some(dir.join("calibration.json"))
+}
+
+/// The cost model of device kind `kind` (`cpu`, `cuda`, `mlx`): the cache's
+/// calibrated one, else one assumed from `nominal_gflops`; and whether it was
+/// calibrated.
+pub fn device_model(cal: Option<&Calibration>, kind: &str, nominal_gflops: f64) -> (DeviceModel, bool) {
+    match cal.and_then(|c| c.entry(kind)) {
+        Some(e) => (e.device_model(), e.model.is_some()),
+        None => (DeviceModel::assumed(kind, nominal_gflops), false),
+    }
+}

@@ -1,0 +1,207 @@
+//! Time and memory of one training step on one device: the step's kernels
+//! ([`crate::step_cost::kernels`]) costed with the device's calibrated model
+//! ([`DeviceModel`]), and the memory its run holds at its peak.
+
+use std::collections::HashSet;
+
+use crate::estimate::calibration::{DeviceModel, Measured};
+use crate::step_cost::kernels::{step_kernels, totals, Kernel, StepShape, Totals, Work};
+use crate::nn::layers::Layer;
+
+/// A range `[lo, hi]` around a central value.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Range {
+    /// The low end.
+    pub lo: f64,
+    /// The central value.
+    pub mid: f64,
+    /// The high end.
+    pub hi: f64,
+}
+
+impl Range {
+    /// Every end times `k`.
+    pub fn scale(self, k: f64) -> Range {
+        Range { lo: self.lo * k, mid: self.mid * k, hi: self.hi * k }
+    }
+}
+
+/// GFLOP/s of a `[m, k]·[k, n]` product (`batch` of them): interpolated in
+/// log-log between the calibrated shapes by work `m·k·n` (the nearest point's
+/// throughput past the ends), from the points' percentile `pick`.
+pub fn gemm_gflops(model: &DeviceModel, batch: f64, m: f64, k: f64, n: f64, pick: fn(&Measured) -> f64) -> f64 {
+    let mut pts: Vec<(f64, f64)> = model
+        .gemm
+        .iter()
+        .map(|p| ((p.m * p.k * p.n) as f64, pick(&p.gflops)))
+        .filter(|(w, g)| *w > 0.0 && *g > 0.0)
+        .collect();
+    if pts.is_empty() {
+        return 1.0;
+    }
+    pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+    // A batch of small products parallelizes like one product of its total work.
+    let w = (batch.max(1.0) * m * k * n).max(1.0);
+    if w <= pts[0].0 {
+        // Below the smallest shape the time per call is the dispatch cost plus
+        // work at a throughput falling with size (proportionally to work).
+        return pts[0].1 * (w / pts[0].0).powf(0.5);
+    }
+    for pair in pts.windows(2) {
+        let ((w0, g0), (w1, g1)) = (pair[0], pair[1]);
+        if w <= w1 {
+            let t = (w.ln() - w0.ln()) / (w1.ln() - w0.ln());
+            return (g0.ln() + t * (g1.ln() - g0.ln())).exp();
+        }
+    }
+    pts[pts.len() - 1].1
+}
+
+/// GB/s of a memory-bound kernel moving `bytes`: the in-cache bandwidth up to
+/// 4 MB, the memory bandwidth from 64 MB, log-interpolated between.
+pub fn bandwidth_gbs(model: &DeviceModel, bytes: f64, pick: fn(&Measured) -> f64) -> f64 {
+    let (small, large) = (4e6f64, 64e6f64);
+    let (c, m) = (pick(&model.cache_bandwidth_gbs), pick(&model.bandwidth_gbs));
+    if bytes <= small {
+        c
+    } else if bytes >= large {
+        m
+    } else {
+        let t = (bytes.ln() - small.ln()) / (large.ln() - small.ln());
+        (c.ln() + t * (m.ln() - c.ln())).exp()
+    }
+}
+
+/// Seconds of one kernel call, from the model's percentile `pick`.
+pub fn kernel_seconds(model: &DeviceModel, k: &Kernel, pick: fn(&Measured) -> f64) -> f64 {
+    let work = match k.work {
+        Work::Gemm { batch, m, k: inner, n } => {
+            k.flops() / (gemm_gflops(model, batch, m, inner, n, pick) * 1e9)
+        }
+        Work::Memory { bytes } => bytes / (bandwidth_gbs(model, bytes, pick) * 1e9),
+    };
+    pick(&model.dispatch_s) + work
+}
+
+/// The estimate of one step.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StepEstimate {
+    /// The step's kernels.
+    pub kernels: Vec<Kernel>,
+    /// Their sums.
+    pub totals: Totals,
+    /// Seconds per step (the low end with every measurement at its fast
+    /// percentile, the high end at its slow one), corrected by past runs.
+    pub seconds: Range,
+    /// Seconds per step in kernels' work (GEMMs and memory traffic).
+    pub work_seconds: f64,
+    /// Seconds per step in kernel dispatch (and interpretation when not captured).
+    pub overhead_seconds: f64,
+    /// Memory at the peak, by part.
+    pub memory: Memory,
+}
+
+/// Bytes a training run holds at its peak.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Memory {
+    /// Weights: params · 4.
+    pub weights: f64,
+    /// Gradients of the trainable parameters.
+    pub grads: f64,
+    /// Optimizer state: slots · trainable · 4.
+    pub optimizer: f64,
+    /// Every tensor the tape keeps until backward (one forward's outputs).
+    pub tape: f64,
+    /// The step's buffers: its kernels' activation outputs scaled by the
+    /// calibrated arena factor, and its parameter-sized tensors by the
+    /// parameter factor (recorded steps, the capture arena, allocator slack).
+    pub arena: f64,
+    /// The process: runtime, program and data.
+    pub baseline: f64,
+    /// The sum, corrected by past runs.
+    pub total: f64,
+}
+
+/// Estimates one step of training `layer` (parameters in `frozen` not
+/// updated) with the step shape `step`, captured or interpreted, on `model`.
+pub fn estimate_step(
+    layer: &Layer,
+    frozen: &HashSet<String>,
+    step: &StepShape,
+    captured: bool,
+    model: &DeviceModel,
+) -> StepEstimate {
+    let mut params = 0.0;
+    let mut trainable = Vec::new();
+    for spec in layer.param_specs() {
+        let n: f64 = spec.shape.iter().map(|&d| d as f64).product();
+        params += n;
+        if !frozen.contains(&spec.name) {
+            trainable.push(n);
+        }
+    }
+    let kernels = step_kernels(layer, step, &trainable);
+    let t = totals(&kernels);
+    let time = |pick: fn(&Measured) -> f64| {
+        let mut work = 0.0;
+        for k in &kernels {
+            work += kernel_seconds(model, k, pick) - pick(&model.dispatch_s);
+        }
+        work *= model.step_factor;
+        let mut overhead = t.kernels * pick(&model.dispatch_s);
+        if !captured {
+            overhead += t.kernels * pick(&model.interp_s) + 4.0 * t.out_elems * model.interp_byte_s;
+        }
+        (work, overhead)
+    };
+    let (work, overhead) = time(|m| m.median);
+    // Fast percentiles: high throughput (hi) and low costs (lo).
+    let (wl, ol) = time(|m| m.lo);
+    let (wh, oh) = time(|m| m.hi);
+    let c = model.correction.time;
+    let seconds = Range {
+        lo: c * (wh.min(wl) + ol.min(oh)),
+        mid: c * (work + overhead),
+        hi: c * (wl.max(wh) + oh.max(ol)),
+    };
+    let tr: f64 = trainable.iter().sum();
+    let fwd_out = forward_outputs(&kernels, step);
+    let mut m = Memory {
+        weights: 4.0 * params,
+        grads: 4.0 * tr,
+        optimizer: 4.0 * step.slots * tr,
+        tape: 4.0 * fwd_out,
+        // The first steps run interpreted in either mode (captured loops record
+        // two), so the step's buffers count in both.
+        arena: 4.0 * model.arena_factor * activation_outputs(t.out_elems, tr, step.slots)
+            + 4.0 * model.param_factor * tr,
+        baseline: model.baseline_bytes,
+        total: 0.0,
+    };
+    m.total = model.correction.memory
+        * (m.weights + m.grads + m.optimizer + m.tape + m.arena + m.baseline);
+    StepEstimate {
+        totals: t,
+        kernels,
+        seconds,
+        work_seconds: c * work,
+        overhead_seconds: c * overhead,
+        memory: m,
+    }
+}
+
+/// Output elements of a step's kernels other than those of parameter size
+/// (the optimizer's `slots + 1` updated tensors and the weight gradient of
+/// every trainable parameter), which [`DeviceModel::param_factor`] counts.
+pub fn activation_outputs(out_elems: f64, trainable: f64, slots: f64) -> f64 {
+    (out_elems - (slots + 2.0) * trainable).max(0.0)
+}
+
+/// Output elements of the first forward pass and its loss (the kernels before
+/// the first backward one).
+fn forward_outputs(ks: &[Kernel], _step: &StepShape) -> f64 {
+    ks.iter()
+        .take_while(|k| k.name != "upload")
+        .map(|k| k.out_elems)
+        .sum()
+}

@@ -1,0 +1,551 @@
+//! The kernels one training step runs, derived from a model's layers and the
+//! exact shapes of its batch: the same list (kernel names and operand sizes)
+//! that step capture records and `mlpl run --timeline` shows.
+//!
+//! Each layer has its forward and backward kernels in [`forward`] and
+//! [`backward`], next to each other, one arm per layer. **Adding a layer**: add
+//! an arm to both (the kernels its `nn` forward calls, and those its tape
+//! entries call in the backward pass), then extend the test in
+//! `tests/lang/estimates.rs` that compares this list with a recorded step of a
+//! model using the layer; until then the layer falls into the generic arm,
+//! which counts its parameters' GEMM work from `nn::estimate::cost`.
+
+use crate::nn::estimate::cost;
+use crate::nn::layers::{Activation, Layer};
+
+/// What a kernel spends its time on.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Work {
+    /// `batch` products of `[m, k]·[k, n]`.
+    Gemm {
+        /// Independent products (attention's heads and batch rows).
+        batch: f64,
+        /// Rows.
+        m: f64,
+        /// Inner size.
+        k: f64,
+        /// Columns.
+        n: f64,
+    },
+    /// A memory-bound kernel reading and writing `bytes` in all.
+    Memory {
+        /// Bytes moved.
+        bytes: f64,
+    },
+}
+
+/// One kernel call of a step.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Kernel {
+    /// The kernel's name as the kernel table spells it (`matmul`, `adam_update`).
+    pub name: &'static str,
+    /// Its work.
+    pub work: Work,
+    /// Elements of its outputs (what the step's buffers hold).
+    pub out_elems: f64,
+}
+
+impl Kernel {
+    /// FLOPs of a GEMM (0 for memory-bound kernels).
+    pub fn flops(&self) -> f64 {
+        match self.work {
+            Work::Gemm { batch, m, k, n } => 2.0 * batch * m * k * n,
+            Work::Memory { .. } => 0.0,
+        }
+    }
+}
+
+/// A GEMM kernel `name` of `batch` products `[m, k]·[k, n]`.
+fn gemm(name: &'static str, batch: f64, m: f64, k: f64, n: f64) -> Kernel {
+    Kernel {
+        name,
+        work: Work::Gemm { batch, m, k, n },
+        out_elems: batch * m * n,
+    }
+}
+
+/// A memory-bound kernel `name` reading `reads` elements and writing `writes`.
+fn mem(name: &'static str, reads: f64, writes: f64) -> Kernel {
+    Kernel {
+        name,
+        work: Work::Memory {
+            bytes: 4.0 * (reads + writes),
+        },
+        out_elems: writes,
+    }
+}
+
+/// The loss a step differentiates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LossKind {
+    /// `cross_entropy(logits, targets)`.
+    CrossEntropy,
+    /// Any other scalar loss of the model's output (counted as a few
+    /// element-wise kernels over it).
+    Other,
+}
+
+/// What one step of a `train` loop does around the model.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StepShape {
+    /// Batch rows B.
+    pub batch: f64,
+    /// Sequence length S (1 without a sequence axis).
+    pub seq: f64,
+    /// The loss.
+    pub loss: LossKind,
+    /// Forward passes per step: 1 for the loss, plus one per recorded metric
+    /// that applies the model again.
+    pub forwards: f64,
+    /// Optimizer state slots per parameter (Adam 2, momentum SGD 1).
+    pub slots: f64,
+}
+
+/// The kernels of one step: the forward (with its loss), the backward, the
+/// optimizer's update of every trainable parameter tensor (`trainable` lists
+/// their element counts), and a forward with the loss per extra pass.
+pub fn step_kernels(layer: &Layer, step: &StepShape, trainable: &[f64]) -> Vec<Kernel> {
+    let r = step.batch * step.seq;
+    let mut fwd = Vec::new();
+    let out = forward(layer, step, None, false, &mut fwd);
+    let width = out.unwrap_or(1.0);
+    let mut loss = Vec::new();
+    loss_kernels(step.loss, r, width, true, &mut loss);
+    let mut bwd = Vec::new();
+    backward(layer, step, None, true, &mut bwd);
+    let mut all = fwd.clone();
+    all.extend(loss);
+    all.extend(bwd.into_iter().rev());
+    for &n in trainable {
+        all.push(if step.slots >= 2.0 {
+            mem("adam_update", 4.0 * n, 3.0 * n)
+        } else {
+            mem("momentum_update", 3.0 * n, 2.0 * n)
+        });
+    }
+    for _ in 1..step.forwards.max(1.0) as usize {
+        all.extend(fwd.iter().copied());
+        loss_kernels(step.loss, r, width, false, &mut all);
+    }
+    all
+}
+
+/// The forward kernels of the loss over `[r, width]` outputs; `grad` when the
+/// backward pass follows.
+fn loss_kernels(loss: LossKind, r: f64, width: f64, grad: bool, out: &mut Vec<Kernel>) {
+    let n = r * width;
+    match loss {
+        LossKind::CrossEntropy => {
+            out.push(mem("cross_entropy", n + r, if grad { n + 1.0 } else { 1.0 }));
+            if grad {
+                out.push(mem("upload", 0.0, 1.0));
+                out.push(mem("binary", n, n));
+            }
+        }
+        LossKind::Other => {
+            out.push(mem("binary", 2.0 * n, n));
+            out.push(mem("binary", 2.0 * n, n));
+            out.push(mem("reduce", n, 1.0));
+            if grad {
+                out.push(mem("upload", 0.0, 1.0));
+                out.push(mem("binary", n, n));
+                out.push(mem("binary", 2.0 * n, n));
+            }
+        }
+    }
+}
+
+/// Appends the forward kernels of `layer` for a width `w` entering it (`None`
+/// before any layer that fixes one; `fused` when the previous kernel was a
+/// biased `linear` whose activation this layer is) and returns the width
+/// leaving it.
+fn forward(
+    layer: &Layer,
+    st: &StepShape,
+    w: Option<f64>,
+    fused: bool,
+    out: &mut Vec<Kernel>,
+) -> Option<f64> {
+    let (b, s) = (st.batch, st.seq);
+    let r = b * s;
+    let width = w.unwrap_or(0.0);
+    match layer {
+        Layer::Linear(l) => {
+            let (i, o) = (l.inp as f64, l.out as f64);
+            out.push(gemm("matmul", 1.0, r, i, o));
+            if l.bias {
+                out.push(mem("binary", r * o + o, r * o));
+            }
+            Some(o)
+        }
+        Layer::Activation(a) => {
+            if !fused {
+                let name = if matches!(a, Activation::Softmax) { "softmax" } else { "unary" };
+                out.push(mem(name, r * width, r * width));
+            }
+            w
+        }
+        Layer::Embed(e) => {
+            out.push(mem("gather_rows", 2.0 * r * e.d as f64, r * e.d as f64));
+            Some(e.d as f64)
+        }
+        Layer::Unembed(e) => {
+            let (d, v) = (e.d as f64, e.vocab as f64);
+            out.push(gemm("matmul_t", 1.0, r, d, v));
+            Some(v)
+        }
+        Layer::PosEmbed(p) => {
+            let d = p.d as f64;
+            out.push(mem("binary", 2.0 * r * d, r * d));
+            Some(d)
+        }
+        Layer::RmsNorm(n) => {
+            let d = w.unwrap_or(n.dim as f64);
+            out.push(mem("rms_norm", r * d, r * d + r));
+            if n.gain.is_some() {
+                out.push(mem("binary", r * d + d, r * d));
+            }
+            Some(d)
+        }
+        Layer::LayerNorm(n) => {
+            let d = w.unwrap_or(n.d as f64);
+            out.push(mem("layer_norm", r * d, r * d + 2.0 * r));
+            out.push(mem("binary", r * d + d, r * d));
+            out.push(mem("binary", r * d + d, r * d));
+            Some(d)
+        }
+        Layer::Dropout(_) => {
+            out.push(mem("binary", 2.0 * r * width, r * width));
+            out.push(mem("binary", 2.0 * r * width, r * width));
+            w
+        }
+        Layer::Rope(_) => {
+            for _ in 0..4 {
+                out.push(mem("binary", 2.0 * r * width, r * width));
+            }
+            w
+        }
+        Layer::Attention(a) => {
+            let (d, h, kv, hd, q) = (
+                a.d as f64,
+                a.heads as f64,
+                a.kv_heads as f64,
+                a.head_dim() as f64,
+                a.inner() as f64,
+            );
+            out.push(gemm("matmul", 1.0, r, d, q));
+            out.push(gemm("matmul", 1.0, r, d, kv * hd));
+            out.push(gemm("matmul", 1.0, r, d, kv * hd));
+            if a.bias {
+                out.push(mem("binary", r * q, r * q));
+                out.push(mem("binary", r * kv * hd, r * kv * hd));
+                out.push(mem("binary", r * kv * hd, r * kv * hd));
+            }
+            if a.rope.is_some() {
+                for _ in 0..8 {
+                    out.push(mem("binary", 2.0 * r * q, r * q));
+                }
+            }
+            out.push(mem("permute", r * q, r * q));
+            out.push(mem("permute", r * kv * hd, r * kv * hd));
+            out.push(mem("permute", r * kv * hd, r * kv * hd));
+            out.push(mem("permute", r * kv * hd, r * kv * hd));
+            out.push(gemm("matmul", b * h, s, hd, s));
+            let scores = b * h * s * s;
+            out.push(mem(if a.causal { "masked_softmax" } else { "softmax" }, scores, scores));
+            out.push(gemm("matmul", b * h, s, s, hd));
+            out.push(mem("permute", r * q, r * q));
+            out.push(gemm("matmul", 1.0, r, q, d));
+            if a.bias {
+                out.push(mem("binary", r * d, r * d));
+            }
+            Some(d)
+        }
+        Layer::SwiGlu(sw) => {
+            let (d, hid) = (sw.d as f64, sw.hidden as f64);
+            out.push(gemm("matmul", 1.0, r, d, hid));
+            out.push(gemm("matmul", 1.0, r, d, hid));
+            out.push(mem("unary", r * hid, r * hid));
+            out.push(mem("binary", 2.0 * r * hid, r * hid));
+            out.push(gemm("matmul", 1.0, r, hid, d));
+            Some(d)
+        }
+        Layer::Moe(m) => {
+            // Every expert runs on every row (moe.rs: one dense batched product).
+            let (d, e, hid) = (m.d as f64, m.experts as f64, m.hidden as f64);
+            out.push(gemm("matmul", 1.0, r, d, e));
+            out.push(mem("softmax", r * e, r * e));
+            out.push(mem("binary", 2.0 * r * e, r * e));
+            out.push(gemm("matmul", e, r, d, hid));
+            out.push(gemm("matmul", e, r, d, hid));
+            out.push(mem("unary", e * r * hid, e * r * hid));
+            out.push(mem("binary", 2.0 * e * r * hid, e * r * hid));
+            out.push(gemm("matmul", e, r, hid, d));
+            out.push(mem("binary", 2.0 * e * r * d, e * r * d));
+            out.push(mem("reduce", e * r * d, r * d));
+            Some(d)
+        }
+        Layer::Chain(children) => {
+            let mut w = w;
+            let mut prev_biased_linear = false;
+            for ch in children {
+                let fuse = prev_biased_linear && matches!(**ch, Layer::Activation(a) if a != Activation::Softmax);
+                if fuse {
+                    // The linear's bias add and this activation are one `bias_act`.
+                    if let Some(k) = out.last_mut() {
+                        k.name = "bias_act";
+                    }
+                }
+                w = forward(ch, st, w, fuse, out);
+                prev_biased_linear = matches!(**ch, Layer::Linear(l) if l.bias);
+            }
+            w
+        }
+        Layer::Residual(inner) => {
+            let o = forward(inner, st, w, false, out);
+            let d = o.or(w).unwrap_or(0.0);
+            out.push(mem("binary", 2.0 * r * d, r * d));
+            o.or(w)
+        }
+        other => generic(other, st, w, out),
+    }
+}
+
+/// Layers without a kernel list of their own: their GEMM work from the FLOP
+/// formula of `nn::estimate::cost`, one product, plus element-wise passes over
+/// their activations.
+fn generic(layer: &Layer, st: &StepShape, w: Option<f64>, out: &mut Vec<Kernel>) -> Option<f64> {
+    let r = st.batch * st.seq;
+    let c = cost(layer, st.batch, st.seq);
+    let o = match layer {
+        Layer::Lora(l) => Some(l.base.out as f64),
+        Layer::Engram(g) => Some(g.d as f64),
+        _ => w,
+    };
+    if c.flops > 0.0 {
+        let width = o.unwrap_or(1.0).max(1.0);
+        out.push(gemm("matmul", 1.0, r, c.flops / (2.0 * r * width), width));
+    }
+    let act = c.activations * r;
+    out.push(mem("binary", act, act));
+    o
+}
+
+/// Appends the backward kernels of `layer` in forward order (the caller
+/// reverses the whole list); `first` when no gradient flows to the input.
+fn backward(layer: &Layer, st: &StepShape, w: Option<f64>, first: bool, out: &mut Vec<Kernel>) -> Option<f64> {
+    let (b, s) = (st.batch, st.seq);
+    let r = b * s;
+    let width = w.unwrap_or(0.0);
+    match layer {
+        Layer::Linear(l) => {
+            let (i, o) = (l.inp as f64, l.out as f64);
+            // Reversed later: dW = xᵀ·g, then dx = g·Wᵀ, then the bias sum.
+            out.push(gemm("matmul_t", 1.0, i, r, o));
+            if !first {
+                out.push(gemm("matmul_t", 1.0, r, o, i));
+            }
+            if l.bias {
+                out.push(mem("sum_to_shape", r * o, o));
+            }
+            Some(o)
+        }
+        Layer::Activation(_) => {
+            out.push(mem("binary", 2.0 * r * width, r * width));
+            out.push(mem("binary", 2.0 * r * width, r * width));
+            w
+        }
+        Layer::Embed(e) => {
+            out.push(mem("scatter_add_rows", r * e.d as f64 + r, r * e.d as f64));
+            Some(e.d as f64)
+        }
+        Layer::Unembed(e) => {
+            let (d, v) = (e.d as f64, e.vocab as f64);
+            out.push(gemm("matmul_t", 1.0, v, r, d));
+            out.push(gemm("matmul_t", 1.0, r, v, d));
+            Some(v)
+        }
+        Layer::PosEmbed(p) => {
+            let d = p.d as f64;
+            out.push(mem("sum_to_shape", r * d, s * d));
+            Some(d)
+        }
+        Layer::RmsNorm(n) => {
+            let d = w.unwrap_or(n.dim as f64);
+            out.push(mem("rms_norm_backward", 3.0 * r * d, r * d));
+            if n.gain.is_some() {
+                out.push(mem("sum_to_shape", r * d, d));
+                out.push(mem("binary", 2.0 * r * d, r * d));
+                out.push(mem("binary", r * d + d, r * d));
+            }
+            Some(d)
+        }
+        Layer::LayerNorm(n) => {
+            let d = w.unwrap_or(n.d as f64);
+            out.push(mem("layer_norm_backward", 3.0 * r * d, r * d));
+            out.push(mem("sum_to_shape", r * d, d));
+            out.push(mem("binary", 2.0 * r * d, r * d));
+            out.push(mem("binary", r * d + d, r * d));
+            out.push(mem("sum_to_shape", r * d, d));
+            Some(d)
+        }
+        Layer::Dropout(_) => {
+            out.push(mem("binary", 2.0 * r * width, r * width));
+            w
+        }
+        Layer::Rope(_) => {
+            for _ in 0..4 {
+                out.push(mem("binary", 2.0 * r * width, r * width));
+            }
+            w
+        }
+        Layer::Attention(a) => {
+            let (d, h, kv, hd, q) = (
+                a.d as f64,
+                a.heads as f64,
+                a.kv_heads as f64,
+                a.head_dim() as f64,
+                a.inner() as f64,
+            );
+            let scores = b * h * s * s;
+            // In forward order; reversed with the rest.
+            out.push(mem("binary", 2.0 * r * d, r * d));
+            out.push(mem("binary", 2.0 * r * d, r * d));
+            for n in [q, kv * hd, kv * hd] {
+                out.push(gemm("matmul_t", 1.0, d, r, n));
+                out.push(gemm("matmul_t", 1.0, r, n, d));
+            }
+            if a.bias {
+                for n in [q, kv * hd, kv * hd] {
+                    out.push(mem("sum_to_shape", r * n, n));
+                }
+            }
+            if a.rope.is_some() {
+                for _ in 0..8 {
+                    out.push(mem("binary", 2.0 * r * q, r * q));
+                }
+            }
+            for n in [q, kv * hd, kv * hd, kv * hd] {
+                out.push(mem("permute", r * n, r * n));
+            }
+            out.push(gemm("matmul_t", b * h, s, hd, s));
+            out.push(gemm("matmul_t", b * h, hd, s, s));
+            out.push(mem(
+                if a.causal { "masked_softmax_backward" } else { "softmax_backward" },
+                2.0 * scores,
+                scores,
+            ));
+            out.push(gemm("matmul_t", b * h, s, hd, s));
+            out.push(gemm("matmul_t", b * h, s, s, hd));
+            out.push(mem("permute", r * q, r * q));
+            out.push(gemm("matmul_t", 1.0, q, r, d));
+            out.push(gemm("matmul_t", 1.0, r, d, q));
+            if a.bias {
+                out.push(mem("sum_to_shape", r * d, d));
+            }
+            Some(d)
+        }
+        Layer::SwiGlu(sw) => {
+            let (d, hid) = (sw.d as f64, sw.hidden as f64);
+            for _ in 0..2 {
+                out.push(gemm("matmul_t", 1.0, d, r, hid));
+                out.push(gemm("matmul_t", 1.0, r, hid, d));
+            }
+            out.push(mem("binary", 2.0 * r * d, r * d));
+            for _ in 0..4 {
+                out.push(mem("binary", 2.0 * r * hid, r * hid));
+            }
+            out.push(gemm("matmul_t", 1.0, hid, r, d));
+            out.push(gemm("matmul_t", 1.0, r, d, hid));
+            Some(d)
+        }
+        Layer::Moe(m) => {
+            let (d, e, hid) = (m.d as f64, m.experts as f64, m.hidden as f64);
+            out.push(gemm("matmul_t", 1.0, d, r, e));
+            out.push(gemm("matmul_t", 1.0, r, e, d));
+            out.push(mem("softmax_backward", 2.0 * r * e, r * e));
+            out.push(mem("binary", 2.0 * r * e, r * e));
+            for _ in 0..2 {
+                out.push(gemm("matmul_t", e, d, r, hid));
+                out.push(gemm("matmul_t", e, r, hid, d));
+            }
+            for _ in 0..4 {
+                out.push(mem("binary", 2.0 * e * r * hid, e * r * hid));
+            }
+            out.push(gemm("matmul_t", e, hid, r, d));
+            out.push(gemm("matmul_t", e, r, d, hid));
+            out.push(mem("binary", 2.0 * e * r * d, e * r * d));
+            out.push(mem("binary", 2.0 * r * d, e * r * d));
+            Some(d)
+        }
+        Layer::Chain(children) => {
+            let mut w = w;
+            let mut first = first;
+            let mut prev_biased_linear = false;
+            for ch in children {
+                let fuse = prev_biased_linear && matches!(**ch, Layer::Activation(a) if a != Activation::Softmax);
+                if fuse {
+                    // `bias_act_backward` replaces the activation's backward and
+                    // the bias sum of the linear before it.
+                    if let Some(k) = out.last_mut() {
+                        let n = k.out_elems * r;
+                        *k = mem("bias_act_backward", 3.0 * n, n + k.out_elems);
+                    }
+                    // An activation keeps the width.
+                } else {
+                    w = backward(ch, st, w, first, out);
+                }
+                first &= !has_params(ch);
+                prev_biased_linear = matches!(**ch, Layer::Linear(l) if l.bias);
+            }
+            w
+        }
+        Layer::Residual(inner) => {
+            let o = backward(inner, st, w, first, out);
+            let d = o.or(w).unwrap_or(0.0);
+            out.push(mem("binary", 2.0 * r * d, r * d));
+            o.or(w)
+        }
+        other => {
+            let mut tmp = Vec::new();
+            let o = generic(other, st, w, &mut tmp);
+            for k in tmp {
+                out.push(k);
+                out.push(k);
+            }
+            o
+        }
+    }
+}
+
+fn has_params(l: &Layer) -> bool {
+    !l.param_specs().is_empty()
+}
+
+/// Sums of a kernel list: count, GEMM FLOPs, bytes of the memory-bound
+/// kernels and elements of all outputs.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Totals {
+    /// Kernel calls.
+    pub kernels: f64,
+    /// GEMM FLOPs.
+    pub flops: f64,
+    /// Bytes moved by the memory-bound kernels.
+    pub bytes: f64,
+    /// Output elements of all kernels.
+    pub out_elems: f64,
+}
+
+/// The [`Totals`] of `ks`.
+pub fn totals(ks: &[Kernel]) -> Totals {
+    let mut t = Totals::default();
+    for k in ks {
+        t.kernels += 1.0;
+        t.flops += k.flops();
+        if let Work::Memory { bytes } = k.work {
+            t.bytes += bytes;
+        }
+        t.out_elems += k.out_elems;
+    }
+    t
+}

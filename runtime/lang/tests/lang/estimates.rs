@@ -1,0 +1,232 @@
+//! The estimates' model of a training step (docs/estimates.md): the kernel list
+//! derived from a model's layers against the kernels a real step calls, hand
+//! counts of its cost and memory, the calibration cache `estimate_train` reads,
+//! and the loop facts (batch, metric passes, device block).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use mlpl_devices::profile::KernelLog;
+use mlpl_lang::check::query::check_with_facts;
+use mlpl_lang::estimate::calibration::{Calibration, DeviceModel, Measured};
+use mlpl_lang::step_cost::cost::estimate_step;
+use mlpl_lang::step_cost::kernels::{step_kernels, totals};
+use mlpl_lang::train_loops::loops::{train_loops, TrainLoop};
+use mlpl_lang::eval::{Interp, Workspace};
+
+use crate::common::run_value;
+
+fn first_loop(src: &str) -> TrainLoop {
+    let (checked, facts) = check_with_facts(src);
+    train_loops(&checked.program, &facts)
+        .into_iter()
+        .next()
+        .expect("an estimable train loop")
+}
+
+fn trainable(lp: &TrainLoop) -> Vec<f64> {
+    lp.model
+        .param_specs()
+        .iter()
+        .filter(|p| !lp.frozen.contains(&p.name))
+        .map(|p| p.shape.iter().map(|&d| d as f64).product())
+        .collect()
+}
+
+/// Kernel names and counts of one step of `src` (a `train 1` loop) as it runs.
+fn recorded_step(src: &str) -> BTreeMap<String, usize> {
+    let log = Arc::new(KernelLog::new(100_000));
+    let mut it = Interp::new(Workspace::new());
+    it.capture_steps = false;
+    it.devices.set_profile(Some(log.clone()));
+    // The data is made before the loop: only the loop's kernels are counted.
+    let (setup, train) = src.split_at(src.find("train 1").expect("a train 1 loop"));
+    run_value(&mut it, &format!("{setup}0"));
+    log.restart();
+    run_value(&mut it, &format!("{train}0"));
+    let mut out = BTreeMap::new();
+    for e in log.events() {
+        *out.entry(e.name.to_string()).or_insert(0) += 1;
+    }
+    out
+}
+
+fn estimated_step(src: &str) -> BTreeMap<String, usize> {
+    let lp = first_loop(src);
+    let mut out = BTreeMap::new();
+    for k in step_kernels(&lp.model, &lp.step, &trainable(&lp)) {
+        *out.entry(k.name.to_string()).or_insert(0) += 1;
+    }
+    out
+}
+
+const MLP: &str = "X = randn(1, [64, 32])
+y = argmax(randn(2, [64, 8]), 1)
+model = chain(linear(32, 128, 1), relu_layer(), linear(128, 8, 2))
+train 1 {
+  adam(cross_entropy(apply(model, X), y), model, 0.001, 0.9, 0.999, 1e-8)
+}
+";
+
+const LM: &str = "X = argmax(randn(1, [4, 8, 64]), 2)
+Y = argmax(randn(2, [4, 8, 64]), 2)
+model = chain(
+  embed(64, 16, 0),
+  residual(chain(rms_norm(16, 1), causal_attention(16, 2, 1))),
+  residual(chain(layer_norm(16), linear(16, 64, 2), gelu_layer(), linear(64, 16, 3))),
+  rms_norm(16, 1),
+  linear(16, 64, 4),
+)
+train 1 {
+  adam(cross_entropy(apply(model, X), Y), model, 0.003, 0.9, 0.999, 1e-8)
+}
+";
+
+#[test]
+fn kernel_lists_match_a_recorded_step() {
+    for (name, src) in [("mlp", MLP), ("lm", LM)] {
+        assert_eq!(estimated_step(src), recorded_step(src), "{name}");
+    }
+}
+
+#[test]
+fn a_recorded_metric_runs_the_forward_again() {
+    let with_metric = LM.replace(
+        "1e-8)\n}",
+        "1e-8)\n  loss_metric = cross_entropy(apply(model, X), Y)\n}",
+    );
+    let lp = first_loop(&with_metric);
+    assert_eq!(lp.step.forwards, 2.0);
+    assert_eq!(first_loop(LM).step.forwards, 1.0);
+    let one = totals(&step_kernels(&first_loop(LM).model, &first_loop(LM).step, &trainable(&lp)));
+    let two = totals(&step_kernels(&lp.model, &lp.step, &trainable(&lp)));
+    // The metric's forward: the forward's GEMMs once more, and the loss without
+    // its gradient.
+    let fwd_flops: f64 = {
+        let (d, r, v, ff) = (16.0, 32.0, 64.0, 64.0);
+        // q, k, v, output projections; scores and mixing (4·b·h·s·s·hd); the MLP; the head.
+        2.0 * r * d * d * 4.0 + 2.0 * 4.0 * 2.0 * 8.0 * 8.0 * 8.0 * 2.0 + 2.0 * r * d * ff * 2.0 + 2.0 * r * d * v
+    };
+    assert_eq!(two.flops - one.flops, fwd_flops);
+}
+
+#[test]
+fn moe_is_costed_with_every_expert() {
+    let src = |k: usize| {
+        format!(
+            "X = randn(1, [16, 8])\ny = argmax(randn(2, [16, 8]), 1)\nmodel = chain(moe(8, 4, {k}, 16, 1), linear(8, 8, 2))\ntrain 1 {{\n  adam(cross_entropy(apply(model, X), y), model, 0.001, 0.9, 0.999, 1e-8)\n}}\n"
+        )
+    };
+    let cost = |k| {
+        let lp = first_loop(&src(k));
+        totals(&step_kernels(&lp.model, &lp.step, &trainable(&lp))).flops
+    };
+    // All experts run whatever top-k is (nn/moe.rs evaluates them densely).
+    assert_eq!(cost(1), cost(4));
+    let r = 16.0;
+    let forward_experts = 4.0 * 3.0 * 2.0 * r * 8.0 * 16.0;
+    assert!(cost(1) > 3.0 * forward_experts, "{}", cost(1));
+}
+
+#[test]
+fn the_loop_knows_its_device_block_and_batch() {
+    let lp = first_loop(&format!("device(\"cuda\") {{\n{MLP}}}\n"));
+    assert_eq!(lp.device.as_deref(), Some("cuda"));
+    assert!(lp.batch.known());
+    assert_eq!((lp.step.batch, lp.step.seq), (64.0, 1.0));
+    let lp = first_loop(LM);
+    assert_eq!(lp.device, None);
+    assert_eq!((lp.step.batch, lp.step.seq), (4.0, 8.0));
+}
+
+/// A model counted by hand: 2 µs per kernel, every GEMM at 10 GFLOP/s, 5 GB/s,
+/// no spread, no step factor.
+fn hand_model() -> DeviceModel {
+    let mut m = DeviceModel::assumed("cpu", 10.0);
+    m.dispatch_s = Measured::exact(2e-6);
+    m.interp_s = Measured::exact(3e-6);
+    m.cache_bandwidth_gbs = Measured::exact(5.0);
+    m.bandwidth_gbs = Measured::exact(5.0);
+    for p in &mut m.gemm {
+        p.gflops = Measured::exact(10.0);
+    }
+    m.baseline_bytes = 2e7;
+    m.arena_factor = 2.0;
+    m.param_factor = 3.0;
+    m
+}
+
+#[test]
+fn cost_and_memory_match_hand_counts() {
+    let lp = first_loop(MLP);
+    let m = hand_model();
+    let s = estimate_step(&lp.model, &lp.frozen, &lp.step, true, &m);
+    let t = s.totals;
+    assert_eq!(t.kernels, 16.0);
+    let want = 16.0 * 2e-6 + t.flops / 10e9 + t.bytes / 5e9;
+    assert!((s.seconds.mid - want).abs() < 1e-15, "{} vs {want}", s.seconds.mid);
+    assert_eq!(s.seconds.lo, s.seconds.hi);
+    let eager = estimate_step(&lp.model, &lp.frozen, &lp.step, false, &m);
+    assert!((eager.seconds.mid - want - 16.0 * 3e-6).abs() < 1e-15);
+    let p = 32.0 * 128.0 + 128.0 + 128.0 * 8.0 + 8.0;
+    let mem = &s.memory;
+    assert_eq!(mem.weights + mem.grads + mem.optimizer, 16.0 * p);
+    // Step buffers: activation outputs × 2 and parameters × 3 (4 bytes each).
+    let act = t.out_elems - 4.0 * p;
+    assert_eq!(mem.arena, 4.0 * (2.0 * act + 3.0 * p));
+    assert_eq!(mem.total, 16.0 * p + mem.tape + mem.arena + 2e7);
+    // A learnt correction scales both.
+    let mut c = m.clone();
+    c.correction.add(2.0, 0.5);
+    let s2 = estimate_step(&lp.model, &lp.frozen, &lp.step, true, &c);
+    assert!((s2.seconds.mid / s.seconds.mid - 2.0).abs() < 1e-12);
+    assert!((s2.memory.total / s.memory.total - 0.5).abs() < 1e-12);
+}
+
+#[test]
+fn estimate_train_reads_the_calibration_cache() {
+    let src = "m = chain(linear(32, 128, 1), relu_layer(), linear(128, 8, 2))\nestimate_train(m, 100, 64, 1)";
+    // Without a cache: LANGUAGE §15.2's formulas at 50 GFLOPS.
+    let mut it = Interp::new(Workspace::new());
+    let plain = run_value(&mut it, src).display();
+    // With one (as `mlpl run` loads it): the kernel-level model.
+    let mut cal = Calibration::default();
+    let e = cal.entry_mut("cpu");
+    e.gflops = 10.0;
+    e.model = Some(hand_model());
+    let mut ws = Workspace::new();
+    ws.calibration = Some(Arc::new(cal.clone()));
+    let mut it = Interp::new(ws);
+    let got: Vec<f64> = run_value(&mut it, src)
+        .display()
+        .split_whitespace()
+        .map(|x| x.parse().unwrap())
+        .collect();
+    let lp = first_loop(MLP);
+    let s = estimate_step(&lp.model, &lp.frozen, &lp.step, true, &hand_model());
+    assert_eq!(got[1] as f32, s.memory.total as f32);
+    assert_eq!(got[4] as f32, (100.0 * s.seconds.mid) as f32);
+    assert_ne!(plain, run_value(&mut it, src).display());
+    // A throughput variable is the user's configuration: it wins (§15.1).
+    let mut ws = Workspace::new();
+    ws.calibration = Some(Arc::new(cal));
+    let mut it = Interp::new(ws);
+    run_value(&mut it, "mlpl_device_throughput_gflops = \"50\"\n0");
+    assert_eq!(run_value(&mut it, src).display(), plain);
+}
+
+#[test]
+fn the_cache_round_trips_and_reads_version_1() {
+    let mut cal = Calibration::default();
+    cal.entry_mut("cpu").model = Some(hand_model());
+    cal.entry_mut("cpu").gflops = 10.0;
+    let text = serde_json::to_string(&cal).unwrap();
+    assert_eq!(Calibration::parse(&text).unwrap().devices, cal.devices);
+    let v1 = Calibration::parse(r#"{"version":1,"devices":[{"device":"cuda:0","gflops":1234}]}"#).unwrap();
+    let e = v1.entry("cuda").unwrap();
+    assert!(e.model.is_none());
+    assert_eq!(e.device_model(), DeviceModel::assumed("cuda", 1234.0));
+    assert!(Calibration::parse("not json").is_none());
+    let m = Measured::of(&[5.0, 1.0, 3.0, 2.0, 4.0]);
+    assert_eq!((m.lo, m.median, m.hi), (1.0, 3.0, 5.0));
+}
