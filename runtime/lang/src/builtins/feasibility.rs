@@ -5,10 +5,10 @@ use mlpl_devices::clock::Instant;
 use super::ParamKind::*;
 use super::{opt, req, Builtin, Diff, Facts};
 use crate::estimate::calibration::DeviceModel;
-use crate::step_cost::cost::estimate_step;
-use crate::step_cost::kernels::{LossKind, StepShape};
 use crate::estimate::{self, hypothetical};
 use crate::eval::{Call, Interp};
+use crate::step_cost::cost::estimate_step;
+use crate::step_cost::kernels::{LossKind, StepShape};
 use crate::value::{named_shape, Array, Value};
 use mlpl_diag::Diagnostic;
 
@@ -85,9 +85,12 @@ pub fn throughput_gflops(it: &Interp) -> f64 {
 /// overrides it (LANGUAGE §15.1's configuration wins).
 pub fn calibrated_model(it: &Interp) -> Option<DeviceModel> {
     let kind = it.devices.active().kind.name();
-    let overridden = ["mlpl_device_throughput_gflops".to_string(), format!("mlpl_device_throughput_gflops_{kind}")]
-        .iter()
-        .any(|n| it.ws.get(n).is_some());
+    let overridden = [
+        "mlpl_device_throughput_gflops".to_string(),
+        format!("mlpl_device_throughput_gflops_{kind}"),
+    ]
+    .iter()
+    .any(|n| it.ws.get(n).is_some());
     if overridden {
         return None;
     }
@@ -113,7 +116,13 @@ fn estimate_train(c: &mut Call) -> Result<Value, Diagnostic> {
     if let Some(model) = calibrated_model(c.it) {
         // The kernel-level model of the calibration cache (docs/estimates.md):
         // peak memory and the time of `steps` captured steps.
-        let step = StepShape { batch, seq, loss: LossKind::CrossEntropy, forwards: 1.0, slots: 2.0 };
+        let step = StepShape {
+            batch,
+            seq,
+            loss: LossKind::CrossEntropy,
+            forwards: 1.0,
+            slots: 2.0,
+        };
         let s = estimate_step(&m, &c.it.ws.frozen, &step, true, &model);
         e.vram_bytes = s.memory.total;
         e.wall_seconds = steps * s.seconds.mid;

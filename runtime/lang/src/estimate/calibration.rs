@@ -8,6 +8,7 @@
 //! `{"version": 2, "devices": [{"device": "cpu", "gflops": G, "name", "memory_bytes",
 //! "measured_at", "source", "model": {DeviceModel}}]}`.
 
+use mlpl_devices::math;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -26,7 +27,11 @@ pub struct Measured {
 impl Measured {
     /// A value without spread.
     pub fn exact(v: f64) -> Measured {
-        Measured { median: v, lo: v, hi: v }
+        Measured {
+            median: v,
+            lo: v,
+            hi: v,
+        }
     }
 
     /// The median and percentiles of `samples` (which must not be empty).
@@ -37,7 +42,11 @@ impl Measured {
         }
         s.sort_by(f64::total_cmp);
         let at = |q: f64| s[((s.len() - 1) as f64 * q).round() as usize];
-        Measured { median: at(0.5), lo: at(0.1), hi: at(0.9) }
+        Measured {
+            median: at(0.5),
+            lo: at(0.1),
+            hi: at(0.9),
+        }
     }
 }
 
@@ -68,7 +77,11 @@ pub struct Correction {
 
 impl Default for Correction {
     fn default() -> Self {
-        Correction { time: 1.0, memory: 1.0, runs: 0 }
+        Correction {
+            time: 1.0,
+            memory: 1.0,
+            runs: 0,
+        }
     }
 }
 
@@ -80,7 +93,7 @@ impl Correction {
         let mix = |old: f64, new: f64| {
             let new = new.clamp(0.1, 10.0);
             if new.is_finite() {
-                ((old.ln() * n + new.ln()) / (n + 1.0)).exp()
+                math::exp((math::log(old) * n + math::log(new)) / (n + 1.0))
             } else {
                 old
             }
@@ -153,7 +166,12 @@ impl DeviceModel {
             interp_s: Measured::exact(interp),
             gemm: pts
                 .iter()
-                .map(|&(s, f)| GemmPoint { m: s, k: s, n: s, gflops: Measured::exact(gflops * f) })
+                .map(|&(s, f)| GemmPoint {
+                    m: s,
+                    k: s,
+                    n: s,
+                    gflops: Measured::exact(gflops * f),
+                })
                 .collect(),
             cache_bandwidth_gbs: Measured::exact(4.0 * bw),
             bandwidth_gbs: Measured::exact(bw),
@@ -296,7 +314,11 @@ pub fn default_path() -> Option<PathBuf> {
 /// The cost model of device kind `kind` (`cpu`, `cuda`, `mlx`): the cache's
 /// calibrated one, else one assumed from `nominal_gflops`; and whether it was
 /// calibrated.
-pub fn device_model(cal: Option<&Calibration>, kind: &str, nominal_gflops: f64) -> (DeviceModel, bool) {
+pub fn device_model(
+    cal: Option<&Calibration>,
+    kind: &str,
+    nominal_gflops: f64,
+) -> (DeviceModel, bool) {
     match cal.and_then(|c| c.entry(kind)) {
         Some(e) => (e.device_model(), e.model.is_some()),
         None => (DeviceModel::assumed(kind, nominal_gflops), false),

@@ -394,7 +394,13 @@ impl Interp {
                 right: ra,
                 right_expr: &l.rhs,
             };
-            let v = Value::Array(ops::binary(self, builtins::operator_op(l.op), symbol, &operands, l.op_span)?);
+            let v = Value::Array(ops::binary(
+                self,
+                builtins::operator_op(l.op),
+                symbol,
+                &operands,
+                l.op_span,
+            )?);
             if i + 1 < links.len() {
                 let inputs = std::mem::take(&mut self.trace_inputs);
                 if let Some(t) = &mut self.trace {

@@ -2,11 +2,12 @@
 //! ([`crate::step_cost::kernels`]) costed with the device's calibrated model
 //! ([`DeviceModel`]), and the memory its run holds at its peak.
 
+use mlpl_devices::math;
 use std::collections::HashSet;
 
 use crate::estimate::calibration::{DeviceModel, Measured};
-use crate::step_cost::kernels::{step_kernels, totals, Kernel, StepShape, Totals, Work};
 use crate::nn::layers::Layer;
+use crate::step_cost::kernels::{step_kernels, totals, Kernel, StepShape, Totals, Work};
 
 /// A range `[lo, hi]` around a central value.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -22,14 +23,25 @@ pub struct Range {
 impl Range {
     /// Every end times `k`.
     pub fn scale(self, k: f64) -> Range {
-        Range { lo: self.lo * k, mid: self.mid * k, hi: self.hi * k }
+        Range {
+            lo: self.lo * k,
+            mid: self.mid * k,
+            hi: self.hi * k,
+        }
     }
 }
 
 /// GFLOP/s of a `[m, k]·[k, n]` product (`batch` of them): interpolated in
 /// log-log between the calibrated shapes by work `m·k·n` (the nearest point's
 /// throughput past the ends), from the points' percentile `pick`.
-pub fn gemm_gflops(model: &DeviceModel, batch: f64, m: f64, k: f64, n: f64, pick: fn(&Measured) -> f64) -> f64 {
+pub fn gemm_gflops(
+    model: &DeviceModel,
+    batch: f64,
+    m: f64,
+    k: f64,
+    n: f64,
+    pick: fn(&Measured) -> f64,
+) -> f64 {
     let mut pts: Vec<(f64, f64)> = model
         .gemm
         .iter()
@@ -45,13 +57,13 @@ pub fn gemm_gflops(model: &DeviceModel, batch: f64, m: f64, k: f64, n: f64, pick
     if w <= pts[0].0 {
         // Below the smallest shape the time per call is the dispatch cost plus
         // work at a throughput falling with size (proportionally to work).
-        return pts[0].1 * (w / pts[0].0).powf(0.5);
+        return pts[0].1 * math::pow(w / pts[0].0, 0.5);
     }
     for pair in pts.windows(2) {
         let ((w0, g0), (w1, g1)) = (pair[0], pair[1]);
         if w <= w1 {
-            let t = (w.ln() - w0.ln()) / (w1.ln() - w0.ln());
-            return (g0.ln() + t * (g1.ln() - g0.ln())).exp();
+            let t = (math::log(w) - math::log(w0)) / (math::log(w1) - math::log(w0));
+            return math::exp(math::log(g0) + t * (math::log(g1) - math::log(g0)));
         }
     }
     pts[pts.len() - 1].1
@@ -67,17 +79,20 @@ pub fn bandwidth_gbs(model: &DeviceModel, bytes: f64, pick: fn(&Measured) -> f64
     } else if bytes >= large {
         m
     } else {
-        let t = (bytes.ln() - small.ln()) / (large.ln() - small.ln());
-        (c.ln() + t * (m.ln() - c.ln())).exp()
+        let t = (math::log(bytes) - math::log(small)) / (math::log(large) - math::log(small));
+        math::exp(math::log(c) + t * (math::log(m) - math::log(c)))
     }
 }
 
 /// Seconds of one kernel call, from the model's percentile `pick`.
 pub fn kernel_seconds(model: &DeviceModel, k: &Kernel, pick: fn(&Measured) -> f64) -> f64 {
     let work = match k.work {
-        Work::Gemm { batch, m, k: inner, n } => {
-            k.flops() / (gemm_gflops(model, batch, m, inner, n, pick) * 1e9)
-        }
+        Work::Gemm {
+            batch,
+            m,
+            k: inner,
+            n,
+        } => k.flops() / (gemm_gflops(model, batch, m, inner, n, pick) * 1e9),
         Work::Memory { bytes } => bytes / (bandwidth_gbs(model, bytes, pick) * 1e9),
     };
     pick(&model.dispatch_s) + work

@@ -136,7 +136,11 @@ fn loss_kernels(loss: LossKind, r: f64, width: f64, grad: bool, out: &mut Vec<Ke
     let n = r * width;
     match loss {
         LossKind::CrossEntropy => {
-            out.push(mem("cross_entropy", n + r, if grad { n + 1.0 } else { 1.0 }));
+            out.push(mem(
+                "cross_entropy",
+                n + r,
+                if grad { n + 1.0 } else { 1.0 },
+            ));
             if grad {
                 out.push(mem("upload", 0.0, 1.0));
                 out.push(mem("binary", n, n));
@@ -180,7 +184,11 @@ fn forward(
         }
         Layer::Activation(a) => {
             if !fused {
-                let name = if matches!(a, Activation::Softmax) { "softmax" } else { "unary" };
+                let name = if matches!(a, Activation::Softmax) {
+                    "softmax"
+                } else {
+                    "unary"
+                };
                 out.push(mem(name, r * width, r * width));
             }
             w
@@ -252,7 +260,15 @@ fn forward(
             out.push(mem("permute", r * kv * hd, r * kv * hd));
             out.push(gemm("matmul", b * h, s, hd, s));
             let scores = b * h * s * s;
-            out.push(mem(if a.causal { "masked_softmax" } else { "softmax" }, scores, scores));
+            out.push(mem(
+                if a.causal {
+                    "masked_softmax"
+                } else {
+                    "softmax"
+                },
+                scores,
+                scores,
+            ));
             out.push(gemm("matmul", b * h, s, s, hd));
             out.push(mem("permute", r * q, r * q));
             out.push(gemm("matmul", 1.0, r, q, d));
@@ -289,7 +305,8 @@ fn forward(
             let mut w = w;
             let mut prev_biased_linear = false;
             for ch in children {
-                let fuse = prev_biased_linear && matches!(**ch, Layer::Activation(a) if a != Activation::Softmax);
+                let fuse = prev_biased_linear
+                    && matches!(**ch, Layer::Activation(a) if a != Activation::Softmax);
                 if fuse {
                     // The linear's bias add and this activation are one `bias_act`.
                     if let Some(k) = out.last_mut() {
@@ -333,7 +350,13 @@ fn generic(layer: &Layer, st: &StepShape, w: Option<f64>, out: &mut Vec<Kernel>)
 
 /// Appends the backward kernels of `layer` in forward order (the caller
 /// reverses the whole list); `first` when no gradient flows to the input.
-fn backward(layer: &Layer, st: &StepShape, w: Option<f64>, first: bool, out: &mut Vec<Kernel>) -> Option<f64> {
+fn backward(
+    layer: &Layer,
+    st: &StepShape,
+    w: Option<f64>,
+    first: bool,
+    out: &mut Vec<Kernel>,
+) -> Option<f64> {
     let (b, s) = (st.batch, st.seq);
     let r = b * s;
     let width = w.unwrap_or(0.0);
@@ -431,7 +454,11 @@ fn backward(layer: &Layer, st: &StepShape, w: Option<f64>, first: bool, out: &mu
             out.push(gemm("matmul_t", b * h, s, hd, s));
             out.push(gemm("matmul_t", b * h, hd, s, s));
             out.push(mem(
-                if a.causal { "masked_softmax_backward" } else { "softmax_backward" },
+                if a.causal {
+                    "masked_softmax_backward"
+                } else {
+                    "softmax_backward"
+                },
                 2.0 * scores,
                 scores,
             ));
@@ -483,7 +510,8 @@ fn backward(layer: &Layer, st: &StepShape, w: Option<f64>, first: bool, out: &mu
             let mut first = first;
             let mut prev_biased_linear = false;
             for ch in children {
-                let fuse = prev_biased_linear && matches!(**ch, Layer::Activation(a) if a != Activation::Softmax);
+                let fuse = prev_biased_linear
+                    && matches!(**ch, Layer::Activation(a) if a != Activation::Softmax);
                 if fuse {
                     // `bias_act_backward` replaces the activation's backward and
                     // the bias sum of the linear before it.

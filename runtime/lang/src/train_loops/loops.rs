@@ -6,9 +6,9 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use crate::step_cost::kernels::{LossKind, StepShape};
 use crate::check::query::{Facts, OptimizerCall, TrainBlock};
 use crate::nn::layers::Layer;
+use crate::step_cost::kernels::{LossKind, StepShape};
 use mlpl_diag::Span;
 use mlpl_syntax::walk;
 use mlpl_syntax::{Expr, ExprKind, Program};
@@ -70,7 +70,11 @@ pub fn state_slots(optimizer: &str) -> f64 {
 }
 
 /// The loop of optimizer call `o` (in `train` block `t`, when inside one).
-pub fn of_optimizer(program: &Program, o: &OptimizerCall, t: Option<&TrainBlock>) -> Option<TrainLoop> {
+pub fn of_optimizer(
+    program: &Program,
+    o: &OptimizerCall,
+    t: Option<&TrainBlock>,
+) -> Option<TrainLoop> {
     let m = o.model.as_ref()?;
     let (batch, seq, info) = match &o.batch {
         Some(g) => {
@@ -119,7 +123,13 @@ pub fn of_optimizer(program: &Program, o: &OptimizerCall, t: Option<&TrainBlock>
         steps: t.map_or(o.steps, |t| t.steps),
         model: m.0.clone(),
         frozen: o.frozen.clone(),
-        step: StepShape { batch, seq, loss, forwards, slots: state_slots(&o.name) },
+        step: StepShape {
+            batch,
+            seq,
+            loss,
+            forwards,
+            slots: state_slots(&o.name),
+        },
         batch: info,
         device,
         optimizer: o.name.clone(),

@@ -9,12 +9,12 @@
 
 use std::sync::Arc;
 
-use mlpl_devices::{Backend, BinaryOp};
 use mlpl_devices::clock::Instant;
 use mlpl_devices::Tensor;
+use mlpl_devices::{Backend, BinaryOp};
 
-use crate::estimate::calibration::{DeviceModel, GemmPoint, Measured};
 use super::loops::train_loops;
+use crate::estimate::calibration::{DeviceModel, GemmPoint, Measured};
 use crate::value::Array;
 
 /// The square GEMM sizes measured.
@@ -73,8 +73,16 @@ pub fn gemm_points(b: &Arc<dyn Backend>) -> Result<Vec<GemmPoint>, String> {
         // About 2 ms of work per timing at 20 GFLOP/s.
         let inner = ((4e7 / flops) as usize).clamp(1, 2000);
         let secs = time_reps(b, inner, &|| b.matmul(&x, &y))?;
-        let g: Vec<f64> = secs.iter().map(|t| flops / (t - call).max(0.1 * t) / 1e9).collect();
-        pts.push(GemmPoint { m: s as u64, k: s as u64, n: s as u64, gflops: Measured::of(&g) });
+        let g: Vec<f64> = secs
+            .iter()
+            .map(|t| flops / (t - call).max(0.1 * t) / 1e9)
+            .collect();
+        pts.push(GemmPoint {
+            m: s as u64,
+            k: s as u64,
+            n: s as u64,
+            gflops: Measured::of(&g),
+        });
     }
     Ok(pts)
 }
@@ -132,13 +140,19 @@ train 6 {
 ";
 
 /// The step estimate of the first `train` loop of `src` on `model`.
-pub fn loop_estimate(src: &str, model: &DeviceModel, captured: bool) -> Result<crate::step_cost::cost::StepEstimate, String> {
+pub fn loop_estimate(
+    src: &str,
+    model: &DeviceModel,
+    captured: bool,
+) -> Result<crate::step_cost::cost::StepEstimate, String> {
     let (checked, facts) = crate::check::query::check_with_facts(src);
     let lp = train_loops(&checked.program, &facts)
         .into_iter()
         .next()
         .ok_or("the calibration loop has no estimable model")?;
-    Ok(crate::step_cost::cost::estimate_step(&lp.model, &lp.frozen, &lp.step, captured, model))
+    Ok(crate::step_cost::cost::estimate_step(
+        &lp.model, &lp.frozen, &lp.step, captured, model,
+    ))
 }
 
 /// How a calibration loop ran: seconds per step, one sample per repetition,
@@ -206,8 +220,16 @@ pub fn calibrate(
         let e = loop_estimate(src, &model, true)?;
         let m = &e.memory;
         let (checked, facts) = crate::check::query::check_with_facts(src);
-        let lp = train_loops(&checked.program, &facts).into_iter().next().ok_or("no loop")?;
-        let tr: f64 = lp.model.param_specs().iter().map(|p| p.shape.iter().map(|&d| d as f64).product::<f64>()).sum();
+        let lp = train_loops(&checked.program, &facts)
+            .into_iter()
+            .next()
+            .ok_or("no loop")?;
+        let tr: f64 = lp
+            .model
+            .param_specs()
+            .iter()
+            .map(|p| p.shape.iter().map(|&d| d as f64).product::<f64>())
+            .sum();
         let act = crate::step_cost::cost::activation_outputs(e.totals.out_elems, tr, lp.step.slots);
         let fixed = m.weights + m.grads + m.optimizer + m.tape + model.baseline_bytes;
         Ok((peak - fixed, 4.0 * act, 4.0 * tr))

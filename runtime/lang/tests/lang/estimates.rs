@@ -9,10 +9,10 @@ use std::sync::Arc;
 use mlpl_devices::profile::KernelLog;
 use mlpl_lang::check::query::check_with_facts;
 use mlpl_lang::estimate::calibration::{Calibration, DeviceModel, Measured};
+use mlpl_lang::eval::{Interp, Workspace};
 use mlpl_lang::step_cost::cost::estimate_step;
 use mlpl_lang::step_cost::kernels::{step_kernels, totals};
 use mlpl_lang::train_loops::loops::{train_loops, TrainLoop};
-use mlpl_lang::eval::{Interp, Workspace};
 
 use crate::common::run_value;
 
@@ -98,14 +98,21 @@ fn a_recorded_metric_runs_the_forward_again() {
     let lp = first_loop(&with_metric);
     assert_eq!(lp.step.forwards, 2.0);
     assert_eq!(first_loop(LM).step.forwards, 1.0);
-    let one = totals(&step_kernels(&first_loop(LM).model, &first_loop(LM).step, &trainable(&lp)));
+    let one = totals(&step_kernels(
+        &first_loop(LM).model,
+        &first_loop(LM).step,
+        &trainable(&lp),
+    ));
     let two = totals(&step_kernels(&lp.model, &lp.step, &trainable(&lp)));
     // The metric's forward: the forward's GEMMs once more, and the loss without
     // its gradient.
     let fwd_flops: f64 = {
         let (d, r, v, ff) = (16.0, 32.0, 64.0, 64.0);
         // q, k, v, output projections; scores and mixing (4·b·h·s·s·hd); the MLP; the head.
-        2.0 * r * d * d * 4.0 + 2.0 * 4.0 * 2.0 * 8.0 * 8.0 * 8.0 * 2.0 + 2.0 * r * d * ff * 2.0 + 2.0 * r * d * v
+        2.0 * r * d * d * 4.0
+            + 2.0 * 4.0 * 2.0 * 8.0 * 8.0 * 8.0 * 2.0
+            + 2.0 * r * d * ff * 2.0
+            + 2.0 * r * d * v
     };
     assert_eq!(two.flops - one.flops, fwd_flops);
 }
@@ -164,7 +171,11 @@ fn cost_and_memory_match_hand_counts() {
     let t = s.totals;
     assert_eq!(t.kernels, 16.0);
     let want = 16.0 * 2e-6 + t.flops / 10e9 + t.bytes / 5e9;
-    assert!((s.seconds.mid - want).abs() < 1e-15, "{} vs {want}", s.seconds.mid);
+    assert!(
+        (s.seconds.mid - want).abs() < 1e-15,
+        "{} vs {want}",
+        s.seconds.mid
+    );
     assert_eq!(s.seconds.lo, s.seconds.hi);
     let eager = estimate_step(&lp.model, &lp.frozen, &lp.step, false, &m);
     assert!((eager.seconds.mid - want - 16.0 * 3e-6).abs() < 1e-15);
@@ -222,7 +233,8 @@ fn the_cache_round_trips_and_reads_version_1() {
     cal.entry_mut("cpu").gflops = 10.0;
     let text = serde_json::to_string(&cal).unwrap();
     assert_eq!(Calibration::parse(&text).unwrap().devices, cal.devices);
-    let v1 = Calibration::parse(r#"{"version":1,"devices":[{"device":"cuda:0","gflops":1234}]}"#).unwrap();
+    let v1 = Calibration::parse(r#"{"version":1,"devices":[{"device":"cuda:0","gflops":1234}]}"#)
+        .unwrap();
     let e = v1.entry("cuda").unwrap();
     assert!(e.model.is_none());
     assert_eq!(e.device_model(), DeviceModel::assumed("cuda", 1234.0));

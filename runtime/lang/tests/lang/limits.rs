@@ -342,7 +342,10 @@ fn a_function_calls_locals_count_against_the_session_budget_until_it_returns() {
         "fn g(x) {\n a = zeros([100000])\n sum(a) + sum(x)\n}\nrepeat 3 { y = g(zeros([100000])) }"
     )
     .is_ok());
-    assert!(ops::live_memory(&it.ws).bytes <= 4, "only the scalar `y` is left");
+    assert!(
+        ops::live_memory(&it.ws).bytes <= 4,
+        "only the scalar `y` is left"
+    );
     ops::set_session_budget(None);
 }
 
@@ -403,5 +406,9 @@ fn a_shape_error_in_a_long_chain_points_at_the_link() {
         .collect::<Vec<_>>();
     assert!(left.contains(&"a + a + a"), "{left:?}");
     let c = check_source(src);
-    assert!(c.diagnostics.iter().any(|d| d.code == "E0201"), "{:?}", c.diagnostics);
+    assert!(
+        c.diagnostics.iter().any(|d| d.code == "E0201"),
+        "{:?}",
+        c.diagnostics
+    );
 }

@@ -10,9 +10,9 @@ use mlpl_diag::render::{render_with, to_json, RenderOptions};
 use mlpl_diag::{codes, Diagnostic, SourceFile};
 use mlpl_lang::check::check_source;
 use mlpl_lang::estimate::calibration::{self, Calibration};
+use mlpl_lang::eval::{Interp, Trace, Workspace};
 use mlpl_lang::step_cost::cost;
 use mlpl_lang::train_loops::{loops, measure};
-use mlpl_lang::eval::{Interp, Trace, Workspace};
 use mlpl_lang::value::{DeviceTarget, Value};
 use mlpl_runner::serve::{self, ServeConfig};
 use mlpl_runner::session::progress::ProgressRenderer;
@@ -824,7 +824,11 @@ fn calibrate(args: CalibrateArgs) -> ExitCode {
                 if let Some(old) = &entry.model {
                     model.correction = old.correction;
                 }
-                let best = model.gemm.iter().map(|p| p.gflops.median).fold(0.0, f64::max);
+                let best = model
+                    .gemm
+                    .iter()
+                    .map(|p| p.gflops.median)
+                    .fold(0.0, f64::max);
                 let largest = model.gemm.last().map(|p| p.gflops.median).unwrap_or(best);
                 println!(
                     "{name}: GEMM {} GFLOP/s at {}³ (best {}), {} µs per kernel replayed, {} µs more interpreted, {} GB/s ({} in cache), baseline {} MB, step factor {}, step buffers ×{} of activations and ×{} of parameters ({:.1} s)",
@@ -934,7 +938,7 @@ fn sig(x: f64) -> String {
     if x == 0.0 || !x.is_finite() {
         return format!("{x}");
     }
-    let digits = (2 - x.abs().log10().floor() as i32).max(0) as usize;
+    let digits = (2 - mlpl_devices::math::log10(x.abs()).floor() as i32).max(0) as usize;
     format!("{x:.digits$}")
 }
 
@@ -1001,7 +1005,14 @@ fn estimate(args: EstimateArgs) -> ExitCode {
         if args.kernels {
             for k in &captured.kernels {
                 let secs = cost::kernel_seconds(&model, k, |m| m.median);
-                let _ = writeln!(out, "  {:<24} {:>12.0} FLOP {:>12.0} out  {} µs", k.name, k.flops(), k.out_elems, sig(secs * 1e6));
+                let _ = writeln!(
+                    out,
+                    "  {:<24} {:>12.0} FLOP {:>12.0} out  {} µs",
+                    k.name,
+                    k.flops(),
+                    k.out_elems,
+                    sig(secs * 1e6)
+                );
             }
         }
     }

@@ -355,7 +355,10 @@ fn run_refuses_concat_doubling_past_its_memory_budget_with_e0410() {
     assert!(err.contains(" --> double.mlpl:2:"), "{err}");
     // What the script holds (`x`, 512,000 bytes) and the budget are named,
     // and how to raise it.
-    assert!(err.contains("the session holds 512000 bytes (largest: `x` 512000)"), "{err}");
+    assert!(
+        err.contains("the session holds 512000 bytes (largest: `x` 512000)"),
+        "{err}"
+    );
     assert!(err.contains("`mlpl run --memory-budget BYTES`"), "{err}");
 }
 
@@ -381,6 +384,12 @@ fn run_has_the_default_budget_of_serve_unless_told_otherwise() {
     let expected = mlpl_runner::serve::default_memory_budget()
         .map_or(serde_json::Value::Null, |b| serde_json::json!(b));
     assert_eq!(reported_budget(&[]), expected);
-    assert_eq!(reported_budget(&["--memory-budget", "123456"]), serde_json::json!(123456));
-    assert_eq!(reported_budget(&["--memory-budget", "0"]), serde_json::Value::Null);
+    assert_eq!(
+        reported_budget(&["--memory-budget", "123456"]),
+        serde_json::json!(123456)
+    );
+    assert_eq!(
+        reported_budget(&["--memory-budget", "0"]),
+        serde_json::Value::Null
+    );
 }

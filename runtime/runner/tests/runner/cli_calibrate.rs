@@ -44,11 +44,20 @@ fn writes_the_calibration_cache() {
     assert_eq!(cpu["size"], 512);
     // The suite's fixed shapes, and a median with its percentiles for each.
     let model = &cpu["model"];
-    let sizes: Vec<u64> = model["gemm"].as_array().unwrap().iter().map(|p| p["m"].as_u64().unwrap()).collect();
+    let sizes: Vec<u64> = model["gemm"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["m"].as_u64().unwrap())
+        .collect();
     assert_eq!(sizes, [8, 16, 32, 64, 128, 256, 512]);
     for p in model["gemm"].as_array().unwrap() {
         let g = &p["gflops"];
-        let (lo, mid, hi) = (g["lo"].as_f64().unwrap(), g["median"].as_f64().unwrap(), g["hi"].as_f64().unwrap());
+        let (lo, mid, hi) = (
+            g["lo"].as_f64().unwrap(),
+            g["median"].as_f64().unwrap(),
+            g["hi"].as_f64().unwrap(),
+        );
         assert!(0.0 < lo && lo <= mid && mid <= hi, "{p}");
     }
     assert!(model["dispatch_s"]["median"].as_f64().unwrap() > 0.0);
@@ -99,18 +108,28 @@ fn estimate_prints_every_train_loop() {
         .arg(&file)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let loops: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     assert_eq!(loops.len(), 2);
     let (cpu, cuda) = (&loops[0], &loops[1]);
-    assert_eq!((cpu["line"].as_u64(), cpu["device"].as_str()), (Some(4), Some("cpu")));
+    assert_eq!(
+        (cpu["line"].as_u64(), cpu["device"].as_str()),
+        (Some(4), Some("cpu"))
+    );
     assert_eq!(cuda["device"], "cuda");
     assert_eq!(cpu["calibrated"], false);
     assert_eq!(cpu["kernels"], 16.0);
-    assert_eq!((cpu["batch"].as_f64(), cpu["batch_known"].as_bool()), (Some(64.0), Some(true)));
+    assert_eq!(
+        (cpu["batch"].as_f64(), cpu["batch_known"].as_bool()),
+        (Some(64.0), Some(true))
+    );
     let t = cpu["captured_seconds"].as_array().unwrap();
     assert!(t[0].as_f64() <= t[1].as_f64() && t[1].as_f64() <= t[2].as_f64());
     // Interpreted steps cost more than replayed ones.

@@ -301,7 +301,11 @@ train 5 {
 ";
     std::fs::write(d.join("k.mlpl"), src).unwrap();
     let out = mlpl(&d, &["run", "k.mlpl", "--timeline", "tc.json"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let t = read_json(d.join("tc.json"));
     let events = validate_trace_event_format(&t);
     let loops: Vec<&Value> = events.iter().filter(|e| e["cat"] == "train").collect();
@@ -322,8 +326,15 @@ train 5 {
     // Two iterations are recorded (interpreted), three replayed: the replayed
     // kernels are three equal runs of calls, each with its shapes, each inside
     // its own iteration on the train track.
-    let replayed: Vec<&&Value> = kernels.iter().filter(|k| k["args"]["replayed"] == true).collect();
-    assert!(!replayed.is_empty() && replayed.len() % 3 == 0, "{}", replayed.len());
+    let replayed: Vec<&&Value> = kernels
+        .iter()
+        .filter(|k| k["args"]["replayed"] == true)
+        .collect();
+    assert!(
+        !replayed.is_empty() && replayed.len() % 3 == 0,
+        "{}",
+        replayed.len()
+    );
     let per_step = replayed.len() / 3;
     let calls = |i: usize| -> Vec<(Value, Value)> {
         replayed[i * per_step..(i + 1) * per_step]
@@ -333,7 +344,10 @@ train 5 {
     };
     assert_eq!(calls(0), calls(1));
     assert_eq!(calls(0), calls(2));
-    assert!(calls(0).contains(&(serde_json::json!("engram_hash"), serde_json::json!([[2, 3]]))));
+    assert!(calls(0).contains(&(
+        serde_json::json!("engram_hash"),
+        serde_json::json!([[2, 3]])
+    )));
     assert!(calls(0).iter().any(|(n, _)| n == "adam_update"));
     let steps: Vec<&Value> = events.iter().filter(|e| e["cat"] == "train_step").collect();
     assert_eq!(steps.len(), 5);
@@ -343,8 +357,14 @@ train 5 {
         let first = replayed[i * per_step];
         let last = replayed[(i + 1) * per_step - 1];
         // Within a few microseconds of clock granularity.
-        assert!(f(&first["ts"]) + 5.0 >= f(&prev["ts"]) + f(&prev["dur"]), "replay {i} began before its iteration");
-        assert!(f(&last["ts"]) + f(&last["dur"]) <= f(&step["ts"]) + f(&step["dur"]) + 5.0, "replay {i} ended after its iteration");
+        assert!(
+            f(&first["ts"]) + 5.0 >= f(&prev["ts"]) + f(&prev["dur"]),
+            "replay {i} began before its iteration"
+        );
+        assert!(
+            f(&last["ts"]) + f(&last["dur"]) <= f(&step["ts"]) + f(&step["dur"]) + 5.0,
+            "replay {i} ended after its iteration"
+        );
     }
 }
 
