@@ -1,4 +1,4 @@
-//! Lets the `mlpl` binary find MLX's `libmlx.so` without `LD_LIBRARY_PATH`
+//! Lets the `mlpl` binary (and `mlpl-lsp`, whose package uses this same script) find MLX's `libmlx.so` without `LD_LIBRARY_PATH`
 //! when it is built with the MLX backend on Linux (`--features
 //! mlpl-devices/mlx`, docs/devices.md): the build reads the same `MLX_DIR` /
 //! `MLX_LIB_DIR` as the vendored mlx-sys and records the library directory as
