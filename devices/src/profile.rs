@@ -125,7 +125,11 @@ impl Profiled {
             Some(program) => program?,
             None => Box::new(BackendReplay::new(self.inner.clone(), plan.clone())),
         };
-        Ok(Box::new(ProfiledProgram::new(inner, plan, self.log.clone())))
+        Ok(Box::new(ProfiledProgram::new(
+            inner,
+            plan,
+            self.log.clone(),
+        )))
     }
 }
 
@@ -140,7 +144,11 @@ pub struct ProfiledProgram {
 
 impl ProfiledProgram {
     /// `inner`, the program of `plan`, logged in `log`.
-    pub fn new(inner: Box<dyn StepProgram>, plan: &StepPlan, log: Arc<KernelLog>) -> ProfiledProgram {
+    pub fn new(
+        inner: Box<dyn StepProgram>,
+        plan: &StepPlan,
+        log: Arc<KernelLog>,
+    ) -> ProfiledProgram {
         let t = &plan.trace;
         let calls = t
             .calls

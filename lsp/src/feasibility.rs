@@ -17,11 +17,11 @@
 use mlpl_devices::math;
 use std::path::PathBuf;
 
-pub use mlpl_lang::estimate::calibration::{Calibration, CalibrationEntry};
 use mlpl_lang::estimate::calibration::{device_model, DeviceModel};
+pub use mlpl_lang::estimate::calibration::{Calibration, CalibrationEntry};
+use mlpl_lang::estimate::DEFAULT_GFLOPS;
 use mlpl_lang::step_cost::cost::{estimate_step, Range, StepEstimate};
 use mlpl_lang::train_loops::loops::{BatchInfo, TrainLoop};
-use mlpl_lang::estimate::DEFAULT_GFLOPS;
 
 use crate::values::group_digits;
 
@@ -405,7 +405,9 @@ pub struct TrainEstimate {
 
 /// The device kind named by a `device("…")` target's kind.
 fn kind_of(name: &str) -> Option<Kind> {
-    [Kind::Cpu, Kind::Cuda, Kind::Mlx].into_iter().find(|k| k.name() == name)
+    [Kind::Cpu, Kind::Cuda, Kind::Mlx]
+        .into_iter()
+        .find(|k| k.name() == name)
 }
 
 /// Estimates a training loop on every device (as a captured loop, the default).
@@ -583,7 +585,11 @@ impl TrainEstimate {
                 group_digits(d.step.totals.kernels),
                 flops(d.step.totals.flops),
                 self.forwards,
-                if self.forwards == 1.0 { "" } else { "es: the loss's and the recorded metrics'" }
+                if self.forwards == 1.0 {
+                    ""
+                } else {
+                    "es: the loss's and the recorded metrics'"
+                }
             ));
         }
         if let Some(n) = self.steps {
@@ -600,7 +606,11 @@ impl TrainEstimate {
             s.push_str(&format!(
                 "| {}{} | {} | {} | {} | {} | {} |\n",
                 name,
-                if Some(p.kind) == self.block_device { " — this block's device" } else { "" },
+                if Some(p.kind) == self.block_device {
+                    " — this block's device"
+                } else {
+                    ""
+                },
                 seconds_range(&d.step.seconds),
                 d.total.as_ref().map_or("—".to_string(), seconds_range),
                 bytes(d.step.memory.total),
@@ -615,7 +625,11 @@ impl TrainEstimate {
                 "- {} cost model: {}{}; memory: {}\n",
                 p.kind.label(),
                 p.gflops_source,
-                if p.calibrated { "" } else { " (assumed, not calibrated: run `mlpl calibrate`)" },
+                if p.calibrated {
+                    ""
+                } else {
+                    " (assumed, not calibrated: run `mlpl calibrate`)"
+                },
                 p.memory_source
             ));
         }
@@ -677,20 +691,39 @@ mod tests {
         // GEMM FLOPs: forward 2·64·(32·128 + 128·8), backward twice that but no
         // input gradient for the first layer (2·64·32·128 less).
         let fwd = 2.0 * 64.0 * (32.0 * 128.0 + 128.0 * 8.0);
-        assert_eq!(d.step.totals.flops, fwd + 2.0 * fwd - 2.0 * 64.0 * 32.0 * 128.0);
+        assert_eq!(
+            d.step.totals.flops,
+            fwd + 2.0 * fwd - 2.0 * 64.0 * 32.0 * 128.0
+        );
         // At 1 GFLOP/s, 1 GB/s and 1 µs per kernel the step is exactly this:
         let secs = 16.0 * 1e-6 + d.step.totals.flops / 1e9 + d.step.totals.bytes / 1e9;
-        assert!((d.step.seconds.mid - secs).abs() < 1e-12, "{} vs {secs}", d.step.seconds.mid);
+        assert!(
+            (d.step.seconds.mid - secs).abs() < 1e-12,
+            "{} vs {secs}",
+            d.step.seconds.mid
+        );
         assert_eq!(d.step.seconds.lo, d.step.seconds.hi);
         let m = &d.step.memory;
         let p = e.params;
-        assert_eq!((m.weights, m.grads, m.optimizer), (4.0 * p, 4.0 * p, 8.0 * p));
+        assert_eq!(
+            (m.weights, m.grads, m.optimizer),
+            (4.0 * p, 4.0 * p, 8.0 * p)
+        );
         // The tape: the forward's outputs (two products, the fused bias+ReLU,
         // the bias add, the loss and its gradient).
         let fwd_out = 64.0 * 128.0 * 2.0 + 64.0 * 8.0 * 2.0 + (64.0 * 8.0 + 1.0);
         assert_eq!(m.tape, 4.0 * fwd_out);
-        assert_eq!(m.total, m.weights + m.grads + m.optimizer + m.tape + m.arena + 1e6);
-        assert_eq!(e.lens_text(), format!("≈ {} on CPU · fits (25% margin)", seconds_range(&d.total.unwrap())));
+        assert_eq!(
+            m.total,
+            m.weights + m.grads + m.optimizer + m.tape + m.arena + 1e6
+        );
+        assert_eq!(
+            e.lens_text(),
+            format!(
+                "≈ {} on CPU · fits (25% margin)",
+                seconds_range(&d.total.unwrap())
+            )
+        );
     }
 
     #[test]
@@ -705,7 +738,10 @@ mod tests {
         let e = &loops_of(src, None)[0];
         assert!(!e.batch_info.known(), "{:?}", e.batch_info);
         let lens = e.lens_text();
-        assert!(lens.starts_with("≥ ") && lens.contains("per step on CPU (batch unknown: one row)"), "{lens}");
+        assert!(
+            lens.starts_with("≥ ") && lens.contains("per step on CPU (batch unknown: one row)"),
+            "{lens}"
+        );
     }
 
     #[test]
@@ -719,14 +755,32 @@ mod tests {
         // A calibrated model with spread gives a range, not one number.
         let mut cal = hand_cache();
         if let Some(m) = cal.devices[0].model.as_mut() {
-            m.dispatch_s = mlpl_lang::estimate::calibration::Measured { median: 1e-6, lo: 0.5e-6, hi: 4e-6 };
+            m.dispatch_s = mlpl_lang::estimate::calibration::Measured {
+                median: 1e-6,
+                lo: 0.5e-6,
+                hi: 4e-6,
+            };
         }
         let e = &loops_of(MLP, Some(&cal))[0];
         let r = e.devices[0].step.seconds;
         assert!(r.lo < r.mid && r.mid < r.hi, "{r:?}");
         assert!(seconds_range(&r).contains('–'), "{}", seconds_range(&r));
-        assert_eq!(seconds_range(&Range { lo: 1.2, mid: 1.5, hi: 1.8 }), "1.2–1.8 s");
-        assert_eq!(seconds_range(&Range { lo: 0.5, mid: 1.0, hi: 2.0 }), "500 ms–2 s");
+        assert_eq!(
+            seconds_range(&Range {
+                lo: 1.2,
+                mid: 1.5,
+                hi: 1.8
+            }),
+            "1.2–1.8 s"
+        );
+        assert_eq!(
+            seconds_range(&Range {
+                lo: 0.5,
+                mid: 1.0,
+                hi: 2.0
+            }),
+            "500 ms–2 s"
+        );
     }
 
     #[test]
@@ -746,7 +800,9 @@ mod tests {
         cpu[0].memory_bytes = Some(need * 1.01);
         assert_eq!(estimate(lp, &cpu).devices[0].verdict, Verdict::Tight);
         cpu[0].memory_bytes = Some(need * 1.3);
-        assert!(estimate(lp, &cpu).lens_text().ends_with("fits (25% margin)"));
+        assert!(estimate(lp, &cpu)
+            .lens_text()
+            .ends_with("fits (25% margin)"));
     }
 
     #[test]
@@ -756,7 +812,11 @@ mod tests {
         let cal = Calibration::parse(text).unwrap();
         let p = profiles(Some(&cal), "t4", "m1", None);
         assert_eq!(p[0].gflops, 123.5);
-        assert!(p[0].gflops_source.contains("calibrate_device(1024)"), "{}", p[0].gflops_source);
+        assert!(
+            p[0].gflops_source.contains("calibrate_device(1024)"),
+            "{}",
+            p[0].gflops_source
+        );
         // A version 1 entry: the model is assumed from its one throughput.
         assert!(!p[0].calibrated);
         assert_eq!(p[0].model, DeviceModel::assumed("cpu", 123.5));
@@ -770,7 +830,8 @@ mod tests {
         let p = profiles(Some(&back), "", "", None);
         assert!(p[0].calibrated);
         assert_eq!(Some(&p[0].model), cal.devices[0].model.as_ref());
-        let (m, calibrated) = mlpl_lang::estimate::calibration::device_model(Some(&back), "cpu", 50.0);
+        let (m, calibrated) =
+            mlpl_lang::estimate::calibration::device_model(Some(&back), "cpu", 50.0);
         assert!(calibrated);
         assert_eq!(m, p[0].model);
     }

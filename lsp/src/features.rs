@@ -17,8 +17,8 @@ use mlpl_lang::nn::Layer;
 use crate::analysis::{Analysis, OccKind};
 use crate::context::context;
 use crate::feasibility::{self, DeviceProfile, TrainEstimate};
-use mlpl_lang::train_loops::loops::BatchInfo;
 use crate::values::{describe, group_digits};
+use mlpl_lang::train_loops::loops::BatchInfo;
 
 /// Device targets offered inside `device("`.
 pub const DEVICE_NAMES: &[(&str, &str)] = &[

@@ -613,7 +613,9 @@ impl<'a> Parser<'a> {
 
 /// The span of a chain so far: its first operand and its links.
 fn chain_span(first: &Expr, links: &[Link]) -> Span {
-    links.last().map_or(first.span, |l| first.span.to(l.rhs.span))
+    links
+        .last()
+        .map_or(first.span, |l| first.span.to(l.rhs.span))
 }
 
 /// `first` alone when there are no links, else the chain node.

@@ -272,8 +272,12 @@ impl<'a> Parser<'a> {
                         "malformed signature: too many operators in one axis",
                     )
                     .at(e.span, format!("{} operators", links.len()))
-                    .note(format!("an axis of a signature has at most {MAX_DIM_OPERATORS} operators in a row"))
-                    .help("write the axis with fewer operators, such as `4 * d` for `d + d + d + d`"),
+                    .note(format!(
+                        "an axis of a signature has at most {MAX_DIM_OPERATORS} operators in a row"
+                    ))
+                    .help(
+                        "write the axis with fewer operators, such as `4 * d` for `d + d + d + d`",
+                    ),
                 );
                 return None;
             }
