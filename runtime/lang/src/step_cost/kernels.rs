@@ -11,7 +11,7 @@
 //! which counts its parameters' GEMM work from `nn::estimate::cost`.
 
 use crate::nn::estimate::cost;
-use crate::nn::layers::{Activation, Layer};
+use crate::nn::layers::{Activation, Attention, Layer};
 
 /// What a kernel spends its time on.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -65,6 +65,18 @@ fn gemm(name: &'static str, batch: f64, m: f64, k: f64, n: f64) -> Kernel {
 }
 
 /// A memory-bound kernel `name` reading `reads` elements and writing `writes`.
+/// An attention layer's width, heads, key/value heads, head width and inner
+/// (heads × head width) size, as the cost formulas use them.
+fn attention_sizes(a: &Attention) -> (f64, f64, f64, f64, f64) {
+    (
+        a.d as f64,
+        a.heads as f64,
+        a.kv_heads as f64,
+        a.head_dim() as f64,
+        a.inner() as f64,
+    )
+}
+
 fn mem(name: &'static str, reads: f64, writes: f64) -> Kernel {
     Kernel {
         name,
@@ -234,13 +246,7 @@ fn forward(
             w
         }
         Layer::Attention(a) => {
-            let (d, h, kv, hd, q) = (
-                a.d as f64,
-                a.heads as f64,
-                a.kv_heads as f64,
-                a.head_dim() as f64,
-                a.inner() as f64,
-            );
+            let (d, h, kv, hd, q) = attention_sizes(a);
             out.push(gemm("matmul", 1.0, r, d, q));
             out.push(gemm("matmul", 1.0, r, d, kv * hd));
             out.push(gemm("matmul", 1.0, r, d, kv * hd));
@@ -423,13 +429,7 @@ fn backward(
             w
         }
         Layer::Attention(a) => {
-            let (d, h, kv, hd, q) = (
-                a.d as f64,
-                a.heads as f64,
-                a.kv_heads as f64,
-                a.head_dim() as f64,
-                a.inner() as f64,
-            );
+            let (d, h, kv, hd, q) = attention_sizes(a);
             let scores = b * h * s * s;
             // In forward order; reversed with the rest.
             out.push(mem("binary", 2.0 * r * d, r * d));
