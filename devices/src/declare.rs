@@ -33,6 +33,7 @@
 //! each output given the inputs' shapes (`ins`) and the fields (by reference),
 //! or an error saying why the kernel would not accept them.
 
+use crate::attention::AttentionSpec;
 use crate::backend::{AdamStep, BinaryOp, ReduceOp, UnaryOp};
 use crate::tensor::Tensor;
 
@@ -69,7 +70,8 @@ copied_attrs!(
     u64,
     UnaryOp,
     BinaryOp,
-    ReduceOp
+    ReduceOp,
+    AttentionSpec
 );
 
 impl Attr for Vec<usize> {

@@ -7,6 +7,7 @@
 //! replay, so a new kernel is one entry here, and every device then fails to
 //! compile until it implements it.
 
+use crate::attention::{self, AttentionDims, AttentionSpec};
 use crate::backend::{composed, AdamStep, BinaryOp, ReduceOp, UnaryOp};
 use crate::shape::{broadcast_shapes, reduced_shape, rows_of};
 use crate::tensor::Tensor;
@@ -285,6 +286,42 @@ declare_backend! {
     }
         => MaskedSoftmaxBackward { divisor: f32, causal: bool } [y, dy]
         sizes(ins) { same_shapes(ins)?; vec![n(ins[0])] };
+
+    /// Scaled dot-product attention of queries `q [B, H, T, D]` over keys and
+    /// values `k`, `v` `[B, KV, S, D]` (each `H / KV` consecutive query heads
+    /// share one key/value head, read in place), masked and scaled as `spec`
+    /// says ([`AttentionSpec`]), with each head's sink logit (`sinks [H]`, or
+    /// `[0]` for none) joining the softmax's denominator. Returns
+    /// `(out [B, H, T, D], lse [B, H, T])`, `lse` the log of each row's
+    /// denominator (sink included), which the backward pass recomputes the
+    /// probabilities from. The default composes batched products, the mask and
+    /// softmax, materialising `[T, S]` per head; the CPU's tiled kernel never
+    /// does (its bits differ from the default's in the last places).
+    fused fn attention(&self, q: &Tensor, k: &Tensor, v: &Tensor, sinks: &Tensor, spec: AttentionSpec) -> Result<(Tensor, Tensor)> {
+        attention::composed_attention(self, q, k, v, sinks, &spec)
+    }
+        => Attention { spec: AttentionSpec } [q, k, v, sinks]
+        sizes(ins) { AttentionDims::of(ins[0], ins[1], ins[2], ins[3], spec)?.forward_sizes() };
+
+    /// Gradients `(dq, dk, dv)` of [`Backend::attention`] (without sinks; the
+    /// caller forms a sink's gradient, `−Σ exp(sink − lse)·Σ dout∘out`) given
+    /// its inputs, its outputs `out` and `lse` and `dout` (out's shape). The
+    /// probabilities are recomputed from `lse`; key and value gradients sum
+    /// over the query heads of a group.
+    fused fn attention_backward(&self, q: &Tensor, k: &Tensor, v: &Tensor, out: &Tensor, lse: &Tensor, dout: &Tensor, spec: AttentionSpec) -> Result<(Tensor, Tensor, Tensor)> {
+        attention::composed_attention_backward(self, q, k, v, out, lse, dout, &spec)
+    }
+        => AttentionBackward { spec: AttentionSpec } [q, k, v, out, lse, dout]
+        sizes(ins) {
+            let a = AttentionDims::of(ins[0], ins[1], ins[2], &[0], spec)?;
+            if ins[3] != ins[0] || ins[5] != ins[0] || n(ins[4]) != a.b * a.h * a.t {
+                return Err(format!(
+                    "attention_backward of q {:?} with out {:?}, lse {:?} and dout {:?}",
+                    ins[0], ins[3], ins[4], ins[5]
+                ));
+            }
+            a.backward_sizes()
+        };
 
     /// The dropout mask of LANGUAGE §13.7 for an input of `shape`, made on this
     /// device: element i is `1/(1-p)` (as f32) when

@@ -13,6 +13,7 @@
 
 #[macro_use]
 mod declare;
+mod attention;
 mod backend;
 pub mod capture;
 pub mod clock;
@@ -36,6 +37,7 @@ pub use backend::{
     AdamConstants, AdamStep, Backend, BinaryOp, Counters, DeviceError, DeviceKind, ReduceOp,
     Result, UnaryOp, CAUSAL_FILL,
 };
+pub use attention::{AttentionDims, AttentionSpec};
 pub use counter_scope::{count_in_scopes, Count, CounterScope, ScopeCounts};
 pub use cpu::{cpu, CpuBackend};
 pub use cuda::CudaUnavailable;

@@ -24,6 +24,7 @@ pub use isa::{best_isa, force_isa, isa, supported_isas, Isa};
 use crate::backend::{
     AdamStep, Backend, BinaryOp, Counters, DeviceKind, ReduceOp, Result, UnaryOp,
 };
+use crate::attention::AttentionSpec;
 use crate::tensor::Tensor;
 use rayon::prelude::*;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -320,6 +321,32 @@ impl Backend for CpuBackend {
     ) -> Result<Tensor> {
         self.launch();
         Ok(nn::masked_softmax_backward(y, dy, divisor, causal))
+    }
+
+    fn attention(
+        &self,
+        q: &Tensor,
+        k: &Tensor,
+        v: &Tensor,
+        sinks: &Tensor,
+        spec: AttentionSpec,
+    ) -> Result<(Tensor, Tensor)> {
+        self.launch();
+        Ok(nn::attention(q, k, v, sinks, &spec))
+    }
+
+    fn attention_backward(
+        &self,
+        q: &Tensor,
+        k: &Tensor,
+        v: &Tensor,
+        out: &Tensor,
+        lse: &Tensor,
+        dout: &Tensor,
+        spec: AttentionSpec,
+    ) -> Result<(Tensor, Tensor, Tensor)> {
+        self.launch();
+        Ok(nn::attention_backward(q, k, v, out, lse, dout, &spec))
     }
 
     fn select(&self, cond: &Tensor, a: &Tensor, b: &Tensor) -> Result<Tensor> {

@@ -29,6 +29,7 @@ use super::layout::{permute_into, sum_to_shape_into, PermutePlan, SumToShapePlan
 use super::nn;
 use super::reduce::{argmax_into, reduce_into};
 use super::select;
+use crate::attention::{AttentionDims, AttentionSpec};
 use crate::backend::{AdamStep, BinaryOp, DeviceError, DeviceKind, ReduceOp, Result, UnaryOp};
 use crate::capture::{CallObserver, Op, Origin, StepPlan, StepProgram, ValueId};
 use crate::clock::Instant;
@@ -104,6 +105,12 @@ enum Kernel {
         dims: (usize, usize, usize),
         divisor: f32,
         causal: bool,
+        backward: bool,
+    },
+    /// `attention` (or its backward when `backward`), tiled.
+    Attention {
+        dims: AttentionDims,
+        spec: AttentionSpec,
         backward: bool,
     },
     /// `dropout_mask(shape, key, p)`.
@@ -320,6 +327,16 @@ fn kernel_of(op: &Op, ins: &[&[usize]]) -> Result<Kernel> {
                 backward: matches!(op, Op::MaskedSoftmaxBackward { .. }),
             }
         }
+        Op::Attention { spec } | Op::AttentionBackward { spec } => {
+            let backward = matches!(op, Op::AttentionBackward { .. });
+            let sinks: &[usize] = if backward { &[0] } else { ins[3] };
+            Kernel::Attention {
+                dims: AttentionDims::of(ins[0], ins[1], ins[2], sinks, spec)
+                    .map_err(unsupported)?,
+                spec: *spec,
+                backward,
+            }
+        }
         Op::Select => {
             let plan = select::SelectPlan::new([ins[0], ins[1], ins[2]])
                 .ok_or_else(|| unsupported(format!("select shapes {ins:?} do not broadcast")))?;
@@ -385,6 +402,7 @@ impl Kernel {
             | Kernel::BiasAct(_)
             | Kernel::BiasActBackward { dbias: None, .. }
             | Kernel::MaskedSoftmax { .. }
+            | Kernel::Attention { .. }
             | Kernel::DropoutMask { .. }
             | Kernel::Adam(_) => (0, 0),
             Kernel::Slices(k) => k.scratch,
@@ -771,6 +789,19 @@ fn execute(step: &Step, bufs: &mut [Vec<f32>], scratch: &mut Scratch, runs: u64)
                 causal,
                 backward: true,
             } => nn::masked_softmax_backward_into(x(0), x(1), *dims, *divisor, *causal, o0),
+            Kernel::Attention {
+                dims,
+                spec,
+                backward: false,
+            } => nn::attention_into([x(0), x(1), x(2), x(3)], dims, spec, o0, o1),
+            Kernel::Attention {
+                dims,
+                spec,
+                backward: true,
+            } => {
+                let ins = [x(0), x(1), x(2), x(3), x(4), x(5)];
+                nn::attention_backward_into(ins, dims, spec, o0, o1, o2)
+            }
             Kernel::Adam(_) | Kernel::Slices(_) => {
                 unreachable!("handled above")
             }

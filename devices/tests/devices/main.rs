@@ -5,6 +5,7 @@
 //! One test binary for the crate (the allocation-counting test, which installs its
 //! own global allocator, is the other).
 
+mod attention;
 mod capture;
 mod cpu_program;
 mod cpu_program_support;

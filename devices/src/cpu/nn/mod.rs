@@ -3,10 +3,12 @@
 //! logsumexp), [`norm`] (RMS and layer norm), [`index`] (embedding gather and
 //! scatter-add), [`activation`] (fused activation backward and bias +
 //! activation), [`optim`] (Adam/AdamW), [`random`] (dropout masks) and
-//! [`engram`] (hashed n-gram rows, causal convolution). This
+//! [`engram`] (hashed n-gram rows, causal convolution) and [`attention`]
+//! (tiled attention, forward and backward). This
 //! module holds the row walks they share.
 
 mod activation;
+mod attention;
 mod engram;
 mod index;
 mod norm;
@@ -15,6 +17,7 @@ mod random;
 mod softmax;
 
 pub(crate) use activation::*;
+pub(crate) use attention::*;
 pub(crate) use engram::*;
 pub(crate) use index::*;
 pub(crate) use norm::*;

@@ -1,0 +1,503 @@
+//! Tiled attention (flash-attention style): [`attention`] and
+//! [`attention_backward`] never hold a `[T, S]` matrix. The forward pass walks
+//! each block of [`QUERY_BLOCK`] query rows over tiles of [`KEY_BLOCK`] keys
+//! with an online softmax (a running maximum and denominator per row, the
+//! weighted values rescaled when the maximum grows) and saves each row's
+//! logsumexp; the backward pass recomputes the probabilities of one tile at a
+//! time from it. Work and scratch per call grow with T·S and T respectively,
+//! memory with T.
+//!
+//! Determinism: every output element has one fixed order of operations,
+//! whatever the CPU, its vector width or the thread count. A score is one
+//! chain of fused multiply-adds from +0.0 over the head dimension in
+//! increasing order (the GEMM's contract, so for `D ≤ 256` the same bits as
+//! the composed `q·kᵀ`); a weighted sum of values or gradients adds one key's
+//! (or query's) term at a time in increasing order, each a fused
+//! multiply-add; row sums are sequential in f64. A SIMD lane holds one key or
+//! one element of the head dimension, so the ISA level (`cpu/isa.rs`) changes
+//! only speed. Work items (a head's query block, or a key/value head's key
+//! tile) are independent and each is computed by one thread.
+
+use crate::attention::{AttentionDims, AttentionSpec};
+use crate::cpu::isa::{isa, Isa};
+use crate::cpu::pool;
+use crate::math::{self, fma_f32};
+use crate::tensor::Tensor;
+use rayon::prelude::*;
+
+/// Query rows per forward (and `dq`) work item.
+pub(crate) const QUERY_BLOCK: usize = 32;
+/// Keys per tile (and per `dk`/`dv` work item).
+pub(crate) const KEY_BLOCK: usize = 64;
+/// Multiply-adds of a call (B·H·T·S·D) from which work items go to rayon's threads.
+const PAR_WORK: usize = 1 << 18;
+
+/// The sizes of a call (the runtime validated the shapes).
+fn dims_of(q: &Tensor, k: &Tensor, v: &Tensor, sinks: &[usize], spec: &AttentionSpec) -> AttentionDims {
+    AttentionDims::of(q.shape(), k.shape(), v.shape(), sinks, spec)
+        .unwrap_or_else(|e| panic!("attention: {e}"))
+}
+
+/// [`Backend::attention`](crate::Backend::attention) on host tensors: `(out, lse)`.
+pub(crate) fn attention(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    sinks: &Tensor,
+    spec: &AttentionSpec,
+) -> (Tensor, Tensor) {
+    let a = dims_of(q, k, v, sinks.shape(), spec);
+    let sizes = a.forward_sizes();
+    let (mut out, mut lse) = (pool::scratch(sizes[0]), pool::scratch(sizes[1]));
+    attention_into(
+        [q.host(), k.host(), v.host(), sinks.host()],
+        &a,
+        spec,
+        &mut out,
+        &mut lse,
+    );
+    (
+        out.into_tensor(q.shape().to_vec()),
+        lse.into_tensor(vec![a.b, a.h, a.t]),
+    )
+}
+
+/// [`Backend::attention_backward`](crate::Backend::attention_backward) on host
+/// tensors: `(dq, dk, dv)`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn attention_backward(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    out: &Tensor,
+    lse: &Tensor,
+    dout: &Tensor,
+    spec: &AttentionSpec,
+) -> (Tensor, Tensor, Tensor) {
+    let a = dims_of(q, k, v, &[0], spec);
+    let sizes = a.backward_sizes();
+    let mut dq = pool::scratch(sizes[0]);
+    let mut dk = pool::scratch(sizes[1]);
+    let mut dv = pool::scratch(sizes[2]);
+    let ins = [q.host(), k.host(), v.host(), out.host(), lse.host(), dout.host()];
+    attention_backward_into(ins, &a, spec, &mut dq, &mut dk, &mut dv);
+    (
+        dq.into_tensor(q.shape().to_vec()),
+        dk.into_tensor(k.shape().to_vec()),
+        dv.into_tensor(k.shape().to_vec()),
+    )
+}
+
+/// Runs `f` on every work item, on rayon's threads when the call is big enough
+/// (the results are the same either way).
+fn run_items<T: Send>(items: Vec<T>, a: &AttentionDims, f: impl Fn(T) + Sync + Send) {
+    if a.b * a.h * a.t * a.s * a.d.max(1) >= PAR_WORK && items.len() > 1 {
+        items.into_par_iter().for_each(f);
+    } else {
+        items.into_iter().for_each(f);
+    }
+}
+
+/// Splits `buf` into `count` consecutive pieces of `len(i)` elements each.
+fn pieces(mut buf: &mut [f32], count: usize, len: impl Fn(usize) -> usize) -> Vec<&mut [f32]> {
+    (0..count)
+        .map(|i| {
+            let (piece, rest) = std::mem::take(&mut buf).split_at_mut(len(i));
+            buf = rest;
+            piece
+        })
+        .collect()
+}
+
+/// Rows of query block `i` of a head of `t` rows.
+fn block_rows(i: usize, block: usize, t: usize) -> usize {
+    block.min(t - i * block)
+}
+
+/// The forward pass into `out` (`[b, h, t, d]`) and `lse` (`[b, h, t]`), from
+/// `[q, k, v, sinks]` (sinks `[h]`, or empty when `a.sinks` is unset).
+pub(crate) fn attention_into(
+    [q, k, v, sinks]: [&[f32]; 4],
+    a: &AttentionDims,
+    spec: &AttentionSpec,
+    out: &mut [f32],
+    lse: &mut [f32],
+) {
+    let (t, d, g) = (a.t, a.d, a.group());
+    let blocks = t.div_ceil(QUERY_BLOCK);
+    let count = a.b * a.h * blocks;
+    let rows = |i: usize| block_rows(i % blocks, QUERY_BLOCK, t);
+    let outs = pieces(out, count, |i| rows(i) * d);
+    let lses = pieces(lse, count, rows);
+    let items: Vec<_> = outs.into_iter().zip(lses).enumerate().collect();
+    run_items(items, a, |(i, (o, l))| {
+        let (bh, r0) = (i / blocks, (i % blocks) * QUERY_BLOCK);
+        let (bi, h) = (bh / a.h, bh % a.h);
+        let kvh = bi * a.kv + h / g;
+        let head = Head {
+            q: &q[bh * t * d..(bh + 1) * t * d],
+            k: &k[kvh * a.s * d..(kvh + 1) * a.s * d],
+            v: &v[kvh * a.s * d..(kvh + 1) * a.s * d],
+            sink: a.sinks.then(|| sinks[h]),
+        };
+        forward_block(a, spec, &head, r0, o, l);
+    });
+}
+
+/// The backward pass into `dq`, `dk`, `dv` from `[q, k, v, out, lse, dout]`.
+pub(crate) fn attention_backward_into(
+    [q, k, v, out, lse, dout]: [&[f32]; 6],
+    a: &AttentionDims,
+    spec: &AttentionSpec,
+    dq: &mut [f32],
+    dk: &mut [f32],
+    dv: &mut [f32],
+) {
+    let (t, s, d, g) = (a.t, a.s, a.d, a.group());
+    // Σ dout∘out per query row, summed in f64 in increasing order.
+    let delta: Vec<f32> = (0..a.b * a.h * t)
+        .map(|r| {
+            let (o, go) = (&out[r * d..(r + 1) * d], &dout[r * d..(r + 1) * d]);
+            o.iter().zip(go).map(|(&x, &y)| x as f64 * y as f64).sum::<f64>() as f32
+        })
+        .collect();
+    let rows_of = |h: usize, r: usize| h * t + r;
+
+    // dq: one item per head and query block.
+    let blocks = t.div_ceil(QUERY_BLOCK);
+    let items: Vec<_> = pieces(dq, a.b * a.h * blocks, |i| {
+        block_rows(i % blocks, QUERY_BLOCK, t) * d
+    })
+    .into_iter()
+    .enumerate()
+    .collect();
+    run_items(items, a, |(i, dqb)| {
+        let (bh, r0) = (i / blocks, (i % blocks) * QUERY_BLOCK);
+        let kvh = (bh / a.h) * a.kv + (bh % a.h) / g;
+        let grads = Grads {
+            q: &q[bh * t * d..(bh + 1) * t * d],
+            k: &k[kvh * s * d..(kvh + 1) * s * d],
+            v: &v[kvh * s * d..(kvh + 1) * s * d],
+            dout: &dout[bh * t * d..(bh + 1) * t * d],
+            lse: &lse[rows_of(bh, 0)..rows_of(bh + 1, 0)],
+            delta: &delta[rows_of(bh, 0)..rows_of(bh + 1, 0)],
+        };
+        dq_block(a, spec, &grads, r0, dqb);
+    });
+
+    // dk and dv: one item per key/value head and key tile, summed over the
+    // group's query heads in increasing order.
+    let tiles = s.div_ceil(KEY_BLOCK);
+    let count = a.b * a.kv * tiles;
+    let len = |i: usize| block_rows(i % tiles, KEY_BLOCK, s) * d;
+    let items: Vec<_> = pieces(dk, count, len)
+        .into_iter()
+        .zip(pieces(dv, count, len))
+        .enumerate()
+        .collect();
+    run_items(items, a, |(i, (dkb, dvb))| {
+        let (bk, c0) = (i / tiles, (i % tiles) * KEY_BLOCK);
+        let (bi, kvh) = (bk / a.kv, bk % a.kv);
+        dkb.fill(0.0);
+        dvb.fill(0.0);
+        for hh in 0..g {
+            let bh = bi * a.h + kvh * g + hh;
+            let grads = Grads {
+                q: &q[bh * t * d..(bh + 1) * t * d],
+                k: &k[bk * s * d..(bk + 1) * s * d],
+                v: &v[bk * s * d..(bk + 1) * s * d],
+                dout: &dout[bh * t * d..(bh + 1) * t * d],
+                lse: &lse[rows_of(bh, 0)..rows_of(bh + 1, 0)],
+                delta: &delta[rows_of(bh, 0)..rows_of(bh + 1, 0)],
+            };
+            dkv_tile(a, spec, &grads, c0, dkb, dvb);
+        }
+    });
+}
+
+/// One query head's operands: its queries `[t, d]`, its key/value head's keys
+/// and values `[s, d]`, and its sink logit.
+struct Head<'a> {
+    q: &'a [f32],
+    k: &'a [f32],
+    v: &'a [f32],
+    sink: Option<f32>,
+}
+
+/// One query head's operands of the backward pass (rows of `[t, d]` or `[t]`,
+/// keys and values `[s, d]`).
+struct Grads<'a> {
+    q: &'a [f32],
+    k: &'a [f32],
+    v: &'a [f32],
+    dout: &'a [f32],
+    lse: &'a [f32],
+    delta: &'a [f32],
+}
+
+/// The keys of tile `c0..` (at most [`KEY_BLOCK`], ending at `end`).
+fn tile_end(c0: usize, end: usize) -> usize {
+    ((c0 / KEY_BLOCK + 1) * KEY_BLOCK).min(end)
+}
+
+/// Generates `$name`, which runs `$body` (an `#[inline(always)]` function of
+/// the same arguments) compiled for the ISA level in force: AVX-512 or AVX2
+/// (each with FMA) on x86-64 where the CPU has them, else plain code. The
+/// operations are the same at every level; only the vector width changes.
+macro_rules! isa_dispatched {
+    ($(#[$doc:meta])* fn $name:ident = $body:ident($($arg:ident: $ty:ty),*)) => {
+        $(#[$doc])*
+        fn $name($($arg: $ty),*) {
+            #[cfg(target_arch = "x86_64")]
+            {
+                #[target_feature(enable = "avx2,fma")]
+                unsafe fn avx2($($arg: $ty),*) {
+                    $body($($arg),*)
+                }
+                #[target_feature(enable = "avx512f,avx2,fma")]
+                unsafe fn avx512($($arg: $ty),*) {
+                    $body($($arg),*)
+                }
+                match isa() {
+                    // SAFETY: `isa()` is only ever a level this CPU supports.
+                    Isa::Avx512 => return unsafe { avx512($($arg),*) },
+                    // SAFETY: as above.
+                    Isa::Avx2 => return unsafe { avx2($($arg),*) },
+                    Isa::Scalar => {}
+                }
+            }
+            $body($($arg),*)
+        }
+    };
+}
+
+isa_dispatched! {
+    /// The forward pass of query rows `r0..r0 + lse.len()` of one head into
+    /// `out` (their rows of `[t, d]`) and `lse`.
+    fn forward_block = forward_block_body(
+        a: &AttentionDims, spec: &AttentionSpec, head: &Head<'_>, r0: usize,
+        out: &mut [f32], lse: &mut [f32]
+    )
+}
+
+isa_dispatched! {
+    /// `dq` of query rows `r0..` of one head (their rows of `[t, d]`).
+    fn dq_block = dq_block_body(
+        a: &AttentionDims, spec: &AttentionSpec, g: &Grads<'_>, r0: usize, dq: &mut [f32]
+    )
+}
+
+isa_dispatched! {
+    /// Adds one query head's terms to `dk` and `dv` of key tile `c0..` (their
+    /// rows of `[s, d]`).
+    fn dkv_tile = dkv_tile_body(
+        a: &AttentionDims, spec: &AttentionSpec, g: &Grads<'_>, c0: usize,
+        dk: &mut [f32], dv: &mut [f32]
+    )
+}
+
+/// `kt` ← the keys `rows` (`[w, d]`) transposed to `[d, w]`.
+#[inline(always)]
+fn transpose_into(rows: &[f32], d: usize, w: usize, kt: &mut [f32]) {
+    for (j, row) in rows.chunks_exact(d).enumerate().take(w) {
+        for (dd, &x) in row.iter().enumerate() {
+            kt[dd * w + j] = x;
+        }
+    }
+}
+
+/// `s[j] = Σ_dd x[dd]·kt[dd][j]` for the `w = s.len()` keys of a transposed
+/// tile: one FMA chain from +0.0 per key, in increasing `dd`.
+#[inline(always)]
+fn dots(x: &[f32], kt: &[f32], s: &mut [f32]) {
+    let w = s.len();
+    s.fill(0.0);
+    for (dd, &xv) in x.iter().enumerate() {
+        let col = &kt[dd * w..(dd + 1) * w];
+        for (acc, &kv) in s.iter_mut().zip(col) {
+            *acc = fma_f32(xv, kv, *acc);
+        }
+    }
+}
+
+/// `acc += c·x`, element by element.
+#[inline(always)]
+fn axpy(c: f32, x: &[f32], acc: &mut [f32]) {
+    for (a, &xv) in acc.iter_mut().zip(x) {
+        *a = fma_f32(c, xv, *a);
+    }
+}
+
+/// The keys row `r` sees within tile `c0..c1`, relative to `c0` (empty when none).
+#[inline(always)]
+fn seen_in_tile(a: &AttentionDims, spec: &AttentionSpec, r: usize, c0: usize, c1: usize) -> (usize, usize) {
+    let (lo, hi) = a.visible(r, spec);
+    let (lo, hi) = (lo.max(c0), hi.min(c1));
+    if lo >= hi {
+        (0, 0)
+    } else {
+        (lo - c0, hi - c0)
+    }
+}
+
+#[inline(always)]
+fn forward_block_body(
+    a: &AttentionDims,
+    spec: &AttentionSpec,
+    head: &Head<'_>,
+    r0: usize,
+    out: &mut [f32],
+    lse: &mut [f32],
+) {
+    let (n, d) = (lse.len(), a.d);
+    if n == 0 {
+        return;
+    }
+    // Running maximum and denominator per row, starting from the sink.
+    let mut m = vec![head.sink.unwrap_or(f32::NEG_INFINITY); n];
+    let mut l = vec![if head.sink.is_some() { 1.0f64 } else { 0.0 }; n];
+    out.fill(0.0);
+    let (first, _) = a.visible(r0, spec);
+    let (_, end) = a.visible(r0 + n - 1, spec);
+    let mut kt = vec![0.0f32; d * KEY_BLOCK];
+    let mut srow = [0.0f32; KEY_BLOCK];
+    let mut c0 = first;
+    while c0 < end {
+        let c1 = tile_end(c0, end);
+        let w = c1 - c0;
+        transpose_into(&head.k[c0 * d..c1 * d], d, w, &mut kt);
+        for i in 0..n {
+            let r = r0 + i;
+            let (ja, jz) = seen_in_tile(a, spec, r, c0, c1);
+            if ja == jz {
+                continue;
+            }
+            let s = &mut srow[..w];
+            dots(&head.q[r * d..(r + 1) * d], &kt[..d * w], s);
+            let mut mx = f32::NEG_INFINITY;
+            for x in &mut s[ja..jz] {
+                *x /= spec.divisor;
+                mx = mx.max(*x);
+            }
+            let m_new = m[i].max(mx);
+            if m_new == f32::NEG_INFINITY {
+                continue;
+            }
+            let corr = math::expf(m[i] - m_new);
+            for x in &mut s[ja..jz] {
+                *x = math::expf(*x - m_new);
+            }
+            let sum: f64 = s[ja..jz].iter().map(|&p| p as f64).sum();
+            l[i] = l[i] * corr as f64 + sum;
+            let o = &mut out[i * d..(i + 1) * d];
+            if corr != 1.0 {
+                o.iter_mut().for_each(|x| *x *= corr);
+            }
+            for (j, &p) in s[ja..jz].iter().enumerate() {
+                let c = c0 + ja + j;
+                axpy(p, &head.v[c * d..(c + 1) * d], o);
+            }
+            m[i] = m_new;
+        }
+        c0 = c1;
+    }
+    for i in 0..n {
+        let o = &mut out[i * d..(i + 1) * d];
+        if l[i] > 0.0 {
+            let inv = (1.0 / l[i]) as f32;
+            o.iter_mut().for_each(|x| *x *= inv);
+            lse[i] = (m[i] as f64 + math::log(l[i])) as f32;
+        } else {
+            o.fill(0.0);
+            lse[i] = f32::NEG_INFINITY;
+        }
+    }
+}
+
+/// The probabilities `p` (in place of the scores `s`) and `ds = p·(dp − δ)/divisor`
+/// (in place of `dp`) of row `r` over keys `ja..jz` of a tile.
+#[inline(always)]
+fn tile_gradients(spec: &AttentionSpec, g: &Grads<'_>, r: usize, s: &mut [f32], dp: &mut [f32]) {
+    let (lse, delta) = (g.lse[r], g.delta[r]);
+    for (x, y) in s.iter_mut().zip(dp.iter_mut()) {
+        let p = math::expf(*x / spec.divisor - lse);
+        *x = p;
+        *y = p * (*y - delta) / spec.divisor;
+    }
+}
+
+#[inline(always)]
+fn dq_block_body(a: &AttentionDims, spec: &AttentionSpec, g: &Grads<'_>, r0: usize, dq: &mut [f32]) {
+    let d = a.d;
+    let n = if d == 0 { 0 } else { dq.len() / d };
+    if n == 0 {
+        return;
+    }
+    dq.fill(0.0);
+    let (first, _) = a.visible(r0, spec);
+    let (_, end) = a.visible(r0 + n - 1, spec);
+    let mut kt = vec![0.0f32; d * KEY_BLOCK];
+    let mut vt = vec![0.0f32; d * KEY_BLOCK];
+    let (mut srow, mut dprow) = ([0.0f32; KEY_BLOCK], [0.0f32; KEY_BLOCK]);
+    let mut c0 = first;
+    while c0 < end {
+        let c1 = tile_end(c0, end);
+        let w = c1 - c0;
+        transpose_into(&g.k[c0 * d..c1 * d], d, w, &mut kt);
+        transpose_into(&g.v[c0 * d..c1 * d], d, w, &mut vt);
+        for i in 0..n {
+            let r = r0 + i;
+            let (ja, jz) = seen_in_tile(a, spec, r, c0, c1);
+            if ja == jz || g.lse[r] == f32::NEG_INFINITY {
+                continue;
+            }
+            let (s, dp) = (&mut srow[..w], &mut dprow[..w]);
+            dots(&g.q[r * d..(r + 1) * d], &kt[..d * w], s);
+            dots(&g.dout[r * d..(r + 1) * d], &vt[..d * w], dp);
+            tile_gradients(spec, g, r, &mut s[ja..jz], &mut dp[ja..jz]);
+            let o = &mut dq[i * d..(i + 1) * d];
+            for (j, &ds) in dp[ja..jz].iter().enumerate() {
+                let c = c0 + ja + j;
+                axpy(ds, &g.k[c * d..(c + 1) * d], o);
+            }
+        }
+        c0 = c1;
+    }
+}
+
+#[inline(always)]
+fn dkv_tile_body(
+    a: &AttentionDims,
+    spec: &AttentionSpec,
+    g: &Grads<'_>,
+    c0: usize,
+    dk: &mut [f32],
+    dv: &mut [f32],
+) {
+    let d = a.d;
+    let w = if d == 0 { 0 } else { dk.len() / d };
+    if w == 0 {
+        return;
+    }
+    let c1 = c0 + w;
+    let mut kt = vec![0.0f32; d * w];
+    let mut vt = vec![0.0f32; d * w];
+    transpose_into(&g.k[c0 * d..c1 * d], d, w, &mut kt);
+    transpose_into(&g.v[c0 * d..c1 * d], d, w, &mut vt);
+    let (mut srow, mut dprow) = ([0.0f32; KEY_BLOCK], [0.0f32; KEY_BLOCK]);
+    for r in 0..a.t {
+        let (ja, jz) = seen_in_tile(a, spec, r, c0, c1);
+        if ja == jz || g.lse[r] == f32::NEG_INFINITY {
+            continue;
+        }
+        let (s, dp) = (&mut srow[..w], &mut dprow[..w]);
+        let (qr, gr) = (&g.q[r * d..(r + 1) * d], &g.dout[r * d..(r + 1) * d]);
+        dots(qr, &kt, s);
+        dots(gr, &vt, dp);
+        tile_gradients(spec, g, r, &mut s[ja..jz], &mut dp[ja..jz]);
+        for j in ja..jz {
+            axpy(s[j], gr, &mut dv[j * d..(j + 1) * d]);
+            axpy(dp[j], qr, &mut dk[j * d..(j + 1) * d]);
+        }
+    }
+}
