@@ -9,12 +9,20 @@
 //! window composes the same softmax from ordinary operations instead: the
 //! scaled scores plus a constant mask, each head's sink logit joined as one
 //! more column, the softmax, and that column sliced off again (GPT-OSS).
+//!
+//! From [`FUSED_MIN_SCORES`] scores per head on, and unless the probabilities
+//! are kept, the whole of it (scores, mask, window, sinks, softmax, the
+//! product with the values) is the backend's one `attention` kernel each way
+//! instead, on `[B, H, T, hd]` queries and `[B, kv, S, hd]` keys and values;
+//! the CPU's is tiled and never holds a `[T, S]` matrix, so memory grows with
+//! T, not T².
 
-use mlpl_devices::BinaryOp;
+use mlpl_devices::{AttentionSpec, BinaryOp, Tensor};
 
 use super::apply::Forward;
 use super::layers::{Attention, Layer};
 use super::rope;
+use crate::autograd::Var;
 use crate::eval::{loss, ops};
 use crate::value::Array;
 use mlpl_diag::Diagnostic;
@@ -92,28 +100,102 @@ pub fn forward(
     if let Some(cache) = f.cache.as_mut() {
         (kk, v) = cache.extend(a.id, kk, v);
     }
-    let kt = ops::permute(f.it, &kk, &[0, 1, 2, 4, 3], f.span)?;
-    let scores = f.mm(&q, &kt)?;
-    // softmax(scores / √hd), causally masked: one fused kernel each way.
     let divisor = (hd as f64).sqrt() as f32;
-    // With cached keys, the new queries are the last positions: one new query
-    // sees every key; a first (prefill) step is square.
-    let causal = a.causal && (past == 0 || t > 1);
+    let tk = kk.shape()[3];
+    let weights_wanted = f.capture && f.weights.is_none();
     if a.causal && past > 0 && t > 1 {
         return Err(f.wrong_input(layer, "one new position per cached step", x));
     }
-    let probs = if a.sinks || a.window.is_some() {
-        let sinks = if a.sinks {
-            Some(f.weight(&n("s"), &[h])?)
-        } else {
-            None
+    let sinks = if a.sinks {
+        Some(f.weight(&n("s"), &[h])?)
+    } else {
+        None
+    };
+    let o = if !weights_wanted && t * tk >= FUSED_MIN_SCORES {
+        let spec = AttentionSpec {
+            divisor,
+            causal: a.causal,
+            window: a.window,
         };
+        let q = ops::reshape(f.it, &q, vec![b, h, t, hd], f.span)?;
+        let kk = ops::reshape(f.it, &kk, vec![b, kv, tk, hd], f.span)?;
+        let v = ops::reshape(f.it, &v, vec![b, kv, tk, hd], f.span)?;
+        fused(f, [&q, &kk, &v], sinks.as_ref(), spec)?
+    } else {
+        let scores = Scores {
+            q: &q,
+            kk: &kk,
+            sinks: sinks.as_ref(),
+            divisor,
+            dims: [b, kv, g, t],
+            past,
+        };
+        let probs = probabilities_of(f, a, scores, s.len() == 3)?;
+        f.mm(&probs, &v)?
+    };
+    // [B, kv, g, T, hd] → [B, h, T, hd] → [B, T, h, hd] → [B·T, h·hd].
+    let o = ops::reshape(f.it, &o, vec![b, h, t, hd], f.span)?;
+    let o = ops::permute(f.it, &o, &[0, 2, 1, 3], f.span)?;
+    let o = ops::reshape(f.it, &o, vec![b * t, inner], f.span)?;
+    let y = f.mm(&o, &wo)?;
+    let y = f.add_bias(&y, bias(3).as_ref(), None)?;
+    ops::reshape(f.it, &y, s.to_vec(), f.span)
+}
+
+/// Queries and keys of at least this many scores per head (T·S, a constant of
+/// the shapes, never of the CPU or the threads) go through the backend's fused
+/// `attention` kernel, which on the CPU never holds the `[T, S]` scores; below
+/// it, and whenever the probabilities are kept (`attention_weights`), the
+/// scores are materialised and `masked_softmax` (or the composed mask with
+/// sinks and windows) runs on them. The two paths agree within float32
+/// rounding, not to the bit, so the switch sits above the sizes of the
+/// examples and conformance tests, whose printed numbers stay as they were.
+pub const FUSED_MIN_SCORES: usize = 256 * 256;
+
+/// What [`probabilities_of`] computes from: queries `q` `[B, kv, g, T, hd]`,
+/// keys `kk` `[B, kv, 1, Tk, hd]` after `past` cached positions, the heads'
+/// sink logits, the scores' divisor and `[B, kv, g, T]`.
+struct Scores<'a> {
+    q: &'a Array,
+    kk: &'a Array,
+    sinks: Option<&'a Array>,
+    divisor: f32,
+    dims: [usize; 4],
+    past: usize,
+}
+
+/// The attention probabilities `[B, kv, g, T, Tk]`, materialised (the path
+/// below [`FUSED_MIN_SCORES`]); kept in `f.weights` when the forward pass
+/// captures weights and none were captured yet (`batched`: the layer's input
+/// had a batch axis).
+fn probabilities_of(
+    f: &mut Forward<'_>,
+    a: &Attention,
+    sc: Scores<'_>,
+    batched: bool,
+) -> Result<Array, Diagnostic> {
+    let Scores {
+        q,
+        kk,
+        sinks,
+        divisor,
+        dims: [b, kv, g, t],
+        past,
+    } = sc;
+    let h = a.heads;
+    let kt = ops::permute(f.it, kk, &[0, 1, 2, 4, 3], f.span)?;
+    let scores = f.mm(q, &kt)?;
+    // With cached keys, the new queries are the last positions: one new query
+    // sees every key; a first (prefill) step is square.
+    let causal = a.causal && (past == 0 || t > 1);
+    // softmax(scores / √hd), causally masked: one fused kernel each way.
+    let probs = if a.sinks || a.window.is_some() {
         let mask = Mask {
             causal,
             window: a.window,
             past,
         };
-        with_sinks(f, &scores, divisor, mask, sinks.as_ref(), [b, kv, g])?
+        with_sinks(f, &scores, divisor, mask, sinks, [b, kv, g])?
     } else {
         probabilities(f, &scores, divisor, causal)?
     };
@@ -121,7 +203,7 @@ pub fn forward(
         // `[T, T]` for one head, `[heads, T, T]` otherwise, with a leading `B`
         // axis for a batched input (LANGUAGE §10.13).
         let mut shape = Vec::new();
-        if s.len() == 3 {
+        if batched {
             shape.push(b);
         }
         if h != 1 {
@@ -131,14 +213,55 @@ pub fn forward(
         let w = ops::reshape(f.it, &probs.clone().detached(), shape, f.span)?;
         f.weights = Some(w);
     }
-    let o = f.mm(&probs, &v)?;
-    // [B, kv, g, T, hd] → [B, h, T, hd] → [B, T, h, hd] → [B·T, h·hd].
-    let o = ops::reshape(f.it, &o, vec![b, h, t, hd], f.span)?;
-    let o = ops::permute(f.it, &o, &[0, 2, 1, 3], f.span)?;
-    let o = ops::reshape(f.it, &o, vec![b * t, inner], f.span)?;
-    let y = f.mm(&o, &wo)?;
-    let y = f.add_bias(&y, bias(3).as_ref(), None)?;
-    ops::reshape(f.it, &y, s.to_vec(), f.span)
+    Ok(probs)
+}
+
+/// The backend's fused [`attention`](mlpl_devices::Backend::attention) of
+/// `[q, k, v]` (`[B, H, T, hd]`, `[B, kv, S, hd]` twice) with the heads' sink
+/// logits `[H]` when given: `[B, H, T, hd]`, recorded as one op when an
+/// operand is on the loss tape.
+fn fused(
+    f: &mut Forward<'_>,
+    [q, k, v]: [&Array; 3],
+    sinks: Option<&Array>,
+    spec: AttentionSpec,
+) -> Result<Array, Diagnostic> {
+    let mut arrays = vec![q, k, v];
+    arrays.extend(sinks);
+    let operands: Vec<(&Array, _)> = arrays.iter().map(|a| (*a, f.span)).collect();
+    let (backend, placement) = ops::placement_for(f.it, "attention", &operands)?;
+    let out = if loss::any_live(f.it, &arrays) {
+        let vars: Vec<(Var, Vec<usize>)> = arrays
+            .iter()
+            .map(|a| (loss::var_of(f.it, a), a.shape().to_vec()))
+            .collect();
+        loss::record(f.it, "attention", f.span, |t| {
+            let mut vs = Vec::with_capacity(vars.len());
+            for (var, shape) in vars {
+                vs.push(if t.shape(var) != shape.as_slice() {
+                    t.reshape(var, shape)?
+                } else {
+                    var
+                });
+            }
+            t.attention(vs[0], vs[1], vs[2], vs.get(3).copied(), spec)
+        })?
+    } else {
+        let err = |e| crate::errors::device_error(e, "attention", f.span);
+        let none = backend.upload(&Tensor::zeros(vec![0])).map_err(err)?;
+        let sinks = sinks.map(|s| s.tensor());
+        let (out, _) = backend
+            .attention(
+                &q.tensor(),
+                &k.tensor(),
+                &v.tensor(),
+                sinks.as_ref().unwrap_or(&none),
+                spec,
+            )
+            .map_err(err)?;
+        Array::from_tensor(out)
+    };
+    Ok(out.with_placement(placement))
 }
 
 /// The softmax over the last axis of `scores / divisor`, the entries above the

@@ -64,6 +64,12 @@ fn gemm(name: &'static str, batch: f64, m: f64, k: f64, n: f64) -> Kernel {
     }
 }
 
+/// Whether an attention layer over sequences of `s` positions runs the fused
+/// `attention` kernels (the layer's own rule, `nn::attention::FUSED_MIN_SCORES`).
+fn fused_attention(s: f64) -> bool {
+    s * s >= crate::nn::attention::FUSED_MIN_SCORES as f64
+}
+
 /// A memory-bound kernel `name` reading `reads` elements and writing `writes`.
 /// An attention layer's width, heads, key/value heads, head width and inner
 /// (heads × head width) size, as the cost formulas use them.
@@ -263,19 +269,33 @@ fn forward(
             out.push(mem("permute", r * q, r * q));
             out.push(mem("permute", r * kv * hd, r * kv * hd));
             out.push(mem("permute", r * kv * hd, r * kv * hd));
-            out.push(mem("permute", r * kv * hd, r * kv * hd));
-            out.push(gemm("matmul", b * h, s, hd, s));
-            let scores = b * h * s * s;
-            out.push(mem(
-                if a.causal {
-                    "masked_softmax"
-                } else {
-                    "softmax"
-                },
-                scores,
-                scores,
-            ));
-            out.push(gemm("matmul", b * h, s, s, hd));
+            if fused_attention(s) {
+                // Scores and weighted values (two products), out and lse written.
+                out.push(Kernel {
+                    name: "attention",
+                    work: Work::Gemm {
+                        batch: 2.0 * b * h,
+                        m: s,
+                        k: hd,
+                        n: s,
+                    },
+                    out_elems: r * q + b * h * s,
+                });
+            } else {
+                out.push(mem("permute", r * kv * hd, r * kv * hd));
+                out.push(gemm("matmul", b * h, s, hd, s));
+                let scores = b * h * s * s;
+                out.push(mem(
+                    if a.causal {
+                        "masked_softmax"
+                    } else {
+                        "softmax"
+                    },
+                    scores,
+                    scores,
+                ));
+                out.push(gemm("matmul", b * h, s, s, hd));
+            }
             out.push(mem("permute", r * q, r * q));
             out.push(gemm("matmul", 1.0, r, q, d));
             if a.bias {
@@ -448,22 +468,40 @@ fn backward(
                     out.push(mem("binary", 2.0 * r * q, r * q));
                 }
             }
-            for n in [q, kv * hd, kv * hd, kv * hd] {
-                out.push(mem("permute", r * n, r * n));
+            if fused_attention(s) {
+                for n in [q, kv * hd, kv * hd] {
+                    out.push(mem("permute", r * n, r * n));
+                }
+                // Scores and dP recomputed twice (dq, then dk and dv), and the
+                // three gradient products: seven products; dq, dk, dv written.
+                out.push(Kernel {
+                    name: "attention_backward",
+                    work: Work::Gemm {
+                        batch: 7.0 * b * h,
+                        m: s,
+                        k: hd,
+                        n: s,
+                    },
+                    out_elems: r * q + 2.0 * r * kv * hd,
+                });
+            } else {
+                for n in [q, kv * hd, kv * hd, kv * hd] {
+                    out.push(mem("permute", r * n, r * n));
+                }
+                out.push(gemm("matmul_t", b * h, s, hd, s));
+                out.push(gemm("matmul_t", b * h, hd, s, s));
+                out.push(mem(
+                    if a.causal {
+                        "masked_softmax_backward"
+                    } else {
+                        "softmax_backward"
+                    },
+                    2.0 * scores,
+                    scores,
+                ));
+                out.push(gemm("matmul_t", b * h, s, hd, s));
+                out.push(gemm("matmul_t", b * h, s, s, hd));
             }
-            out.push(gemm("matmul_t", b * h, s, hd, s));
-            out.push(gemm("matmul_t", b * h, hd, s, s));
-            out.push(mem(
-                if a.causal {
-                    "masked_softmax_backward"
-                } else {
-                    "softmax_backward"
-                },
-                2.0 * scores,
-                scores,
-            ));
-            out.push(gemm("matmul_t", b * h, s, hd, s));
-            out.push(gemm("matmul_t", b * h, s, s, hd));
             out.push(mem("permute", r * q, r * q));
             out.push(gemm("matmul_t", 1.0, q, r, d));
             out.push(gemm("matmul_t", 1.0, r, d, q));

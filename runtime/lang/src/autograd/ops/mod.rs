@@ -17,7 +17,9 @@
 //! | [`mask`] | `mask_fill causal_mask masked_softmax` |
 //! | [`bias_act`] | `bias_act` (bias + activation, fused) |
 //! | [`conv`] | `causal_conv` (Engram's short causal convolution) |
+//! | [`attention`] | `attention` (scores, mask, softmax and values, fused and tiled) |
 
+pub mod attention;
 pub mod bias_act;
 pub mod conv;
 pub mod elementwise;

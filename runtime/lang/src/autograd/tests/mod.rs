@@ -22,6 +22,7 @@
 //!   √m·1e-7·|y|·|R| / 2h ≈ 1e-4 for the m ≤ 100 outputs of magnitude ≤ 10
 //!   used here: ATOL leaves a 10× margin.
 
+mod attention;
 mod composite;
 mod elementwise;
 mod fused;
