@@ -33,7 +33,13 @@ pub(crate) const KEY_BLOCK: usize = 64;
 const PAR_WORK: usize = 1 << 18;
 
 /// The sizes of a call (the runtime validated the shapes).
-fn dims_of(q: &Tensor, k: &Tensor, v: &Tensor, sinks: &[usize], spec: &AttentionSpec) -> AttentionDims {
+fn dims_of(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    sinks: &[usize],
+    spec: &AttentionSpec,
+) -> AttentionDims {
     AttentionDims::of(q.shape(), k.shape(), v.shape(), sinks, spec)
         .unwrap_or_else(|e| panic!("attention: {e}"))
 }
@@ -79,7 +85,14 @@ pub(crate) fn attention_backward(
     let mut dq = pool::scratch(sizes[0]);
     let mut dk = pool::scratch(sizes[1]);
     let mut dv = pool::scratch(sizes[2]);
-    let ins = [q.host(), k.host(), v.host(), out.host(), lse.host(), dout.host()];
+    let ins = [
+        q.host(),
+        k.host(),
+        v.host(),
+        out.host(),
+        lse.host(),
+        dout.host(),
+    ];
     attention_backward_into(ins, &a, spec, &mut dq, &mut dk, &mut dv);
     (
         dq.into_tensor(q.shape().to_vec()),
@@ -88,30 +101,48 @@ pub(crate) fn attention_backward(
     )
 }
 
-/// Runs `f` on every work item, on rayon's threads when the call is big enough
+/// Whether a call is big enough for its work items to go to rayon's threads
 /// (the results are the same either way).
-fn run_items<T: Send>(items: Vec<T>, a: &AttentionDims, f: impl Fn(T) + Sync + Send) {
-    if a.b * a.h * a.t * a.s * a.d.max(1) >= PAR_WORK && items.len() > 1 {
-        items.into_par_iter().for_each(f);
+fn parallel(a: &AttentionDims) -> bool {
+    a.b * a.h * a.t * a.s * a.d >= PAR_WORK
+}
+
+/// Runs `f(i, piece_a, piece_b)` for the pieces `i` of `x` and `y` cut into
+/// `ax` and `ay` elements (the last ones shorter), in parallel when `par`;
+/// every piece of a buffer has the same index in both. `ax`, `ay` > 0.
+fn for_pieces<F>(x: &mut [f32], ax: usize, y: &mut [f32], ay: usize, par: bool, f: F)
+where
+    F: Fn(usize, &mut [f32], &mut [f32]) + Sync + Send,
+{
+    if par {
+        x.par_chunks_mut(ax)
+            .zip(y.par_chunks_mut(ay))
+            .enumerate()
+            .for_each(|(i, (a, b))| f(i, a, b));
     } else {
-        items.into_iter().for_each(f);
+        for (i, (a, b)) in x.chunks_mut(ax).zip(y.chunks_mut(ay)).enumerate() {
+            f(i, a, b);
+        }
     }
 }
 
-/// Splits `buf` into `count` consecutive pieces of `len(i)` elements each.
-fn pieces(mut buf: &mut [f32], count: usize, len: impl Fn(usize) -> usize) -> Vec<&mut [f32]> {
-    (0..count)
-        .map(|i| {
-            let (piece, rest) = std::mem::take(&mut buf).split_at_mut(len(i));
-            buf = rest;
-            piece
-        })
-        .collect()
+thread_local! {
+    /// Each thread's transposed key and value tiles (grown, never shrunk), so
+    /// that a call in a captured step allocates nothing once warm.
+    static TILES: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// The calling thread's `Σ dout∘out` rows of a backward call.
+    static DELTA: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// Rows of query block `i` of a head of `t` rows.
-fn block_rows(i: usize, block: usize, t: usize) -> usize {
-    block.min(t - i * block)
+/// Runs `f` with this thread's tile scratch of at least `n` elements.
+fn with_tiles<R>(n: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
+    TILES.with(|t| {
+        let mut t = t.borrow_mut();
+        if t.len() < n {
+            t.resize(n, 0.0);
+        }
+        f(&mut t[..n])
+    })
 }
 
 /// The forward pass into `out` (`[b, h, t, d]`) and `lse` (`[b, h, t]`), from
@@ -124,14 +155,10 @@ pub(crate) fn attention_into(
     lse: &mut [f32],
 ) {
     let (t, d, g) = (a.t, a.d, a.group());
-    let blocks = t.div_ceil(QUERY_BLOCK);
-    let count = a.b * a.h * blocks;
-    let rows = |i: usize| block_rows(i % blocks, QUERY_BLOCK, t);
-    let outs = pieces(out, count, |i| rows(i) * d);
-    let lses = pieces(lse, count, rows);
-    let items: Vec<_> = outs.into_iter().zip(lses).enumerate().collect();
-    run_items(items, a, |(i, (o, l))| {
-        let (bh, r0) = (i / blocks, (i % blocks) * QUERY_BLOCK);
+    if t == 0 || a.b * a.h == 0 {
+        return;
+    }
+    let item = |bh: usize, qb: usize, o: &mut [f32], l: &mut [f32]| {
         let (bi, h) = (bh / a.h, bh % a.h);
         let kvh = bi * a.kv + h / g;
         let head = Head {
@@ -140,7 +167,23 @@ pub(crate) fn attention_into(
             v: &v[kvh * a.s * d..(kvh + 1) * a.s * d],
             sink: a.sinks.then(|| sinks[h]),
         };
-        forward_block(a, spec, &head, r0, o, l);
+        forward_block(a, spec, &head, qb * QUERY_BLOCK, o, l);
+    };
+    if d == 0 {
+        // No values: only the logsumexp of zero scores.
+        for (bh, lh) in lse.chunks_mut(t).enumerate() {
+            for (qb, l) in lh.chunks_mut(QUERY_BLOCK).enumerate() {
+                item(bh, qb, &mut [], l);
+            }
+        }
+        return;
+    }
+    // Query blocks never straddle two heads: cut each head's rows on its own.
+    let (par, rows) = (parallel(a), t * d);
+    for_pieces(out, rows, lse, t, par, |bh, o, l| {
+        for_pieces(o, QUERY_BLOCK * d, l, QUERY_BLOCK, par, |qb, ob, lb| {
+            item(bh, qb, ob, lb)
+        });
     });
 }
 
@@ -154,64 +197,71 @@ pub(crate) fn attention_backward_into(
     dv: &mut [f32],
 ) {
     let (t, s, d, g) = (a.t, a.s, a.d, a.group());
-    // Σ dout∘out per query row, summed in f64 in increasing order.
-    let delta: Vec<f32> = (0..a.b * a.h * t)
-        .map(|r| {
+    if d == 0 || t == 0 || s == 0 || a.b * a.h == 0 {
+        dk.fill(0.0);
+        dv.fill(0.0);
+        dq.fill(0.0);
+        return;
+    }
+    let par = parallel(a);
+    DELTA.with(|cell| {
+        let mut delta = cell.borrow_mut();
+        // Σ dout∘out per query row, summed in f64 in increasing order.
+        delta.clear();
+        delta.extend((0..a.b * a.h * t).map(|r| {
             let (o, go) = (&out[r * d..(r + 1) * d], &dout[r * d..(r + 1) * d]);
-            o.iter().zip(go).map(|(&x, &y)| x as f64 * y as f64).sum::<f64>() as f32
-        })
-        .collect();
-    let rows_of = |h: usize, r: usize| h * t + r;
-
-    // dq: one item per head and query block.
-    let blocks = t.div_ceil(QUERY_BLOCK);
-    let items: Vec<_> = pieces(dq, a.b * a.h * blocks, |i| {
-        block_rows(i % blocks, QUERY_BLOCK, t) * d
-    })
-    .into_iter()
-    .enumerate()
-    .collect();
-    run_items(items, a, |(i, dqb)| {
-        let (bh, r0) = (i / blocks, (i % blocks) * QUERY_BLOCK);
-        let kvh = (bh / a.h) * a.kv + (bh % a.h) / g;
-        let grads = Grads {
+            o.iter()
+                .zip(go)
+                .map(|(&x, &y)| x as f64 * y as f64)
+                .sum::<f64>() as f32
+        }));
+        let delta = &delta[..];
+        let grads = |bh: usize, kvh: usize| Grads {
             q: &q[bh * t * d..(bh + 1) * t * d],
             k: &k[kvh * s * d..(kvh + 1) * s * d],
             v: &v[kvh * s * d..(kvh + 1) * s * d],
             dout: &dout[bh * t * d..(bh + 1) * t * d],
-            lse: &lse[rows_of(bh, 0)..rows_of(bh + 1, 0)],
-            delta: &delta[rows_of(bh, 0)..rows_of(bh + 1, 0)],
+            lse: &lse[bh * t..(bh + 1) * t],
+            delta: &delta[bh * t..(bh + 1) * t],
         };
-        dq_block(a, spec, &grads, r0, dqb);
-    });
-
-    // dk and dv: one item per key/value head and key tile, summed over the
-    // group's query heads in increasing order.
-    let tiles = s.div_ceil(KEY_BLOCK);
-    let count = a.b * a.kv * tiles;
-    let len = |i: usize| block_rows(i % tiles, KEY_BLOCK, s) * d;
-    let items: Vec<_> = pieces(dk, count, len)
-        .into_iter()
-        .zip(pieces(dv, count, len))
-        .enumerate()
-        .collect();
-    run_items(items, a, |(i, (dkb, dvb))| {
-        let (bk, c0) = (i / tiles, (i % tiles) * KEY_BLOCK);
-        let (bi, kvh) = (bk / a.kv, bk % a.kv);
-        dkb.fill(0.0);
-        dvb.fill(0.0);
-        for hh in 0..g {
-            let bh = bi * a.h + kvh * g + hh;
-            let grads = Grads {
-                q: &q[bh * t * d..(bh + 1) * t * d],
-                k: &k[bk * s * d..(bk + 1) * s * d],
-                v: &v[bk * s * d..(bk + 1) * s * d],
-                dout: &dout[bh * t * d..(bh + 1) * t * d],
-                lse: &lse[rows_of(bh, 0)..rows_of(bh + 1, 0)],
-                delta: &delta[rows_of(bh, 0)..rows_of(bh + 1, 0)],
-            };
-            dkv_tile(a, spec, &grads, c0, dkb, dvb);
+        // dq: one item per head and query block.
+        let dq_item = |bh: usize, r0: usize, dqb: &mut [f32]| {
+            let kvh = (bh / a.h) * a.kv + (bh % a.h) / g;
+            dq_block(a, spec, &grads(bh, kvh), r0, dqb);
+        };
+        if par {
+            dq.par_chunks_mut(t * d).enumerate().for_each(|(bh, dqh)| {
+                dqh.par_chunks_mut(QUERY_BLOCK * d)
+                    .enumerate()
+                    .for_each(|(qb, dqb)| dq_item(bh, qb * QUERY_BLOCK, dqb));
+            });
+        } else {
+            for (bh, dqh) in dq.chunks_mut(t * d).enumerate() {
+                for (qb, dqb) in dqh.chunks_mut(QUERY_BLOCK * d).enumerate() {
+                    dq_item(bh, qb * QUERY_BLOCK, dqb);
+                }
+            }
         }
+        // dk and dv: one item per key/value head and key tile, summed over the
+        // group's query heads in increasing order.
+        for_pieces(dk, s * d, dv, s * d, par, |bk, dkh, dvh| {
+            let (bi, kvh) = (bk / a.kv, bk % a.kv);
+            for_pieces(
+                dkh,
+                KEY_BLOCK * d,
+                dvh,
+                KEY_BLOCK * d,
+                par,
+                |tile, dkb, dvb| {
+                    dkb.fill(0.0);
+                    dvb.fill(0.0);
+                    for hh in 0..g {
+                        let bh = bi * a.h + kvh * g + hh;
+                        dkv_tile(a, spec, &grads(bh, bk), tile * KEY_BLOCK, dkb, dvb);
+                    }
+                },
+            );
+        });
     });
 }
 
@@ -330,7 +380,13 @@ fn axpy(c: f32, x: &[f32], acc: &mut [f32]) {
 
 /// The keys row `r` sees within tile `c0..c1`, relative to `c0` (empty when none).
 #[inline(always)]
-fn seen_in_tile(a: &AttentionDims, spec: &AttentionSpec, r: usize, c0: usize, c1: usize) -> (usize, usize) {
+fn seen_in_tile(
+    a: &AttentionDims,
+    spec: &AttentionSpec,
+    r: usize,
+    c0: usize,
+    c1: usize,
+) -> (usize, usize) {
     let (lo, hi) = a.visible(r, spec);
     let (lo, hi) = (lo.max(c0), hi.min(c1));
     if lo >= hi {
@@ -354,53 +410,54 @@ fn forward_block_body(
         return;
     }
     // Running maximum and denominator per row, starting from the sink.
-    let mut m = vec![head.sink.unwrap_or(f32::NEG_INFINITY); n];
-    let mut l = vec![if head.sink.is_some() { 1.0f64 } else { 0.0 }; n];
+    let mut m = [head.sink.unwrap_or(f32::NEG_INFINITY); QUERY_BLOCK];
+    let mut l = [if head.sink.is_some() { 1.0f64 } else { 0.0 }; QUERY_BLOCK];
     out.fill(0.0);
     let (first, _) = a.visible(r0, spec);
     let (_, end) = a.visible(r0 + n - 1, spec);
-    let mut kt = vec![0.0f32; d * KEY_BLOCK];
-    let mut srow = [0.0f32; KEY_BLOCK];
-    let mut c0 = first;
-    while c0 < end {
-        let c1 = tile_end(c0, end);
-        let w = c1 - c0;
-        transpose_into(&head.k[c0 * d..c1 * d], d, w, &mut kt);
-        for i in 0..n {
-            let r = r0 + i;
-            let (ja, jz) = seen_in_tile(a, spec, r, c0, c1);
-            if ja == jz {
-                continue;
+    with_tiles(d * KEY_BLOCK, |kt| {
+        let mut srow = [0.0f32; KEY_BLOCK];
+        let mut c0 = first;
+        while c0 < end {
+            let c1 = tile_end(c0, end);
+            let w = c1 - c0;
+            transpose_into(&head.k[c0 * d..c1 * d], d, w, kt);
+            for i in 0..n {
+                let r = r0 + i;
+                let (ja, jz) = seen_in_tile(a, spec, r, c0, c1);
+                if ja == jz {
+                    continue;
+                }
+                let s = &mut srow[..w];
+                dots(&head.q[r * d..(r + 1) * d], &kt[..d * w], s);
+                let mut mx = f32::NEG_INFINITY;
+                for x in &mut s[ja..jz] {
+                    *x /= spec.divisor;
+                    mx = mx.max(*x);
+                }
+                let m_new = m[i].max(mx);
+                if m_new == f32::NEG_INFINITY {
+                    continue;
+                }
+                let corr = math::expf(m[i] - m_new);
+                for x in &mut s[ja..jz] {
+                    *x = math::expf(*x - m_new);
+                }
+                let sum: f64 = s[ja..jz].iter().map(|&p| p as f64).sum();
+                l[i] = l[i] * corr as f64 + sum;
+                let o = &mut out[i * d..(i + 1) * d];
+                if corr != 1.0 {
+                    o.iter_mut().for_each(|x| *x *= corr);
+                }
+                for (j, &p) in s[ja..jz].iter().enumerate() {
+                    let c = c0 + ja + j;
+                    axpy(p, &head.v[c * d..(c + 1) * d], o);
+                }
+                m[i] = m_new;
             }
-            let s = &mut srow[..w];
-            dots(&head.q[r * d..(r + 1) * d], &kt[..d * w], s);
-            let mut mx = f32::NEG_INFINITY;
-            for x in &mut s[ja..jz] {
-                *x /= spec.divisor;
-                mx = mx.max(*x);
-            }
-            let m_new = m[i].max(mx);
-            if m_new == f32::NEG_INFINITY {
-                continue;
-            }
-            let corr = math::expf(m[i] - m_new);
-            for x in &mut s[ja..jz] {
-                *x = math::expf(*x - m_new);
-            }
-            let sum: f64 = s[ja..jz].iter().map(|&p| p as f64).sum();
-            l[i] = l[i] * corr as f64 + sum;
-            let o = &mut out[i * d..(i + 1) * d];
-            if corr != 1.0 {
-                o.iter_mut().for_each(|x| *x *= corr);
-            }
-            for (j, &p) in s[ja..jz].iter().enumerate() {
-                let c = c0 + ja + j;
-                axpy(p, &head.v[c * d..(c + 1) * d], o);
-            }
-            m[i] = m_new;
+            c0 = c1;
         }
-        c0 = c1;
-    }
+    });
     for i in 0..n {
         let o = &mut out[i * d..(i + 1) * d];
         if l[i] > 0.0 {
@@ -427,7 +484,13 @@ fn tile_gradients(spec: &AttentionSpec, g: &Grads<'_>, r: usize, s: &mut [f32], 
 }
 
 #[inline(always)]
-fn dq_block_body(a: &AttentionDims, spec: &AttentionSpec, g: &Grads<'_>, r0: usize, dq: &mut [f32]) {
+fn dq_block_body(
+    a: &AttentionDims,
+    spec: &AttentionSpec,
+    g: &Grads<'_>,
+    r0: usize,
+    dq: &mut [f32],
+) {
     let d = a.d;
     let n = if d == 0 { 0 } else { dq.len() / d };
     if n == 0 {
@@ -436,33 +499,34 @@ fn dq_block_body(a: &AttentionDims, spec: &AttentionSpec, g: &Grads<'_>, r0: usi
     dq.fill(0.0);
     let (first, _) = a.visible(r0, spec);
     let (_, end) = a.visible(r0 + n - 1, spec);
-    let mut kt = vec![0.0f32; d * KEY_BLOCK];
-    let mut vt = vec![0.0f32; d * KEY_BLOCK];
-    let (mut srow, mut dprow) = ([0.0f32; KEY_BLOCK], [0.0f32; KEY_BLOCK]);
-    let mut c0 = first;
-    while c0 < end {
-        let c1 = tile_end(c0, end);
-        let w = c1 - c0;
-        transpose_into(&g.k[c0 * d..c1 * d], d, w, &mut kt);
-        transpose_into(&g.v[c0 * d..c1 * d], d, w, &mut vt);
-        for i in 0..n {
-            let r = r0 + i;
-            let (ja, jz) = seen_in_tile(a, spec, r, c0, c1);
-            if ja == jz || g.lse[r] == f32::NEG_INFINITY {
-                continue;
+    with_tiles(2 * d * KEY_BLOCK, |tiles| {
+        let (kt, vt) = tiles.split_at_mut(d * KEY_BLOCK);
+        let (mut srow, mut dprow) = ([0.0f32; KEY_BLOCK], [0.0f32; KEY_BLOCK]);
+        let mut c0 = first;
+        while c0 < end {
+            let c1 = tile_end(c0, end);
+            let w = c1 - c0;
+            transpose_into(&g.k[c0 * d..c1 * d], d, w, kt);
+            transpose_into(&g.v[c0 * d..c1 * d], d, w, vt);
+            for i in 0..n {
+                let r = r0 + i;
+                let (ja, jz) = seen_in_tile(a, spec, r, c0, c1);
+                if ja == jz || g.lse[r] == f32::NEG_INFINITY {
+                    continue;
+                }
+                let (s, dp) = (&mut srow[..w], &mut dprow[..w]);
+                dots(&g.q[r * d..(r + 1) * d], &kt[..d * w], s);
+                dots(&g.dout[r * d..(r + 1) * d], &vt[..d * w], dp);
+                tile_gradients(spec, g, r, &mut s[ja..jz], &mut dp[ja..jz]);
+                let o = &mut dq[i * d..(i + 1) * d];
+                for (j, &ds) in dp[ja..jz].iter().enumerate() {
+                    let c = c0 + ja + j;
+                    axpy(ds, &g.k[c * d..(c + 1) * d], o);
+                }
             }
-            let (s, dp) = (&mut srow[..w], &mut dprow[..w]);
-            dots(&g.q[r * d..(r + 1) * d], &kt[..d * w], s);
-            dots(&g.dout[r * d..(r + 1) * d], &vt[..d * w], dp);
-            tile_gradients(spec, g, r, &mut s[ja..jz], &mut dp[ja..jz]);
-            let o = &mut dq[i * d..(i + 1) * d];
-            for (j, &ds) in dp[ja..jz].iter().enumerate() {
-                let c = c0 + ja + j;
-                axpy(ds, &g.k[c * d..(c + 1) * d], o);
-            }
+            c0 = c1;
         }
-        c0 = c1;
-    }
+    });
 }
 
 #[inline(always)]
@@ -480,24 +544,25 @@ fn dkv_tile_body(
         return;
     }
     let c1 = c0 + w;
-    let mut kt = vec![0.0f32; d * w];
-    let mut vt = vec![0.0f32; d * w];
-    transpose_into(&g.k[c0 * d..c1 * d], d, w, &mut kt);
-    transpose_into(&g.v[c0 * d..c1 * d], d, w, &mut vt);
-    let (mut srow, mut dprow) = ([0.0f32; KEY_BLOCK], [0.0f32; KEY_BLOCK]);
-    for r in 0..a.t {
-        let (ja, jz) = seen_in_tile(a, spec, r, c0, c1);
-        if ja == jz || g.lse[r] == f32::NEG_INFINITY {
-            continue;
+    with_tiles(2 * d * w, |tiles| {
+        let (kt, vt) = tiles.split_at_mut(d * w);
+        transpose_into(&g.k[c0 * d..c1 * d], d, w, kt);
+        transpose_into(&g.v[c0 * d..c1 * d], d, w, vt);
+        let (mut srow, mut dprow) = ([0.0f32; KEY_BLOCK], [0.0f32; KEY_BLOCK]);
+        for r in 0..a.t {
+            let (ja, jz) = seen_in_tile(a, spec, r, c0, c1);
+            if ja == jz || g.lse[r] == f32::NEG_INFINITY {
+                continue;
+            }
+            let (s, dp) = (&mut srow[..w], &mut dprow[..w]);
+            let (qr, gr) = (&g.q[r * d..(r + 1) * d], &g.dout[r * d..(r + 1) * d]);
+            dots(qr, kt, s);
+            dots(gr, vt, dp);
+            tile_gradients(spec, g, r, &mut s[ja..jz], &mut dp[ja..jz]);
+            for j in ja..jz {
+                axpy(s[j], gr, &mut dv[j * d..(j + 1) * d]);
+                axpy(dp[j], qr, &mut dk[j * d..(j + 1) * d]);
+            }
         }
-        let (s, dp) = (&mut srow[..w], &mut dprow[..w]);
-        let (qr, gr) = (&g.q[r * d..(r + 1) * d], &g.dout[r * d..(r + 1) * d]);
-        dots(qr, &kt, s);
-        dots(gr, &vt, dp);
-        tile_gradients(spec, g, r, &mut s[ja..jz], &mut dp[ja..jz]);
-        for j in ja..jz {
-            axpy(s[j], gr, &mut dv[j * d..(j + 1) * d]);
-            axpy(dp[j], qr, &mut dk[j * d..(j + 1) * d]);
-        }
-    }
+    });
 }

@@ -17,12 +17,11 @@
 //! the CPU's is tiled and never holds a `[T, S]` matrix, so memory grows with
 //! T, not T².
 
-use mlpl_devices::{AttentionSpec, BinaryOp, Tensor};
+use mlpl_devices::{AttentionSpec, BinaryOp};
 
 use super::apply::Forward;
 use super::layers::{Attention, Layer};
 use super::rope;
-use crate::autograd::Var;
 use crate::eval::{loss, ops};
 use crate::value::Array;
 use mlpl_diag::Diagnostic;
@@ -67,7 +66,10 @@ pub fn forward(
         None
     };
     let past = f.cache.as_ref().map_or(0, |c| c.len(a.id));
-    ops::check_size("attention", &[b, h, t, past + t], f.span)?;
+    let fused_path = !(f.capture && f.weights.is_none()) && t * (past + t) >= FUSED_MIN_SCORES;
+    // The largest result: the scores, unless the fused kernel never makes them.
+    let largest = if fused_path { hd } else { past + t };
+    ops::check_size("attention", &[b, h, t, largest], f.span)?;
 
     let x2 = ops::reshape(f.it, x, vec![b * t, d], f.span)?;
     let bias = |i: usize| biases.as_ref().map(|bs| bs[i].clone());
@@ -102,7 +104,6 @@ pub fn forward(
     }
     let divisor = (hd as f64).sqrt() as f32;
     let tk = kk.shape()[3];
-    let weights_wanted = f.capture && f.weights.is_none();
     if a.causal && past > 0 && t > 1 {
         return Err(f.wrong_input(layer, "one new position per cached step", x));
     }
@@ -111,7 +112,7 @@ pub fn forward(
     } else {
         None
     };
-    let o = if !weights_wanted && t * tk >= FUSED_MIN_SCORES {
+    let o = if fused_path {
         let spec = AttentionSpec {
             divisor,
             causal: a.causal,
@@ -120,7 +121,7 @@ pub fn forward(
         let q = ops::reshape(f.it, &q, vec![b, h, t, hd], f.span)?;
         let kk = ops::reshape(f.it, &kk, vec![b, kv, tk, hd], f.span)?;
         let v = ops::reshape(f.it, &v, vec![b, kv, tk, hd], f.span)?;
-        fused(f, [&q, &kk, &v], sinks.as_ref(), spec)?
+        ops::attention(f.it, [&q, &kk, &v], sinks.as_ref(), spec, f.span)?
     } else {
         let scores = Scores {
             q: &q,
@@ -214,54 +215,6 @@ fn probabilities_of(
         f.weights = Some(w);
     }
     Ok(probs)
-}
-
-/// The backend's fused [`attention`](mlpl_devices::Backend::attention) of
-/// `[q, k, v]` (`[B, H, T, hd]`, `[B, kv, S, hd]` twice) with the heads' sink
-/// logits `[H]` when given: `[B, H, T, hd]`, recorded as one op when an
-/// operand is on the loss tape.
-fn fused(
-    f: &mut Forward<'_>,
-    [q, k, v]: [&Array; 3],
-    sinks: Option<&Array>,
-    spec: AttentionSpec,
-) -> Result<Array, Diagnostic> {
-    let mut arrays = vec![q, k, v];
-    arrays.extend(sinks);
-    let operands: Vec<(&Array, _)> = arrays.iter().map(|a| (*a, f.span)).collect();
-    let (backend, placement) = ops::placement_for(f.it, "attention", &operands)?;
-    let out = if loss::any_live(f.it, &arrays) {
-        let vars: Vec<(Var, Vec<usize>)> = arrays
-            .iter()
-            .map(|a| (loss::var_of(f.it, a), a.shape().to_vec()))
-            .collect();
-        loss::record(f.it, "attention", f.span, |t| {
-            let mut vs = Vec::with_capacity(vars.len());
-            for (var, shape) in vars {
-                vs.push(if t.shape(var) != shape.as_slice() {
-                    t.reshape(var, shape)?
-                } else {
-                    var
-                });
-            }
-            t.attention(vs[0], vs[1], vs[2], vs.get(3).copied(), spec)
-        })?
-    } else {
-        let err = |e| crate::errors::device_error(e, "attention", f.span);
-        let none = backend.upload(&Tensor::zeros(vec![0])).map_err(err)?;
-        let sinks = sinks.map(|s| s.tensor());
-        let (out, _) = backend
-            .attention(
-                &q.tensor(),
-                &k.tensor(),
-                &v.tensor(),
-                sinks.as_ref().unwrap_or(&none),
-                spec,
-            )
-            .map_err(err)?;
-        Array::from_tensor(out)
-    };
-    Ok(out.with_placement(placement))
 }
 
 /// The softmax over the last axis of `scores / divisor`, the entries above the

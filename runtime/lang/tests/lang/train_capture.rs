@@ -129,6 +129,36 @@ fn a_captured_transformer_trains_bit_for_bit_like_the_interpreter() {
     assert_eq!(modes, vec![(true, None, false)], "the loop is captured");
 }
 
+/// Windows of T = 256: T·S = 65,536 scores per head, where the attention
+/// layers run the fused, tiled `attention` kernels (`FUSED_MIN_SCORES`), here
+/// with grouped-query heads, rotary embeddings, sinks and a sliding window.
+const LONG_ATTENTION_LM: &str = r#"
+text = load_preloaded("tiny_shakespeare_snippet")
+ids = tokenize_bytes(text)
+X = split(shift_pairs_x(ids, 256), 2 / 15, 0)
+Y = split(shift_pairs_y(ids, 256), 2 / 15, 0)
+V = 280
+d = 8
+model = chain(
+  embed(V, d, 0),
+  residual(chain(rms_norm(d), causal_attention(d, 2, 1, 1, rope(4, 10000), 0, 0, 0, 1, 100))),
+  residual(chain(rms_norm(d), causal_attention(d, 2, 2))),
+  linear(d, V, 4),
+)
+reinit(model, "all_layers", 0.05, 5)
+train 4 {
+  adam(cross_entropy(apply(model, X), Y), model, 0.003, 0.9, 0.999, 1e-8)
+}
+[sum(last_losses), step, shape(X)]
+"#;
+
+#[test]
+fn a_captured_long_sequence_model_with_fused_attention_trains_like_the_interpreter() {
+    assert!(256 * 256 >= mlpl_lang::nn::attention::FUSED_MIN_SCORES);
+    let modes = same_both_ways(LONG_ATTENTION_LM);
+    assert_eq!(modes, vec![(true, None, false)], "the loop is captured");
+}
+
 #[test]
 fn other_optimizers_and_plain_parameters_are_captured_exactly() {
     let src = r#"

@@ -155,6 +155,55 @@ pub fn causal_conv(it: &mut Interp, x: &Array, w: &Array, span: Span) -> Result<
     Ok(out.with_placement(placement))
 }
 
+/// The backend's fused [`attention`](mlpl_devices::Backend::attention) of
+/// `[q, k, v]` (`[B, H, T, hd]`, `[B, kv, S, hd]` twice; shapes checked by the
+/// caller) with the heads' sink logits `[H]` when given: `[B, H, T, hd]`,
+/// recorded as one op when an operand is on the loss tape.
+pub fn attention(
+    it: &mut Interp,
+    [q, k, v]: [&Array; 3],
+    sinks: Option<&Array>,
+    spec: mlpl_devices::AttentionSpec,
+    span: Span,
+) -> Result<Array, Diagnostic> {
+    let mut arrays = vec![q, k, v];
+    arrays.extend(sinks);
+    let operands: Vec<(&Array, Span)> = arrays.iter().map(|a| (*a, span)).collect();
+    let (backend, placement) = placement_for(it, "attention", &operands)?;
+    let out = if loss::any_live(it, &arrays) {
+        let vars: Vec<_> = arrays
+            .iter()
+            .map(|a| (loss::var_of(it, a), a.shape().to_vec()))
+            .collect();
+        loss::record(it, "attention", span, |t| {
+            let mut vs = Vec::with_capacity(vars.len());
+            for (var, shape) in vars {
+                vs.push(if t.shape(var) != shape.as_slice() {
+                    t.reshape(var, shape)?
+                } else {
+                    var
+                });
+            }
+            t.attention(vs[0], vs[1], vs[2], vs.get(3).copied(), spec)
+        })?
+    } else {
+        let err = |e| device_error(e, "attention", span);
+        let none = backend.upload(&Tensor::zeros(vec![0])).map_err(err)?;
+        let sinks = sinks.map(|s| s.tensor());
+        let (out, _) = backend
+            .attention(
+                &q.tensor(),
+                &k.tensor(),
+                &v.tensor(),
+                sinks.as_ref().unwrap_or(&none),
+                spec,
+            )
+            .map_err(err)?;
+        Array::from_tensor(out)
+    };
+    Ok(out.with_placement(placement))
+}
+
 /// RMS norm (`layer = false`) or layer norm without affine over the last axis.
 pub fn norm(
     it: &mut Interp,
