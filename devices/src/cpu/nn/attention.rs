@@ -167,7 +167,9 @@ pub(crate) fn attention_into(
             v: &v[kvh * a.s * d..(kvh + 1) * a.s * d],
             sink: a.sinks.then(|| sinks[h]),
         };
-        forward_block(a, spec, &head, qb * QUERY_BLOCK, o, l);
+        with_tiles(2 * d * KEY_BLOCK, |tiles| {
+            forward_block(a, spec, &head, qb * QUERY_BLOCK, o, l, tiles)
+        });
     };
     if d == 0 {
         // No values: only the logsumexp of zero scores.
@@ -227,7 +229,9 @@ pub(crate) fn attention_backward_into(
         // dq: one item per head and query block.
         let dq_item = |bh: usize, r0: usize, dqb: &mut [f32]| {
             let kvh = (bh / a.h) * a.kv + (bh % a.h) / g;
-            dq_block(a, spec, &grads(bh, kvh), r0, dqb);
+            with_tiles(2 * d * KEY_BLOCK, |tiles| {
+                dq_block(a, spec, &grads(bh, kvh), r0, dqb, tiles)
+            });
         };
         if par {
             dq.par_chunks_mut(t * d).enumerate().for_each(|(bh, dqh)| {
@@ -257,7 +261,9 @@ pub(crate) fn attention_backward_into(
                     dvb.fill(0.0);
                     for hh in 0..g {
                         let bh = bi * a.h + kvh * g + hh;
-                        dkv_tile(a, spec, &grads(bh, bk), tile * KEY_BLOCK, dkb, dvb);
+                        with_tiles(2 * d * KEY_BLOCK, |tiles| {
+                            dkv_tile(a, spec, &grads(bh, bk), tile * KEY_BLOCK, dkb, dvb, tiles)
+                        });
                     }
                 },
             );
@@ -326,14 +332,15 @@ isa_dispatched! {
     /// `out` (their rows of `[t, d]`) and `lse`.
     fn forward_block = forward_block_body(
         a: &AttentionDims, spec: &AttentionSpec, head: &Head<'_>, r0: usize,
-        out: &mut [f32], lse: &mut [f32]
+        out: &mut [f32], lse: &mut [f32], tiles: &mut [f32]
     )
 }
 
 isa_dispatched! {
     /// `dq` of query rows `r0..` of one head (their rows of `[t, d]`).
     fn dq_block = dq_block_body(
-        a: &AttentionDims, spec: &AttentionSpec, g: &Grads<'_>, r0: usize, dq: &mut [f32]
+        a: &AttentionDims, spec: &AttentionSpec, g: &Grads<'_>, r0: usize, dq: &mut [f32],
+        tiles: &mut [f32]
     )
 }
 
@@ -342,7 +349,7 @@ isa_dispatched! {
     /// rows of `[s, d]`).
     fn dkv_tile = dkv_tile_body(
         a: &AttentionDims, spec: &AttentionSpec, g: &Grads<'_>, c0: usize,
-        dk: &mut [f32], dv: &mut [f32]
+        dk: &mut [f32], dv: &mut [f32], tiles: &mut [f32]
     )
 }
 
@@ -404,6 +411,7 @@ fn forward_block_body(
     r0: usize,
     out: &mut [f32],
     lse: &mut [f32],
+    tiles: &mut [f32],
 ) {
     let (n, d) = (lse.len(), a.d);
     if n == 0 {
@@ -415,49 +423,48 @@ fn forward_block_body(
     out.fill(0.0);
     let (first, _) = a.visible(r0, spec);
     let (_, end) = a.visible(r0 + n - 1, spec);
-    with_tiles(d * KEY_BLOCK, |kt| {
-        let mut srow = [0.0f32; KEY_BLOCK];
-        let mut c0 = first;
-        while c0 < end {
-            let c1 = tile_end(c0, end);
-            let w = c1 - c0;
-            transpose_into(&head.k[c0 * d..c1 * d], d, w, kt);
-            for i in 0..n {
-                let r = r0 + i;
-                let (ja, jz) = seen_in_tile(a, spec, r, c0, c1);
-                if ja == jz {
-                    continue;
-                }
-                let s = &mut srow[..w];
-                dots(&head.q[r * d..(r + 1) * d], &kt[..d * w], s);
-                let mut mx = f32::NEG_INFINITY;
-                for x in &mut s[ja..jz] {
-                    *x /= spec.divisor;
-                    mx = mx.max(*x);
-                }
-                let m_new = m[i].max(mx);
-                if m_new == f32::NEG_INFINITY {
-                    continue;
-                }
-                let corr = math::expf(m[i] - m_new);
-                for x in &mut s[ja..jz] {
-                    *x = math::expf(*x - m_new);
-                }
-                let sum: f64 = s[ja..jz].iter().map(|&p| p as f64).sum();
-                l[i] = l[i] * corr as f64 + sum;
-                let o = &mut out[i * d..(i + 1) * d];
-                if corr != 1.0 {
-                    o.iter_mut().for_each(|x| *x *= corr);
-                }
-                for (j, &p) in s[ja..jz].iter().enumerate() {
-                    let c = c0 + ja + j;
-                    axpy(p, &head.v[c * d..(c + 1) * d], o);
-                }
-                m[i] = m_new;
+    let kt = &mut tiles[..d * KEY_BLOCK];
+    let mut srow = [0.0f32; KEY_BLOCK];
+    let mut c0 = first;
+    while c0 < end {
+        let c1 = tile_end(c0, end);
+        let w = c1 - c0;
+        transpose_into(&head.k[c0 * d..c1 * d], d, w, kt);
+        for i in 0..n {
+            let r = r0 + i;
+            let (ja, jz) = seen_in_tile(a, spec, r, c0, c1);
+            if ja == jz {
+                continue;
             }
-            c0 = c1;
+            let s = &mut srow[..w];
+            dots(&head.q[r * d..(r + 1) * d], &kt[..d * w], s);
+            let mut mx = f32::NEG_INFINITY;
+            for x in &mut s[ja..jz] {
+                *x /= spec.divisor;
+                mx = mx.max(*x);
+            }
+            let m_new = m[i].max(mx);
+            if m_new == f32::NEG_INFINITY {
+                continue;
+            }
+            let corr = math::expf(m[i] - m_new);
+            for x in &mut s[ja..jz] {
+                *x = math::expf(*x - m_new);
+            }
+            let sum: f64 = s[ja..jz].iter().map(|&p| p as f64).sum();
+            l[i] = l[i] * corr as f64 + sum;
+            let o = &mut out[i * d..(i + 1) * d];
+            if corr != 1.0 {
+                o.iter_mut().for_each(|x| *x *= corr);
+            }
+            for (j, &p) in s[ja..jz].iter().enumerate() {
+                let c = c0 + ja + j;
+                axpy(p, &head.v[c * d..(c + 1) * d], o);
+            }
+            m[i] = m_new;
         }
-    });
+        c0 = c1;
+    }
     for i in 0..n {
         let o = &mut out[i * d..(i + 1) * d];
         if l[i] > 0.0 {
@@ -490,6 +497,7 @@ fn dq_block_body(
     g: &Grads<'_>,
     r0: usize,
     dq: &mut [f32],
+    tiles: &mut [f32],
 ) {
     let d = a.d;
     let n = if d == 0 { 0 } else { dq.len() / d };
@@ -499,34 +507,32 @@ fn dq_block_body(
     dq.fill(0.0);
     let (first, _) = a.visible(r0, spec);
     let (_, end) = a.visible(r0 + n - 1, spec);
-    with_tiles(2 * d * KEY_BLOCK, |tiles| {
-        let (kt, vt) = tiles.split_at_mut(d * KEY_BLOCK);
-        let (mut srow, mut dprow) = ([0.0f32; KEY_BLOCK], [0.0f32; KEY_BLOCK]);
-        let mut c0 = first;
-        while c0 < end {
-            let c1 = tile_end(c0, end);
-            let w = c1 - c0;
-            transpose_into(&g.k[c0 * d..c1 * d], d, w, kt);
-            transpose_into(&g.v[c0 * d..c1 * d], d, w, vt);
-            for i in 0..n {
-                let r = r0 + i;
-                let (ja, jz) = seen_in_tile(a, spec, r, c0, c1);
-                if ja == jz || g.lse[r] == f32::NEG_INFINITY {
-                    continue;
-                }
-                let (s, dp) = (&mut srow[..w], &mut dprow[..w]);
-                dots(&g.q[r * d..(r + 1) * d], &kt[..d * w], s);
-                dots(&g.dout[r * d..(r + 1) * d], &vt[..d * w], dp);
-                tile_gradients(spec, g, r, &mut s[ja..jz], &mut dp[ja..jz]);
-                let o = &mut dq[i * d..(i + 1) * d];
-                for (j, &ds) in dp[ja..jz].iter().enumerate() {
-                    let c = c0 + ja + j;
-                    axpy(ds, &g.k[c * d..(c + 1) * d], o);
-                }
+    let (kt, vt) = tiles[..2 * d * KEY_BLOCK].split_at_mut(d * KEY_BLOCK);
+    let (mut srow, mut dprow) = ([0.0f32; KEY_BLOCK], [0.0f32; KEY_BLOCK]);
+    let mut c0 = first;
+    while c0 < end {
+        let c1 = tile_end(c0, end);
+        let w = c1 - c0;
+        transpose_into(&g.k[c0 * d..c1 * d], d, w, kt);
+        transpose_into(&g.v[c0 * d..c1 * d], d, w, vt);
+        for i in 0..n {
+            let r = r0 + i;
+            let (ja, jz) = seen_in_tile(a, spec, r, c0, c1);
+            if ja == jz || g.lse[r] == f32::NEG_INFINITY {
+                continue;
             }
-            c0 = c1;
+            let (s, dp) = (&mut srow[..w], &mut dprow[..w]);
+            dots(&g.q[r * d..(r + 1) * d], &kt[..d * w], s);
+            dots(&g.dout[r * d..(r + 1) * d], &vt[..d * w], dp);
+            tile_gradients(spec, g, r, &mut s[ja..jz], &mut dp[ja..jz]);
+            let o = &mut dq[i * d..(i + 1) * d];
+            for (j, &ds) in dp[ja..jz].iter().enumerate() {
+                let c = c0 + ja + j;
+                axpy(ds, &g.k[c * d..(c + 1) * d], o);
+            }
         }
-    });
+        c0 = c1;
+    }
 }
 
 #[inline(always)]
@@ -537,6 +543,7 @@ fn dkv_tile_body(
     c0: usize,
     dk: &mut [f32],
     dv: &mut [f32],
+    tiles: &mut [f32],
 ) {
     let d = a.d;
     let w = if d == 0 { 0 } else { dk.len() / d };
@@ -544,25 +551,23 @@ fn dkv_tile_body(
         return;
     }
     let c1 = c0 + w;
-    with_tiles(2 * d * w, |tiles| {
-        let (kt, vt) = tiles.split_at_mut(d * w);
-        transpose_into(&g.k[c0 * d..c1 * d], d, w, kt);
-        transpose_into(&g.v[c0 * d..c1 * d], d, w, vt);
-        let (mut srow, mut dprow) = ([0.0f32; KEY_BLOCK], [0.0f32; KEY_BLOCK]);
-        for r in 0..a.t {
-            let (ja, jz) = seen_in_tile(a, spec, r, c0, c1);
-            if ja == jz || g.lse[r] == f32::NEG_INFINITY {
-                continue;
-            }
-            let (s, dp) = (&mut srow[..w], &mut dprow[..w]);
-            let (qr, gr) = (&g.q[r * d..(r + 1) * d], &g.dout[r * d..(r + 1) * d]);
-            dots(qr, kt, s);
-            dots(gr, vt, dp);
-            tile_gradients(spec, g, r, &mut s[ja..jz], &mut dp[ja..jz]);
-            for j in ja..jz {
-                axpy(s[j], gr, &mut dv[j * d..(j + 1) * d]);
-                axpy(dp[j], qr, &mut dk[j * d..(j + 1) * d]);
-            }
+    let (kt, vt) = tiles[..2 * d * w].split_at_mut(d * w);
+    transpose_into(&g.k[c0 * d..c1 * d], d, w, kt);
+    transpose_into(&g.v[c0 * d..c1 * d], d, w, vt);
+    let (mut srow, mut dprow) = ([0.0f32; KEY_BLOCK], [0.0f32; KEY_BLOCK]);
+    for r in 0..a.t {
+        let (ja, jz) = seen_in_tile(a, spec, r, c0, c1);
+        if ja == jz || g.lse[r] == f32::NEG_INFINITY {
+            continue;
         }
-    });
+        let (s, dp) = (&mut srow[..w], &mut dprow[..w]);
+        let (qr, gr) = (&g.q[r * d..(r + 1) * d], &g.dout[r * d..(r + 1) * d]);
+        dots(qr, kt, s);
+        dots(gr, vt, dp);
+        tile_gradients(spec, g, r, &mut s[ja..jz], &mut dp[ja..jz]);
+        for j in ja..jz {
+            axpy(s[j], gr, &mut dv[j * d..(j + 1) * d]);
+            axpy(dp[j], qr, &mut dk[j * d..(j + 1) * d]);
+        }
+    }
 }

@@ -149,7 +149,7 @@ reinit(model, "all_layers", 0.05, 5)
 train 4 {
   adam(cross_entropy(apply(model, X), Y), model, 0.003, 0.9, 0.999, 1e-8)
 }
-[sum(last_losses), step, shape(X)]
+[sum(last_losses), step]
 "#;
 
 #[test]
