@@ -353,36 +353,72 @@ isa_dispatched! {
     )
 }
 
-/// `kt` ← the keys `rows` (`[w, d]`) transposed to `[d, w]`.
+/// `kt` ← the keys `rows` (`[w, d]`, w ≤ [`KEY_BLOCK`]) transposed to
+/// `[d, KEY_BLOCK]`, the columns from `w` on zero.
 #[inline(always)]
 fn transpose_into(rows: &[f32], d: usize, w: usize, kt: &mut [f32]) {
+    if w < KEY_BLOCK {
+        kt[..d * KEY_BLOCK].fill(0.0);
+    }
     for (j, row) in rows.chunks_exact(d).enumerate().take(w) {
         for (dd, &x) in row.iter().enumerate() {
-            kt[dd * w + j] = x;
+            kt[dd * KEY_BLOCK + j] = x;
         }
     }
 }
 
-/// `s[j] = Σ_dd x[dd]·kt[dd][j]` for the `w = s.len()` keys of a transposed
-/// tile: one FMA chain from +0.0 per key, in increasing `dd`.
+/// `s[j] = Σ_dd x[dd]·kt[dd][j]` for the first `s.len()` keys of a transposed
+/// tile: one FMA chain from +0.0 per key, in increasing `dd` (the whole tile
+/// is computed in registers; the padding columns are dropped).
 #[inline(always)]
 fn dots(x: &[f32], kt: &[f32], s: &mut [f32]) {
-    let w = s.len();
-    s.fill(0.0);
+    let mut acc = [0.0f32; KEY_BLOCK];
     for (dd, &xv) in x.iter().enumerate() {
-        let col = &kt[dd * w..(dd + 1) * w];
-        for (acc, &kv) in s.iter_mut().zip(col) {
-            *acc = fma_f32(xv, kv, *acc);
+        let col: &[f32; KEY_BLOCK] = kt[dd * KEY_BLOCK..(dd + 1) * KEY_BLOCK]
+            .try_into()
+            .expect("a tile column");
+        for (a, &kv) in acc.iter_mut().zip(col) {
+            *a = fma_f32(xv, kv, *a);
         }
+    }
+    let w = s.len();
+    s.copy_from_slice(&acc[..w]);
+}
+
+/// `acc[e] += Σ_j c[j]·rows[j·d + e]` for the `d = acc.len()` elements: one
+/// fused multiply-add per term, `j` increasing, each element kept in a
+/// register over the terms.
+#[inline(always)]
+fn weighted_rows(c: &[f32], rows: &[f32], acc: &mut [f32]) {
+    let d = acc.len();
+    let mut e0 = 0;
+    while e0 + 64 <= d {
+        weighted_chunk::<64>(c, rows, d, e0, acc);
+        e0 += 64;
+    }
+    while e0 + 16 <= d {
+        weighted_chunk::<16>(c, rows, d, e0, acc);
+        e0 += 16;
+    }
+    while e0 < d {
+        weighted_chunk::<1>(c, rows, d, e0, acc);
+        e0 += 1;
     }
 }
 
-/// `acc += c·x`, element by element.
+/// [`weighted_rows`] for elements `e0..e0 + N`.
 #[inline(always)]
-fn axpy(c: f32, x: &[f32], acc: &mut [f32]) {
-    for (a, &xv) in acc.iter_mut().zip(x) {
-        *a = fma_f32(c, xv, *a);
+fn weighted_chunk<const N: usize>(c: &[f32], rows: &[f32], d: usize, e0: usize, acc: &mut [f32]) {
+    let mut r: [f32; N] = acc[e0..e0 + N].try_into().expect("N elements");
+    for (j, &cj) in c.iter().enumerate() {
+        let row: &[f32; N] = rows[j * d + e0..j * d + e0 + N]
+            .try_into()
+            .expect("N elements");
+        for (a, &x) in r.iter_mut().zip(row) {
+            *a = fma_f32(cj, x, *a);
+        }
     }
+    acc[e0..e0 + N].copy_from_slice(&r);
 }
 
 /// The keys row `r` sees within tile `c0..c1`, relative to `c0` (empty when none).
@@ -437,7 +473,7 @@ fn forward_block_body(
                 continue;
             }
             let s = &mut srow[..w];
-            dots(&head.q[r * d..(r + 1) * d], &kt[..d * w], s);
+            dots(&head.q[r * d..(r + 1) * d], kt, s);
             let mut mx = f32::NEG_INFINITY;
             for x in &mut s[ja..jz] {
                 *x /= spec.divisor;
@@ -457,10 +493,8 @@ fn forward_block_body(
             if corr != 1.0 {
                 o.iter_mut().for_each(|x| *x *= corr);
             }
-            for (j, &p) in s[ja..jz].iter().enumerate() {
-                let c = c0 + ja + j;
-                axpy(p, &head.v[c * d..(c + 1) * d], o);
-            }
+            let vs = &head.v[(c0 + ja) * d..(c0 + jz) * d];
+            weighted_rows(&s[ja..jz], vs, o);
             m[i] = m_new;
         }
         c0 = c1;
@@ -522,14 +556,11 @@ fn dq_block_body(
                 continue;
             }
             let (s, dp) = (&mut srow[..w], &mut dprow[..w]);
-            dots(&g.q[r * d..(r + 1) * d], &kt[..d * w], s);
-            dots(&g.dout[r * d..(r + 1) * d], &vt[..d * w], dp);
+            dots(&g.q[r * d..(r + 1) * d], kt, s);
+            dots(&g.dout[r * d..(r + 1) * d], vt, dp);
             tile_gradients(spec, g, r, &mut s[ja..jz], &mut dp[ja..jz]);
-            let o = &mut dq[i * d..(i + 1) * d];
-            for (j, &ds) in dp[ja..jz].iter().enumerate() {
-                let c = c0 + ja + j;
-                axpy(ds, &g.k[c * d..(c + 1) * d], o);
-            }
+            let ks = &g.k[(c0 + ja) * d..(c0 + jz) * d];
+            weighted_rows(&dp[ja..jz], ks, &mut dq[i * d..(i + 1) * d]);
         }
         c0 = c1;
     }
@@ -551,23 +582,56 @@ fn dkv_tile_body(
         return;
     }
     let c1 = c0 + w;
-    let (kt, vt) = tiles[..2 * d * w].split_at_mut(d * w);
+    let (kt, vt) = tiles[..2 * d * KEY_BLOCK].split_at_mut(d * KEY_BLOCK);
     transpose_into(&g.k[c0 * d..c1 * d], d, w, kt);
     transpose_into(&g.v[c0 * d..c1 * d], d, w, vt);
-    let (mut srow, mut dprow) = ([0.0f32; KEY_BLOCK], [0.0f32; KEY_BLOCK]);
-    for r in 0..a.t {
-        let (ja, jz) = seen_in_tile(a, spec, r, c0, c1);
-        if ja == jz || g.lse[r] == f32::NEG_INFINITY {
-            continue;
+    // The probabilities and score gradients of a block of query rows, then
+    // each key's gradient rows summed over the block's rows in order.
+    let mut p = [0.0f32; QUERY_BLOCK * KEY_BLOCK];
+    let mut ds = [0.0f32; QUERY_BLOCK * KEY_BLOCK];
+    let mut seen = [(0usize, 0usize); QUERY_BLOCK];
+    let (mut cp, mut cds) = ([0.0f32; QUERY_BLOCK], [0.0f32; QUERY_BLOCK]);
+    let mut rb = 0;
+    while rb < a.t {
+        let n = QUERY_BLOCK.min(a.t - rb);
+        let mut any = false;
+        for i in 0..n {
+            let r = rb + i;
+            seen[i] = seen_in_tile(a, spec, r, c0, c1);
+            let (ja, jz) = seen[i];
+            if ja == jz || g.lse[r] == f32::NEG_INFINITY {
+                seen[i] = (0, 0);
+                continue;
+            }
+            any = true;
+            let (s, dp) = (
+                &mut p[i * KEY_BLOCK..i * KEY_BLOCK + w],
+                &mut ds[i * KEY_BLOCK..i * KEY_BLOCK + w],
+            );
+            dots(&g.q[r * d..(r + 1) * d], kt, s);
+            dots(&g.dout[r * d..(r + 1) * d], vt, dp);
+            tile_gradients(spec, g, r, &mut s[ja..jz], &mut dp[ja..jz]);
         }
-        let (s, dp) = (&mut srow[..w], &mut dprow[..w]);
-        let (qr, gr) = (&g.q[r * d..(r + 1) * d], &g.dout[r * d..(r + 1) * d]);
-        dots(qr, kt, s);
-        dots(gr, vt, dp);
-        tile_gradients(spec, g, r, &mut s[ja..jz], &mut dp[ja..jz]);
-        for j in ja..jz {
-            axpy(s[j], gr, &mut dv[j * d..(j + 1) * d]);
-            axpy(dp[j], qr, &mut dk[j * d..(j + 1) * d]);
+        if any {
+            for j in 0..w {
+                // The rows of the block that see key j (consecutive ones).
+                let mut m = 0;
+                let mut first = None;
+                for (i, &(ja, jz)) in seen[..n].iter().enumerate() {
+                    if ja <= j && j < jz {
+                        first.get_or_insert(i);
+                        cp[m] = p[i * KEY_BLOCK + j];
+                        cds[m] = ds[i * KEY_BLOCK + j];
+                        m += 1;
+                    }
+                }
+                let Some(i0) = first else { continue };
+                debug_assert!(seen[i0..i0 + m].iter().all(|&(ja, jz)| ja <= j && j < jz));
+                let rows = (rb + i0) * d..(rb + i0 + m) * d;
+                weighted_rows(&cp[..m], &g.dout[rows.clone()], &mut dv[j * d..(j + 1) * d]);
+                weighted_rows(&cds[..m], &g.q[rows], &mut dk[j * d..(j + 1) * d]);
+            }
         }
+        rb += n;
     }
 }
