@@ -80,7 +80,11 @@ impl AttentionDims {
         let has_sinks = match sinks {
             [0] => false,
             [n] if *n == h => true,
-            _ => return Err(format!("attention sinks {sinks:?} are neither [{h}] nor [0]")),
+            _ => {
+                return Err(format!(
+                    "attention sinks {sinks:?} are neither [{h}] nor [0]"
+                ))
+            }
         };
         if spec.positional() && s < t {
             return Err(format!(
@@ -159,13 +163,7 @@ impl AttentionDims {
 const MASKED: f32 = -1e30;
 
 /// The sizes of a call, for the composed default (the caller validated them).
-fn dims(
-    q: &Tensor,
-    k: &Tensor,
-    v: &Tensor,
-    sinks: &Tensor,
-    spec: &AttentionSpec,
-) -> AttentionDims {
+fn dims(q: &Tensor, k: &Tensor, v: &Tensor, sinks: &Tensor, spec: &AttentionSpec) -> AttentionDims {
     AttentionDims::of(q.shape(), k.shape(), v.shape(), sinks.shape(), spec)
         .unwrap_or_else(|e| panic!("attention: {e}"))
 }
@@ -261,7 +259,11 @@ pub(crate) fn composed_attention_backward<B: Backend + ?Sized>(
     let p = be.unary(UnaryOp::Exp, &be.binary(BinaryOp::Sub, &sc.logits, &lse)?)?;
     let dout = dout.reshape(vec![b, kv, g, t, d]);
     let out = out.reshape(vec![b, kv, g, t, d]);
-    let delta = be.reduce(ReduceOp::Sum, &be.binary(BinaryOp::Mul, &dout, &out)?, Some(4))?;
+    let delta = be.reduce(
+        ReduceOp::Sum,
+        &be.binary(BinaryOp::Mul, &dout, &out)?,
+        Some(4),
+    )?;
     let delta = delta.reshape(vec![b, kv, g, t, 1]);
     let dp = be.matmul_t(&dout, &sc.v, false, true)?;
     let ds = be.binary(BinaryOp::Mul, &p, &be.binary(BinaryOp::Sub, &dp, &delta)?)?;

@@ -33,11 +33,11 @@ mod shape;
 mod tensor;
 mod unfused;
 
+pub use attention::{AttentionDims, AttentionSpec};
 pub use backend::{
     AdamConstants, AdamStep, Backend, BinaryOp, Counters, DeviceError, DeviceKind, ReduceOp,
     Result, UnaryOp, CAUSAL_FILL,
 };
-pub use attention::{AttentionDims, AttentionSpec};
 pub use counter_scope::{count_in_scopes, Count, CounterScope, ScopeCounts};
 pub use cpu::{cpu, CpuBackend};
 pub use cuda::CudaUnavailable;

@@ -21,10 +21,10 @@ mod tests;
 pub use gemm::{gemm_blocking, set_gemm_blocking, GemmBlocking};
 pub use isa::{best_isa, force_isa, isa, supported_isas, Isa};
 
+use crate::attention::AttentionSpec;
 use crate::backend::{
     AdamStep, Backend, BinaryOp, Counters, DeviceKind, ReduceOp, Result, UnaryOp,
 };
-use crate::attention::AttentionSpec;
 use crate::tensor::Tensor;
 use rayon::prelude::*;
 use std::sync::atomic::{AtomicU64, Ordering};

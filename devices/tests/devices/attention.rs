@@ -133,7 +133,9 @@ fn plain_causal_attention_equals_the_layers_masked_softmax_path() {
     let case = cases()[1];
     let [q, k, v, sinks, _] = case.operands(5);
     let scores = be.matmul_t(&q, &k, false, true).unwrap();
-    let p = be.masked_softmax(&scores, case.spec().divisor, true).unwrap();
+    let p = be
+        .masked_softmax(&scores, case.spec().divisor, true)
+        .unwrap();
     let want = be.matmul(&p, &v).unwrap();
     let (out, _) = be.attention(&q, &k, &v, &sinks, case.spec()).unwrap();
     close("out", &out, &want, 2e-5);

@@ -23,9 +23,8 @@ impl Rule for AttentionRule {
         let [q, kk, v] = [cx.inputs[0], cx.inputs[1], cx.inputs[2]];
         let mut grads = vec![None; cx.inputs.len()];
         if cx.need[..3].iter().any(|&n| n) {
-            let (dq, dk, dv) = k
-                .0
-                .attention_backward(q, kk, v, cx.out, &self.lse, g, self.spec)?;
+            let (dq, dk, dv) =
+                k.0.attention_backward(q, kk, v, cx.out, &self.lse, g, self.spec)?;
             for ((slot, grad), &need) in grads.iter_mut().zip([dq, dk, dv]).zip(cx.need) {
                 *slot = need.then_some(grad);
             }
@@ -63,13 +62,9 @@ impl Tape {
             Some(s) => self.value(s).clone(),
             None => self.backend().upload(&none)?,
         };
-        let (out, lse) = self.backend().attention(
-            self.value(q),
-            self.value(k),
-            self.value(v),
-            &sink_t,
-            spec,
-        )?;
+        let (out, lse) =
+            self.backend()
+                .attention(self.value(q), self.value(k), self.value(v), &sink_t, spec)?;
         let mut inputs = vec![q, k, v];
         inputs.extend(sinks);
         Ok(self.record(out, &inputs, Box::new(AttentionRule { spec, lse })))

@@ -114,7 +114,14 @@ fn attention_gradients_match_central_differences() {
         case([1, 1, 1, 1, 3, 2], false, None, true),
     ] {
         let inputs: Vec<(Tensor, bool)> = c.inputs().into_iter().map(|x| (x, true)).collect();
-        check_with(&format!("attention {c:?}"), &inputs, &|t, v| c.fused(t, v), 1e-2, 2e-2, 2e-3);
+        check_with(
+            &format!("attention {c:?}"),
+            &inputs,
+            &|t, v| c.fused(t, v),
+            1e-2,
+            2e-2,
+            2e-3,
+        );
     }
 }
 
