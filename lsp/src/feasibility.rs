@@ -410,7 +410,8 @@ fn kind_of(name: &str) -> Option<Kind> {
         .find(|k| k.name() == name)
 }
 
-/// Estimates a training loop on every device (as a captured loop, the default).
+/// Estimates a training loop on every device, captured or interpreted as the
+/// program says it will run ([`TrainLoop::captured`]).
 pub fn estimate(lp: &TrainLoop, devices: &[DeviceProfile]) -> TrainEstimate {
     let mut p = 0.0;
     let mut tr = 0.0;
@@ -425,7 +426,7 @@ pub fn estimate(lp: &TrainLoop, devices: &[DeviceProfile]) -> TrainEstimate {
     let devices = devices
         .iter()
         .map(|d| {
-            let step = estimate_step(&lp.model, &lp.frozen, &lp.step, true, &d.model);
+            let step = estimate_step(&lp.model, &lp.frozen, &lp.step, lp.captured(), &d.model);
             DeviceEstimate {
                 total: steps.map(|n| step.seconds.scale(n)),
                 verdict: Verdict::of(step.memory.total, d.memory_bytes),

@@ -547,6 +547,7 @@ fn run_events(args: &RunArgs, src: SourceFile, device: mlpl_lang::value::DeviceT
         device,
         artifact_dir: Some(svg_dir(args.svg_out.as_deref())),
         capture_steps: !args.no_capture,
+        calibration: Calibration::load_default().map(Arc::new),
         ..SessionOptions::default()
     };
     join_thread_pool();
@@ -1004,7 +1005,8 @@ fn estimate(args: EstimateArgs) -> ExitCode {
         let captured = cost::estimate_step(&lp.model, &lp.frozen, &lp.step, true, &model);
         let eager = cost::estimate_step(&lp.model, &lp.frozen, &lp.step, false, &model);
         let (line, _) = src.line_col(lp.span.start);
-        let m = &captured.memory;
+        let predicted = if lp.captured() { &captured } else { &eager };
+        let m = &predicted.memory;
         let doc = serde_json::json!({
             "line": line,
             "device": kind,
@@ -1014,11 +1016,14 @@ fn estimate(args: EstimateArgs) -> ExitCode {
             "seq": lp.step.seq,
             "batch_known": lp.batch.known(),
             "forwards": lp.step.forwards,
+            "captured": lp.captured(),
+            "not_captured": lp.not_captured,
+            "seconds": [predicted.seconds.lo, predicted.seconds.mid, predicted.seconds.hi],
             "kernels": captured.totals.kernels,
             "gemm_flops": captured.totals.flops,
             "captured_seconds": [captured.seconds.lo, captured.seconds.mid, captured.seconds.hi],
             "interpreted_seconds": [eager.seconds.lo, eager.seconds.mid, eager.seconds.hi],
-            "memory_bytes": m.total,
+            "memory_bytes": captured.memory.total,
             "interpreted_memory_bytes": eager.memory.total,
             "memory": {"weights": m.weights, "grads": m.grads, "optimizer": m.optimizer,
                        "tape": m.tape, "arena": m.arena, "baseline": m.baseline},
@@ -1028,13 +1033,14 @@ fn estimate(args: EstimateArgs) -> ExitCode {
         } else {
             writeln!(
                 out,
-                "train loop at line {line} on {kind}{}: {} kernels per step, {}–{} ms per step captured ({}–{} ms interpreted), peak memory ≈ {} MB{}",
+                "train loop at line {line} on {kind}{}: {} kernels per step, {}–{} ms per step captured ({}–{} ms interpreted{}), peak memory ≈ {} MB{}",
                 if calibrated { "" } else { " (not calibrated: run `mlpl calibrate`)" },
                 captured.totals.kernels,
                 sig(captured.seconds.lo * 1e3),
                 sig(captured.seconds.hi * 1e3),
                 sig(eager.seconds.lo * 1e3),
                 sig(eager.seconds.hi * 1e3),
+                lp.not_captured.map_or(String::new(), |why| format!("; runs interpreted: {why}")),
                 sig(m.total / 1e6),
                 if lp.batch.known() { "" } else { " (batch unknown: shown for one row)" }
             )
