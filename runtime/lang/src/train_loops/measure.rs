@@ -166,10 +166,33 @@ train 120 {
 }
 ";
 
-/// Seconds per replayed step spent in each kernel (by name) and its calls per
-/// step, from a timeline (`mlpl run --timeline`, docs/traces.md): the median
-/// over the steps after the first three of each kernel's per-step sum.
-pub fn kernel_times(trace: &str) -> Result<BTreeMap<String, (f64, f64)>, String> {
+/// What a timeline says about a loop's replayed steps.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KernelTimes {
+    /// Per kernel name: the median over the steps after the first three of
+    /// its per-step seconds, and its calls per step.
+    pub kernels: BTreeMap<String, (f64, f64)>,
+    /// The median step's seconds.
+    pub step: f64,
+}
+
+impl KernelTimes {
+    /// The median step ÷ the sum of the kernels' medians, at least 1: 1 when
+    /// every step takes the same time and runs only kernels; more with time
+    /// between kernels, or when slow calls skew the steps (a loaded machine),
+    /// which the medians of single kernels miss.
+    pub fn skew(&self) -> f64 {
+        let sum: f64 = self.kernels.values().map(|v| v.0).sum();
+        if sum > 0.0 && self.step.is_finite() {
+            (self.step / sum).max(1.0)
+        } else {
+            1.0
+        }
+    }
+}
+
+/// The [`KernelTimes`] of a timeline (`mlpl run --timeline`, docs/traces.md).
+pub fn kernel_times(trace: &str) -> Result<KernelTimes, String> {
     let doc: serde_json::Value = serde_json::from_str(trace).map_err(|e| e.to_string())?;
     let events = doc
         .get("traceEvents")
@@ -196,14 +219,14 @@ pub fn kernel_times(trace: &str) -> Result<BTreeMap<String, (f64, f64)>, String>
     kernels.sort_by(|a, b| a.0.total_cmp(&b.0));
     steps.sort_by(|a, b| a.0.total_cmp(&b.0));
     let mut per: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
-    let mut used = 0;
+    let mut used = Vec::new();
     for &(start, end) in steps.iter().skip(3) {
         let from = kernels.partition_point(|k| k.0 < start);
         let to = kernels.partition_point(|k| k.0 <= end);
         if from == to {
             continue;
         }
-        used += 1;
+        used.push((end - start) * 1e-6);
         let mut step: BTreeMap<&str, (f64, f64)> = BTreeMap::new();
         for k in &kernels[from..to] {
             let e = step.entry(k.2.as_str()).or_default();
@@ -214,28 +237,34 @@ pub fn kernel_times(trace: &str) -> Result<BTreeMap<String, (f64, f64)>, String>
             per.entry(name.to_string()).or_default().push(v);
         }
     }
-    if used == 0 {
+    if used.is_empty() {
         return Err("the timeline has no replayed steps".into());
     }
-    Ok(per
+    let kernels = per
         .into_iter()
         .map(|(name, v)| {
             let secs: Vec<f64> = v.iter().map(|x| x.0).collect();
             let calls = v.iter().map(|x| x.1).fold(0.0, f64::max);
             (name, (Measured::of(&secs).median, calls))
         })
-        .collect())
+        .collect();
+    Ok(KernelTimes {
+        kernels,
+        step: Measured::of(&used).median,
+    })
 }
 
-/// Measured ÷ modelled work seconds of each kernel of `src`'s first loop,
-/// from its timeline's [`kernel_times`] (each call's dispatch taken off) and
-/// `model` without kernel factors.
+/// Measured and modelled work seconds of each kernel of `src`'s first loop:
+/// its timeline's [`kernel_times`] (each call's dispatch taken off, scaled by
+/// the steps' [`KernelTimes::skew`]) and `model`'s without kernel factors.
 pub fn kernel_ratios(
     src: &str,
     trace: &str,
     model: &DeviceModel,
 ) -> Result<BTreeMap<String, (f64, f64)>, String> {
-    let measured = kernel_times(trace)?;
+    let times = kernel_times(trace)?;
+    let skew = times.skew();
+    let measured = times.kernels;
     let est = loop_estimate(src, model, true)?;
     let mut modelled: BTreeMap<&str, f64> = BTreeMap::new();
     for k in &est.kernels {
@@ -246,7 +275,7 @@ pub fn kernel_ratios(
         .into_iter()
         .filter_map(|(name, (secs, calls))| {
             let m = *modelled.get(name.as_str())?;
-            let work = (secs - calls * model.dispatch_s.median).max(0.1 * secs);
+            let work = skew * (secs - calls * model.dispatch_s.median).max(0.1 * secs);
             (m > 0.0).then_some((name, (work, m)))
         })
         .collect())

@@ -364,9 +364,13 @@ fn kernel_times_read_a_timeline() {
     let trace = format!(r#"{{"traceEvents":[{}]}}"#, events.join(","));
     let got = kernel_times(&trace).unwrap();
     // Steps 3, 4, 5: matmul 4, 4, 40 µs (median 4), binary 2 µs.
-    assert_eq!(got.len(), 2);
-    assert!((got["matmul"].0 - 4e-6).abs() < 1e-12 && got["matmul"].1 == 2.0);
-    assert!((got["binary"].0 - 2e-6).abs() < 1e-12 && got["binary"].1 == 1.0);
+    let k = &got.kernels;
+    assert_eq!(k.len(), 2);
+    assert!((k["matmul"].0 - 4e-6).abs() < 1e-12 && k["matmul"].1 == 2.0);
+    assert!((k["binary"].0 - 2e-6).abs() < 1e-12 && k["binary"].1 == 1.0);
+    // Every step lasts 900 µs: 150 times the kernels' 6 µs of medians.
+    assert!((got.step - 900e-6).abs() < 1e-12);
+    assert!((got.skew() - 150.0).abs() < 1e-9);
     assert!(kernel_times(r#"{"traceEvents":[]}"#).is_err());
     assert!(kernel_times("not json").is_err());
 }
