@@ -374,3 +374,25 @@ fn kernel_times_read_a_timeline() {
     assert!(kernel_times(r#"{"traceEvents":[]}"#).is_err());
     assert!(kernel_times("not json").is_err());
 }
+
+#[test]
+fn the_loop_knows_whether_it_will_be_captured() {
+    assert!(first_loop(MLP).captured());
+    // adamw with a max_grad_norm: the clipping scale is made on the host each step.
+    let clipped = "X = randn(1, [8, 4])\ny = argmax(randn(2, [8, 2]), 1)\nm = linear(4, 2, 0)\ntrain 5 {\n  adamw(cross_entropy(apply(m, X), y), m, 0.01, 0.9, 0.95, 1e-8, 0.1, 1.0)\n}\n";
+    let lp = first_loop(clipped);
+    assert!(!lp.captured());
+    assert!(lp.not_captured.unwrap().contains("clipping"));
+    // No clipping (absent, or 0): captured.
+    assert!(first_loop(&clipped.replace(", 0.1, 1.0)", ", 0.1)")).captured());
+    assert!(first_loop(&clipped.replace(", 0.1, 1.0)", ", 0.1, 0)")).captured());
+    // A mixture of experts routes on the host.
+    let moe = "X = randn(1, [8, 16])\ny = argmax(randn(2, [8, 16]), 1)\nm = chain(moe(16, 4, 2, 32, 1))\ntrain 5 {\n  adam(cross_entropy(apply(m, X), y), m, 0.01, 0.9, 0.999, 1e-8)\n}\n";
+    let lp = first_loop(moe);
+    assert!(lp.not_captured.unwrap().contains("mixture of experts"));
+    // The interpreted estimate is the one to show: it costs more per kernel.
+    let m = hand_model();
+    let a = estimate_step(&lp.model, &lp.frozen, &lp.step, true, &m);
+    let b = estimate_step(&lp.model, &lp.frozen, &lp.step, lp.captured(), &m);
+    assert!(b.seconds.mid > a.seconds.mid);
+}
