@@ -90,17 +90,18 @@ fn padded(x: f64, tile: u64) -> f64 {
     (x / t).ceil().max(1.0) * t
 }
 
-/// Seconds of one kernel call, from the model's percentile `pick`. A GEMM
-/// computes whole tiles of the device's micro-kernel ([`DeviceModel::tile`]:
-/// a product with 2 columns costs as many as one with a full tile's), at the
-/// throughput of its padded work; a memory-bound kernel moves its bytes at the
-/// bandwidth for their size and pays for its transcendental evaluations.
+/// Seconds of one kernel call, from the model's percentile `pick`: the
+/// dispatch cost plus [`kernel_work_seconds`] times the kernel's calibrated
+/// factor ([`DeviceModel::kernel_factor`]).
 pub fn kernel_seconds(model: &DeviceModel, k: &Kernel, pick: fn(&Measured) -> f64) -> f64 {
     pick(&model.dispatch_s) + model.kernel_factor(k.name) * kernel_work_seconds(model, k, pick)
 }
 
-/// Seconds of one kernel call's work before its calibrated factor: GEMM or
-/// bytes moved, and transcendental evaluations.
+/// Seconds of one kernel call's work before its calibrated factor. A GEMM
+/// computes whole tiles of the device's micro-kernel ([`DeviceModel::tile`]:
+/// a product with 2 columns costs as many as one with a full tile's), at the
+/// throughput of its padded work; a memory-bound kernel moves its bytes at the
+/// bandwidth for their size; either pays for its transcendental evaluations.
 pub fn kernel_work_seconds(model: &DeviceModel, k: &Kernel, pick: fn(&Measured) -> f64) -> f64 {
     let work = match k.work {
         Work::Gemm {
