@@ -18,5 +18,5 @@ BIN="target/$PROFILE/mlpl"
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 echo "CPU: $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc) threads; build: $PROFILE"
-MLPL_CACHE_DIR="$WORK/cache" "$BIN" calibrate --output "$WORK/calibration.json"
+MLPL_CACHE_DIR="$WORK/cache" "$BIN" calibrate --device cpu --output "$WORK/calibration.json"
 python3 bench/estimates/sweep.py "$BIN" "$WORK/calibration.json" "$WORK/loops" "$@"

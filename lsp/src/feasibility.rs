@@ -399,6 +399,8 @@ pub struct TrainEstimate {
     pub forwards: f64,
     /// The device kind of the loop's `device` block, when it has one.
     pub block_device: Option<Kind>,
+    /// Why the loop will run interpreted every step (`None`: captured).
+    pub not_captured: Option<&'static str>,
     /// Per device.
     pub devices: Vec<DeviceEstimate>,
 }
@@ -410,7 +412,8 @@ fn kind_of(name: &str) -> Option<Kind> {
         .find(|k| k.name() == name)
 }
 
-/// Estimates a training loop on every device (as a captured loop, the default).
+/// Estimates a training loop on every device, captured or interpreted as the
+/// program says it will run ([`TrainLoop::captured`]).
 pub fn estimate(lp: &TrainLoop, devices: &[DeviceProfile]) -> TrainEstimate {
     let mut p = 0.0;
     let mut tr = 0.0;
@@ -425,7 +428,7 @@ pub fn estimate(lp: &TrainLoop, devices: &[DeviceProfile]) -> TrainEstimate {
     let devices = devices
         .iter()
         .map(|d| {
-            let step = estimate_step(&lp.model, &lp.frozen, &lp.step, true, &d.model);
+            let step = estimate_step(&lp.model, &lp.frozen, &lp.step, lp.captured(), &d.model);
             DeviceEstimate {
                 total: steps.map(|n| step.seconds.scale(n)),
                 verdict: Verdict::of(step.memory.total, d.memory_bytes),
@@ -443,6 +446,7 @@ pub fn estimate(lp: &TrainLoop, devices: &[DeviceProfile]) -> TrainEstimate {
         batch_info: lp.batch.clone(),
         forwards: lp.step.forwards,
         block_device: lp.device.as_deref().and_then(kind_of),
+        not_captured: lp.not_captured,
         devices,
     }
 }
@@ -633,8 +637,14 @@ impl TrainEstimate {
                 p.memory_source
             ));
         }
+        let mode = match self.not_captured {
+            None => "as a captured loop".to_string(),
+            Some(why) => {
+                format!("interpreted every step ({why}, so step capture cannot replay it)")
+            }
+        };
         s.push_str(&format!(
-            "- time: the kernels one step runs, from the checker's shapes, each costed by the device's model (dispatch, GEMM throughput by shape, bandwidth), as a captured loop; ranges from the calibration's 10th–90th percentiles; verdict: fits = peak × {FIT_MARGIN} ≤ memory, tight ≤ memory\n"
+            "- time: the kernels one step runs, from the checker's shapes, each costed by the device's model (dispatch, GEMM throughput by shape, bandwidth, transcendental evaluations), {mode}; ranges from the calibration's 10th–90th percentiles; verdict: fits = peak × {FIT_MARGIN} ≤ memory, tight ≤ memory\n"
         ));
         s
     }
@@ -666,6 +676,7 @@ mod tests {
         m.interp_s = mlpl_lang::estimate::calibration::Measured::exact(0.0);
         m.cache_bandwidth_gbs = mlpl_lang::estimate::calibration::Measured::exact(1.0);
         m.bandwidth_gbs = mlpl_lang::estimate::calibration::Measured::exact(1.0);
+        m.transcendental_s = mlpl_lang::estimate::calibration::Measured::exact(0.0);
         for p in &mut m.gemm {
             p.gflops = mlpl_lang::estimate::calibration::Measured::exact(1.0);
         }
@@ -724,6 +735,36 @@ mod tests {
                 seconds_range(&d.total.unwrap())
             )
         );
+    }
+
+    #[test]
+    fn a_loop_that_will_not_be_captured_is_estimated_interpreted() {
+        let mut cal = hand_cache();
+        if let Some(m) = cal.devices[0].model.as_mut() {
+            m.interp_s = mlpl_lang::estimate::calibration::Measured::exact(5e-6);
+        }
+        let plain = &loops_of(MLP, Some(&cal))[0];
+        assert_eq!(plain.not_captured, None);
+        // Gradient clipping (adamw's max_grad_norm) makes the step host-dependent.
+        let clipped = MLP.replace(
+            "adam(cross_entropy(apply(model, X), y), model, 0.001, 0.9, 0.999, 1e-8)",
+            "adamw(cross_entropy(apply(model, X), y), model, 0.001, 0.9, 0.999, 1e-8, 0.01, 1.0)",
+        );
+        let e = &loops_of(&clipped, Some(&cal))[0];
+        assert!(e.not_captured.unwrap().contains("gradient clipping"));
+        let (a, b) = (&plain.devices[0].step, &e.devices[0].step);
+        // Same kernels; each pays the interpreter's 5 µs more.
+        assert_eq!(a.totals.kernels, b.totals.kernels);
+        let extra = b.seconds.mid - a.seconds.mid;
+        assert!(extra >= 5e-6 * a.totals.kernels * 0.999, "{extra}");
+        let hover = e.markdown("this loop", "64 rows");
+        assert!(
+            hover.contains("interpreted every step (gradient clipping"),
+            "{hover}"
+        );
+        // Without clipping (0, or the decay-class string in its place) it is captured.
+        let unclipped = clipped.replace("1e-8, 0.01, 1.0)", "1e-8, 0.01, 0)");
+        assert_eq!(loops_of(&unclipped, Some(&cal))[0].not_captured, None);
     }
 
     #[test]

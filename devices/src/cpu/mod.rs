@@ -18,7 +18,7 @@ mod select;
 #[cfg(test)]
 mod tests;
 
-pub use gemm::{gemm_blocking, set_gemm_blocking, GemmBlocking};
+pub use gemm::{gemm_blocking, gemm_tile, set_gemm_blocking, GemmBlocking};
 pub use isa::{best_isa, force_isa, isa, supported_isas, Isa};
 
 use crate::attention::AttentionSpec;

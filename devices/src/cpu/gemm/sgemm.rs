@@ -93,6 +93,14 @@ fn initial_blocking() -> GemmBlocking {
     })
 }
 
+/// Rows and columns of the tile the micro-kernel of this process's
+/// instruction-set level computes (products are computed in whole tiles, the
+/// edges zero-padded); cost models use it.
+pub fn gemm_tile() -> (usize, usize) {
+    let k = Microkernel::of(isa());
+    (k.mr, k.nr)
+}
+
 /// The blocking products use now (before rounding to the kernel's tiles).
 pub fn gemm_blocking() -> GemmBlocking {
     match (

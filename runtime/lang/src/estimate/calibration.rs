@@ -10,6 +10,7 @@
 
 use mlpl_devices::math;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// A measured quantity: the median of repetitions and the 10th and 90th
@@ -121,6 +122,14 @@ pub struct DeviceModel {
     pub cache_bandwidth_gbs: Measured,
     /// Bandwidth of element-wise kernels on arrays from memory, GB/s.
     pub bandwidth_gbs: Measured,
+    /// Seconds of one evaluation of a transcendental function (`tanh`, `exp`)
+    /// in an element-wise kernel, beyond the bytes it moves.
+    #[serde(default)]
+    pub transcendental_s: Measured,
+    /// Rows and columns of the GEMM micro-kernel's tile: products compute whole
+    /// tiles (`[1, 1]` when unknown).
+    #[serde(default = "unit_tile")]
+    pub tile: [u64; 2],
     /// Resident bytes of a process that has loaded a program and its data,
     /// before training.
     pub baseline_bytes: f64,
@@ -133,9 +142,15 @@ pub struct DeviceModel {
     /// updates; from the parameter-heavy reference loop).
     #[serde(default = "param_default")]
     pub param_factor: f64,
-    /// Measured ÷ modelled work time of the reference loop's step.
+    /// Measured ÷ modelled work time of the reference loop's step: the factor
+    /// of kernels without one of their own in [`DeviceModel::kernel_factors`].
     #[serde(default = "one")]
     pub step_factor: f64,
+    /// Measured ÷ modelled work time of each kernel (by its kernel-table name),
+    /// from the calibration loops' timelines: what the bandwidth and GEMM
+    /// figures miss for a kernel (strided reads, several passes, reductions).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub kernel_factors: BTreeMap<String, f64>,
     /// Learnt from measured runs.
     #[serde(default)]
     pub correction: Correction,
@@ -143,6 +158,10 @@ pub struct DeviceModel {
 
 fn one() -> f64 {
     1.0
+}
+
+fn unit_tile() -> [u64; 2] {
+    [1, 1]
 }
 
 fn param_default() -> f64 {
@@ -155,10 +174,10 @@ impl DeviceModel {
     /// (documented in docs/estimates.md), GEMMs at `gflops` from 256³ up and
     /// falling linearly in size below it.
     pub fn assumed(kind: &str, gflops: f64) -> DeviceModel {
-        let (dispatch, interp, bw, base) = match kind {
-            "cuda" => (8e-6, 60e-6, 900.0, 400e6),
-            "mlx" => (15e-6, 60e-6, 200.0, 300e6),
-            _ => (0.5e-6, 2e-6, 10.0, 25e6),
+        let (dispatch, interp, bw, base, trans) = match kind {
+            "cuda" => (8e-6, 60e-6, 900.0, 400e6, 0.0),
+            "mlx" => (15e-6, 60e-6, 200.0, 300e6, 0.0),
+            _ => (0.5e-6, 2e-6, 10.0, 25e6, 3e-9),
         };
         let pts = [(16u64, 0.01), (64, 0.15), (256, 1.0), (1024, 1.0)];
         DeviceModel {
@@ -175,13 +194,24 @@ impl DeviceModel {
                 .collect(),
             cache_bandwidth_gbs: Measured::exact(4.0 * bw),
             bandwidth_gbs: Measured::exact(bw),
+            transcendental_s: Measured::exact(trans),
+            tile: unit_tile(),
             baseline_bytes: base,
             interp_byte_s: 0.0,
             arena_factor: 2.5,
             param_factor: 2.0,
             step_factor: 1.0,
+            kernel_factors: BTreeMap::new(),
             correction: Correction::default(),
         }
+    }
+
+    /// The factor of kernel `name`'s work time: its own, else the step factor.
+    pub fn kernel_factor(&self, name: &str) -> f64 {
+        self.kernel_factors
+            .get(name)
+            .copied()
+            .unwrap_or(self.step_factor)
     }
 }
 

@@ -84,18 +84,38 @@ pub fn bandwidth_gbs(model: &DeviceModel, bytes: f64, pick: fn(&Measured) -> f64
     }
 }
 
-/// Seconds of one kernel call, from the model's percentile `pick`.
+/// `x` rounded up to a whole number of tiles of `tile` (at least one).
+fn padded(x: f64, tile: u64) -> f64 {
+    let t = tile.max(1) as f64;
+    (x / t).ceil().max(1.0) * t
+}
+
+/// Seconds of one kernel call, from the model's percentile `pick`: the
+/// dispatch cost plus [`kernel_work_seconds`] times the kernel's calibrated
+/// factor ([`DeviceModel::kernel_factor`]).
 pub fn kernel_seconds(model: &DeviceModel, k: &Kernel, pick: fn(&Measured) -> f64) -> f64 {
+    pick(&model.dispatch_s) + model.kernel_factor(k.name) * kernel_work_seconds(model, k, pick)
+}
+
+/// Seconds of one kernel call's work before its calibrated factor. A GEMM
+/// computes whole tiles of the device's micro-kernel ([`DeviceModel::tile`]:
+/// a product with 2 columns costs as many as one with a full tile's), at the
+/// throughput of its padded work; a memory-bound kernel moves its bytes at the
+/// bandwidth for their size; either pays for its transcendental evaluations.
+pub fn kernel_work_seconds(model: &DeviceModel, k: &Kernel, pick: fn(&Measured) -> f64) -> f64 {
     let work = match k.work {
         Work::Gemm {
             batch,
             m,
             k: inner,
             n,
-        } => k.flops() / (gemm_gflops(model, batch, m, inner, n, pick) * 1e9),
+        } => {
+            let (m, n) = (padded(m, model.tile[0]), padded(n, model.tile[1]));
+            2.0 * batch * m * inner * n / (gemm_gflops(model, batch, m, inner, n, pick) * 1e9)
+        }
         Work::Memory { bytes } => bytes / (bandwidth_gbs(model, bytes, pick) * 1e9),
     };
-    pick(&model.dispatch_s) + work
+    work + k.evals * pick(&model.transcendental_s)
 }
 
 /// The estimate of one step.
@@ -162,7 +182,6 @@ pub fn estimate_step(
         for k in &kernels {
             work += kernel_seconds(model, k, pick) - pick(&model.dispatch_s);
         }
-        work *= model.step_factor;
         let mut overhead = t.kernels * pick(&model.dispatch_s);
         if !captured {
             overhead += t.kernels * pick(&model.interp_s) + 4.0 * t.out_elems * model.interp_byte_s;

@@ -43,6 +43,9 @@ pub struct Kernel {
     pub work: Work,
     /// Elements of its outputs (what the step's buffers hold).
     pub out_elems: f64,
+    /// Evaluations of a transcendental function (`exp`, `tanh`, `log`, …),
+    /// which cost more than the bytes they move.
+    pub evals: f64,
 }
 
 impl Kernel {
@@ -53,6 +56,11 @@ impl Kernel {
             Work::Memory { .. } => 0.0,
         }
     }
+
+    /// The kernel with `evals` transcendental evaluations.
+    fn with_evals(self, evals: f64) -> Kernel {
+        Kernel { evals, ..self }
+    }
 }
 
 /// A GEMM kernel `name` of `batch` products `[m, k]·[k, n]`.
@@ -61,6 +69,7 @@ fn gemm(name: &'static str, batch: f64, m: f64, k: f64, n: f64) -> Kernel {
         name,
         work: Work::Gemm { batch, m, k, n },
         out_elems: batch * m * n,
+        evals: 0.0,
     }
 }
 
@@ -70,7 +79,6 @@ fn fused_attention(s: f64) -> bool {
     s * s >= crate::nn::attention::FUSED_MIN_SCORES as f64
 }
 
-/// A memory-bound kernel `name` reading `reads` elements and writing `writes`.
 /// An attention layer's width, heads, key/value heads, head width and inner
 /// (heads × head width) size, as the cost formulas use them.
 fn attention_sizes(a: &Attention) -> (f64, f64, f64, f64, f64) {
@@ -83,6 +91,7 @@ fn attention_sizes(a: &Attention) -> (f64, f64, f64, f64, f64) {
     )
 }
 
+/// A memory-bound kernel `name` reading `reads` elements and writing `writes`.
 fn mem(name: &'static str, reads: f64, writes: f64) -> Kernel {
     Kernel {
         name,
@@ -90,6 +99,7 @@ fn mem(name: &'static str, reads: f64, writes: f64) -> Kernel {
             bytes: 4.0 * (reads + writes),
         },
         out_elems: writes,
+        evals: 0.0,
     }
 }
 
@@ -154,11 +164,10 @@ fn loss_kernels(loss: LossKind, r: f64, width: f64, grad: bool, out: &mut Vec<Ke
     let n = r * width;
     match loss {
         LossKind::CrossEntropy => {
-            out.push(mem(
-                "cross_entropy",
-                n + r,
-                if grad { n + 1.0 } else { 1.0 },
-            ));
+            // An exponential per logit and a logarithm per row.
+            out.push(
+                mem("cross_entropy", n + r, if grad { n + 1.0 } else { 1.0 }).with_evals(n + r),
+            );
             if grad {
                 out.push(mem("upload", 0.0, 1.0));
                 out.push(mem("binary", n, n));
@@ -207,7 +216,7 @@ fn forward(
                 } else {
                     "unary"
                 };
-                out.push(mem(name, r * width, r * width));
+                out.push(mem(name, r * width, r * width).with_evals(forward_evals(*a) * r * width));
             }
             w
         }
@@ -227,7 +236,7 @@ fn forward(
         }
         Layer::RmsNorm(n) => {
             let d = w.unwrap_or(n.dim as f64);
-            out.push(mem("rms_norm", r * d, r * d + r));
+            out.push(mem("rms_norm", r * d, r * d + r).with_evals(r));
             if n.gain.is_some() {
                 out.push(mem("binary", r * d + d, r * d));
             }
@@ -235,7 +244,7 @@ fn forward(
         }
         Layer::LayerNorm(n) => {
             let d = w.unwrap_or(n.d as f64);
-            out.push(mem("layer_norm", r * d, r * d + 2.0 * r));
+            out.push(mem("layer_norm", r * d, r * d + 2.0 * r).with_evals(r));
             out.push(mem("binary", r * d + d, r * d));
             out.push(mem("binary", r * d + d, r * d));
             Some(d)
@@ -280,20 +289,24 @@ fn forward(
                         n: s,
                     },
                     out_elems: r * q + b * h * s,
+                    evals: b * h * s * s,
                 });
             } else {
                 out.push(mem("permute", r * kv * hd, r * kv * hd));
                 out.push(gemm("matmul", b * h, s, hd, s));
                 let scores = b * h * s * s;
-                out.push(mem(
-                    if a.causal {
-                        "masked_softmax"
-                    } else {
-                        "softmax"
-                    },
-                    scores,
-                    scores,
-                ));
+                out.push(
+                    mem(
+                        if a.causal {
+                            "masked_softmax"
+                        } else {
+                            "softmax"
+                        },
+                        scores,
+                        scores,
+                    )
+                    .with_evals(scores),
+                );
                 out.push(gemm("matmul", b * h, s, s, hd));
             }
             out.push(mem("permute", r * q, r * q));
@@ -307,7 +320,7 @@ fn forward(
             let (d, hid) = (sw.d as f64, sw.hidden as f64);
             out.push(gemm("matmul", 1.0, r, d, hid));
             out.push(gemm("matmul", 1.0, r, d, hid));
-            out.push(mem("unary", r * hid, r * hid));
+            out.push(mem("unary", r * hid, r * hid).with_evals(r * hid));
             out.push(mem("binary", 2.0 * r * hid, r * hid));
             out.push(gemm("matmul", 1.0, r, hid, d));
             Some(d)
@@ -316,11 +329,11 @@ fn forward(
             // Every expert runs on every row (moe.rs: one dense batched product).
             let (d, e, hid) = (m.d as f64, m.experts as f64, m.hidden as f64);
             out.push(gemm("matmul", 1.0, r, d, e));
-            out.push(mem("softmax", r * e, r * e));
+            out.push(mem("softmax", r * e, r * e).with_evals(r * e));
             out.push(mem("binary", 2.0 * r * e, r * e));
             out.push(gemm("matmul", e, r, d, hid));
             out.push(gemm("matmul", e, r, d, hid));
-            out.push(mem("unary", e * r * hid, e * r * hid));
+            out.push(mem("unary", e * r * hid, e * r * hid).with_evals(e * r * hid));
             out.push(mem("binary", 2.0 * e * r * hid, e * r * hid));
             out.push(gemm("matmul", e, r, hid, d));
             out.push(mem("binary", 2.0 * e * r * d, e * r * d));
@@ -335,8 +348,9 @@ fn forward(
                     && matches!(**ch, Layer::Activation(a) if a != Activation::Softmax);
                 if fuse {
                     // The linear's bias add and this activation are one `bias_act`.
-                    if let Some(k) = out.last_mut() {
+                    if let (Some(k), Layer::Activation(a)) = (out.last_mut(), &**ch) {
                         k.name = "bias_act";
+                        k.evals = forward_evals(*a) * k.out_elems;
                     }
                 }
                 w = forward(ch, st, w, fuse, out);
@@ -399,8 +413,11 @@ fn backward(
             }
             Some(o)
         }
-        Layer::Activation(_) => {
-            out.push(mem("binary", 2.0 * r * width, r * width));
+        Layer::Activation(a) => {
+            out.push(
+                mem("binary", 2.0 * r * width, r * width)
+                    .with_evals(backward_evals(*a) * r * width),
+            );
             out.push(mem("binary", 2.0 * r * width, r * width));
             w
         }
@@ -483,6 +500,8 @@ fn backward(
                         n: s,
                     },
                     out_elems: r * q + 2.0 * r * kv * hd,
+                    // Probabilities recomputed twice from the logsumexp.
+                    evals: 2.0 * b * h * s * s,
                 });
             } else {
                 for n in [q, kv * hd, kv * hd, kv * hd] {
@@ -553,9 +572,10 @@ fn backward(
                 if fuse {
                     // `bias_act_backward` replaces the activation's backward and
                     // the bias sum of the linear before it.
-                    if let Some(k) = out.last_mut() {
+                    if let (Some(k), Layer::Activation(a)) = (out.last_mut(), &**ch) {
                         let n = k.out_elems * r;
-                        *k = mem("bias_act_backward", 3.0 * n, n + k.out_elems);
+                        *k = mem("bias_act_backward", 3.0 * n, n + k.out_elems)
+                            .with_evals(backward_evals(*a) * n);
                     }
                     // An activation keeps the width.
                 } else {
@@ -581,6 +601,27 @@ fn backward(
             }
             o
         }
+    }
+}
+
+/// Transcendental evaluations per element of an activation's forward pass
+/// (`tanh`, the exponentials of `silu`, `gelu`'s tanh and `softmax`; none for `relu`).
+fn forward_evals(a: Activation) -> f64 {
+    if a == Activation::Relu {
+        0.0
+    } else {
+        1.0
+    }
+}
+
+/// Transcendental evaluations per element of an activation's backward pass:
+/// `gelu` and `silu` evaluate their inner function again; `tanh` and `softmax`
+/// work from the saved output.
+fn backward_evals(a: Activation) -> f64 {
+    if matches!(a, Activation::Gelu | Activation::Silu) {
+        1.0
+    } else {
+        0.0
     }
 }
 

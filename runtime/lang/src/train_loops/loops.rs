@@ -57,6 +57,44 @@ pub struct TrainLoop {
     pub device: Option<String>,
     /// The optimizer.
     pub optimizer: String,
+    /// Why the loop's step will not be captured (it runs interpreted every
+    /// iteration), when the program shows it; `None` when it will be.
+    pub not_captured: Option<&'static str>,
+}
+
+impl TrainLoop {
+    /// Whether its steps will replay from a captured step.
+    pub fn captured(&self) -> bool {
+        self.not_captured.is_none()
+    }
+}
+
+/// Why a loop with optimizer call `args` (of optimizer `name`) training
+/// `model` will not be captured: step capture replays only steps whose every
+/// kernel argument is the same each iteration, and a value made on the host
+/// each step (gradient clipping's scale, a mixture of experts' routing) is not.
+fn not_captured(name: &str, args: &[Expr], model: &Layer) -> Option<&'static str> {
+    let clips = name == "adamw"
+        && args.get(7).is_some_and(|a| {
+            !matches!(a.kind, ExprKind::Number(v) if v == 0.0)
+                && !matches!(a.kind, ExprKind::Str(_))
+        });
+    if clips {
+        return Some("gradient clipping computes its scale on the host each step");
+    }
+    if has_moe(model) {
+        return Some("a mixture of experts routes its rows on the host each step");
+    }
+    None
+}
+
+fn has_moe(l: &Layer) -> bool {
+    match l {
+        Layer::Moe(_) => true,
+        Layer::Chain(ch) => ch.iter().any(|c| has_moe(c)),
+        Layer::Residual(inner) => has_moe(inner),
+        _ => false,
+    }
 }
 
 /// Optimizer state slots per parameter: Adam and AdamW keep two moments,
@@ -94,11 +132,15 @@ pub fn of_optimizer(
     let mut calls = Vec::new();
     let mut loss = LossKind::Other;
     let mut devices = Vec::new();
+    let mut why = None;
     for s in &program.stmts {
         walk::each_stmt_expr(s, &mut |e: &Expr| {
-            if let ExprKind::Call { name, .. } = &e.kind {
+            if let ExprKind::Call { name, args } = &e.kind {
                 if inside(e.span, span) {
                     calls.push(name.name.clone());
+                }
+                if e.span == o.call_span {
+                    why = not_captured(&o.name, args, &m.0);
                 }
                 if name.name == "cross_entropy" && inside(e.span, o.call_span) {
                     loss = LossKind::CrossEntropy;
@@ -133,6 +175,7 @@ pub fn of_optimizer(
         batch: info,
         device,
         optimizer: o.name.clone(),
+        not_captured: why,
     })
 }
 

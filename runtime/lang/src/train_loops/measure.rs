@@ -7,11 +7,12 @@
 //! 90th percentiles. What is stored apart from the timings (shapes, repetition
 //! counts) is fixed.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use mlpl_devices::clock::Instant;
-use mlpl_devices::Tensor;
-use mlpl_devices::{Backend, BinaryOp};
+use mlpl_devices::{math, Tensor};
+use mlpl_devices::{Backend, BinaryOp, UnaryOp};
 
 use super::loops::train_loops;
 use crate::estimate::calibration::{DeviceModel, GemmPoint, Measured};
@@ -101,6 +102,21 @@ pub fn bandwidths(b: &Arc<dyn Backend>) -> Result<(Measured, Measured), String> 
     Ok((out[0], out[1]))
 }
 
+/// Seconds per element of a transcendental function beyond moving its bytes:
+/// `tanh` and `exp` over 2¹⁴ elements (in cache), both functions' timings
+/// pooled, less the bytes at the in-cache bandwidth `cache_gbs`.
+pub fn transcendental_seconds(b: &Arc<dyn Backend>, cache_gbs: f64) -> Result<Measured, String> {
+    let n = 1usize << 14;
+    let x = filled(b, &[n])?;
+    let moved = 8.0 * n as f64 / (cache_gbs.max(1e-3) * 1e9);
+    let mut per = Vec::new();
+    for op in [UnaryOp::Tanh, UnaryOp::Exp] {
+        let secs = time_reps(b, 16, &|| b.unary(op, &x))?;
+        per.extend(secs.iter().map(|t| (t - moved).max(0.0) / n as f64));
+    }
+    Ok(Measured::of(&per))
+}
+
 /// The loop whose kernels time dispatch: a small MLP on 4 rows, where every
 /// kernel's work is negligible. `mlpl calibrate` runs it as `mlpl run` does,
 /// captured and with `--no-capture`.
@@ -139,6 +155,132 @@ train 6 {
 }
 ";
 
+/// The loop whose timeline gives the kernel factors of small element-wise
+/// kernels and skinny products (with [`REFERENCE_LOOP`]'s): an MLP of tanh and
+/// gelu layers on 256 rows.
+pub const KERNEL_LOOP: &str = "X = randn(1, [256, 16])
+y = argmax(randn(2, [256, 4]), 1)
+model = chain(linear(16, 64, 1), tanh_layer(), linear(64, 64, 2), gelu_layer(), linear(64, 4, 3))
+train 120 {
+  adam(cross_entropy(apply(model, X), y), model, 0.001, 0.9, 0.999, 1e-8)
+}
+";
+
+/// What a timeline says about a loop's replayed steps.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KernelTimes {
+    /// Per kernel name: the median over the steps after the first three of
+    /// its per-step seconds, and its calls per step.
+    pub kernels: BTreeMap<String, (f64, f64)>,
+    /// The median step's seconds.
+    pub step: f64,
+}
+
+impl KernelTimes {
+    /// The median step ÷ the sum of the kernels' medians, at least 1: 1 when
+    /// every step takes the same time and runs only kernels; more with time
+    /// between kernels, or when slow calls skew the steps (a loaded machine),
+    /// which the medians of single kernels miss.
+    pub fn skew(&self) -> f64 {
+        let sum: f64 = self.kernels.values().map(|v| v.0).sum();
+        if sum > 0.0 && self.step.is_finite() {
+            (self.step / sum).max(1.0)
+        } else {
+            1.0
+        }
+    }
+}
+
+/// The [`KernelTimes`] of a timeline (`mlpl run --timeline`, docs/traces.md).
+pub fn kernel_times(trace: &str) -> Result<KernelTimes, String> {
+    let doc: serde_json::Value = serde_json::from_str(trace).map_err(|e| e.to_string())?;
+    let events = doc
+        .get("traceEvents")
+        .and_then(|e| e.as_array())
+        .ok_or("the timeline has no traceEvents")?;
+    let field = |e: &serde_json::Value, k: &str| e.get(k).and_then(|v| v.as_f64());
+    let mut steps: Vec<(f64, f64)> = Vec::new();
+    let mut kernels: Vec<(f64, f64, String)> = Vec::new();
+    for e in events {
+        let (Some(ts), Some(dur)) = (field(e, "ts"), field(e, "dur")) else {
+            continue;
+        };
+        match e.get("cat").and_then(|c| c.as_str()) {
+            Some("train_step") => steps.push((ts, ts + dur)),
+            Some("kernel")
+                if e.pointer("/args/replayed") == Some(&serde_json::Value::Bool(true)) =>
+            {
+                let name = e.get("name").and_then(|n| n.as_str()).unwrap_or("");
+                kernels.push((ts, dur * 1e-6, name.to_string()));
+            }
+            _ => {}
+        }
+    }
+    kernels.sort_by(|a, b| a.0.total_cmp(&b.0));
+    steps.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut per: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
+    let mut used = Vec::new();
+    for &(start, end) in steps.iter().skip(3) {
+        let from = kernels.partition_point(|k| k.0 < start);
+        let to = kernels.partition_point(|k| k.0 <= end);
+        if from == to {
+            continue;
+        }
+        used.push((end - start) * 1e-6);
+        let mut step: BTreeMap<&str, (f64, f64)> = BTreeMap::new();
+        for k in &kernels[from..to] {
+            let e = step.entry(k.2.as_str()).or_default();
+            e.0 += k.1;
+            e.1 += 1.0;
+        }
+        for (name, v) in step {
+            per.entry(name.to_string()).or_default().push(v);
+        }
+    }
+    if used.is_empty() {
+        return Err("the timeline has no replayed steps".into());
+    }
+    let kernels = per
+        .into_iter()
+        .map(|(name, v)| {
+            let secs: Vec<f64> = v.iter().map(|x| x.0).collect();
+            let calls = v.iter().map(|x| x.1).fold(0.0, f64::max);
+            (name, (Measured::of(&secs).median, calls))
+        })
+        .collect();
+    Ok(KernelTimes {
+        kernels,
+        step: Measured::of(&used).median,
+    })
+}
+
+/// Measured and modelled work seconds of each kernel of `src`'s first loop:
+/// its timeline's [`kernel_times`] (each call's dispatch taken off, scaled by
+/// the steps' [`KernelTimes::skew`]) and `model`'s without kernel factors.
+pub fn kernel_ratios(
+    src: &str,
+    trace: &str,
+    model: &DeviceModel,
+) -> Result<BTreeMap<String, (f64, f64)>, String> {
+    let times = kernel_times(trace)?;
+    let skew = times.skew();
+    let measured = times.kernels;
+    let est = loop_estimate(src, model, true)?;
+    let mut modelled: BTreeMap<&str, f64> = BTreeMap::new();
+    for k in &est.kernels {
+        *modelled.entry(k.name).or_default() +=
+            crate::step_cost::cost::kernel_work_seconds(model, k, |m| m.median);
+    }
+    Ok(measured
+        .into_iter()
+        .filter_map(|(name, (secs, calls))| {
+            let m = *modelled.get(name.as_str())?;
+            let work = skew * (secs - calls * model.dispatch_s.median).max(0.1 * secs);
+            (m > 0.0).then_some((name, (work, m)))
+        })
+        .collect())
+}
+
 /// The step estimate of the first `train` loop of `src` on `model`.
 pub fn loop_estimate(
     src: &str,
@@ -167,16 +309,33 @@ pub fn peak_resident_bytes() -> Option<f64> {
     Some(kb * 1024.0)
 }
 
-/// Runs the suite on a device (`backend` is its backend). `run_loop(src,
-/// captured)` runs a calibration loop as the programs to estimate will run
-/// (`mlpl run` in a child process) and reports a [`LoopRun`].
+/// The GEMM tile of device kind `kind`: the CPU micro-kernel's, `[1, 1]`
+/// (no padding modelled) elsewhere.
+pub fn gemm_tile(kind: &str) -> [u64; 2] {
+    if kind == "cpu" {
+        let (mr, nr) = mlpl_devices::cpu::gemm_tile();
+        [mr as u64, nr as u64]
+    } else {
+        [1, 1]
+    }
+}
+
+/// Runs the suite on a device of kind `kind` (`backend` is its backend).
+/// `run_loop(src, captured)` runs a calibration loop as the programs to
+/// estimate will run (`mlpl run` in a child process) and reports a [`LoopRun`];
+/// `trace_loop(src)` runs one captured with a timeline and returns its text.
 pub fn calibrate(
+    kind: &str,
     backend: Arc<dyn Backend>,
     run_loop: &dyn Fn(&str, bool) -> Result<LoopRun, String>,
+    trace_loop: &dyn Fn(&str) -> Result<String, String>,
 ) -> Result<DeviceModel, String> {
     let gemm = gemm_points(&backend)?;
     let (cache_bandwidth_gbs, bandwidth_gbs) = bandwidths(&backend)?;
+    let transcendental_s = transcendental_seconds(&backend, cache_bandwidth_gbs.median)?;
     let mut model = DeviceModel {
+        transcendental_s,
+        tile: gemm_tile(kind),
         dispatch_s: Measured::exact(0.0),
         interp_s: Measured::exact(0.0),
         interp_byte_s: 0.0,
@@ -187,6 +346,7 @@ pub fn calibrate(
         arena_factor: 1.0,
         param_factor: 0.0,
         step_factor: 1.0,
+        kernel_factors: BTreeMap::new(),
         correction: Default::default(),
     };
     // Dispatch and interpretation per kernel, and the baseline, from a loop of
@@ -205,14 +365,30 @@ pub fn calibrate(
     };
     let tiny = loop_estimate(DISPATCH_LOOP, &model, true)?;
     model.baseline_bytes = (base_c - (tiny.memory.total - tiny.memory.baseline)).max(0.0);
-    // The reference loop scales work time and step buffers.
-    let (steps, peak) = run_loop(REFERENCE_LOOP, true)?;
-    let est = loop_estimate(REFERENCE_LOOP, &model, true)?;
-    let measured = Measured::of(&steps).median;
-    if measured.is_finite() && est.seconds.mid > 0.0 {
-        let work = (measured - est.overhead_seconds).max(0.25 * measured);
-        model.step_factor = (work / est.work_seconds.max(1e-12)).clamp(0.2, 5.0);
+    // Each kernel's factor from the timelines of two loops (the geometric
+    // mean of their ratios where both run it); the reference loop's overall
+    // ratio is the factor of kernels neither runs.
+    let mut ratios: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for src in [REFERENCE_LOOP, KERNEL_LOOP] {
+        let r = kernel_ratios(src, &trace_loop(src)?, &model)?;
+        if src == REFERENCE_LOOP {
+            let (w, m) = r.values().fold((0.0, 0.0), |a, v| (a.0 + v.0, a.1 + v.1));
+            if m > 0.0 {
+                model.step_factor = (w / m).clamp(0.2, 5.0);
+            }
+        }
+        for (name, (w, m)) in r {
+            ratios.entry(name).or_default().push(math::log(w / m));
+        }
     }
+    model.kernel_factors = ratios
+        .into_iter()
+        .map(|(name, logs)| {
+            let mean = logs.iter().sum::<f64>() / logs.len() as f64;
+            (name, math::exp(mean).clamp(0.1, 50.0))
+        })
+        .collect();
+    let (_, peak) = run_loop(REFERENCE_LOOP, true)?;
     // Memory: the two reference loops give the factors of activation outputs
     // and of parameter-sized tensors (two equations, two unknowns).
     let (_, peak_p) = run_loop(PARAM_LOOP, true)?;

@@ -154,6 +154,7 @@ fn hand_model() -> DeviceModel {
     m.interp_s = Measured::exact(3e-6);
     m.cache_bandwidth_gbs = Measured::exact(5.0);
     m.bandwidth_gbs = Measured::exact(5.0);
+    m.transcendental_s = Measured::exact(0.0);
     for p in &mut m.gemm {
         p.gflops = Measured::exact(10.0);
     }
@@ -241,4 +242,157 @@ fn the_cache_round_trips_and_reads_version_1() {
     assert!(Calibration::parse("not json").is_none());
     let m = Measured::of(&[5.0, 1.0, 3.0, 2.0, 4.0]);
     assert_eq!((m.lo, m.median, m.hi), (1.0, 3.0, 5.0));
+}
+
+/// A tanh MLP on 200 rows with two output classes (the shapes of the small examples).
+const TANH_MLP: &str = "X = randn(1, [200, 2])
+y = argmax(randn(2, [200, 2]), 1)
+model = chain(linear(2, 16, 1), tanh_layer(), linear(16, 2, 2))
+train 3 {
+  adam(cross_entropy(apply(model, X), y), model, 0.01, 0.9, 0.999, 1e-8)
+}
+";
+
+#[test]
+fn transcendental_kernels_count_their_evaluations() {
+    let lp = first_loop(TANH_MLP);
+    let ks = step_kernels(&lp.model, &lp.step, &trainable(&lp));
+    let evals = |name: &str| -> Vec<f64> {
+        ks.iter()
+            .filter(|k| k.name == name)
+            .map(|k| k.evals)
+            .collect()
+    };
+    // The tanh fused into the first linear's bias: one per element of [200, 16].
+    assert_eq!(evals("bias_act"), vec![200.0 * 16.0]);
+    // Cross-entropy: an exponential per logit and a logarithm per row.
+    assert_eq!(evals("cross_entropy"), vec![200.0 * 2.0 + 200.0]);
+    // The tanh backward works from the saved output; matmuls and the update none.
+    assert_eq!(evals("bias_act_backward"), vec![0.0]);
+    assert!(ks
+        .iter()
+        .filter(|k| k.name.starts_with("matmul") || k.name == "adam_update")
+        .all(|k| k.evals == 0.0));
+    // A relu network evaluates nothing.
+    let relu = first_loop(&TANH_MLP.replace("tanh_layer", "relu_layer"));
+    let ks = step_kernels(&relu.model, &relu.step, &trainable(&relu));
+    assert_eq!(
+        ks.iter()
+            .filter(|k| k.name == "bias_act")
+            .map(|k| k.evals)
+            .sum::<f64>(),
+        0.0
+    );
+    // Each evaluation costs the calibrated seconds.
+    let mut m = hand_model();
+    let s0 = estimate_step(&lp.model, &lp.frozen, &lp.step, true, &m);
+    m.transcendental_s = Measured::exact(1e-9);
+    let s1 = estimate_step(&lp.model, &lp.frozen, &lp.step, true, &m);
+    let all: f64 = s1.kernels.iter().map(|k| k.evals).sum();
+    assert!(all >= 3800.0);
+    assert!((s1.seconds.mid - s0.seconds.mid - all * 1e-9).abs() < 1e-15);
+}
+
+#[test]
+fn products_cost_whole_tiles_and_kernels_their_factors() {
+    use mlpl_lang::step_cost::cost::kernel_seconds;
+    use mlpl_lang::step_cost::kernels::{Kernel, Work};
+    let gemm = |m: f64, k: f64, n: f64| Kernel {
+        name: "matmul",
+        work: Work::Gemm {
+            batch: 1.0,
+            m,
+            k,
+            n,
+        },
+        out_elems: m * n,
+        evals: 0.0,
+    };
+    let mut model = hand_model();
+    model.tile = [12, 32];
+    let pick = |x: &Measured| x.median;
+    let d = 2e-6;
+    // Every GEMM at 10 GFLOP/s: [200, 16]·[16, 2] computes [204, 16]·[16, 32].
+    let t = kernel_seconds(&model, &gemm(200.0, 16.0, 2.0), pick);
+    assert!(
+        (t - d - 2.0 * 204.0 * 16.0 * 32.0 / 10e9).abs() < 1e-15,
+        "{t}"
+    );
+    // Whole tiles cost what they did.
+    let t = kernel_seconds(&model, &gemm(24.0, 16.0, 64.0), pick);
+    assert!((t - d - 2.0 * 24.0 * 16.0 * 64.0 / 10e9).abs() < 1e-15);
+    // A kernel's calibrated factor scales its work (not its dispatch); kernels
+    // without one take the step factor.
+    let base = kernel_seconds(&model, &gemm(24.0, 16.0, 64.0), pick) - d;
+    model.kernel_factors.insert("matmul".into(), 3.0);
+    model.step_factor = 5.0;
+    let t = kernel_seconds(&model, &gemm(24.0, 16.0, 64.0), pick);
+    assert!((t - d - 3.0 * base).abs() < 1e-15);
+    let mut other = gemm(24.0, 16.0, 64.0);
+    other.name = "matmul_t";
+    let t = kernel_seconds(&model, &other, pick);
+    assert!((t - d - 5.0 * base).abs() < 1e-15);
+}
+
+#[test]
+fn kernel_times_read_a_timeline() {
+    use mlpl_lang::train_loops::measure::kernel_times;
+    // Six steps of two kernels each: `matmul` twice per step (3 + 1 µs, the
+    // last step 40 µs), `binary` once (2 µs); the first three steps are skipped.
+    let mut events = Vec::new();
+    for s in 0..6 {
+        let t0 = 1000.0 * s as f64;
+        events.push(format!(
+            r#"{{"cat":"train_step","ph":"X","name":"step","ts":{t0},"dur":900}}"#
+        ));
+        let mm = if s == 5 { 39.0 } else { 3.0 };
+        for (i, (name, dur)) in [("matmul", mm), ("matmul", 1.0), ("binary", 2.0)]
+            .iter()
+            .enumerate()
+        {
+            events.push(format!(
+                r#"{{"cat":"kernel","ph":"X","name":"{name}","ts":{},"dur":{dur},"args":{{"replayed":true}}}}"#,
+                t0 + 10.0 + 100.0 * i as f64
+            ));
+        }
+        // An interpreted kernel outside the replay is not counted.
+        events.push(format!(
+            r#"{{"cat":"kernel","ph":"X","name":"binary","ts":{},"dur":50,"args":{{"replayed":false}}}}"#,
+            t0 + 500.0
+        ));
+    }
+    let trace = format!(r#"{{"traceEvents":[{}]}}"#, events.join(","));
+    let got = kernel_times(&trace).unwrap();
+    // Steps 3, 4, 5: matmul 4, 4, 40 µs (median 4), binary 2 µs.
+    let k = &got.kernels;
+    assert_eq!(k.len(), 2);
+    assert!((k["matmul"].0 - 4e-6).abs() < 1e-12 && k["matmul"].1 == 2.0);
+    assert!((k["binary"].0 - 2e-6).abs() < 1e-12 && k["binary"].1 == 1.0);
+    // Every step lasts 900 µs: 150 times the kernels' 6 µs of medians.
+    assert!((got.step - 900e-6).abs() < 1e-12);
+    assert!((got.skew() - 150.0).abs() < 1e-9);
+    assert!(kernel_times(r#"{"traceEvents":[]}"#).is_err());
+    assert!(kernel_times("not json").is_err());
+}
+
+#[test]
+fn the_loop_knows_whether_it_will_be_captured() {
+    assert!(first_loop(MLP).captured());
+    // adamw with a max_grad_norm: the clipping scale is made on the host each step.
+    let clipped = "X = randn(1, [8, 4])\ny = argmax(randn(2, [8, 2]), 1)\nm = linear(4, 2, 0)\ntrain 5 {\n  adamw(cross_entropy(apply(m, X), y), m, 0.01, 0.9, 0.95, 1e-8, 0.1, 1.0)\n}\n";
+    let lp = first_loop(clipped);
+    assert!(!lp.captured());
+    assert!(lp.not_captured.unwrap().contains("clipping"));
+    // No clipping (absent, or 0): captured.
+    assert!(first_loop(&clipped.replace(", 0.1, 1.0)", ", 0.1)")).captured());
+    assert!(first_loop(&clipped.replace(", 0.1, 1.0)", ", 0.1, 0)")).captured());
+    // A mixture of experts routes on the host.
+    let moe = "X = randn(1, [8, 16])\ny = argmax(randn(2, [8, 16]), 1)\nm = chain(moe(16, 4, 2, 32, 1))\ntrain 5 {\n  adam(cross_entropy(apply(m, X), y), m, 0.01, 0.9, 0.999, 1e-8)\n}\n";
+    let lp = first_loop(moe);
+    assert!(lp.not_captured.unwrap().contains("mixture of experts"));
+    // The interpreted estimate is the one to show: it costs more per kernel.
+    let m = hand_model();
+    let a = estimate_step(&lp.model, &lp.frozen, &lp.step, true, &m);
+    let b = estimate_step(&lp.model, &lp.frozen, &lp.step, lp.captured(), &m);
+    assert!(b.seconds.mid > a.seconds.mid);
 }

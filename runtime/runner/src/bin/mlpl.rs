@@ -84,6 +84,9 @@ struct CalibrateArgs {
     /// Write the cache here instead of the default location.
     #[arg(long, value_name = "FILE")]
     output: Option<PathBuf>,
+    /// Measure only this device (cpu, cuda or mlx; repeatable); default: every available one.
+    #[arg(long, value_name = "DEVICE")]
+    device: Vec<String>,
 }
 
 #[derive(clap::Args)]
@@ -544,6 +547,7 @@ fn run_events(args: &RunArgs, src: SourceFile, device: mlpl_lang::value::DeviceT
         device,
         artifact_dir: Some(svg_dir(args.svg_out.as_deref())),
         capture_steps: !args.no_capture,
+        calibration: Calibration::load_default().map(Arc::new),
         ..SessionOptions::default()
     };
     join_thread_pool();
@@ -811,6 +815,9 @@ fn calibrate(args: CalibrateArgs) -> ExitCode {
     let probe = Interp::new(Workspace::new());
     join_thread_pool();
     for name in ["cpu", "cuda", "mlx"] {
+        if !args.device.is_empty() && !args.device.iter().any(|d| d == name) {
+            continue;
+        }
         let target = DeviceTarget::parse(name).expect("a known device target");
         if let Err(why) = probe.devices.availability(target) {
             println!("{name}: not available ({})", why.reason());
@@ -818,7 +825,8 @@ fn calibrate(args: CalibrateArgs) -> ExitCode {
         }
         let started = std::time::Instant::now();
         let run_loop = |src: &str, captured: bool| calibration_loop(name, src, captured);
-        match measure::calibrate(probe.devices.backend(target), &run_loop) {
+        let trace_loop = |src: &str| calibration_trace(name, src);
+        match measure::calibrate(name, probe.devices.backend(target), &run_loop, &trace_loop) {
             Ok(mut model) => {
                 let entry = cache.entry_mut(name);
                 if let Some(old) = &entry.model {
@@ -831,7 +839,7 @@ fn calibrate(args: CalibrateArgs) -> ExitCode {
                     .fold(0.0, f64::max);
                 let largest = model.gemm.last().map(|p| p.gflops.median).unwrap_or(best);
                 println!(
-                    "{name}: GEMM {} GFLOP/s at {}³ (best {}), {} µs per kernel replayed, {} µs more interpreted, {} GB/s ({} in cache), baseline {} MB, step factor {}, step buffers ×{} of activations and ×{} of parameters ({:.1} s)",
+                    "{name}: GEMM {} GFLOP/s at {}³ (best {}), {} µs per kernel replayed, {} µs more interpreted, {} GB/s ({} in cache), {} ns per transcendental, GEMM tile {}×{}, baseline {} MB, step factor {}, step buffers ×{} of activations and ×{} of parameters ({:.1} s)",
                     sig(largest),
                     model.gemm.last().map_or(0, |p| p.m),
                     sig(best),
@@ -839,6 +847,9 @@ fn calibrate(args: CalibrateArgs) -> ExitCode {
                     sig(model.interp_s.median * 1e6),
                     sig(model.bandwidth_gbs.median),
                     sig(model.cache_bandwidth_gbs.median),
+                    sig(model.transcendental_s.median * 1e9),
+                    model.tile[0],
+                    model.tile[1],
                     sig(model.baseline_bytes / 1e6),
                     sig(model.step_factor),
                     sig(model.arena_factor),
@@ -900,6 +911,33 @@ fn calibration_loop(device: &str, src: &str, captured: bool) -> Result<measure::
     })();
     let _ = std::fs::remove_dir_all(&dir);
     result.map(|()| (samples, if peak.is_finite() { peak } else { 0.0 }))
+}
+
+/// Runs a calibration loop captured with this binary and `--timeline` (a child
+/// process) and returns the timeline's text.
+fn calibration_trace(device: &str, src: &str) -> Result<String, String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let dir = std::env::temp_dir().join(format!("mlpl-calibrate-trace-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let (file, trace) = (dir.join("loop.mlpl"), dir.join("trace.json"));
+    let result = (|| {
+        std::fs::write(&file, src).map_err(|e| e.to_string())?;
+        let out = std::process::Command::new(&exe)
+            .args(["run", "--device", device, "--timeline"])
+            .arg(&trace)
+            .arg(&file)
+            .output()
+            .map_err(|e| e.to_string())?;
+        if !out.status.success() {
+            return Err(format!(
+                "the timeline run failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        std::fs::read_to_string(&trace).map_err(|e| e.to_string())
+    })();
+    let _ = std::fs::remove_dir_all(&dir);
+    result
 }
 
 /// What `calibration_loop` reads from `--profile`'s report of one loop.
@@ -967,7 +1005,8 @@ fn estimate(args: EstimateArgs) -> ExitCode {
         let captured = cost::estimate_step(&lp.model, &lp.frozen, &lp.step, true, &model);
         let eager = cost::estimate_step(&lp.model, &lp.frozen, &lp.step, false, &model);
         let (line, _) = src.line_col(lp.span.start);
-        let m = &captured.memory;
+        let predicted = if lp.captured() { &captured } else { &eager };
+        let m = &predicted.memory;
         let doc = serde_json::json!({
             "line": line,
             "device": kind,
@@ -977,11 +1016,14 @@ fn estimate(args: EstimateArgs) -> ExitCode {
             "seq": lp.step.seq,
             "batch_known": lp.batch.known(),
             "forwards": lp.step.forwards,
+            "captured": lp.captured(),
+            "not_captured": lp.not_captured,
+            "seconds": [predicted.seconds.lo, predicted.seconds.mid, predicted.seconds.hi],
             "kernels": captured.totals.kernels,
             "gemm_flops": captured.totals.flops,
             "captured_seconds": [captured.seconds.lo, captured.seconds.mid, captured.seconds.hi],
             "interpreted_seconds": [eager.seconds.lo, eager.seconds.mid, eager.seconds.hi],
-            "memory_bytes": m.total,
+            "memory_bytes": captured.memory.total,
             "interpreted_memory_bytes": eager.memory.total,
             "memory": {"weights": m.weights, "grads": m.grads, "optimizer": m.optimizer,
                        "tape": m.tape, "arena": m.arena, "baseline": m.baseline},
@@ -991,13 +1033,14 @@ fn estimate(args: EstimateArgs) -> ExitCode {
         } else {
             writeln!(
                 out,
-                "train loop at line {line} on {kind}{}: {} kernels per step, {}–{} ms per step captured ({}–{} ms interpreted), peak memory ≈ {} MB{}",
+                "train loop at line {line} on {kind}{}: {} kernels per step, {}–{} ms per step captured ({}–{} ms interpreted{}), peak memory ≈ {} MB{}",
                 if calibrated { "" } else { " (not calibrated: run `mlpl calibrate`)" },
                 captured.totals.kernels,
                 sig(captured.seconds.lo * 1e3),
                 sig(captured.seconds.hi * 1e3),
                 sig(eager.seconds.lo * 1e3),
                 sig(eager.seconds.hi * 1e3),
+                lp.not_captured.map_or(String::new(), |why| format!("; runs interpreted: {why}")),
                 sig(m.total / 1e6),
                 if lp.batch.known() { "" } else { " (batch unknown: shown for one row)" }
             )

@@ -225,6 +225,10 @@ impl AppState {
     fn options(&self) -> SessionOptions {
         SessionOptions {
             data_dir: self.config.data_dir.clone(),
+            // Read when the session starts, so a new `mlpl calibrate` counts
+            // without restarting the server.
+            calibration: mlpl_lang::estimate::calibration::Calibration::load_default()
+                .map(Arc::new),
             ..SessionOptions::default()
         }
     }

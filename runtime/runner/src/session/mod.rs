@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 
 use mlpl_diag::render::to_json;
 use mlpl_diag::{Diagnostic, SourceFile};
+use mlpl_lang::estimate::calibration::Calibration;
 use mlpl_lang::eval::{Interp, Workspace};
 use mlpl_lang::value::{DeviceTarget, Value};
 use mlpl_syntax::{Program, StmtKind};
@@ -51,6 +52,9 @@ pub struct SessionOptions {
     /// Whether `train` loops replay their captured step (the default) or
     /// interpret every iteration.
     pub capture_steps: bool,
+    /// The calibration cache the session's estimates read (`estimate_train`,
+    /// `feasible`), as `mlpl run` loads it; `None`: the nominal figures.
+    pub calibration: Option<Arc<Calibration>>,
 }
 
 impl Default for SessionOptions {
@@ -63,6 +67,7 @@ impl Default for SessionOptions {
             artifact_dir: None,
             autosave_dir: None,
             capture_steps: true,
+            calibration: None,
         }
     }
 }
@@ -187,6 +192,7 @@ impl Session {
         ws.data_dir = opts.data_dir.clone();
         ws.exp_dir = opts.exp_dir.clone();
         ws.default_device = Some(opts.device);
+        ws.calibration = opts.calibration.clone();
         let mut interp = Interp::new(ws);
         interp.capture_steps = opts.capture_steps;
         crate::http::install(&mut interp);

@@ -428,3 +428,42 @@ fn functions_survive_save_and_restore_and_a_broken_saved_definition_is_reported(
     assert!(!r.workspace().functions.contains_key("twice"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn sessions_estimate_with_their_calibration_cache() {
+    use mlpl_lang::estimate::calibration::{Calibration, DeviceModel};
+    let src = "m = chain(linear(32, 128, 1), relu_layer(), linear(128, 8, 2))\nestimate_train(m, 100, 64, 1)";
+    let mut cal = Calibration::default();
+    let e = cal.entry_mut("cpu");
+    e.gflops = 3.0;
+    let mut model = DeviceModel::assumed("cpu", 3.0);
+    model.baseline_bytes = 7e8;
+    e.model = Some(model);
+    let cal = Arc::new(cal);
+    let run = |calibration: Option<Arc<Calibration>>| {
+        let opts = SessionOptions {
+            calibration,
+            ..SessionOptions::default()
+        };
+        let mut s = Session::new("est", opts, Box::new(|_| {}));
+        s.run("r1", &req(src)).value.unwrap().display()
+    };
+    let nominal = run(None);
+    let calibrated = run(Some(cal.clone()));
+    assert_ne!(nominal, calibrated);
+    // The same figures as an interpreter given the cache the way `mlpl run` gives it.
+    let mut ws = Workspace::new();
+    ws.calibration = Some(cal);
+    let mut it = Interp::new(ws);
+    let prog = mlpl_syntax::parse(src).program;
+    let direct = it.run(&prog).unwrap().unwrap().display();
+    assert_eq!(calibrated, direct);
+    // Its peak memory includes the cache's 700 MB baseline.
+    let mem: f64 = calibrated
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(mem > 7e8, "{calibrated}");
+}

@@ -63,6 +63,25 @@ fn writes_the_calibration_cache() {
     assert!(model["dispatch_s"]["median"].as_f64().unwrap() > 0.0);
     assert!(model["baseline_bytes"].as_f64().unwrap() > 1e6);
     assert!(model["arena_factor"].as_f64().unwrap() > 0.0);
+    // The per-kernel parts: transcendental cost, the GEMM tile, kernel factors.
+    assert!(model["transcendental_s"]["median"].as_f64().unwrap() > 0.0);
+    let tile: Vec<u64> = model["tile"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap())
+        .collect();
+    assert!(tile.len() == 2 && tile[0] >= 4 && tile[1] >= 8, "{tile:?}");
+    let factors = model["kernel_factors"].as_object().unwrap();
+    for name in [
+        "matmul",
+        "matmul_t",
+        "cross_entropy",
+        "adam_update",
+        "bias_act",
+    ] {
+        assert!(factors[name].as_f64().unwrap() > 0.0, "{name}: {factors:?}");
+    }
     assert!(devices
         .iter()
         .any(|e| e["device"] == "cuda:0" && e["gflops"].as_f64() == Some(1234.0)));
@@ -89,7 +108,7 @@ fn writes_the_calibration_cache() {
 fn defaults_to_the_cache_dir_and_checks_its_arguments() {
     let d = dir("default");
     let out = Command::new(env!("CARGO_BIN_EXE_mlpl"))
-        .args(["calibrate"])
+        .args(["calibrate", "--device", "cpu"])
         .env("MLPL_CACHE_DIR", &d)
         .output()
         .unwrap();
@@ -99,6 +118,13 @@ fn defaults_to_the_cache_dir_and_checks_its_arguments() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(d.join("calibration.json").exists());
+    // `--device cpu` measures only the CPU.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("cpu: GEMM "), "{stdout}");
+    assert!(
+        !stdout.contains("mlx:") && !stdout.contains("cuda:"),
+        "{stdout}"
+    );
     let bad = Command::new(env!("CARGO_BIN_EXE_mlpl"))
         .args(["calibrate", "--size", "64"])
         .env("MLPL_CACHE_DIR", &d)
@@ -147,7 +173,9 @@ fn estimate_prints_every_train_loop() {
     );
     let t = cpu["captured_seconds"].as_array().unwrap();
     assert!(t[0].as_f64() <= t[1].as_f64() && t[1].as_f64() <= t[2].as_f64());
-    // Interpreted steps cost more than replayed ones.
+    // Interpreted steps cost more than replayed ones; this loop will be captured.
     assert!(cpu["interpreted_seconds"][1].as_f64() > t[1].as_f64());
+    assert_eq!(cpu["captured"], true);
+    assert_eq!(cpu["seconds"], cpu["captured_seconds"]);
     std::fs::remove_dir_all(&d).ok();
 }
