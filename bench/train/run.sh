@@ -19,8 +19,10 @@
 #   IMPLS="mlpl torch jax"   implementations (default: all six)
 #   STEPS=30        timed steps of 1-block models; BIG_STEPS=5 for the others
 #   WARMUP=3        untimed steps of the peers first (default 3; 2 for BIG_STEPS < 10)
-# Run time: about 6 min a round for the default configurations on a 2-core
-# machine (MLX's CPU backend is the slowest part: IMPLS without mlx halves it).
+#   MLX_BIG_STEPS=2 timed steps of MLX on the multi-block models (after 1 warm-up)
+# Run time on a 2-core machine, estimated from the step times: about 4 minutes a
+# round for the tiny LM (DS=...), 10-12 for everything, of which MLX's CPU
+# backend takes about 5 on the large models (IMPLS without mlx to skip it).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROUNDS="${1:-3}"
@@ -32,6 +34,7 @@ CONFIGS="${CONFIGS:-$TINY $LARGE}"
 IMPLS="${IMPLS:-mlpl mlpl_eager torch torch_compile jax mlx}"
 STEPS="${STEPS:-30}"
 BIG_STEPS="${BIG_STEPS:-5}"
+MLX_BIG_STEPS="${MLX_BIG_STEPS:-2}"
 VENV=bench/.venv-peers
 if [ ! -x "$VENV/bin/python" ]; then
   python3 -m venv "$VENV"
@@ -110,14 +113,20 @@ for r in $(seq "$ROUNDS"); do
   echo "round $r/$ROUNDS" >&2
   for config in $CONFIGS; do
     steps=$(steps_of "$config")
+    parse "$config" # blocks, heads, d, t, b of this configuration
     warmup=${WARMUP:-3}
     [ -z "${WARMUP:-}" ] && [ "$steps" -lt 10 ] && warmup=2
     for impl in $IMPLS; do
       echo "  $config $impl" >&2
+      n=$steps w=$warmup
+      # MLX's CPU backend takes tens of seconds a step on the large models.
+      if [ "$impl" = mlx ] && [ "$blocks" != 1 ]; then
+        n=$MLX_BIG_STEPS w=1
+      fi
       case $impl in
         mlpl) mlpl_run "$config" >>"$OUT" ;;
         mlpl_eager) mlpl_run "$config" --no-capture >>"$OUT" ;;
-        *) env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$VENV/bin/python" bench/train/peers.py "$impl" "$config" "$steps" "$warmup" >>"$OUT" 2>"$WORK/$impl.err" \
+        *) env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$VENV/bin/python" bench/train/peers.py "$impl" "$config" "$n" "$w" >>"$OUT" 2>"$WORK/$impl.err" \
           || echo "{\"impl\": \"$impl\", \"config\": \"$config\", \"error\": \"$(tail -1 "$WORK/$impl.err" | tr -d '"\\')\"}" >>"$OUT" ;;
       esac
     done
