@@ -80,13 +80,25 @@ impl Case {
         };
         let mut ls = layouts.chars();
         let (ta, tb) = (flag(ls.next()?)?, flag(ls.next()?)?);
-        (it.next().is_none() && ls.next().is_none() && m * n * k > 0)
-            .then_some(Case { m, n, k, ta, tb })
+        (it.next().is_none() && ls.next().is_none() && m * n * k > 0).then_some(Case {
+            m,
+            n,
+            k,
+            ta,
+            tb,
+        })
     }
 
     fn label(&self) -> String {
         let l = |t: bool| if t { 't' } else { 'n' };
-        format!("{}x{}x{}.{}{}", self.m, self.n, self.k, l(self.ta), l(self.tb))
+        format!(
+            "{}x{}x{}.{}{}",
+            self.m,
+            self.n,
+            self.k,
+            l(self.ta),
+            l(self.tb)
+        )
     }
 
     fn gflops(&self, secs: f64) -> f64 {
@@ -216,7 +228,10 @@ fn main() {
             let t = time_per_call(|| gemm_crate(case, &a, &b, &mut c, par));
             println!("gemm-1thread matmul {label} {:.2}", case.gflops(t));
             let t = time_per_call(|| mm_crate(case, &a, &b, &mut c));
-            println!("matrixmultiply-threading matmul {label} {:.2}", case.gflops(t));
+            println!(
+                "matrixmultiply-threading matmul {label} {:.2}",
+                case.gflops(t)
+            );
         }
     }
     let (x, y) = (

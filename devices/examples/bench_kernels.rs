@@ -40,7 +40,9 @@ fn data(shape: &[usize], seed: u32) -> Tensor {
     let n: usize = shape.iter().product();
     let v = (0..n)
         .map(|i| {
-            let x = (i as u32).wrapping_mul(2654435761).wrapping_add(seed.wrapping_mul(97));
+            let x = (i as u32)
+                .wrapping_mul(2654435761)
+                .wrapping_add(seed.wrapping_mul(97));
             (x % 10007) as f32 / 10007.0 * 6.0 - 3.0
         })
         .collect();

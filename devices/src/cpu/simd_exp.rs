@@ -55,7 +55,10 @@ mod avx512 {
         let x = _mm256_sub_ps(x, m);
         // x.clamp(-104, 89): NaN stays NaN (max/min return their second
         // operand when one is NaN).
-        let x = _mm256_min_ps(_mm256_set1_ps(89.0), _mm256_max_ps(_mm256_set1_ps(-104.0), x));
+        let x = _mm256_min_ps(
+            _mm256_set1_ps(89.0),
+            _mm256_max_ps(_mm256_set1_ps(-104.0), x),
+        );
         let z = _mm512_mul_pd(_mm512_cvtps_pd(x), _mm512_set1_pd(SCALE));
         let shifted = _mm512_add_pd(z, _mm512_set1_pd(SHIFT));
         let kd = _mm512_sub_pd(shifted, _mm512_set1_pd(SHIFT));
@@ -67,10 +70,16 @@ mod avx512 {
         let y2 = _mm512_mul_pd(y, y);
         // (1 + y) + y2·((0.5 + y·(1/6)) + y2·(1/24))
         let inner = _mm512_add_pd(
-            _mm512_add_pd(_mm512_set1_pd(0.5), _mm512_mul_pd(y, _mm512_set1_pd(1.0 / 6.0))),
+            _mm512_add_pd(
+                _mm512_set1_pd(0.5),
+                _mm512_mul_pd(y, _mm512_set1_pd(1.0 / 6.0)),
+            ),
             _mm512_mul_pd(y2, _mm512_set1_pd(1.0 / 24.0)),
         );
-        let p = _mm512_add_pd(_mm512_add_pd(_mm512_set1_pd(1.0), y), _mm512_mul_pd(y2, inner));
+        let p = _mm512_add_pd(
+            _mm512_add_pd(_mm512_set1_pd(1.0), y),
+            _mm512_mul_pd(y2, inner),
+        );
         // EXP2_32THS[k & 31]: entries 0..16 from the first two registers,
         // 16..32 from the last two, chosen by bit 4.
         let low = _mm512_permutex2var_pd(table[0], k, table[1]);
