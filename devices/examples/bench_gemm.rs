@@ -1,20 +1,28 @@
-//! Benchmark of the CPU backend (not a timed test).
+//! Benchmark of the CPU backend's GEMM (not a timed test).
 //!
-//! `cargo run --release -p mlpl-devices --example bench_gemm` prints, one per line,
-//! `mlpl matmul N GFLOPS` for square f32 matmuls of size N = 64..1024 and
-//! `mlpl overhead_ns add4 NS`, the per-call cost of a 4-element `binary(Add)`.
-//! With `--compare` it also times, interleaved size by size, MLPL's GEMM at every
-//! instruction-set level the CPU supports (`mlpl-avx512`, `mlpl-avx2`,
-//! `mlpl-scalar`, all threads) and the engines it could use instead: the `gemm`
-//! crate with and without threads (the engine before MLPL's deterministic
-//! GEMM) and `matrixmultiply` with its `threading` feature.
-//! `bench/devices/run.sh` runs it against NumPy and writes the table.
+//! `cargo run --release -p mlpl-devices --example bench_gemm [-- [--compare] CASE...]`
+//! prints, one per line, `mlpl matmul CASE GFLOPS` for each f32 product `CASE`
+//! and `mlpl overhead_ns add4 NS`, the per-call cost of a 4-element
+//! `binary(Add)`. A case is `MxNxK.LL`: C `[M, N]` = op(A)·op(B) with inner size
+//! `K`, `LL` the layouts of A and B (`n` stored as is, `t` stored transposed
+//! and read through strides, as `Backend::matmul_t` takes the backward's
+//! operands). Without cases: square products n = 64..1024 (`nxnxn.nn`).
+//!
+//! The program's thread is worker 0 of rayon's pool, as in `mlpl run`.
+//! With `--compare` it also times, interleaved case by case, MLPL's GEMM at
+//! every instruction-set level the CPU supports (`mlpl-avx512`, `mlpl-avx2`,
+//! `mlpl-scalar` up to 256³, all threads) and the engines it could use instead:
+//! the `gemm` crate with and without threads (the engine before MLPL's
+//! deterministic GEMM) and `matrixmultiply` with its `threading` feature.
+//! `bench/devices/run.sh` runs it against NumPy and PyTorch (`gemm_peers.py`,
+//! the same cases) and writes the table.
 
 use mlpl_devices::{Backend, BinaryOp, CpuBackend, Tensor};
 use std::hint::black_box;
 use std::time::Instant;
 
-const SIZES: [usize; 5] = [64, 128, 256, 512, 1024];
+/// The cases when none are given.
+const SQUARE: [usize; 5] = [64, 128, 256, 512, 1024];
 
 /// Best seconds per call of `f` over 5 batches of about 0.15 s each (the best
 /// batch is the one least disturbed by other work on the machine).
@@ -47,27 +55,82 @@ fn data(n: usize, seed: u32) -> Vec<f32> {
         .collect()
 }
 
-fn gflops(n: usize, secs: f64) -> f64 {
-    2.0 * (n as f64).powi(3) / secs / 1e9
+/// One product: C `[m, n]` = op(A)·op(B), inner size `k`.
+#[derive(Clone, Copy)]
+struct Case {
+    m: usize,
+    n: usize,
+    k: usize,
+    /// A is stored `[k, m]` (read transposed).
+    ta: bool,
+    /// B is stored `[n, k]` (read transposed).
+    tb: bool,
 }
 
-fn gemm_crate(n: usize, a: &[f32], b: &[f32], c: &mut [f32], par: gemm::Parallelism) {
-    // SAFETY: a, b, c are n x n row-major.
+impl Case {
+    /// Parses `MxNxK.LL` (`LL` two of `n`/`t`; `.nn` when left out).
+    fn parse(text: &str) -> Option<Case> {
+        let (sizes, layouts) = text.split_once('.').unwrap_or((text, "nn"));
+        let mut it = sizes.split('x').map(|s| s.parse::<usize>().ok());
+        let (m, n, k) = (it.next()??, it.next()??, it.next()??);
+        let flag = |c| match c {
+            'n' => Some(false),
+            't' => Some(true),
+            _ => None,
+        };
+        let mut ls = layouts.chars();
+        let (ta, tb) = (flag(ls.next()?)?, flag(ls.next()?)?);
+        (it.next().is_none() && ls.next().is_none() && m * n * k > 0).then_some(Case {
+            m,
+            n,
+            k,
+            ta,
+            tb,
+        })
+    }
+
+    fn label(&self) -> String {
+        let l = |t: bool| if t { 't' } else { 'n' };
+        format!(
+            "{}x{}x{}.{}{}",
+            self.m,
+            self.n,
+            self.k,
+            l(self.ta),
+            l(self.tb)
+        )
+    }
+
+    fn gflops(&self, secs: f64) -> f64 {
+        2.0 * (self.m * self.n * self.k) as f64 / secs / 1e9
+    }
+
+    /// `(row stride, column stride)` of op(A) and of op(B) in their storage.
+    fn strides(&self) -> ((usize, usize), (usize, usize)) {
+        let a = if self.ta { (1, self.m) } else { (self.k, 1) };
+        let b = if self.tb { (1, self.k) } else { (self.n, 1) };
+        (a, b)
+    }
+}
+
+fn gemm_crate(case: Case, a: &[f32], b: &[f32], c: &mut [f32], par: gemm::Parallelism) {
+    let ((ars, acs), (brs, bcs)) = case.strides();
+    // SAFETY: a and b hold op(A) and op(B) at these strides, c is m x n row-major.
     unsafe {
         gemm::gemm(
-            n,
-            n,
-            n,
+            case.m,
+            case.n,
+            case.k,
             c.as_mut_ptr(),
             1,
-            n as isize,
+            case.n as isize,
             false,
             a.as_ptr(),
-            1,
-            n as isize,
+            acs as isize,
+            ars as isize,
             b.as_ptr(),
-            1,
-            n as isize,
+            bcs as isize,
+            brs as isize,
             0.0f32,
             1.0f32,
             false,
@@ -78,60 +141,97 @@ fn gemm_crate(n: usize, a: &[f32], b: &[f32], c: &mut [f32], par: gemm::Parallel
     }
 }
 
-fn mm_crate(n: usize, a: &[f32], b: &[f32], c: &mut [f32]) {
-    // SAFETY: a, b, c are n x n row-major.
+fn mm_crate(case: Case, a: &[f32], b: &[f32], c: &mut [f32]) {
+    let ((ars, acs), (brs, bcs)) = case.strides();
+    // SAFETY: as in `gemm_crate`.
     unsafe {
         matrixmultiply::sgemm(
-            n,
-            n,
-            n,
+            case.m,
+            case.k,
+            case.n,
             1.0,
             a.as_ptr(),
-            n as isize,
-            1,
+            ars as isize,
+            acs as isize,
             b.as_ptr(),
-            n as isize,
-            1,
+            brs as isize,
+            bcs as isize,
             0.0,
             c.as_mut_ptr(),
-            n as isize,
+            case.n as isize,
             1,
         );
     }
 }
 
 fn main() {
-    let compare = std::env::args().any(|a| a == "--compare");
+    // As `mlpl run` does: the program's thread takes its share of every
+    // parallel kernel instead of handing it all to the pool and waiting.
+    rayon::ThreadPoolBuilder::new()
+        .use_current_thread()
+        .build_global()
+        .expect("the global pool is not built yet");
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let compare = args.iter().any(|a| a == "--compare");
+    let mut cases: Vec<Case> = Vec::new();
+    for a in args.iter().filter(|a| *a != "--compare") {
+        match Case::parse(a) {
+            Some(c) => cases.push(c),
+            None => {
+                eprintln!("bench_gemm: `{a}` is not a case `MxNxK.LL` (e.g. 2048x512x128.nt)");
+                std::process::exit(2);
+            }
+        }
+    }
+    if cases.is_empty() {
+        cases = SQUARE
+            .iter()
+            .map(|&n| Case {
+                m: n,
+                n,
+                k: n,
+                ta: false,
+                tb: false,
+            })
+            .collect();
+    }
     let be = CpuBackend::new();
-    for n in SIZES {
-        let (a, b) = (data(n * n, 1), data(n * n, 2));
-        let (ta, tb) = (
-            Tensor::from_vec(vec![n, n], a.clone()),
-            Tensor::from_vec(vec![n, n], b.clone()),
+    for case in cases {
+        let Case { m, n, k, ta, tb } = case;
+        let (a, b) = (data(m * k, 1), data(k * n, 2));
+        let sa = if ta { vec![k, m] } else { vec![m, k] };
+        let sb = if tb { vec![n, k] } else { vec![k, n] };
+        let (xa, xb) = (
+            Tensor::from_vec(sa, a.clone()),
+            Tensor::from_vec(sb, b.clone()),
         );
-        let t = time_per_call(|| {
-            black_box(be.matmul(&ta, &tb).unwrap());
-        });
-        println!("mlpl matmul {n} {:.2}", gflops(n, t));
+        let label = case.label();
+        let run = || {
+            black_box(be.matmul_t(&xa, &xb, ta, tb).unwrap());
+        };
+        println!("mlpl matmul {label} {:.2}", case.gflops(time_per_call(run)));
         if compare {
             for isa in mlpl_devices::cpu::supported_isas().into_iter().rev() {
-                if isa == mlpl_devices::cpu::Isa::Scalar && n > 256 {
+                if isa == mlpl_devices::cpu::Isa::Scalar && m * n * k > 256 * 256 * 256 {
                     continue;
                 }
                 mlpl_devices::cpu::force_isa(Some(isa)).expect("a supported level");
-                let t = time_per_call(|| {
-                    black_box(be.matmul(&ta, &tb).unwrap());
-                });
-                println!("mlpl-{isa} matmul {n} {:.2}", gflops(n, t));
+                let g = case.gflops(time_per_call(run));
+                println!("mlpl-{isa} matmul {label} {g:.2}");
             }
             mlpl_devices::cpu::force_isa(None).expect("the initial level");
-            let mut c = vec![0.0f32; n * n];
-            let t = time_per_call(|| gemm_crate(n, &a, &b, &mut c, gemm::Parallelism::Rayon(0)));
-            println!("gemm-rayon matmul {n} {:.2}", gflops(n, t));
-            let t = time_per_call(|| gemm_crate(n, &a, &b, &mut c, gemm::Parallelism::None));
-            println!("gemm-1thread matmul {n} {:.2}", gflops(n, t));
-            let t = time_per_call(|| mm_crate(n, &a, &b, &mut c));
-            println!("matrixmultiply-threading matmul {n} {:.2}", gflops(n, t));
+            let mut c = vec![0.0f32; m * n];
+            let par = gemm::Parallelism::Rayon(0);
+            let t = time_per_call(|| gemm_crate(case, &a, &b, &mut c, par));
+            println!("gemm-rayon matmul {label} {:.2}", case.gflops(t));
+            let par = gemm::Parallelism::None;
+            let t = time_per_call(|| gemm_crate(case, &a, &b, &mut c, par));
+            println!("gemm-1thread matmul {label} {:.2}", case.gflops(t));
+            let t = time_per_call(|| mm_crate(case, &a, &b, &mut c));
+            println!(
+                "matrixmultiply-threading matmul {label} {:.2}",
+                case.gflops(t)
+            );
         }
     }
     let (x, y) = (

@@ -22,7 +22,7 @@ pub use core_math::{
 /// 2^(i/32) for i < 32, rounded to the nearest f64 (a unit test checks them
 /// against CORE-MATH's correctly rounded `exp2`).
 #[rustfmt::skip]
-const EXP2_32THS: [u64; 32] = [
+pub(crate) const EXP2_32THS: [u64; 32] = [
     0x3ff0000000000000, 0x3ff059b0d3158574, 0x3ff0b5586cf9890f, 0x3ff11301d0125b51,
     0x3ff172b83c7d517b, 0x3ff1d4873168b9aa, 0x3ff2387a6e756238, 0x3ff29e9df51fdee1,
     0x3ff306fe0a31b715, 0x3ff371a7373aa9cb, 0x3ff3dea64c123422, 0x3ff44e086061892d,

@@ -4,9 +4,13 @@
 //! when one is a single element, or when one broadcasts as a block of trailing
 //! axes (`[.., n]` with `[n]`, `[B, T, d]` with `[T, d]`); everything else goes
 //! through a strided walk over the coalesced broadcast shape. Work of at least
-//! [`PAR_THRESHOLD`] elements is split across rayon threads.
+//! [`PAR_THRESHOLD`] elements is split across rayon threads; each chunk runs
+//! compiled for the CPU's instruction-set level ([`vectorised`]), the same
+//! operations per element on every level.
 
+use super::isa::vectorised;
 use super::pool;
+use super::simd_exp;
 use super::{for_chunks, row_chunk, PAR_CHUNK, PAR_THRESHOLD};
 use crate::backend::{BinaryOp, UnaryOp};
 use crate::math;
@@ -46,31 +50,63 @@ pub(crate) fn unary(op: UnaryOp, x: &Tensor) -> Tensor {
 /// Applies `op` to every element of `src`, writing `out` (same length).
 pub(crate) fn unary_into(op: UnaryOp, src: &[f32], out: &mut [f32]) {
     match op {
-        UnaryOp::Neg => map_into(src, out, |v| -v),
-        UnaryOp::Exp => map_into(src, out, math::expf),
-        UnaryOp::Log => map_into(src, out, math::logf),
-        UnaryOp::Sqrt => map_into(src, out, f32::sqrt),
-        UnaryOp::Abs => map_into(src, out, f32::abs),
-        UnaryOp::Sigmoid => map_into(src, out, sigmoid),
-        UnaryOp::Tanh => map_into(src, out, math::tanhf),
-        UnaryOp::Relu => map_into(src, out, |v| if v > 0.0 { v } else { 0.0 }),
-        UnaryOp::Gelu => map_into(src, out, gelu),
-        UnaryOp::Silu => map_into(src, out, |v| v * sigmoid(v)),
-        UnaryOp::Sin => map_into(src, out, math::sinf),
-        UnaryOp::Cos => map_into(src, out, math::cosf),
-        UnaryOp::Erf => map_into(src, out, math::erff),
-        UnaryOp::GeluErf => map_into(src, out, gelu_erf),
+        UnaryOp::Neg => map_into(src, out, Wide::Yes, |v| -v),
+        UnaryOp::Exp => exp_into(src, out),
+        UnaryOp::Log => map_into(src, out, Wide::No, math::logf),
+        UnaryOp::Sqrt => map_into(src, out, Wide::Yes, f32::sqrt),
+        UnaryOp::Abs => map_into(src, out, Wide::Yes, f32::abs),
+        UnaryOp::Sigmoid => map_into(src, out, Wide::No, sigmoid),
+        UnaryOp::Tanh => map_into(src, out, Wide::No, math::tanhf),
+        UnaryOp::Relu => map_into(src, out, Wide::Yes, |v| if v > 0.0 { v } else { 0.0 }),
+        UnaryOp::Gelu => map_into(src, out, Wide::No, gelu),
+        UnaryOp::Silu => map_into(src, out, Wide::No, |v| v * sigmoid(v)),
+        UnaryOp::Sin => map_into(src, out, Wide::No, math::sinf),
+        UnaryOp::Cos => map_into(src, out, Wide::No, math::cosf),
+        UnaryOp::Erf => map_into(src, out, Wide::No, math::erff),
+        UnaryOp::GeluErf => map_into(src, out, Wide::No, gelu_erf),
+    }
+}
+
+/// Whether a loop is compiled for the CPU's level ([`vectorised`]): yes for
+/// plain arithmetic; no for the functions with table look-ups and branches
+/// (exp, log, tanh, ...), which AVX2 and AVX-512 builds vectorise with gathers
+/// that are slower than the baseline build's loop on some CPUs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Wide {
+    Yes,
+    No,
+}
+
+/// Runs `f` compiled for the CPU's level when `wide` says so.
+#[inline(always)]
+fn maybe_vectorised(wide: Wide, f: impl FnOnce()) {
+    match wide {
+        Wide::Yes => vectorised(f),
+        Wide::No => f(),
     }
 }
 
 /// `f` over `src` into `out`, in parallel for large inputs.
-fn map_into<F: Fn(f32) -> f32 + Sync>(src: &[f32], out: &mut [f32], f: F) {
+fn map_into<F: Fn(f32) -> f32 + Sync>(src: &[f32], out: &mut [f32], wide: Wide, f: F) {
+    assert_eq!(src.len(), out.len(), "unary: output length differs");
+    for_chunks(out, PAR_CHUNK, src.len() >= PAR_THRESHOLD, |start, o| {
+        maybe_vectorised(wide, || {
+            let len = o.len();
+            for (d, &s) in o.iter_mut().zip(&src[start..start + len]) {
+                *d = f(s);
+            }
+        })
+    });
+}
+
+/// `math::expf` of every element of `src` into `out`, 8 lanes at a time on
+/// AVX-512 (the same bits: see `simd_exp.rs`).
+fn exp_into(src: &[f32], out: &mut [f32]) {
     assert_eq!(src.len(), out.len(), "unary: output length differs");
     for_chunks(out, PAR_CHUNK, src.len() >= PAR_THRESHOLD, |start, o| {
         let len = o.len();
-        for (d, &s) in o.iter_mut().zip(&src[start..start + len]) {
-            *d = f(s);
-        }
+        // x − 0 is x for every float (−0 stays −0, NaN stays NaN).
+        simd_exp::exp_shifted(&src[start..start + len], 0.0, o);
     });
 }
 
@@ -176,42 +212,30 @@ pub(crate) fn binary_into(
 ) {
     let p = &plan.broadcast;
     match op {
-        BinaryOp::Add => zip_into(p, xa, xb, out, |x, y| x + y),
-        BinaryOp::Sub => zip_into(p, xa, xb, out, |x, y| x - y),
-        BinaryOp::Mul => zip_into(p, xa, xb, out, |x, y| x * y),
-        BinaryOp::Div => zip_into(p, xa, xb, out, |x, y| x / y),
-        BinaryOp::Pow => zip_into(p, xa, xb, out, math::powf),
-        BinaryOp::Gt => zip_into(p, xa, xb, out, |x, y| (x > y) as u8 as f32),
-        BinaryOp::Lt => zip_into(p, xa, xb, out, |x, y| (x < y) as u8 as f32),
-        BinaryOp::Eq => zip_into(p, xa, xb, out, |x, y| {
+        BinaryOp::Add => zip_into(p, xa, xb, out, Wide::Yes, |x, y| x + y),
+        BinaryOp::Sub => zip_into(p, xa, xb, out, Wide::Yes, |x, y| x - y),
+        BinaryOp::Mul => zip_into(p, xa, xb, out, Wide::Yes, |x, y| x * y),
+        BinaryOp::Div => zip_into(p, xa, xb, out, Wide::Yes, |x, y| x / y),
+        BinaryOp::Pow => zip_into(p, xa, xb, out, Wide::No, math::powf),
+        BinaryOp::Gt => zip_into(p, xa, xb, out, Wide::Yes, |x, y| (x > y) as u8 as f32),
+        BinaryOp::Lt => zip_into(p, xa, xb, out, Wide::Yes, |x, y| (x < y) as u8 as f32),
+        BinaryOp::Eq => zip_into(p, xa, xb, out, Wide::Yes, |x, y| {
             (((x as f64) - (y as f64)).abs() < EQ_TOLERANCE) as u8 as f32
         }),
-        BinaryOp::Max => zip_into(
-            p,
-            xa,
-            xb,
-            out,
-            |x, y| {
-                if x > y || x.is_nan() {
-                    x
-                } else {
-                    y
-                }
-            },
-        ),
-        BinaryOp::Min => zip_into(
-            p,
-            xa,
-            xb,
-            out,
-            |x, y| {
-                if x < y || x.is_nan() {
-                    x
-                } else {
-                    y
-                }
-            },
-        ),
+        BinaryOp::Max => zip_into(p, xa, xb, out, Wide::Yes, |x, y| {
+            if x > y || x.is_nan() {
+                x
+            } else {
+                y
+            }
+        }),
+        BinaryOp::Min => zip_into(p, xa, xb, out, Wide::Yes, |x, y| {
+            if x < y || x.is_nan() {
+                x
+            } else {
+                y
+            }
+        }),
     }
 }
 
@@ -229,7 +253,7 @@ fn is_trailing_block(shape: &[usize], out: &[usize]) -> bool {
 }
 
 /// The broadcasting kernel shared by every binary op.
-fn zip_into<F>(plan: &Broadcast, xa: &[f32], xb: &[f32], out: &mut [f32], f: F)
+fn zip_into<F>(plan: &Broadcast, xa: &[f32], xb: &[f32], out: &mut [f32], wide: Wide, f: F)
 where
     F: Fn(f32, f32) -> f32 + Sync + Copy,
 {
@@ -240,52 +264,62 @@ where
     let par = n >= PAR_THRESHOLD;
     match plan {
         Broadcast::Same => for_chunks(out, PAR_CHUNK, par, |s, o| {
-            let (ca, cb) = (&xa[s..s + o.len()], &xb[s..s + o.len()]);
-            for ((d, &x), &y) in o.iter_mut().zip(ca).zip(cb) {
-                *d = f(x, y);
-            }
+            maybe_vectorised(wide, || {
+                let (ca, cb) = (&xa[s..s + o.len()], &xb[s..s + o.len()]);
+                for ((d, &x), &y) in o.iter_mut().zip(ca).zip(cb) {
+                    *d = f(x, y);
+                }
+            })
         }),
         Broadcast::ScalarB => {
             let y = xb[0];
             for_chunks(out, PAR_CHUNK, par, |s, o| {
-                let len = o.len();
-                for (d, &x) in o.iter_mut().zip(&xa[s..s + len]) {
-                    *d = f(x, y);
-                }
+                maybe_vectorised(wide, || {
+                    let len = o.len();
+                    for (d, &x) in o.iter_mut().zip(&xa[s..s + len]) {
+                        *d = f(x, y);
+                    }
+                })
             });
         }
         Broadcast::ScalarA => {
             let x = xa[0];
             for_chunks(out, PAR_CHUNK, par, |s, o| {
-                let len = o.len();
-                for (d, &y) in o.iter_mut().zip(&xb[s..s + len]) {
-                    *d = f(x, y);
-                }
+                maybe_vectorised(wide, || {
+                    let len = o.len();
+                    for (d, &y) in o.iter_mut().zip(&xb[s..s + len]) {
+                        *d = f(x, y);
+                    }
+                })
             });
         }
         Broadcast::BlockB => {
             let row = xb.len();
             for_chunks(out, row_chunk(row), par, |s, o| {
-                let len = o.len();
-                for (orow, arow) in o.chunks_mut(row).zip(xa[s..s + len].chunks(row)) {
-                    for ((d, &x), &y) in orow.iter_mut().zip(arow).zip(xb) {
-                        *d = f(x, y);
+                maybe_vectorised(wide, || {
+                    let len = o.len();
+                    for (orow, arow) in o.chunks_mut(row).zip(xa[s..s + len].chunks(row)) {
+                        for ((d, &x), &y) in orow.iter_mut().zip(arow).zip(xb) {
+                            *d = f(x, y);
+                        }
                     }
-                }
+                })
             });
         }
         Broadcast::BlockA => {
             let row = xa.len();
             for_chunks(out, row_chunk(row), par, |s, o| {
-                let len = o.len();
-                for (orow, brow) in o.chunks_mut(row).zip(xb[s..s + len].chunks(row)) {
-                    for ((d, &x), &y) in orow.iter_mut().zip(xa).zip(brow) {
-                        *d = f(x, y);
+                maybe_vectorised(wide, || {
+                    let len = o.len();
+                    for (orow, brow) in o.chunks_mut(row).zip(xb[s..s + len].chunks(row)) {
+                        for ((d, &x), &y) in orow.iter_mut().zip(xa).zip(brow) {
+                            *d = f(x, y);
+                        }
                     }
-                }
+                })
             });
         }
-        Broadcast::Strided { shape, strides } => strided(xa, xb, shape, strides, out, f),
+        Broadcast::Strided { shape, strides } => strided(xa, xb, shape, strides, out, wide, f),
     }
 }
 
@@ -297,6 +331,7 @@ fn strided<F>(
     shape: &[usize],
     strides: &[Vec<usize>; 2],
     out: &mut [f32],
+    wide: Wide,
     f: F,
 ) where
     F: Fn(f32, f32) -> f32 + Sync + Copy,
@@ -307,35 +342,55 @@ fn strided<F>(
     let outer = &shape[..r - 1];
     let (oa, ob) = (&strides[0][..r - 1], &strides[1][..r - 1]);
     for_chunks(out, row_chunk(row), out.len() >= PAR_THRESHOLD, |s, o| {
-        for (j, orow) in o.chunks_mut(row).enumerate() {
-            let ri = s / row + j;
-            let pa = offset_of(ri, outer, oa);
-            let pb = offset_of(ri, outer, ob);
-            match (ia, ib) {
-                (1, 1) => {
-                    let (ra, rb) = (&xa[pa..pa + row], &xb[pb..pb + row]);
-                    for ((d, &x), &y) in orow.iter_mut().zip(ra).zip(rb) {
-                        *d = f(x, y);
-                    }
+        maybe_vectorised(wide, || {
+            strided_rows(xa, xb, (row, ia, ib), outer, (oa, ob), s, o, f)
+        })
+    });
+}
+
+/// The rows of [`strided`] that start at output element `s`, into `o`.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn strided_rows<F>(
+    xa: &[f32],
+    xb: &[f32],
+    (row, ia, ib): (usize, usize, usize),
+    outer: &[usize],
+    (oa, ob): (&[usize], &[usize]),
+    s: usize,
+    o: &mut [f32],
+    f: F,
+) where
+    F: Fn(f32, f32) -> f32,
+{
+    for (j, orow) in o.chunks_mut(row).enumerate() {
+        let ri = s / row + j;
+        let pa = offset_of(ri, outer, oa);
+        let pb = offset_of(ri, outer, ob);
+        match (ia, ib) {
+            (1, 1) => {
+                let (ra, rb) = (&xa[pa..pa + row], &xb[pb..pb + row]);
+                for ((d, &x), &y) in orow.iter_mut().zip(ra).zip(rb) {
+                    *d = f(x, y);
                 }
-                (1, 0) => {
-                    let y = xb[pb];
-                    for (d, &x) in orow.iter_mut().zip(&xa[pa..pa + row]) {
-                        *d = f(x, y);
-                    }
+            }
+            (1, 0) => {
+                let y = xb[pb];
+                for (d, &x) in orow.iter_mut().zip(&xa[pa..pa + row]) {
+                    *d = f(x, y);
                 }
-                (0, 1) => {
-                    let x = xa[pa];
-                    for (d, &y) in orow.iter_mut().zip(&xb[pb..pb + row]) {
-                        *d = f(x, y);
-                    }
+            }
+            (0, 1) => {
+                let x = xa[pa];
+                for (d, &y) in orow.iter_mut().zip(&xb[pb..pb + row]) {
+                    *d = f(x, y);
                 }
-                _ => {
-                    for (i, d) in orow.iter_mut().enumerate() {
-                        *d = f(xa[pa + i * ia], xb[pb + i * ib]);
-                    }
+            }
+            _ => {
+                for (i, d) in orow.iter_mut().enumerate() {
+                    *d = f(xa[pa + i * ia], xb[pb + i * ib]);
                 }
             }
         }
-    });
+    }
 }

@@ -1,5 +1,7 @@
 //! The instruction-set level of the CPU kernels that choose their code at run
-//! time (today: the GEMM's micro-kernels).
+//! time: the GEMM's micro-kernels, and the element-wise, normalisation,
+//! softmax and cross-entropy kernels, whose loops [`vectorised`] compiles for
+//! the level.
 //!
 //! Results never depend on the level: every level computes every output element
 //! with the same operations in the same order (see `gemm/sgemm.rs`), so the level
@@ -137,6 +139,48 @@ pub fn force_isa(isa: Option<Isa>) -> Result<(), String> {
             Ok(())
         }
     }
+}
+
+/// Runs `f` compiled for the current [`isa`]: `f` is inlined into a function
+/// built with that level's target features (AVX-512F, or AVX2 and FMA), so its
+/// loops over independent elements use the level's vector width.
+///
+/// Results do not change: Rust keeps every floating-point operation as
+/// written (no reassociation, no fusing of a multiply and an add), so the
+/// compiler only vectorises across independent elements, and sums that run in
+/// order stay in order. Kernels call it once per chunk or row, never per
+/// element.
+#[inline(always)]
+pub(crate) fn vectorised<R>(f: impl FnOnce() -> R) -> R {
+    match isa() {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `isa()` only returns levels the CPU supports.
+        Isa::Avx512 => unsafe { compiled_for_avx512(f) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as above.
+        Isa::Avx2 => unsafe { compiled_for_avx2(f) },
+        _ => f(),
+    }
+}
+
+/// `f()`, with `f` inlined and compiled for AVX-512F.
+///
+/// # Safety
+/// The CPU supports [`Isa::Avx512`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,fma")]
+unsafe fn compiled_for_avx512<R>(f: impl FnOnce() -> R) -> R {
+    f()
+}
+
+/// `f()`, with `f` inlined and compiled for AVX2 and FMA.
+///
+/// # Safety
+/// The CPU supports [`Isa::Avx2`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn compiled_for_avx2<R>(f: impl FnOnce() -> R) -> R {
+    f()
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@ mod pool;
 pub mod program;
 mod reduce;
 mod select;
+mod simd_exp;
 #[cfg(test)]
 mod tests;
 

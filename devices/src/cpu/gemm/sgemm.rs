@@ -288,6 +288,7 @@ fn sgemm_with(
     }
     let GemmBlocking { mc, nc } = blocking.for_kernel(&kernel);
     let (mr, nr) = (kernel.mr, kernel.nr);
+    let mc = balanced_mc(m, mc, mr, threads);
     let shared_c = SharedC(c.as_mut_ptr());
     for jc in (0..n).step_by(nc) {
         let ncb = nc.min(n - jc);
@@ -382,6 +383,22 @@ fn sgemm_with(
             });
         }
     }
+}
+
+/// The rows of A per block for `threads` threads: `mc` (whole tiles of `mr`
+/// rows) lowered so that there are about a multiple of `threads` row blocks,
+/// each of the same number of tiles but the last, so that each thread gets
+/// about the same share of the product (at m = 1024 and `mc` = 144, 2 threads
+/// got 4 and 4 blocks, one of them 16 rows: 576 against 448 rows). Products
+/// with fewer row blocks than threads keep `mc` (their tasks split B's panels
+/// instead). Only speed depends on it.
+fn balanced_mc(m: usize, mc: usize, mr: usize, threads: usize) -> usize {
+    let blocks = m.div_ceil(mc);
+    if threads <= 1 || blocks < threads {
+        return mc;
+    }
+    let blocks = blocks.div_ceil(threads) * threads;
+    m.div_ceil(mr).div_ceil(blocks).max(1) * mr
 }
 
 /// Multiply-adds up to which a single-threaded product reads its operands in
@@ -597,6 +614,37 @@ mod tests {
             }
         }
         assert!(supported_isas().contains(&Isa::Scalar));
+    }
+
+    #[test]
+    fn row_blocks_are_balanced_over_the_threads() {
+        // (m, mc, mr, threads) -> the rows each thread gets differ by less than
+        // one block, and blocks are whole tiles no larger than asked.
+        for (m, mc, mr, threads) in [
+            (1024, 144, 12, 2),
+            (2048, 144, 12, 2),
+            (512, 144, 12, 2),
+            (2048, 144, 6, 3),
+            (300, 144, 12, 2),
+        ] {
+            let b = balanced_mc(m, mc, mr, threads);
+            assert!(b % mr == 0 && b <= mc && b > 0, "{m}, {mc}: {b}");
+            let blocks = m.div_ceil(b);
+            assert_eq!(
+                blocks % threads,
+                0,
+                "{m}, {mc}, {threads}: {blocks} blocks of {b}"
+            );
+            // Blocks dealt round-robin: the largest share minus the smallest.
+            let mut share = vec![0; threads];
+            for i in 0..blocks {
+                share[i % threads] += b.min(m - i * b);
+            }
+            let spread = share.iter().max().unwrap() - share.iter().min().unwrap();
+            assert!(spread < b, "{m}, {mc}, {threads}: shares {share:?}");
+        }
+        assert_eq!(balanced_mc(1024, 144, 12, 1), 144);
+        assert_eq!(balanced_mc(100, 144, 12, 2), 144);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! RMS norm and layer norm over the last axis, forward and backward.
 
 use super::{map_rows, map_rows_with, no_side};
+use crate::cpu::isa::vectorised;
 use crate::cpu::{pool, PAR_THRESHOLD};
 use crate::shape::rows_of;
 use crate::tensor::Tensor;
@@ -34,13 +35,15 @@ pub(crate) fn rms_norm_into(
         inv,
         &mut unit,
         |r, o, inv, _| {
-            let xr = &src[r * d..(r + 1) * d];
-            let ms = xr.iter().map(|&v| v as f64 * v as f64).sum::<f64>() / d.max(1) as f64;
-            let k = (1.0 / (ms + eps as f64).sqrt()) as f32;
-            for (a, &v) in o.iter_mut().zip(xr) {
-                *a = v * k;
-            }
-            inv[0] = k;
+            vectorised(|| {
+                let xr = &src[r * d..(r + 1) * d];
+                let ms = xr.iter().map(|&v| v as f64 * v as f64).sum::<f64>() / d.max(1) as f64;
+                let k = (1.0 / (ms + eps as f64).sqrt()) as f32;
+                for (a, &v) in o.iter_mut().zip(xr) {
+                    *a = v * k;
+                }
+                inv[0] = k;
+            })
         },
     );
 }
@@ -63,18 +66,20 @@ pub(crate) fn rms_norm_backward_into(
 ) {
     assert_eq!(inv.len(), rows, "rms_norm_backward: inv_rms is not [rows]");
     map_rows(dx, rows, d, src.len() >= PAR_THRESHOLD, |r, o| {
-        let (xr, gr) = (&src[r * d..(r + 1) * d], &g[r * d..(r + 1) * d]);
-        let ri = inv[r];
-        let dot = xr
-            .iter()
-            .zip(gr)
-            .map(|(&a, &b)| a as f64 * b as f64)
-            .sum::<f64>();
-        let k = (ri as f64).powi(3) * dot / d.max(1) as f64;
-        let k = k as f32;
-        for ((a, &xv), &gv) in o.iter_mut().zip(xr).zip(gr) {
-            *a = ri * gv - k * xv;
-        }
+        vectorised(|| {
+            let (xr, gr) = (&src[r * d..(r + 1) * d], &g[r * d..(r + 1) * d]);
+            let ri = inv[r];
+            let dot = xr
+                .iter()
+                .zip(gr)
+                .map(|(&a, &b)| a as f64 * b as f64)
+                .sum::<f64>();
+            let k = (ri as f64).powi(3) * dot / d.max(1) as f64;
+            let k = k as f32;
+            for ((a, &xv), &gv) in o.iter_mut().zip(xr).zip(gr) {
+                *a = ri * gv - k * xv;
+            }
+        })
     });
 }
 
@@ -109,16 +114,18 @@ pub(crate) fn layer_norm_into(
         mean,
         inv,
         |r, o, mean, inv| {
-            let xr = &src[r * d..(r + 1) * d];
-            let n = d.max(1) as f64;
-            let mu = xr.iter().map(|&v| v as f64).sum::<f64>() / n;
-            let var = xr.iter().map(|&v| (v as f64 - mu).powi(2)).sum::<f64>() / n;
-            let s = 1.0 / (var + eps as f64).sqrt();
-            for (a, &v) in o.iter_mut().zip(xr) {
-                *a = ((v as f64 - mu) * s) as f32;
-            }
-            mean[0] = mu as f32;
-            inv[0] = s as f32;
+            vectorised(|| {
+                let xr = &src[r * d..(r + 1) * d];
+                let n = d.max(1) as f64;
+                let mu = xr.iter().map(|&v| v as f64).sum::<f64>() / n;
+                let var = xr.iter().map(|&v| (v as f64 - mu).powi(2)).sum::<f64>() / n;
+                let s = 1.0 / (var + eps as f64).sqrt();
+                for (a, &v) in o.iter_mut().zip(xr) {
+                    *a = ((v as f64 - mu) * s) as f32;
+                }
+                mean[0] = mu as f32;
+                inv[0] = s as f32;
+            })
         },
     );
 }
@@ -158,17 +165,19 @@ pub(crate) fn layer_norm_backward_into(
         "layer_norm_backward: stats are not [rows]"
     );
     map_rows(dx, rows, d, src.len() >= PAR_THRESHOLD, |r, o| {
-        let (xr, gr) = (&src[r * d..(r + 1) * d], &g[r * d..(r + 1) * d]);
-        let (m, s) = (mu[r], inv[r]);
-        let n = d.max(1) as f64;
-        let (mut sg, mut sgx) = (0.0f64, 0.0f64);
-        for (&xv, &gv) in xr.iter().zip(gr) {
-            sg += gv as f64;
-            sgx += gv as f64 * ((xv - m) * s) as f64;
-        }
-        let (mg, mgx) = ((sg / n) as f32, (sgx / n) as f32);
-        for ((a, &xv), &gv) in o.iter_mut().zip(xr).zip(gr) {
-            *a = s * (gv - mg - (xv - m) * s * mgx);
-        }
+        vectorised(|| {
+            let (xr, gr) = (&src[r * d..(r + 1) * d], &g[r * d..(r + 1) * d]);
+            let (m, s) = (mu[r], inv[r]);
+            let n = d.max(1) as f64;
+            let (mut sg, mut sgx) = (0.0f64, 0.0f64);
+            for (&xv, &gv) in xr.iter().zip(gr) {
+                sg += gv as f64;
+                sgx += gv as f64 * ((xv - m) * s) as f64;
+            }
+            let (mg, mgx) = ((sg / n) as f32, (sgx / n) as f32);
+            for ((a, &xv), &gv) in o.iter_mut().zip(xr).zip(gr) {
+                *a = s * (gv - mg - (xv - m) * s * mgx);
+            }
+        })
     });
 }

@@ -4,6 +4,8 @@
 
 use super::{map_rows, map_rows_with, no_side, split_at_axis};
 use crate::backend::CAUSAL_FILL;
+use crate::cpu::isa::vectorised;
+use crate::cpu::simd_exp;
 use crate::cpu::{pool, PAR_THRESHOLD};
 use crate::math;
 use crate::shape::reduced_shape;
@@ -53,55 +55,60 @@ pub(crate) fn softmax_into(
     let par = src.len() >= PAR_THRESHOLD;
     if inner == 1 {
         map_rows(out, outer, n, par, |r, o| {
-            let xr = &src[r * n..(r + 1) * n];
-            let m = row_max(xr);
-            let sum = exp_shifted_sum(0.0, xr, m, o);
-            if log {
-                let shift = m + (math::log(sum) as f32);
-                for (d, &v) in o.iter_mut().zip(xr) {
-                    *d = v - shift;
+            vectorised(|| {
+                let xr = &src[r * n..(r + 1) * n];
+                let m = row_max(xr);
+                let sum = exp_shifted_sum(0.0, xr, m, o);
+                if log {
+                    let shift = m + (math::log(sum) as f32);
+                    for (d, &v) in o.iter_mut().zip(xr) {
+                        *d = v - shift;
+                    }
+                } else {
+                    let inv = (1.0 / sum) as f32;
+                    o.iter_mut().for_each(|d| *d *= inv);
                 }
-            } else {
-                let inv = (1.0 / sum) as f32;
-                o.iter_mut().for_each(|d| *d *= inv);
-            }
+            })
         });
     } else {
         map_rows_with(out, outer, n * inner, par, m, sum, |o, plane, m, sum| {
-            let xp = &src[o * n * inner..(o + 1) * n * inner];
-            m.fill(f32::NEG_INFINITY);
-            for xr in xp.chunks(inner) {
-                for (a, &v) in m.iter_mut().zip(xr) {
-                    *a = a.max(v);
-                }
-            }
-            sum.fill(0.0);
-            for (orow, xr) in plane.chunks_mut(inner).zip(xp.chunks(inner)) {
-                for (((d, &v), &mx), s) in orow.iter_mut().zip(xr).zip(m.iter()).zip(sum.iter_mut())
-                {
-                    let e = math::expf(v - mx);
-                    *d = e;
-                    *s += e as f64;
-                }
-            }
-            if log {
-                // The shift of each column, kept where its maximum was.
-                for (mx, &s) in m.iter_mut().zip(sum.iter()) {
-                    *mx += math::log(s) as f32;
-                }
-                for (orow, xr) in plane.chunks_mut(inner).zip(xp.chunks(inner)) {
-                    for ((d, &v), &sh) in orow.iter_mut().zip(xr).zip(m.iter()) {
-                        *d = v - sh;
+            {
+                let xp = &src[o * n * inner..(o + 1) * n * inner];
+                m.fill(f32::NEG_INFINITY);
+                for xr in xp.chunks(inner) {
+                    for (a, &v) in m.iter_mut().zip(xr) {
+                        *a = a.max(v);
                     }
                 }
-            } else {
-                // The inverse sum of each column, kept where its maximum was.
-                for (iv, &s) in m.iter_mut().zip(sum.iter()) {
-                    *iv = (1.0 / s) as f32;
+                sum.fill(0.0);
+                for (orow, xr) in plane.chunks_mut(inner).zip(xp.chunks(inner)) {
+                    for (((d, &v), &mx), s) in
+                        orow.iter_mut().zip(xr).zip(m.iter()).zip(sum.iter_mut())
+                    {
+                        let e = math::expf(v - mx);
+                        *d = e;
+                        *s += e as f64;
+                    }
                 }
-                for orow in plane.chunks_mut(inner) {
-                    for (d, &iv) in orow.iter_mut().zip(m.iter()) {
-                        *d *= iv;
+                if log {
+                    // The shift of each column, kept where its maximum was.
+                    for (mx, &s) in m.iter_mut().zip(sum.iter()) {
+                        *mx += math::log(s) as f32;
+                    }
+                    for (orow, xr) in plane.chunks_mut(inner).zip(xp.chunks(inner)) {
+                        for ((d, &v), &sh) in orow.iter_mut().zip(xr).zip(m.iter()) {
+                            *d = v - sh;
+                        }
+                    }
+                } else {
+                    // The inverse sum of each column, kept where its maximum was.
+                    for (iv, &s) in m.iter_mut().zip(sum.iter()) {
+                        *iv = (1.0 / s) as f32;
+                    }
+                    for orow in plane.chunks_mut(inner) {
+                        for (d, &iv) in orow.iter_mut().zip(m.iter()) {
+                            *d *= iv;
+                        }
                     }
                 }
             }
@@ -143,22 +150,24 @@ pub(crate) fn logsumexp_into(
     } else {
         let mut rows = no_side(outer);
         map_rows_with(out, outer, inner, par, &mut rows, sum, |o, m, _, sum| {
-            let xp = &src[o * n * inner..(o + 1) * n * inner];
-            // `m` (the output row) holds each column's maximum until the end.
-            m.fill(f32::NEG_INFINITY);
-            for xr in xp.chunks(inner) {
-                for (a, &v) in m.iter_mut().zip(xr) {
-                    *a = a.max(v);
+            {
+                let xp = &src[o * n * inner..(o + 1) * n * inner];
+                // `m` (the output row) holds each column's maximum until the end.
+                m.fill(f32::NEG_INFINITY);
+                for xr in xp.chunks(inner) {
+                    for (a, &v) in m.iter_mut().zip(xr) {
+                        *a = a.max(v);
+                    }
                 }
-            }
-            sum.fill(0.0);
-            for xr in xp.chunks(inner) {
-                for ((s, &v), &mx) in sum.iter_mut().zip(xr).zip(m.iter()) {
-                    *s += math::expf(v - mx) as f64;
+                sum.fill(0.0);
+                for xr in xp.chunks(inner) {
+                    for ((s, &v), &mx) in sum.iter_mut().zip(xr).zip(m.iter()) {
+                        *s += math::expf(v - mx) as f64;
+                    }
                 }
-            }
-            for (mx, &s) in m.iter_mut().zip(sum.iter()) {
-                *mx += math::log(s) as f32;
+                for (mx, &s) in m.iter_mut().zip(sum.iter()) {
+                    *mx += math::log(s) as f32;
+                }
             }
         });
     }
@@ -194,31 +203,33 @@ pub(crate) fn softmax_backward_into(
     let mut unit = no_side(outer);
     let dot: &mut [f64] = if inner == 1 { &mut [] } else { dot };
     let plane = |o: usize, plane: &mut [f32], dot: &mut [f64]| {
-        let range = o * n * inner..(o + 1) * n * inner;
-        let (yp, gp) = (&ys[range.clone()], &gs[range]);
-        if inner == 1 {
-            let dot: f64 = yp.iter().zip(gp).map(|(&a, &b)| a as f64 * b as f64).sum();
-            let dot = dot as f32;
-            for ((d, &yv), &gv) in plane.iter_mut().zip(yp).zip(gp) {
-                *d = yv * (gv - dot);
-            }
-        } else {
-            dot.fill(0.0);
-            for (yr, gr) in yp.chunks(inner).zip(gp.chunks(inner)) {
-                for ((s, &yv), &gv) in dot.iter_mut().zip(yr).zip(gr) {
-                    *s += yv as f64 * gv as f64;
+        vectorised(|| {
+            let range = o * n * inner..(o + 1) * n * inner;
+            let (yp, gp) = (&ys[range.clone()], &gs[range]);
+            if inner == 1 {
+                let dot: f64 = yp.iter().zip(gp).map(|(&a, &b)| a as f64 * b as f64).sum();
+                let dot = dot as f32;
+                for ((d, &yv), &gv) in plane.iter_mut().zip(yp).zip(gp) {
+                    *d = yv * (gv - dot);
+                }
+            } else {
+                dot.fill(0.0);
+                for (yr, gr) in yp.chunks(inner).zip(gp.chunks(inner)) {
+                    for ((s, &yv), &gv) in dot.iter_mut().zip(yr).zip(gr) {
+                        *s += yv as f64 * gv as f64;
+                    }
+                }
+                for ((orow, yr), gr) in plane
+                    .chunks_mut(inner)
+                    .zip(yp.chunks(inner))
+                    .zip(gp.chunks(inner))
+                {
+                    for (((d, &yv), &gv), &s) in orow.iter_mut().zip(yr).zip(gr).zip(dot.iter()) {
+                        *d = yv * (gv - s as f32);
+                    }
                 }
             }
-            for ((orow, yr), gr) in plane
-                .chunks_mut(inner)
-                .zip(yp.chunks(inner))
-                .zip(gp.chunks(inner))
-            {
-                for (((d, &yv), &gv), &s) in orow.iter_mut().zip(yr).zip(gr).zip(dot.iter()) {
-                    *d = yv * (gv - s as f32);
-                }
-            }
-        }
+        })
     };
     if inner == 1 {
         map_rows(out, outer, n, par, |o, p| plane(o, p, &mut []));
@@ -285,9 +296,7 @@ pub(crate) fn cross_entropy(
 /// one at a time in index order (two passes, so that the first one
 /// vectorises; the same bits as one).
 fn exp_shifted_sum(start: f64, src: &[f32], m: f32, dst: &mut [f32]) -> f64 {
-    for (d, &v) in dst.iter_mut().zip(src) {
-        *d = math::expf(v - m);
-    }
+    simd_exp::exp_shifted(src, m, dst);
     sum_in_order(start, &dst[..src.len()])
 }
 
@@ -315,26 +324,28 @@ pub(crate) fn cross_entropy_into(
     let scale = 1.0 / rows.max(1) as f32;
     let par = src.len() >= PAR_THRESHOLD;
     let row_loss = |r: usize, grad: Option<&mut [f32]>| -> f64 {
-        let xr = &src[r * v..(r + 1) * v];
-        let m = row_max(xr);
-        let target = t[r] as usize;
-        let sum: f64 = match grad {
-            Some(g) => {
-                let s = exp_shifted_sum(0.0, xr, m, g);
-                let k = (1.0 / s) as f32 * scale;
-                g.iter_mut().for_each(|d| *d *= k);
-                g[target] -= scale;
-                s
-            }
-            None => {
-                let mut buf = [0.0f32; 256];
-                xr.chunks(buf.len()).fold(0.0f64, |s, c| {
-                    let b = &mut buf[..c.len()];
-                    exp_shifted_sum(s, c, m, b)
-                })
-            }
-        };
-        m as f64 + math::log(sum) - xr[target] as f64
+        vectorised(|| {
+            let xr = &src[r * v..(r + 1) * v];
+            let m = row_max(xr);
+            let target = t[r] as usize;
+            let sum: f64 = match grad {
+                Some(g) => {
+                    let s = exp_shifted_sum(0.0, xr, m, g);
+                    let k = (1.0 / s) as f32 * scale;
+                    g.iter_mut().for_each(|d| *d *= k);
+                    g[target] -= scale;
+                    s
+                }
+                None => {
+                    let mut buf = [0.0f32; 256];
+                    xr.chunks(buf.len()).fold(0.0f64, |s, c| {
+                        let b = &mut buf[..c.len()];
+                        exp_shifted_sum(s, c, m, b)
+                    })
+                }
+            };
+            m as f64 + math::log(sum) - xr[target] as f64
+        })
     };
     match grad {
         Some(g) => {
@@ -404,31 +415,31 @@ pub(crate) fn masked_softmax_into(
         return;
     }
     map_rows(out, rows, s, src.len() >= PAR_THRESHOLD, |row, o| {
-        let xr = &src[row * s..(row + 1) * s];
-        let kept = kept_columns(row, t, s, causal);
-        for (d, &v) in o[..kept].iter_mut().zip(xr) {
-            *d = v / divisor;
-        }
-        // The composed mask `v·0 + fill` (NaN where v is not finite).
-        let mut finite = true;
-        for (d, &v) in o[kept..].iter_mut().zip(&xr[kept..]) {
-            *d = (v / divisor) * 0.0 + CAUSAL_FILL;
-            finite &= !d.is_nan();
-        }
-        let m = row_max(o);
-        // exp(CAUSAL_FILL − m) is exactly 0 when the argument is below −200.
-        let live = if finite && CAUSAL_FILL - m < -200.0 {
-            kept
-        } else {
-            s
-        };
-        for d in o[..live].iter_mut() {
-            *d = math::expf(*d - m);
-        }
-        let sum = sum_in_order(0.0, &o[..live]);
-        o[live..].fill(0.0);
-        let inv = (1.0 / sum) as f32;
-        o.iter_mut().for_each(|d| *d *= inv);
+        vectorised(|| {
+            let xr = &src[row * s..(row + 1) * s];
+            let kept = kept_columns(row, t, s, causal);
+            for (d, &v) in o[..kept].iter_mut().zip(xr) {
+                *d = v / divisor;
+            }
+            // The composed mask `v·0 + fill` (NaN where v is not finite).
+            let mut finite = true;
+            for (d, &v) in o[kept..].iter_mut().zip(&xr[kept..]) {
+                *d = (v / divisor) * 0.0 + CAUSAL_FILL;
+                finite &= !d.is_nan();
+            }
+            let m = row_max(o);
+            // exp(CAUSAL_FILL − m) is exactly 0 when the argument is below −200.
+            let live = if finite && CAUSAL_FILL - m < -200.0 {
+                kept
+            } else {
+                s
+            };
+            simd_exp::exp_shifted_in_place(&mut o[..live], m);
+            let sum = sum_in_order(0.0, &o[..live]);
+            o[live..].fill(0.0);
+            let inv = (1.0 / sum) as f32;
+            o.iter_mut().for_each(|d| *d *= inv);
+        })
     });
 }
 
@@ -465,13 +476,15 @@ pub(crate) fn masked_softmax_backward_into(
         return;
     }
     map_rows(out, rows, s, ys.len() >= PAR_THRESHOLD, |row, o| {
-        let (yr, gr) = (&ys[row * s..(row + 1) * s], &gs[row * s..(row + 1) * s]);
-        let dot: f64 = yr.iter().zip(gr).map(|(&a, &b)| a as f64 * b as f64).sum();
-        let dot = dot as f32;
-        let kept = kept_columns(row, t, s, causal);
-        for (j, ((d, &yv), &gv)) in o.iter_mut().zip(yr).zip(gr).enumerate() {
-            let v = yv * (gv - dot);
-            *d = if j < kept { v } else { v * 0.0 } / divisor;
-        }
+        vectorised(|| {
+            let (yr, gr) = (&ys[row * s..(row + 1) * s], &gs[row * s..(row + 1) * s]);
+            let dot: f64 = yr.iter().zip(gr).map(|(&a, &b)| a as f64 * b as f64).sum();
+            let dot = dot as f32;
+            let kept = kept_columns(row, t, s, causal);
+            for (j, ((d, &yv), &gv)) in o.iter_mut().zip(yr).zip(gr).enumerate() {
+                let v = yv * (gv - dot);
+                *d = if j < kept { v } else { v * 0.0 } / divisor;
+            }
+        })
     });
 }
