@@ -174,9 +174,16 @@ fn classify(
         match first.value(prev).origin {
             Origin::Output { call, index } => {
                 let from = second.calls[call].outputs[index];
+                let initial = second.tensor(from).ok_or_else(|| {
+                    format!(
+                        "{} is carried from {}, which the second iteration did not keep",
+                        describe_use(second, v),
+                        describe(second, from)
+                    )
+                })?;
                 return Ok(PlanInput {
                     value: v,
-                    initial: second.tensor(from).clone(),
+                    initial,
                     carried_from: Some(from),
                 });
             }

@@ -6,16 +6,23 @@
 //! buffer; running calls the same slice-level kernels as the eager backend, so
 //! results are the same bits, and allocates nothing.
 //!
-//! Buffers: every input keeps its own buffer. A computed value gets a buffer
-//! of its length that no live value holds: one freed after the last use of the
-//! value it held (values read after a step, and the sources of carried inputs,
-//! are never freed). A view (`Op::View`) shares its input's buffer, which stays
-//! live until the view's last use. Adam updates run in place: the updated `p`,
-//! `m`, `v` take the buffers of the old ones when nothing reads those later
-//! (for a carried input, when it is carried from that very update); otherwise
-//! the old value is copied into a fresh buffer first. Before each run after the
-//! first, each carried input receives the value it is carried from (no copy
-//! when both already share a buffer).
+//! Buffers ([`arena_bytes`] gives their sizes without allocating them): an
+//! input the step never overwrites (the data, constants) is read in place from
+//! the tensor it was recorded with (aliased, not copied); a carried input
+//! (parameters, optimizer moments, reassigned variables) has a buffer of its
+//! own. A computed value takes a buffer no live value holds: the smallest free
+//! one of at least its length, else the largest free one, grown to its length,
+//! else a new one. A buffer is free again as soon as the last call reading its
+//! value ran (values read after a step, and the sources of carried inputs, are
+//! never freed), so every value lives from the call that computes it to its
+//! last reader and nothing longer. A view (`Op::View`) shares its input's
+//! buffer, which stays live until the view's last use. Adam updates run in
+//! place: the updated `p`, `m`, `v` take the buffers of the old ones when
+//! nothing reads those later (for a carried input, when it is carried from that
+//! very update); otherwise the old value is copied into a fresh buffer first.
+//! Before each run after the first, each carried input receives the value it
+//! is carried from (no copy when both already share a buffer, as Adam's state
+//! does).
 //!
 //! What still allocates while running: nothing in this module or in the
 //! kernels. The `gemm` crate allocates its packing buffers (and a small flag
@@ -30,10 +37,10 @@ use super::nn;
 use super::reduce::{argmax_into, reduce_into};
 use super::select;
 use crate::backend::{AdamStep, BinaryOp, DeviceError, DeviceKind, ReduceOp, Result, UnaryOp};
-use crate::capture::{CallObserver, Op, Origin, StepPlan, StepProgram, ValueId};
+use crate::capture::{ArenaBytes, CallObserver, Op, Origin, StepPlan, StepProgram, ValueId};
 use crate::clock::Instant;
 use crate::counter_scope::{count_in_scopes, Count};
-use crate::tensor::{numel_of, Tensor};
+use crate::tensor::{numel_of, Storage, Tensor};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -118,7 +125,7 @@ enum Kernel {
 
 /// The function of a [`Kernel::Slices`]: up to four input slices (unused ones
 /// empty), up to three output buffers, and the scratch.
-type SliceFn = dyn Fn(&[&[f32]; 4], &mut [Vec<f32>; 3], &mut Scratch) + Send + Sync;
+type SliceFn = dyn Fn(&[&[f32]; 4], &mut [&mut [f32]; 3], &mut Scratch) + Send + Sync;
 
 /// An arena kernel as a function, with the scratch it needs.
 struct SliceKernel {
@@ -139,7 +146,7 @@ impl std::fmt::Debug for SliceKernel {
 fn slices(
     op: &Op,
     scratch: (usize, usize),
-    run: impl Fn(&[&[f32]; 4], &mut [Vec<f32>; 3], &mut Scratch) + Send + Sync + 'static,
+    run: impl Fn(&[&[f32]; 4], &mut [&mut [f32]; 3], &mut Scratch) + Send + Sync + 'static,
 ) -> Kernel {
     Kernel::Slices(SliceKernel {
         name: op.name(),
@@ -148,14 +155,22 @@ fn slices(
     })
 }
 
-/// One kernel call: its kernel and the arena buffers it reads and writes.
+/// Where a value's elements are while it lives: the first `len` elements of
+/// arena buffer `buf` (a buffer is as long as the longest value it holds).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Slot {
+    buf: usize,
+    len: usize,
+}
+
+/// One kernel call: its kernel and the arena slots it reads and writes.
 #[derive(Debug)]
 struct Step {
     kernel: Kernel,
-    /// Buffers of the call's inputs, in the kernel's argument order.
-    ins: Vec<usize>,
-    /// Buffers of the call's outputs (at most 3).
-    outs: Vec<usize>,
+    /// Slots of the call's inputs, in the kernel's argument order.
+    ins: Vec<Slot>,
+    /// Slots of the call's outputs (at most 3).
+    outs: Vec<Slot>,
     /// Whether the step counts as a kernel launch (uploads and downloads are
     /// identities on the CPU and count nothing, as in the eager backend).
     counted: bool,
@@ -172,16 +187,43 @@ struct Scratch {
     f64s: Vec<f64>,
 }
 
+/// One buffer of the arena.
+#[derive(Debug)]
+enum Buffer {
+    /// Elements the program owns and writes.
+    Owned(Vec<f32>),
+    /// An input's storage, read in place (the step never writes it).
+    Aliased(Arc<Vec<f32>>),
+}
+
+impl Buffer {
+    fn as_slice(&self) -> &[f32] {
+        match self {
+            Buffer::Owned(v) => v,
+            Buffer::Aliased(a) => a,
+        }
+    }
+
+    /// The owned elements, leaving the buffer empty until they are put back.
+    fn take(&mut self) -> Vec<f32> {
+        match self {
+            Buffer::Owned(v) => std::mem::take(v),
+            Buffer::Aliased(_) => unreachable!("the arena never writes an aliased input"),
+        }
+    }
+}
+
 /// A captured step compiled for the CPU: kernels over preallocated buffers.
 #[derive(Debug)]
 pub struct CpuProgram {
     /// The arena: one buffer per live value (values share buffers over time).
-    bufs: Vec<Vec<f32>>,
+    bufs: Vec<Buffer>,
+    bytes: ArenaBytes,
     steps: Vec<Step>,
     scratch: Scratch,
-    /// `(input's buffer, source's buffer)` copied before every run after the
+    /// `(input's slot, source's slot)` copied before every run after the
     /// first (pairs that share a buffer are left out).
-    carries: Vec<(usize, usize)>,
+    carries: Vec<(Slot, Slot)>,
     /// Each value's buffer.
     value_buf: Vec<usize>,
     /// Each value's shape.
@@ -395,10 +437,10 @@ impl Kernel {
 /// Buffer bookkeeping while compiling.
 #[derive(Default)]
 struct Arena {
-    /// Each buffer's length.
+    /// Each buffer's length: the longest value it holds.
     lens: Vec<usize>,
-    /// Free buffers by length.
-    free: HashMap<usize, Vec<usize>>,
+    /// Buffers no live root holds.
+    free: Vec<usize>,
     /// How many live roots hold each buffer.
     holders: Vec<usize>,
     /// Buffers that are never freed.
@@ -406,10 +448,31 @@ struct Arena {
 }
 
 impl Arena {
-    /// A buffer of `len` elements for a new root: a free one, else a new one.
+    /// A buffer of at least `len` elements for a new root: the smallest free
+    /// one that is long enough, else the longest free one (grown to `len`),
+    /// else a new one. Ties go to the lowest buffer, so compiling is
+    /// deterministic.
     fn take(&mut self, len: usize, pinned: bool) -> usize {
-        let b = match self.free.get_mut(&len).and_then(Vec::pop) {
-            Some(b) => b,
+        let lens = &self.lens;
+        let fit = self
+            .free
+            .iter()
+            .enumerate()
+            .filter(|(_, &b)| lens[b] >= len)
+            .min_by_key(|(_, &b)| (lens[b], b))
+            .or_else(|| {
+                self.free
+                    .iter()
+                    .enumerate()
+                    .max_by_key(|(_, &b)| (lens[b], std::cmp::Reverse(b)))
+            })
+            .map(|(i, &b)| (i, b));
+        let b = match fit {
+            Some((i, b)) => {
+                self.free.swap_remove(i);
+                self.lens[b] = self.lens[b].max(len);
+                b
+            }
             None => {
                 self.lens.push(len);
                 self.holders.push(0);
@@ -431,13 +494,107 @@ impl Arena {
     fn release(&mut self, b: usize) {
         self.holders[b] -= 1;
         if self.holders[b] == 0 && !self.pinned[b] {
-            self.free.entry(self.lens[b]).or_default().push(b);
+            self.free.push(b);
         }
     }
 }
 
+/// The arena of a compiled step, decided from the plan alone (no buffer is
+/// allocated): its steps, buffers and where every value lives.
+struct Layout {
+    steps: Vec<Step>,
+    /// Each buffer's length.
+    lens: Vec<usize>,
+    /// For each buffer that starts with an input's elements: the input's
+    /// tensor, and whether the buffer reads it in place (aliased).
+    initial: Vec<Option<(Tensor, bool)>>,
+    carries: Vec<(Slot, Slot)>,
+    value_buf: Vec<usize>,
+    readable: Vec<bool>,
+}
+
+impl Layout {
+    /// The bytes the layout's buffers hold.
+    fn bytes(&self) -> ArenaBytes {
+        let mut bytes = ArenaBytes::default();
+        for (len, init) in self.lens.iter().zip(&self.initial) {
+            let b = 4 * *len as u64;
+            match init {
+                Some((t, true)) if aliasable(t, *len) => bytes.aliased += b,
+                _ => bytes.owned += b,
+            }
+        }
+        bytes
+    }
+}
+
+/// Whether an input of `len` elements can be read in place from `t`'s storage.
+fn aliasable(t: &Tensor, len: usize) -> bool {
+    matches!(t.storage(), Storage::Host(a) if a.len() == len)
+}
+
+/// The bytes the CPU's compiled form of `plan` holds while it runs: its
+/// owned buffers (computed values, reused as they die, and carried inputs)
+/// and the inputs it reads in place. Computed from the plan alone, without
+/// allocating the buffers; [`CpuProgram::arena_bytes`] reports the same for a
+/// compiled program. Errors are those of compiling the plan.
+pub fn arena_bytes(plan: &StepPlan) -> Result<ArenaBytes> {
+    Ok(layout(plan)?.bytes())
+}
+
 /// Compiles `plan` into a [`CpuProgram`] counting its launches in `launches`.
 pub(crate) fn compile(plan: &StepPlan, launches: Arc<AtomicU64>) -> Result<CpuProgram> {
+    let layout = layout(plan)?;
+    let bytes = layout.bytes();
+    let Layout {
+        steps,
+        lens,
+        initial,
+        carries,
+        value_buf,
+        readable,
+    } = layout;
+    let bufs = lens
+        .iter()
+        .zip(initial)
+        .map(|(&len, init)| match init {
+            Some((t, true)) if aliasable(&t, len) => match t.storage() {
+                Storage::Host(a) => Buffer::Aliased(a.clone()),
+                Storage::Device(_) => unreachable!("aliasable inputs are host tensors"),
+            },
+            Some((t, _)) => {
+                let mut v = vec![0.0; len];
+                v[..t.numel()].copy_from_slice(t.host());
+                Buffer::Owned(v)
+            }
+            None => Buffer::Owned(vec![0.0; len]),
+        })
+        .collect();
+    let mut scratch = Scratch::default();
+    let (mut la, mut lf) = (0, 0);
+    for s in &steps {
+        let (a, f) = s.kernel.scratch_lens();
+        (la, lf) = (la.max(a), lf.max(f));
+    }
+    scratch.a.resize(la, 0.0);
+    scratch.f64s.resize(lf, 0.0);
+    Ok(CpuProgram {
+        bufs,
+        bytes,
+        steps,
+        scratch,
+        carries,
+        value_buf,
+        shapes: plan.trace.values.iter().map(|v| v.shape.clone()).collect(),
+        readable,
+        runs: 0,
+        kernel: Duration::ZERO,
+        launches,
+    })
+}
+
+/// Decides the arena of `plan` (see the module's documentation).
+fn layout(plan: &StepPlan) -> Result<Layout> {
     let trace = &plan.trace;
     let n = trace.values.len();
     let shape = |v: ValueId| trace.values[v.index()].shape.as_slice();
@@ -528,7 +685,7 @@ pub(crate) fn compile(plan: &StepPlan, launches: Arc<AtomicU64>) -> Result<CpuPr
 
     let mut arena = Arena::default();
     let mut value_buf = vec![usize::MAX; n];
-    let mut initial: Vec<(usize, &Tensor)> = Vec::new();
+    let mut initial: Vec<(usize, Tensor, bool)> = Vec::new();
     for (j, input) in plan.inputs.iter().enumerate() {
         let v = input.value;
         if trace.inputs[j].0 != v {
@@ -553,9 +710,11 @@ pub(crate) fn compile(plan: &StepPlan, launches: Arc<AtomicU64>) -> Result<CpuPr
                 shape(v)
             )));
         }
+        // Inputs are pinned: never free, so no computed value takes them.
         let b = arena.take(numel_of(shape(v)), true);
         value_buf[v.index()] = b;
-        initial.push((b, &input.initial));
+        // Only carried inputs are ever written (by a carry or an update).
+        initial.push((b, input.initial.clone(), input.carried_from.is_none()));
     }
     // Carried inputs by the root they are carried from.
     let carried_from_root: HashMap<usize, usize> = plan
@@ -563,6 +722,10 @@ pub(crate) fn compile(plan: &StepPlan, launches: Arc<AtomicU64>) -> Result<CpuPr
         .iter()
         .filter_map(|i| i.carried_from.map(|c| (i.value.index(), root[c.index()])))
         .collect();
+    let slot = |value_buf: &[usize], v: ValueId| Slot {
+        buf: value_buf[root[v.index()]],
+        len: numel_of(shape(v)),
+    };
 
     let mut steps = Vec::with_capacity(trace.calls.len());
     let mut dead_after: Vec<Vec<usize>> = vec![Vec::new(); trace.calls.len()];
@@ -576,11 +739,7 @@ pub(crate) fn compile(plan: &StepPlan, launches: Arc<AtomicU64>) -> Result<CpuPr
             value_buf[c.outputs[0].index()] = value_buf[root[c.inputs[0].index()]];
             continue;
         }
-        let ins: Vec<usize> = c
-            .inputs
-            .iter()
-            .map(|v| value_buf[root[v.index()]])
-            .collect();
+        let ins: Vec<Slot> = c.inputs.iter().map(|&v| slot(&value_buf, v)).collect();
         let mut outs = Vec::with_capacity(c.outputs.len());
         for (oi, o) in c.outputs.iter().enumerate() {
             let r = o.index();
@@ -591,10 +750,11 @@ pub(crate) fn compile(plan: &StepPlan, launches: Arc<AtomicU64>) -> Result<CpuPr
                     let src = c.inputs[[0, 2, 3][oi]];
                     let sr = root[src.index()];
                     let b = value_buf[sr];
-                    let only_here = ins.iter().filter(|&&x| x == b).count() == 1;
+                    let only_here = ins.iter().filter(|x| x.buf == b).count() == 1;
                     let free_after = last[sr] == Some(k) && !kept_root[sr];
                     let may_write = !pinned[sr] || carried_from_root.get(&sr) == Some(&r);
-                    (only_here && free_after && may_write && arena.lens[b] == len).then_some(b)
+                    let same_len = numel_of(shape(src)) == len;
+                    (only_here && free_after && may_write && same_len).then_some(b)
                 }
                 _ => None,
             };
@@ -606,7 +766,7 @@ pub(crate) fn compile(plan: &StepPlan, launches: Arc<AtomicU64>) -> Result<CpuPr
                 None => arena.take(len, pinned[r]),
             };
             value_buf[r] = b;
-            outs.push(b);
+            outs.push(Slot { buf: b, len });
         }
         let in_shapes: Vec<&[usize]> = c.inputs.iter().map(|v| shape(*v)).collect();
         let kernel = kernel_of(&c.op, &in_shapes)?;
@@ -630,25 +790,17 @@ pub(crate) fn compile(plan: &StepPlan, launches: Arc<AtomicU64>) -> Result<CpuPr
         }
     }
 
-    let mut bufs: Vec<Vec<f32>> = arena.lens.iter().map(|&len| vec![0.0; len]).collect();
-    for (b, t) in initial {
-        bufs[b].copy_from_slice(t.host());
+    let mut init: Vec<Option<(Tensor, bool)>> = vec![None; arena.lens.len()];
+    for (b, t, aliased) in initial {
+        init[b] = Some((t, aliased));
     }
-    let mut scratch = Scratch::default();
-    let (mut la, mut lf) = (0, 0);
-    for s in &steps {
-        let (a, f) = s.kernel.scratch_lens();
-        (la, lf) = (la.max(a), lf.max(f));
-    }
-    scratch.a.resize(la, 0.0);
-    scratch.f64s.resize(lf, 0.0);
     let carries = plan
         .inputs
         .iter()
         .filter_map(|i| {
             let from = i.carried_from?;
-            let (dst, src) = (value_buf[i.value.index()], value_buf[root[from.index()]]);
-            (dst != src).then_some((dst, src))
+            let (dst, src) = (slot(&value_buf, i.value), slot(&value_buf, from));
+            (dst.buf != src.buf).then_some((dst, src))
         })
         .collect();
     // Readable after a run: values live at the end (and their views), and
@@ -664,57 +816,61 @@ pub(crate) fn compile(plan: &StepPlan, launches: Arc<AtomicU64>) -> Result<CpuPr
     for v in 0..n {
         value_buf[v] = value_buf[root[v]];
     }
-    Ok(CpuProgram {
-        bufs,
+    Ok(Layout {
         steps,
-        scratch,
+        lens: arena.lens,
+        initial: init,
         carries,
         value_buf,
-        shapes: trace.values.iter().map(|v| v.shape.clone()).collect(),
         readable,
-        runs: 0,
-        kernel: Duration::ZERO,
-        launches,
     })
 }
 
-/// Copies buffer `src` into buffer `dst` (distinct, same length).
-fn copy_buffer(bufs: &mut [Vec<f32>], src: usize, dst: usize) {
-    let mut d = std::mem::take(&mut bufs[dst]);
-    d.copy_from_slice(&bufs[src]);
-    bufs[dst] = d;
+/// Copies the elements of slot `src` into slot `dst` (distinct buffers, same
+/// length; `dst` owned).
+fn copy_slot(bufs: &mut [Buffer], src: Slot, dst: Slot) {
+    let mut d = bufs[dst.buf].take();
+    d[..dst.len].copy_from_slice(&bufs[src.buf].as_slice()[..src.len]);
+    bufs[dst.buf] = Buffer::Owned(d);
 }
 
 /// Runs one step on the arena (`runs` earlier runs, for Adam's count).
-fn execute(step: &Step, bufs: &mut [Vec<f32>], scratch: &mut Scratch, runs: u64) {
+fn execute(step: &Step, bufs: &mut [Buffer], scratch: &mut Scratch, runs: u64) {
     if let Kernel::Adam(adam) = &step.kernel {
         // Old p, m, v into the new buffers unless the update is in place.
         for (i, &o) in [0, 2, 3].iter().zip(&step.outs) {
-            if step.ins[*i] != o {
-                copy_buffer(bufs, step.ins[*i], o);
+            if step.ins[*i].buf != o.buf {
+                copy_slot(bufs, step.ins[*i], o);
             }
         }
-        let mut p = std::mem::take(&mut bufs[step.outs[0]]);
-        let mut m = std::mem::take(&mut bufs[step.outs[1]]);
-        let mut v = std::mem::take(&mut bufs[step.outs[2]]);
+        let [po, mo, vo] = [0, 1, 2].map(|i| step.outs[i]);
+        let (mut p, mut m, mut v) = (bufs[po.buf].take(), bufs[mo.buf].take(), bufs[vo.buf].take());
         let h = crate::declare::Attr::replayed(adam, runs).constants();
-        nn::adam_update_into(&mut p, &bufs[step.ins[1]], &mut m, &mut v, h);
-        bufs[step.outs[0]] = p;
-        bufs[step.outs[1]] = m;
-        bufs[step.outs[2]] = v;
+        let g = &bufs[step.ins[1].buf].as_slice()[..step.ins[1].len];
+        nn::adam_update_into(&mut p[..po.len], g, &mut m[..mo.len], &mut v[..vo.len], h);
+        bufs[po.buf] = Buffer::Owned(p);
+        bufs[mo.buf] = Buffer::Owned(m);
+        bufs[vo.buf] = Buffer::Owned(v);
         return;
     }
-    let mut outs: [Vec<f32>; 3] = Default::default();
-    for (o, &b) in outs.iter_mut().zip(&step.outs) {
-        *o = std::mem::take(&mut bufs[b]);
+    let mut owned: [Vec<f32>; 3] = Default::default();
+    for (o, s) in owned.iter_mut().zip(&step.outs) {
+        *o = bufs[s.buf].take();
     }
+    let len = |i: usize| step.outs.get(i).map_or(0, |s| s.len);
+    let [a, b, c] = &mut owned;
+    let mut outs: [&mut [f32]; 3] = [&mut a[..len(0)], &mut b[..len(1)], &mut c[..len(2)]];
     if let Kernel::Slices(k) = &step.kernel {
         let none: &[f32] = &[];
-        let xs = std::array::from_fn(|i| step.ins.get(i).map_or(none, |&b| bufs[b].as_slice()));
+        let xs = std::array::from_fn(|i| {
+            step.ins
+                .get(i)
+                .map_or(none, |s| &bufs[s.buf].as_slice()[..s.len])
+        });
         (k.run)(&xs, &mut outs, scratch);
     } else {
         let bufs = &*bufs;
-        let x = |i: usize| bufs[step.ins[i]].as_slice();
+        let x = |i: usize| &bufs[step.ins[i].buf].as_slice()[..step.ins[i].len];
         let [o0, o1, o2] = &mut outs;
         let Scratch { a, f64s } = scratch;
         match &step.kernel {
@@ -733,7 +889,7 @@ fn execute(step: &Step, bufs: &mut [Vec<f32>], scratch: &mut Scratch, runs: u64)
                 nn::softmax_backward_into(x(0), x(1), *dims, o0, &mut f64s[..s])
             }
             Kernel::CrossEntropy { dims, want_grad } => {
-                let grad = want_grad.then_some(o1.as_mut_slice());
+                let grad = want_grad.then_some(&mut **o1);
                 nn::cross_entropy_into(x(0), x(1), *dims, o0, grad, &mut f64s[..dims.0])
             }
             Kernel::Permute(plan) => permute_into(plan, x(0), o0),
@@ -776,16 +932,24 @@ fn execute(step: &Step, bufs: &mut [Vec<f32>], scratch: &mut Scratch, runs: u64)
             }
         }
     }
-    for (o, &b) in outs.into_iter().zip(&step.outs) {
-        bufs[b] = o;
+    for (o, s) in owned.into_iter().zip(&step.outs) {
+        bufs[s.buf] = Buffer::Owned(o);
     }
 }
 
 impl CpuProgram {
+    /// The bytes the program's buffers hold (see [`arena_bytes`]).
+    pub fn arena_bytes(&self) -> ArenaBytes {
+        self.bytes
+    }
+
     /// The buffer of `v` when it can be read after a run.
     fn readable_buffer(&self, v: ValueId) -> Result<&[f32]> {
         match self.readable.get(v.index()) {
-            Some(true) if self.runs > 0 => Ok(&self.bufs[self.value_buf[v.index()]]),
+            Some(true) if self.runs > 0 => {
+                let len = numel_of(&self.shapes[v.index()]);
+                Ok(&self.bufs[self.value_buf[v.index()]].as_slice()[..len])
+            }
             Some(true) => Err(unsupported(format!(
                 "value {} was read before the first run",
                 v.0
@@ -802,7 +966,7 @@ impl StepProgram for CpuProgram {
     fn run_observed(&mut self, mut after_call: Option<CallObserver<'_>>) -> Result<()> {
         if self.runs > 0 {
             for &(dst, src) in &self.carries {
-                copy_buffer(&mut self.bufs, src, dst);
+                copy_slot(&mut self.bufs, src, dst);
             }
         }
         for step in &self.steps {
@@ -839,6 +1003,10 @@ impl StepProgram for CpuProgram {
 
     fn kind(&self) -> &'static str {
         "arena"
+    }
+
+    fn arena_bytes(&self) -> Option<ArenaBytes> {
+        Some(self.bytes)
     }
 }
 
@@ -903,7 +1071,7 @@ mod tests {
     }
 
     #[test]
-    fn dead_values_share_buffers_of_their_length() {
+    fn dead_values_give_their_buffers_to_later_values() {
         let x = Tensor::from_vec(vec![64], (0..64).map(|i| i as f32 / 64.0).collect());
         let prog = compiled(vec![Tensor::zeros(vec![1])], move |b, _, s| {
             let mut y = b.unary(UnaryOp::Exp, &x).unwrap();
@@ -915,13 +1083,71 @@ mod tests {
                 .unwrap();
             (vec![c], vec![y])
         });
-        // x, the counter and its constant, and two alternating buffers for
-        // the chain (the kept result is one of them), and the new counter.
+        // x and the constant (read in place), the counter, two alternating
+        // buffers for the chain (the kept result is one of them); the new
+        // counter takes the chain's other buffer.
+        let lens: Vec<usize> = prog.bufs.iter().map(|b| b.as_slice().len()).collect();
+        assert_eq!(lens.len(), 5, "{lens:?}");
         assert_eq!(
-            prog.bufs.len(),
-            6,
-            "{:?}",
-            prog.bufs.iter().map(Vec::len).collect::<Vec<_>>()
+            prog.arena_bytes(),
+            ArenaBytes {
+                owned: 4 * (1 + 64 + 64),
+                aliased: 4 * (64 + 1),
+            }
         );
+    }
+
+    #[test]
+    fn inputs_the_step_does_not_write_are_read_in_place() {
+        let data = Tensor::from_vec(vec![4, 8], (0..32).map(|i| i as f32 * 0.125).collect());
+        let w = Tensor::from_vec(vec![8, 2], (0..16).map(|i| (i as f32 - 8.0) / 16.0).collect());
+        let d = data.clone();
+        let prog = compiled(
+            vec![w, Tensor::zeros(vec![8, 2]), Tensor::zeros(vec![8, 2])],
+            move |b, it, s| {
+                let y = b.matmul(&d, &s[0]).unwrap();
+                let g = b.matmul_t(&d, &y, true, false).unwrap();
+                let (mut p, mut m, mut v) = (s[0].clone(), s[1].clone(), s[2].clone());
+                b.adam_update(&mut p, &g, &mut m, &mut v, adam(it)).unwrap();
+                (vec![p, m, v], vec![])
+            },
+        );
+        let aliased: Vec<*const f32> = prog
+            .bufs
+            .iter()
+            .filter_map(|b| match b {
+                Buffer::Aliased(a) => Some(a.as_ptr()),
+                Buffer::Owned(_) => None,
+            })
+            .collect();
+        assert_eq!(aliased, vec![data.host().as_ptr()], "the data is not copied");
+        // p, m, v (updated in place), then y and g.
+        assert_eq!(prog.arena_bytes().owned, 4 * (3 * 16 + 8 + 16));
+        assert_eq!(prog.arena_bytes().aliased, 4 * 32);
+    }
+
+    #[test]
+    fn a_shorter_value_takes_a_longer_dead_buffer() {
+        let x = Tensor::from_vec(vec![16, 16], (0..256).map(|i| i as f32 / 256.0).collect());
+        let prog = compiled(vec![Tensor::scalar(0.0)], move |b, _, s| {
+            let e = b.unary(UnaryOp::Exp, &x).unwrap();
+            let t = b.unary(UnaryOp::Tanh, &e).unwrap();
+            let r = b.reduce(ReduceOp::Sum, &t, Some(1)).unwrap();
+            let r = b.unary(UnaryOp::Neg, &r).unwrap();
+            let c = b.binary(BinaryOp::Add, &s[0], &r).unwrap();
+            let c = b.reduce(ReduceOp::Sum, &c, None).unwrap();
+            (vec![c], vec![])
+        });
+        // e (256) and t (256) are live together; the row sums (16) and
+        // everything after take their dead buffers: no third buffer.
+        let owned: Vec<usize> = prog
+            .bufs
+            .iter()
+            .filter_map(|b| match b {
+                Buffer::Owned(v) => Some(v.len()),
+                Buffer::Aliased(_) => None,
+            })
+            .collect();
+        assert_eq!(owned, vec![1, 256, 256], "{owned:?}");
     }
 }
