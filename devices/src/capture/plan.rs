@@ -52,7 +52,9 @@ impl StepPlan {
 /// tensor as in the first step, or a tensor made on the host with the same
 /// elements as the first step's, and no value the step computes was read on the
 /// host (the host could decide differently next time). `keep` are values of
-/// `second` that will be read after each step.
+/// `second` that will be read after each step. The traces name their values
+/// weakly: the state `second` left (what the next step reads) must still be
+/// held by the caller, as the plan starts from it.
 pub fn plan(first: &Trace, second: Trace, keep: Vec<ValueId>) -> Result<StepPlan, String> {
     if first.calls.len() != second.calls.len() {
         return Err(format!(

@@ -425,6 +425,11 @@ impl Replay {
     pub fn kind(&self) -> &'static str {
         self.program.kind()
     }
+
+    /// The memory the program's arena holds, when it has one.
+    pub fn arena_bytes(&self) -> Option<capture::ArenaBytes> {
+        self.program.arena_bytes()
+    }
 }
 
 fn unreachable_loss(span: Span) -> Diagnostic {
