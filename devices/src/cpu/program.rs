@@ -434,71 +434,6 @@ impl Kernel {
     }
 }
 
-/// Buffer bookkeeping while compiling.
-#[derive(Default)]
-struct Arena {
-    /// Each buffer's length: the longest value it holds.
-    lens: Vec<usize>,
-    /// Buffers no live root holds.
-    free: Vec<usize>,
-    /// How many live roots hold each buffer.
-    holders: Vec<usize>,
-    /// Buffers that are never freed.
-    pinned: Vec<bool>,
-}
-
-impl Arena {
-    /// A buffer of at least `len` elements for a new root: the smallest free
-    /// one that is long enough, else the longest free one (grown to `len`),
-    /// else a new one. Ties go to the lowest buffer, so compiling is
-    /// deterministic.
-    fn take(&mut self, len: usize, pinned: bool) -> usize {
-        let lens = &self.lens;
-        let fit = self
-            .free
-            .iter()
-            .enumerate()
-            .filter(|(_, &b)| lens[b] >= len)
-            .min_by_key(|(_, &b)| (lens[b], b))
-            .or_else(|| {
-                self.free
-                    .iter()
-                    .enumerate()
-                    .max_by_key(|(_, &b)| (lens[b], std::cmp::Reverse(b)))
-            })
-            .map(|(i, &b)| (i, b));
-        let b = match fit {
-            Some((i, b)) => {
-                self.free.swap_remove(i);
-                self.lens[b] = self.lens[b].max(len);
-                b
-            }
-            None => {
-                self.lens.push(len);
-                self.holders.push(0);
-                self.pinned.push(false);
-                self.lens.len() - 1
-            }
-        };
-        self.hold(b, pinned);
-        b
-    }
-
-    /// One more live root holds `b`.
-    fn hold(&mut self, b: usize, pinned: bool) {
-        self.holders[b] += 1;
-        self.pinned[b] |= pinned;
-    }
-
-    /// A root holding `b` died: the buffer is free when no live root holds it.
-    fn release(&mut self, b: usize) {
-        self.holders[b] -= 1;
-        if self.holders[b] == 0 && !self.pinned[b] {
-            self.free.push(b);
-        }
-    }
-}
-
 /// The arena of a compiled step, decided from the plan alone (no buffer is
 /// allocated): its steps, buffers and where every value lives.
 struct Layout {
@@ -683,9 +618,14 @@ fn layout(plan: &StepPlan) -> Result<Layout> {
         ));
     }
 
-    let mut arena = Arena::default();
-    let mut value_buf = vec![usize::MAX; n];
-    let mut initial: Vec<(usize, Tensor, bool)> = Vec::new();
+    let ends = trace.calls.len();
+    // When each root is defined: inputs before the first call.
+    let mut def = vec![0usize; n];
+    for (k, c) in trace.calls.iter().enumerate() {
+        for o in &c.outputs {
+            def[o.index()] = k;
+        }
+    }
     for (j, input) in plan.inputs.iter().enumerate() {
         let v = input.value;
         if trace.inputs[j].0 != v {
@@ -710,11 +650,6 @@ fn layout(plan: &StepPlan) -> Result<Layout> {
                 shape(v)
             )));
         }
-        // Inputs are pinned: never free, so no computed value takes them.
-        let b = arena.take(numel_of(shape(v)), true);
-        value_buf[v.index()] = b;
-        // Only carried inputs are ever written (by a carry or an update).
-        initial.push((b, input.initial.clone(), input.carried_from.is_none()));
     }
     // Carried inputs by the root they are carried from.
     let carried_from_root: HashMap<usize, usize> = plan
@@ -722,52 +657,123 @@ fn layout(plan: &StepPlan) -> Result<Layout> {
         .iter()
         .filter_map(|i| i.carried_from.map(|c| (i.value.index(), root[c.index()])))
         .collect();
+    // Each root's group: roots that share one buffer in turn (an Adam update
+    // in place writes its old p, m, v's buffers).
+    let mut group: Vec<usize> = (0..n).collect();
+    for (k, c) in trace.calls.iter().enumerate() {
+        if !matches!(c.op, Op::AdamUpdate { .. }) {
+            continue;
+        }
+        let in_roots: Vec<usize> = c.inputs.iter().map(|v| root[v.index()]).collect();
+        for (oi, o) in c.outputs.iter().enumerate() {
+            let r = o.index();
+            // Adam's p, m, v (inputs 0, 2, 3) become outputs 0, 1, 2.
+            let src = c.inputs[[0, 2, 3][oi]];
+            let sr = root[src.index()];
+            let only_here = in_roots.iter().filter(|&&x| x == sr).count() == 1;
+            let free_after = last[sr] == Some(k) && !kept_root[sr];
+            let may_write = !pinned[sr] || carried_from_root.get(&sr) == Some(&r);
+            let same_len = numel_of(shape(src)) == numel_of(shape(*o));
+            if only_here && free_after && may_write && same_len {
+                group[r] = group[sr];
+            }
+        }
+    }
+    // Inputs the step never writes are read in place from their tensors.
+    let aliased_root = |r: usize| {
+        matches!(trace.values[r].origin, Origin::Input(_)) && !carried_from_root.contains_key(&r)
+    };
+    // Each group's lifetime, in calls: from the call defining its first root
+    // (inputs: before the first call) to the last call reading any of its
+    // roots, or to the end of the step for pinned ones.
+    let mut span: Vec<Option<(usize, usize)>> = vec![None; n];
+    for r in 0..n {
+        if root[r] != r || aliased_root(r) {
+            continue;
+        }
+        let end = if pinned[r] { ends } else { last[r].unwrap_or(def[r]) };
+        let g = group[r];
+        span[g] = Some(match span[g] {
+            Some((s0, e0)) => (s0.min(def[r]), e0.max(end)),
+            None => (def[r], end),
+        });
+    }
+    let len_of = |r: usize| numel_of(shape(ValueId(r as u32)));
+    // Groups by size, largest first; each takes the smallest buffer whose
+    // groups so far never live at the same time as it, else a new buffer of
+    // its size (buffers are as long as their first, largest group).
+    let mut glen = vec![0usize; n];
+    for r in (0..n).filter(|&r| root[r] == r) {
+        glen[group[r]] = glen[group[r]].max(len_of(r));
+    }
+    let mut order: Vec<usize> = (0..n).filter(|&g| span[g].is_some()).collect();
+    order.sort_by_key(|&g| (std::cmp::Reverse(glen[g]), g));
+    let mut lens: Vec<usize> = Vec::new();
+    let mut busy: Vec<Vec<(usize, usize)>> = Vec::new();
+    let mut buf_of_group: HashMap<usize, usize> = HashMap::new();
+    for &g in &order {
+        let (s0, e0) = span[g].expect("ordered groups have lifetimes");
+        let overlaps = |iv: &[(usize, usize)]| iv.iter().any(|&(s1, e1)| s0 <= e1 && s1 <= e0);
+        let pick = (0..lens.len())
+            .filter(|&b| !overlaps(&busy[b]))
+            .min_by_key(|&b| (lens[b], b));
+        let b = match pick {
+            Some(b) => b,
+            None => {
+                lens.push(glen[g]);
+                busy.push(Vec::new());
+                lens.len() - 1
+            }
+        };
+        busy[b].push((s0, e0));
+        buf_of_group.insert(g, b);
+    }
+    if std::env::var_os("MLPL_DEBUG_ARENA").is_some() {
+        let mut peak = 0usize;
+        let mut at = 0;
+        for k in 0..=ends {
+            let live: usize = (0..n).filter_map(|g| span[g].filter(|&(a, b)| a <= k && k <= b).map(|_| glen[g])).sum();
+            if live > peak { peak = live; at = k; }
+        }
+        eprintln!("arena debug: {} calls, max-live owned {} bytes at call {at} ({:?}), buffers {} bytes", ends, 4 * peak, trace.calls.get(at).map(|c| c.op.name()), 4 * lens.iter().sum::<usize>());
+        for g in 0..n {
+            if let Some((a, b)) = span[g] {
+                if a <= at && at <= b { eprintln!("  live: root {g} len {} span {a}..{b} origin {:?} op {:?}", glen[g], trace.values[g].origin, match trace.values[g].origin { Origin::Output { call, .. } => trace.calls[call].op.name(), _ => "input" }); }
+            }
+        }
+    }
+    let mut value_buf = vec![usize::MAX; n];
+    let mut initial: Vec<(usize, Tensor, bool)> = Vec::new();
+    for input in &plan.inputs {
+        let r = root[input.value.index()];
+        let b = if aliased_root(r) {
+            lens.push(len_of(r));
+            lens.len() - 1
+        } else {
+            buf_of_group[&group[r]]
+        };
+        value_buf[r] = b;
+        initial.push((b, input.initial.clone(), aliased_root(r)));
+    }
+    for r in 0..n {
+        if root[r] == r && value_buf[r] == usize::MAX {
+            if let Some(&b) = buf_of_group.get(&group[r]) {
+                value_buf[r] = b;
+            }
+        }
+    }
     let slot = |value_buf: &[usize], v: ValueId| Slot {
         buf: value_buf[root[v.index()]],
         len: numel_of(shape(v)),
     };
 
     let mut steps = Vec::with_capacity(trace.calls.len());
-    let mut dead_after: Vec<Vec<usize>> = vec![Vec::new(); trace.calls.len()];
-    for r in 0..n {
-        if let (Some(k), false) = (last[r], pinned[r]) {
-            dead_after[k].push(r);
-        }
-    }
     for (k, c) in trace.calls.iter().enumerate() {
         if c.op == Op::View {
-            value_buf[c.outputs[0].index()] = value_buf[root[c.inputs[0].index()]];
             continue;
         }
         let ins: Vec<Slot> = c.inputs.iter().map(|&v| slot(&value_buf, v)).collect();
-        let mut outs = Vec::with_capacity(c.outputs.len());
-        for (oi, o) in c.outputs.iter().enumerate() {
-            let r = o.index();
-            let len = numel_of(shape(*o));
-            // Adam's p, m, v (inputs 0, 2, 3) become outputs 0, 1, 2.
-            let in_place = match c.op {
-                Op::AdamUpdate { .. } => {
-                    let src = c.inputs[[0, 2, 3][oi]];
-                    let sr = root[src.index()];
-                    let b = value_buf[sr];
-                    let only_here = ins.iter().filter(|x| x.buf == b).count() == 1;
-                    let free_after = last[sr] == Some(k) && !kept_root[sr];
-                    let may_write = !pinned[sr] || carried_from_root.get(&sr) == Some(&r);
-                    let same_len = numel_of(shape(src)) == len;
-                    (only_here && free_after && may_write && same_len).then_some(b)
-                }
-                _ => None,
-            };
-            let b = match in_place {
-                Some(b) => {
-                    arena.hold(b, pinned[r]);
-                    b
-                }
-                None => arena.take(len, pinned[r]),
-            };
-            value_buf[r] = b;
-            outs.push(Slot { buf: b, len });
-        }
+        let outs: Vec<Slot> = c.outputs.iter().map(|&v| slot(&value_buf, v)).collect();
         let in_shapes: Vec<&[usize]> = c.inputs.iter().map(|v| shape(*v)).collect();
         let kernel = kernel_of(&c.op, &in_shapes)?;
         let counted = !matches!(kernel, Kernel::Copy);
@@ -778,19 +784,9 @@ fn layout(plan: &StepPlan) -> Result<Layout> {
             counted,
             call: k,
         });
-        // Outputs nobody reads die at once; inputs whose last use this was die now.
-        for o in &c.outputs {
-            let r = o.index();
-            if last[r].is_none() && !pinned[r] {
-                arena.release(value_buf[r]);
-            }
-        }
-        for &r in &dead_after[k] {
-            arena.release(value_buf[r]);
-        }
     }
 
-    let mut init: Vec<Option<(Tensor, bool)>> = vec![None; arena.lens.len()];
+    let mut init: Vec<Option<(Tensor, bool)>> = vec![None; lens.len()];
     for (b, t, aliased) in initial {
         init[b] = Some((t, aliased));
     }
@@ -818,7 +814,7 @@ fn layout(plan: &StepPlan) -> Result<Layout> {
     }
     Ok(Layout {
         steps,
-        lens: arena.lens,
+        lens,
         initial: init,
         carries,
         value_buf,
@@ -1140,7 +1136,7 @@ mod tests {
         });
         // e (256) and t (256) are live together; the row sums (16) and
         // everything after take their dead buffers: no third buffer.
-        let owned: Vec<usize> = prog
+        let mut owned: Vec<usize> = prog
             .bufs
             .iter()
             .filter_map(|b| match b {
@@ -1148,6 +1144,7 @@ mod tests {
                 Buffer::Aliased(_) => None,
             })
             .collect();
+        owned.sort();
         assert_eq!(owned, vec![1, 256, 256], "{owned:?}");
     }
 }
