@@ -155,11 +155,19 @@ fn slices(
     })
 }
 
-/// Where a value's elements are while it lives: the first `len` elements of
-/// arena buffer `buf` (a buffer is as long as the longest value it holds).
+/// Where a value's elements are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Place {
+    /// In the arena, from this element on.
+    Arena(usize),
+    /// In the storage of this aliased input (read in place).
+    Aliased(usize),
+}
+
+/// A value's elements while it lives: `len` elements at `place`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Slot {
-    buf: usize,
+    place: Place,
     len: usize,
 }
 
@@ -187,45 +195,22 @@ struct Scratch {
     f64s: Vec<f64>,
 }
 
-/// One buffer of the arena.
-#[derive(Debug)]
-enum Buffer {
-    /// Elements the program owns and writes.
-    Owned(Vec<f32>),
-    /// An input's storage, read in place (the step never writes it).
-    Aliased(Arc<Vec<f32>>),
-}
-
-impl Buffer {
-    fn as_slice(&self) -> &[f32] {
-        match self {
-            Buffer::Owned(v) => v,
-            Buffer::Aliased(a) => a,
-        }
-    }
-
-    /// The owned elements, leaving the buffer empty until they are put back.
-    fn take(&mut self) -> Vec<f32> {
-        match self {
-            Buffer::Owned(v) => std::mem::take(v),
-            Buffer::Aliased(_) => unreachable!("the arena never writes an aliased input"),
-        }
-    }
-}
-
 /// A captured step compiled for the CPU: kernels over preallocated buffers.
 #[derive(Debug)]
 pub struct CpuProgram {
-    /// The arena: one buffer per live value (values share buffers over time).
-    bufs: Vec<Buffer>,
+    /// The arena: every owned value at its offset (values whose lifetimes do
+    /// not meet share elements).
+    arena: Vec<f32>,
+    /// The storages of the inputs read in place.
+    aliased: Vec<Arc<Vec<f32>>>,
     bytes: ArenaBytes,
     steps: Vec<Step>,
     scratch: Scratch,
     /// `(input's slot, source's slot)` copied before every run after the
-    /// first (pairs that share a buffer are left out).
+    /// first (pairs at the same place are left out).
     carries: Vec<(Slot, Slot)>,
-    /// Each value's buffer.
-    value_buf: Vec<usize>,
+    /// Each value's place.
+    value_place: Vec<Place>,
     /// Each value's shape.
     shapes: Vec<Vec<usize>>,
     /// Whether a value can be read after a run (kept, carried from, or an input).
@@ -434,45 +419,52 @@ impl Kernel {
     }
 }
 
-/// The arena of a compiled step, decided from the plan alone (no buffer is
-/// allocated): its steps, buffers and where every value lives.
+/// The arena of a compiled step, decided from the plan alone (nothing is
+/// allocated): its steps and where every value lives.
 struct Layout {
     steps: Vec<Step>,
-    /// Each buffer's length.
-    lens: Vec<usize>,
-    /// For each buffer that starts with an input's elements: the input's
-    /// tensor, and whether the buffer reads it in place (aliased).
-    initial: Vec<Option<(Tensor, bool)>>,
+    /// The arena's length in elements.
+    arena_len: usize,
+    /// Owned inputs: their offset and the elements they start with.
+    initial: Vec<(usize, Tensor)>,
+    /// The inputs read in place, by [`Place::Aliased`] index.
+    aliased: Vec<Tensor>,
     carries: Vec<(Slot, Slot)>,
-    value_buf: Vec<usize>,
+    value_place: Vec<Place>,
     readable: Vec<bool>,
 }
 
 impl Layout {
-    /// The bytes the layout's buffers hold.
+    /// The bytes the layout holds.
     fn bytes(&self) -> ArenaBytes {
-        let mut bytes = ArenaBytes::default();
-        for (len, init) in self.lens.iter().zip(&self.initial) {
-            let b = 4 * *len as u64;
-            match init {
-                Some((t, true)) if aliasable(t, *len) => bytes.aliased += b,
-                _ => bytes.owned += b,
+        let mut bytes = ArenaBytes {
+            owned: 4 * self.arena_len as u64,
+            aliased: 0,
+        };
+        for t in &self.aliased {
+            let b = 4 * t.numel() as u64;
+            if aliasable(t) {
+                bytes.aliased += b;
+            } else {
+                bytes.owned += b;
             }
         }
         bytes
     }
 }
 
-/// Whether an input of `len` elements can be read in place from `t`'s storage.
-fn aliasable(t: &Tensor, len: usize) -> bool {
-    matches!(t.storage(), Storage::Host(a) if a.len() == len)
+/// Whether an input can be read in place from `t`'s storage (a host tensor
+/// that is not a view of a longer storage).
+fn aliasable(t: &Tensor) -> bool {
+    matches!(t.storage(), Storage::Host(a) if a.len() == t.numel())
 }
 
 /// The bytes the CPU's compiled form of `plan` holds while it runs: its
-/// owned buffers (computed values, reused as they die, and carried inputs)
-/// and the inputs it reads in place. Computed from the plan alone, without
-/// allocating the buffers; [`CpuProgram::arena_bytes`] reports the same for a
-/// compiled program. Errors are those of compiling the plan.
+/// arena (computed values, which share elements when their lifetimes do not
+/// meet, and carried inputs) and the inputs it reads in place. Computed from
+/// the plan alone, without allocating anything; [`CpuProgram::arena_bytes`]
+/// reports the same for a compiled program. Errors are those of compiling the
+/// plan.
 pub fn arena_bytes(plan: &StepPlan) -> Result<ArenaBytes> {
     Ok(layout(plan)?.bytes())
 }
@@ -483,26 +475,22 @@ pub(crate) fn compile(plan: &StepPlan, launches: Arc<AtomicU64>) -> Result<CpuPr
     let bytes = layout.bytes();
     let Layout {
         steps,
-        lens,
+        arena_len,
         initial,
+        aliased,
         carries,
-        value_buf,
+        value_place,
         readable,
     } = layout;
-    let bufs = lens
-        .iter()
-        .zip(initial)
-        .map(|(&len, init)| match init {
-            Some((t, true)) if aliasable(&t, len) => match t.storage() {
-                Storage::Host(a) => Buffer::Aliased(a.clone()),
-                Storage::Device(_) => unreachable!("aliasable inputs are host tensors"),
-            },
-            Some((t, _)) => {
-                let mut v = vec![0.0; len];
-                v[..t.numel()].copy_from_slice(t.host());
-                Buffer::Owned(v)
-            }
-            None => Buffer::Owned(vec![0.0; len]),
+    let mut arena = vec![0.0; arena_len];
+    for (off, t) in initial {
+        arena[off..off + t.numel()].copy_from_slice(t.host());
+    }
+    let aliased = aliased
+        .into_iter()
+        .map(|t| match t.storage() {
+            Storage::Host(a) if aliasable(&t) => a.clone(),
+            _ => Arc::new(t.host().to_vec()),
         })
         .collect();
     let mut scratch = Scratch::default();
@@ -514,12 +502,13 @@ pub(crate) fn compile(plan: &StepPlan, launches: Arc<AtomicU64>) -> Result<CpuPr
     scratch.a.resize(la, 0.0);
     scratch.f64s.resize(lf, 0.0);
     Ok(CpuProgram {
-        bufs,
+        arena,
+        aliased,
         bytes,
         steps,
         scratch,
         carries,
-        value_buf,
+        value_place,
         shapes: plan.trace.values.iter().map(|v| v.shape.clone()).collect(),
         readable,
         runs: 0,
@@ -699,71 +688,57 @@ fn layout(plan: &StepPlan) -> Result<Layout> {
         });
     }
     let len_of = |r: usize| numel_of(shape(ValueId(r as u32)));
-    // Groups by size, largest first; each takes the smallest buffer whose
-    // groups so far never live at the same time as it, else a new buffer of
-    // its size (buffers are as long as their first, largest group).
+    // Offsets, largest group first: each takes the tightest gap between the
+    // groups already placed that live at the same time as it (best fit), else
+    // the first element above them all.
     let mut glen = vec![0usize; n];
     for r in (0..n).filter(|&r| root[r] == r) {
         glen[group[r]] = glen[group[r]].max(len_of(r));
     }
     let mut order: Vec<usize> = (0..n).filter(|&g| span[g].is_some()).collect();
     order.sort_by_key(|&g| (std::cmp::Reverse(glen[g]), g));
-    let mut lens: Vec<usize> = Vec::new();
-    let mut busy: Vec<Vec<(usize, usize)>> = Vec::new();
-    let mut buf_of_group: HashMap<usize, usize> = HashMap::new();
+    let mut offset = vec![0usize; n];
+    let mut placed: Vec<(usize, usize, usize, usize)> = Vec::new();
+    let mut arena_len = 0;
     for &g in &order {
-        let (s0, e0) = span[g].expect("ordered groups have lifetimes");
-        let overlaps = |iv: &[(usize, usize)]| iv.iter().any(|&(s1, e1)| s0 <= e1 && s1 <= e0);
-        let pick = (0..lens.len())
-            .filter(|&b| !overlaps(&busy[b]))
-            .min_by_key(|&b| (lens[b], b));
-        let b = match pick {
-            Some(b) => b,
-            None => {
-                lens.push(glen[g]);
-                busy.push(Vec::new());
-                lens.len() - 1
+        let ((s0, e0), size) = (span[g].expect("ordered groups have lifetimes"), glen[g]);
+        let mut taken: Vec<(usize, usize)> = placed
+            .iter()
+            .filter(|&&(s1, e1, _, len)| s0 <= e1 && s1 <= e0 && len > 0)
+            .map(|&(_, _, off, len)| (off, off + len))
+            .collect();
+        taken.sort_unstable();
+        let (mut best, mut top): (Option<(usize, usize)>, usize) = (None, 0);
+        for (start, end) in taken {
+            if start >= top + size && best.is_none_or(|(gap, _)| start - top < gap) {
+                best = Some((start - top, top));
             }
-        };
-        busy[b].push((s0, e0));
-        buf_of_group.insert(g, b);
-    }
-    if std::env::var_os("MLPL_DEBUG_ARENA").is_some() {
-        let mut peak = 0usize;
-        let mut at = 0;
-        for k in 0..=ends {
-            let live: usize = (0..n).filter_map(|g| span[g].filter(|&(a, b)| a <= k && k <= b).map(|_| glen[g])).sum();
-            if live > peak { peak = live; at = k; }
+            top = top.max(end);
         }
-        eprintln!("arena debug: {} calls, max-live owned {} bytes at call {at} ({:?}), buffers {} bytes", ends, 4 * peak, trace.calls.get(at).map(|c| c.op.name()), 4 * lens.iter().sum::<usize>());
-        for g in 0..n {
-            if let Some((a, b)) = span[g] {
-                if a <= at && at <= b { eprintln!("  live: root {g} len {} span {a}..{b} origin {:?} op {:?}", glen[g], trace.values[g].origin, match trace.values[g].origin { Origin::Output { call, .. } => trace.calls[call].op.name(), _ => "input" }); }
-            }
-        }
+        let off = best.map_or(top, |(_, at)| at);
+        offset[g] = off;
+        placed.push((s0, e0, off, size));
+        arena_len = arena_len.max(off + size);
     }
-    let mut value_buf = vec![usize::MAX; n];
-    let mut initial: Vec<(usize, Tensor, bool)> = Vec::new();
+    let mut place = vec![Place::Arena(0); n];
+    let mut initial = Vec::new();
+    let mut aliased = Vec::new();
     for input in &plan.inputs {
         let r = root[input.value.index()];
-        let b = if aliased_root(r) {
-            lens.push(len_of(r));
-            lens.len() - 1
+        if aliased_root(r) {
+            place[r] = Place::Aliased(aliased.len());
+            aliased.push(input.initial.clone());
         } else {
-            buf_of_group[&group[r]]
-        };
-        value_buf[r] = b;
-        initial.push((b, input.initial.clone(), aliased_root(r)));
-    }
-    for r in 0..n {
-        if root[r] == r && value_buf[r] == usize::MAX {
-            if let Some(&b) = buf_of_group.get(&group[r]) {
-                value_buf[r] = b;
-            }
+            initial.push((offset[group[r]], input.initial.clone()));
         }
     }
-    let slot = |value_buf: &[usize], v: ValueId| Slot {
-        buf: value_buf[root[v.index()]],
+    for r in 0..n {
+        if root[r] == r && !aliased_root(r) {
+            place[r] = Place::Arena(offset[group[r]]);
+        }
+    }
+    let slot = |v: ValueId| Slot {
+        place: place[root[v.index()]],
         len: numel_of(shape(v)),
     };
 
@@ -772,8 +747,8 @@ fn layout(plan: &StepPlan) -> Result<Layout> {
         if c.op == Op::View {
             continue;
         }
-        let ins: Vec<Slot> = c.inputs.iter().map(|&v| slot(&value_buf, v)).collect();
-        let outs: Vec<Slot> = c.outputs.iter().map(|&v| slot(&value_buf, v)).collect();
+        let ins: Vec<Slot> = c.inputs.iter().map(|&v| slot(v)).collect();
+        let outs: Vec<Slot> = c.outputs.iter().map(|&v| slot(v)).collect();
         let in_shapes: Vec<&[usize]> = c.inputs.iter().map(|v| shape(*v)).collect();
         let kernel = kernel_of(&c.op, &in_shapes)?;
         let counted = !matches!(kernel, Kernel::Copy);
@@ -785,18 +760,13 @@ fn layout(plan: &StepPlan) -> Result<Layout> {
             call: k,
         });
     }
-
-    let mut init: Vec<Option<(Tensor, bool)>> = vec![None; lens.len()];
-    for (b, t, aliased) in initial {
-        init[b] = Some((t, aliased));
-    }
     let carries = plan
         .inputs
         .iter()
         .filter_map(|i| {
             let from = i.carried_from?;
-            let (dst, src) = (slot(&value_buf, i.value), slot(&value_buf, from));
-            (dst.buf != src.buf).then_some((dst, src))
+            let (dst, src) = (slot(i.value), slot(from));
+            (dst.place != src.place).then_some((dst, src))
         })
         .collect();
     // Readable after a run: values live at the end (and their views), and
@@ -809,64 +779,114 @@ fn layout(plan: &StepPlan) -> Result<Layout> {
                     && !carried_from_root.contains_key(&r))
         })
         .collect();
-    for v in 0..n {
-        value_buf[v] = value_buf[root[v]];
-    }
+    let value_place = (0..n).map(|v| place[root[v]]).collect();
     Ok(Layout {
         steps,
-        lens,
-        initial: init,
+        arena_len,
+        initial,
+        aliased,
         carries,
-        value_buf,
+        value_place,
         readable,
     })
 }
 
-/// Copies the elements of slot `src` into slot `dst` (distinct buffers, same
-/// length; `dst` owned).
-fn copy_slot(bufs: &mut [Buffer], src: Slot, dst: Slot) {
-    let mut d = bufs[dst.buf].take();
-    d[..dst.len].copy_from_slice(&bufs[src.buf].as_slice()[..src.len]);
-    bufs[dst.buf] = Buffer::Owned(d);
+/// The elements of `slot`.
+fn read<'a>(arena: &'a [f32], aliased: &'a [Arc<Vec<f32>>], slot: Slot) -> &'a [f32] {
+    match slot.place {
+        Place::Arena(off) => &arena[off..off + slot.len],
+        Place::Aliased(i) => &aliased[i][..slot.len],
+    }
+}
+
+/// Copies slot `src` into the arena slot `dst` (same length, apart or the
+/// same place).
+fn copy_slot(arena: &mut [f32], aliased: &[Arc<Vec<f32>>], src: Slot, dst: Slot) {
+    let Place::Arena(to) = dst.place else {
+        unreachable!("the arena never writes an aliased input")
+    };
+    match src.place {
+        Place::Arena(from) => arena.copy_within(from..from + src.len, to),
+        Place::Aliased(i) => arena[to..to + dst.len].copy_from_slice(&aliased[i][..src.len]),
+    }
+}
+
+/// The step's input slices and output slices (at most 4 and 3; unused ones
+/// empty). The planner never lets an output meet an input or another output
+/// in the arena, so the slices are split off one another without copying.
+fn regions<'a>(
+    arena: &'a mut [f32],
+    aliased: &'a [Arc<Vec<f32>>],
+    ins: &[Slot],
+    outs: &[Slot],
+) -> ([&'a [f32]; 4], [&'a mut [f32]; 3]) {
+    // The distinct arena ranges, by offset (an input may appear twice).
+    let mut ranges = [(0usize, 0usize); 7];
+    let mut count = 0;
+    for s in outs.iter().chain(ins) {
+        if let (Place::Arena(off), true) = (s.place, s.len > 0) {
+            if !ranges[..count].contains(&(off, s.len)) {
+                ranges[count] = (off, s.len);
+                count += 1;
+            }
+        }
+    }
+    ranges[..count].sort_unstable();
+    let mut pieces: [Option<&'a mut [f32]>; 7] = Default::default();
+    let (mut rest, mut at) = (arena, 0);
+    for (piece, &(off, len)) in pieces.iter_mut().zip(&ranges[..count]) {
+        let (_, tail) = std::mem::take(&mut rest).split_at_mut(off - at);
+        let (mid, tail) = tail.split_at_mut(len);
+        *piece = Some(mid);
+        (rest, at) = (tail, off + len);
+    }
+    let index = |s: &Slot| match s.place {
+        Place::Arena(off) => ranges[..count].iter().position(|&r| r == (off, s.len)),
+        Place::Aliased(_) => None,
+    };
+    let mut out: [&'a mut [f32]; 3] = Default::default();
+    for (o, s) in out.iter_mut().zip(outs) {
+        if let Some(i) = index(s) {
+            *o = pieces[i].take().expect("outputs are apart");
+        }
+    }
+    let shared: [Option<&'a [f32]>; 7] = pieces.map(|p| p.map(|m| &*m));
+    let mut input: [&'a [f32]; 4] = Default::default();
+    for (x, s) in input.iter_mut().zip(ins) {
+        *x = match (s.place, index(s)) {
+            (Place::Aliased(i), _) => &aliased[i][..s.len],
+            (_, Some(i)) => shared[i].expect("an input is not an output"),
+            (_, None) => &[],
+        };
+    }
+    (input, out)
 }
 
 /// Runs one step on the arena (`runs` earlier runs, for Adam's count).
-fn execute(step: &Step, bufs: &mut [Buffer], scratch: &mut Scratch, runs: u64) {
+fn execute(
+    step: &Step,
+    arena: &mut [f32],
+    aliased: &[Arc<Vec<f32>>],
+    scratch: &mut Scratch,
+    runs: u64,
+) {
     if let Kernel::Adam(adam) = &step.kernel {
-        // Old p, m, v into the new buffers unless the update is in place.
+        // Old p, m, v into the new places unless the update is in place.
         for (i, &o) in [0, 2, 3].iter().zip(&step.outs) {
-            if step.ins[*i].buf != o.buf {
-                copy_slot(bufs, step.ins[*i], o);
+            if step.ins[*i].place != o.place {
+                copy_slot(arena, aliased, step.ins[*i], o);
             }
         }
-        let [po, mo, vo] = [0, 1, 2].map(|i| step.outs[i]);
-        let (mut p, mut m, mut v) = (bufs[po.buf].take(), bufs[mo.buf].take(), bufs[vo.buf].take());
         let h = crate::declare::Attr::replayed(adam, runs).constants();
-        let g = &bufs[step.ins[1].buf].as_slice()[..step.ins[1].len];
-        nn::adam_update_into(&mut p[..po.len], g, &mut m[..mo.len], &mut v[..vo.len], h);
-        bufs[po.buf] = Buffer::Owned(p);
-        bufs[mo.buf] = Buffer::Owned(m);
-        bufs[vo.buf] = Buffer::Owned(v);
+        let ([g, ..], [p, m, v]) = regions(arena, aliased, &step.ins[1..2], &step.outs);
+        nn::adam_update_into(p, g, m, v, h);
         return;
     }
-    let mut owned: [Vec<f32>; 3] = Default::default();
-    for (o, s) in owned.iter_mut().zip(&step.outs) {
-        *o = bufs[s.buf].take();
-    }
-    let len = |i: usize| step.outs.get(i).map_or(0, |s| s.len);
-    let [a, b, c] = &mut owned;
-    let mut outs: [&mut [f32]; 3] = [&mut a[..len(0)], &mut b[..len(1)], &mut c[..len(2)]];
+    let (xs, mut outs) = regions(arena, aliased, &step.ins, &step.outs);
     if let Kernel::Slices(k) = &step.kernel {
-        let none: &[f32] = &[];
-        let xs = std::array::from_fn(|i| {
-            step.ins
-                .get(i)
-                .map_or(none, |s| &bufs[s.buf].as_slice()[..s.len])
-        });
         (k.run)(&xs, &mut outs, scratch);
     } else {
-        let bufs = &*bufs;
-        let x = |i: usize| &bufs[step.ins[i].buf].as_slice()[..step.ins[i].len];
+        let x = |i: usize| xs[i];
         let [o0, o1, o2] = &mut outs;
         let Scratch { a, f64s } = scratch;
         match &step.kernel {
@@ -928,9 +948,6 @@ fn execute(step: &Step, bufs: &mut [Buffer], scratch: &mut Scratch, runs: u64) {
             }
         }
     }
-    for (o, s) in owned.into_iter().zip(&step.outs) {
-        bufs[s.buf] = Buffer::Owned(o);
-    }
 }
 
 impl CpuProgram {
@@ -944,7 +961,11 @@ impl CpuProgram {
         match self.readable.get(v.index()) {
             Some(true) if self.runs > 0 => {
                 let len = numel_of(&self.shapes[v.index()]);
-                Ok(&self.bufs[self.value_buf[v.index()]].as_slice()[..len])
+                let slot = Slot {
+                    place: self.value_place[v.index()],
+                    len,
+                };
+                Ok(read(&self.arena, &self.aliased, slot))
             }
             Some(true) => Err(unsupported(format!(
                 "value {} was read before the first run",
@@ -962,12 +983,18 @@ impl StepProgram for CpuProgram {
     fn run_observed(&mut self, mut after_call: Option<CallObserver<'_>>) -> Result<()> {
         if self.runs > 0 {
             for &(dst, src) in &self.carries {
-                copy_slot(&mut self.bufs, src, dst);
+                copy_slot(&mut self.arena, &self.aliased, src, dst);
             }
         }
         for step in &self.steps {
             let started = Instant::now();
-            execute(step, &mut self.bufs, &mut self.scratch, self.runs);
+            execute(
+                step,
+                &mut self.arena,
+                &self.aliased,
+                &mut self.scratch,
+                self.runs,
+            );
             self.kernel += started.elapsed();
             if let Some(f) = after_call.as_mut() {
                 f(step.call, started);
@@ -1079,11 +1106,9 @@ mod tests {
                 .unwrap();
             (vec![c], vec![y])
         });
-        // x and the constant (read in place), the counter, two alternating
-        // buffers for the chain (the kept result is one of them); the new
-        // counter takes the chain's other buffer.
-        let lens: Vec<usize> = prog.bufs.iter().map(|b| b.as_slice().len()).collect();
-        assert_eq!(lens.len(), 5, "{lens:?}");
+        // x and the constant are read in place; the arena holds the counter
+        // and two alternating places for the chain (the kept result is in
+        // one of them); the new counter takes the chain's other place.
         assert_eq!(
             prog.arena_bytes(),
             ArenaBytes {
@@ -1108,14 +1133,7 @@ mod tests {
                 (vec![p, m, v], vec![])
             },
         );
-        let aliased: Vec<*const f32> = prog
-            .bufs
-            .iter()
-            .filter_map(|b| match b {
-                Buffer::Aliased(a) => Some(a.as_ptr()),
-                Buffer::Owned(_) => None,
-            })
-            .collect();
+        let aliased: Vec<*const f32> = prog.aliased.iter().map(|a| a.as_ptr()).collect();
         assert_eq!(aliased, vec![data.host().as_ptr()], "the data is not copied");
         // p, m, v (updated in place), then y and g.
         assert_eq!(prog.arena_bytes().owned, 4 * (3 * 16 + 8 + 16));
@@ -1123,7 +1141,7 @@ mod tests {
     }
 
     #[test]
-    fn a_shorter_value_takes_a_longer_dead_buffer() {
+    fn a_shorter_value_takes_a_longer_dead_place() {
         let x = Tensor::from_vec(vec![16, 16], (0..256).map(|i| i as f32 / 256.0).collect());
         let prog = compiled(vec![Tensor::scalar(0.0)], move |b, _, s| {
             let e = b.unary(UnaryOp::Exp, &x).unwrap();
@@ -1135,16 +1153,8 @@ mod tests {
             (vec![c], vec![])
         });
         // e (256) and t (256) are live together; the row sums (16) and
-        // everything after take their dead buffers: no third buffer.
-        let mut owned: Vec<usize> = prog
-            .bufs
-            .iter()
-            .filter_map(|b| match b {
-                Buffer::Owned(v) => Some(v.len()),
-                Buffer::Aliased(_) => None,
-            })
-            .collect();
-        owned.sort();
-        assert_eq!(owned, vec![1, 256, 256], "{owned:?}");
+        // everything after take their dead places: the arena holds those two
+        // and the counter.
+        assert_eq!(prog.arena_bytes().owned, 4 * (256 + 256 + 1));
     }
 }
