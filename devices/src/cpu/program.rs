@@ -680,7 +680,11 @@ fn layout(plan: &StepPlan) -> Result<Layout> {
         if root[r] != r || aliased_root(r) {
             continue;
         }
-        let end = if pinned[r] { ends } else { last[r].unwrap_or(def[r]) };
+        let end = if pinned[r] {
+            ends
+        } else {
+            last[r].unwrap_or(def[r])
+        };
         let g = group[r];
         span[g] = Some(match span[g] {
             Some((s0, e0)) => (s0.min(def[r]), e0.max(end)),
@@ -1121,7 +1125,10 @@ mod tests {
     #[test]
     fn inputs_the_step_does_not_write_are_read_in_place() {
         let data = Tensor::from_vec(vec![4, 8], (0..32).map(|i| i as f32 * 0.125).collect());
-        let w = Tensor::from_vec(vec![8, 2], (0..16).map(|i| (i as f32 - 8.0) / 16.0).collect());
+        let w = Tensor::from_vec(
+            vec![8, 2],
+            (0..16).map(|i| (i as f32 - 8.0) / 16.0).collect(),
+        );
         let d = data.clone();
         let prog = compiled(
             vec![w, Tensor::zeros(vec![8, 2]), Tensor::zeros(vec![8, 2])],
@@ -1134,7 +1141,11 @@ mod tests {
             },
         );
         let aliased: Vec<*const f32> = prog.aliased.iter().map(|a| a.as_ptr()).collect();
-        assert_eq!(aliased, vec![data.host().as_ptr()], "the data is not copied");
+        assert_eq!(
+            aliased,
+            vec![data.host().as_ptr()],
+            "the data is not copied"
+        );
         // p, m, v (updated in place), then y and g.
         assert_eq!(prog.arena_bytes().owned, 4 * (3 * 16 + 8 + 16));
         assert_eq!(prog.arena_bytes().aliased, 4 * 32);

@@ -107,7 +107,14 @@ pub fn train(it: &mut Interp, count: &Expr, body: &Block) -> Result<Value, Diagn
                                     report_mode_with(it, depth, None, false, body, m);
                                 }
                                 Err(why) => {
-                                    report_mode_with(it, depth, Some(&why), true, body, memory(None));
+                                    report_mode_with(
+                                        it,
+                                        depth,
+                                        Some(&why),
+                                        true,
+                                        body,
+                                        memory(None),
+                                    );
                                     eager_reason = Some(why);
                                 }
                             }
