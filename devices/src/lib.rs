@@ -45,5 +45,5 @@ pub use fallback::CpuFallback;
 pub use kernels::PartialBackend;
 pub use mlx::MlxUnavailable;
 pub use shape::broadcast_shapes;
-pub use tensor::{DeviceBuffer, DeviceData, Storage, Tensor};
+pub use tensor::{DeviceBuffer, DeviceData, Storage, Tensor, WeakTensor};
 pub use unfused::Unfused;

@@ -189,4 +189,8 @@ impl StepProgram for ProfiledProgram {
     fn kind(&self) -> &'static str {
         self.inner.kind()
     }
+
+    fn arena_bytes(&self) -> Option<crate::capture::ArenaBytes> {
+        self.inner.arena_bytes()
+    }
 }

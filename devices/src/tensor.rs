@@ -2,7 +2,7 @@
 
 use std::any::Any;
 use std::fmt;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, OnceLock, Weak};
 
 /// Where a tensor's elements live.
 #[derive(Clone, Debug)]
@@ -244,6 +244,80 @@ impl Tensor {
             (Storage::Host(a), Storage::Host(b)) => Arc::ptr_eq(a, b),
             (Storage::Device(a), Storage::Device(b)) => Arc::ptr_eq(a, b),
             _ => false,
+        }
+    }
+
+    /// A handle that names this tensor's storage without keeping its elements
+    /// alive (see [`WeakTensor`]).
+    pub fn downgrade(&self) -> WeakTensor {
+        WeakTensor {
+            shape: self.shape.clone(),
+            storage: match &self.storage {
+                Storage::Host(a) => WeakStorage::Host(Arc::downgrade(a)),
+                Storage::Device(d) => WeakStorage::Device(Arc::downgrade(d)),
+            },
+        }
+    }
+}
+
+/// A tensor's shape and a weak handle on its storage: it tells the storage
+/// apart from every other (no storage can take its address while the handle
+/// lives) but does not keep the elements alive. Step capture names the values
+/// of a recorded step with these, so recording frees each value when the step
+/// drops it, as eager evaluation does.
+#[derive(Clone, Debug)]
+pub struct WeakTensor {
+    shape: Vec<usize>,
+    storage: WeakStorage,
+}
+
+#[derive(Clone, Debug)]
+enum WeakStorage {
+    Host(Weak<Vec<f32>>),
+    Device(Weak<DeviceData>),
+}
+
+impl WeakTensor {
+    /// The tensor's shape.
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    /// The number of elements.
+    pub fn numel(&self) -> usize {
+        numel_of(&self.shape)
+    }
+
+    /// The tensor, while some tensor still holds its storage.
+    pub fn upgrade(&self) -> Option<Tensor> {
+        let storage = match &self.storage {
+            WeakStorage::Host(w) => Storage::Host(w.upgrade()?),
+            WeakStorage::Device(w) => Storage::Device(w.upgrade()?),
+        };
+        Some(Tensor {
+            shape: self.shape.clone(),
+            storage,
+        })
+    }
+
+    /// Whether some tensor still holds the storage.
+    pub fn is_alive(&self) -> bool {
+        match &self.storage {
+            WeakStorage::Host(w) => w.strong_count() > 0,
+            WeakStorage::Device(w) => w.strong_count() > 0,
+        }
+    }
+
+    /// Whether `t` uses this storage.
+    pub fn shares_storage(&self, t: &Tensor) -> bool {
+        self.storage_key() == t.storage_key()
+    }
+
+    /// The storage's identity, as [`Tensor::storage_key`] gives it.
+    pub(crate) fn storage_key(&self) -> usize {
+        match &self.storage {
+            WeakStorage::Host(w) => w.as_ptr() as usize,
+            WeakStorage::Device(w) => w.as_ptr() as usize,
         }
     }
 }

@@ -25,7 +25,7 @@ pub mod trace;
 
 pub use crate::kernels::{replay, Op};
 pub use plan::{plan, PlanInput, StepPlan};
-pub use program::{BackendReplay, CallObserver, StepProgram};
+pub use program::{ArenaBytes, BackendReplay, CallObserver, StepProgram};
 pub use recorder::Recorder;
 pub use trace::{Call, Origin, Trace, ValueId, ValueInfo};
 

@@ -52,7 +52,9 @@ impl StepPlan {
 /// tensor as in the first step, or a tensor made on the host with the same
 /// elements as the first step's, and no value the step computes was read on the
 /// host (the host could decide differently next time). `keep` are values of
-/// `second` that will be read after each step.
+/// `second` that will be read after each step. The traces name their values
+/// weakly: the state `second` left (what the next step reads) must still be
+/// held by the caller, as the plan starts from it.
 pub fn plan(first: &Trace, second: Trace, keep: Vec<ValueId>) -> Result<StepPlan, String> {
     if first.calls.len() != second.calls.len() {
         return Err(format!(
@@ -174,9 +176,16 @@ fn classify(
         match first.value(prev).origin {
             Origin::Output { call, index } => {
                 let from = second.calls[call].outputs[index];
+                let initial = second.tensor(from).ok_or_else(|| {
+                    format!(
+                        "{} is carried from {}, which the second iteration did not keep",
+                        describe_use(second, v),
+                        describe(second, from)
+                    )
+                })?;
                 return Ok(PlanInput {
                     value: v,
-                    initial: second.tensor(from).clone(),
+                    initial,
                     carried_from: Some(from),
                 });
             }

@@ -14,6 +14,26 @@ use std::time::Duration;
 /// index in the plan's trace, and when it began.
 pub type CallObserver<'a> = &'a mut dyn FnMut(usize, Instant);
 
+/// The memory a captured step's arena holds, in bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ArenaBytes {
+    /// Buffers the program allocates: computed values (reused over the step
+    /// as their values die) and carried inputs.
+    pub owned: u64,
+    /// Inputs read in place from the tensors they were recorded with (shared
+    /// with the workspace, so no memory of the program's own).
+    pub aliased: u64,
+}
+
+impl ArenaBytes {
+    /// Everything the step's buffers hold while it runs, owned and aliased:
+    /// the number to compare with the eager step's live peak
+    /// ([`super::Trace::live_peak_bytes`]).
+    pub fn total(&self) -> u64 {
+        self.owned + self.aliased
+    }
+}
+
 /// A captured step, ready to run again and again.
 pub trait StepProgram: Send {
     /// Runs one step. The first run starts from the plan's initial inputs; each
@@ -36,6 +56,11 @@ pub trait StepProgram: Send {
     /// How the program runs, for telemetry: `"arena"` (preallocated buffers)
     /// or `"calls"` (the backend's kernels called as when recording).
     fn kind(&self) -> &'static str;
+    /// The memory the program's preallocated buffers hold, when it has an
+    /// arena (`None` for programs whose backend allocates as it runs).
+    fn arena_bytes(&self) -> Option<ArenaBytes> {
+        None
+    }
 }
 
 /// The generic replay: every recorded call is made again through the backend,

@@ -15,6 +15,10 @@ struct State {
     trace: Trace,
     /// The latest value of each storage.
     by_storage: HashMap<usize, ValueId>,
+    /// Values with a storage of their own that were alive at the last sample.
+    live: Vec<ValueId>,
+    /// Bytes of the `live` values.
+    live_bytes: u64,
 }
 
 impl State {
@@ -24,9 +28,34 @@ impl State {
             shape: t.shape().to_vec(),
             origin,
         });
-        self.trace.tensors.push(t.clone());
+        self.trace.tensors.push(t.downgrade());
         self.by_storage.insert(t.storage_key(), id);
         id
+    }
+
+    /// [`State::push_value`] for a tensor with a storage of its own (not a
+    /// view), counted in the live bytes.
+    fn push_owner(&mut self, t: &Tensor, origin: Origin) -> ValueId {
+        let id = self.push_value(t, origin);
+        self.live.push(id);
+        self.live_bytes += 4 * t.numel() as u64;
+        id
+    }
+
+    /// Drops the values no tensor holds any more from the live bytes and
+    /// raises the trace's live peak to what is left.
+    fn sample_live(&mut self) {
+        let (tensors, mut bytes) = (&self.trace.tensors, self.live_bytes);
+        self.live.retain(|v| {
+            let t = &tensors[v.index()];
+            let alive = t.is_alive();
+            if !alive {
+                bytes -= 4 * t.numel() as u64;
+            }
+            alive
+        });
+        self.live_bytes = bytes;
+        self.trace.live_peak_bytes = self.trace.live_peak_bytes.max(bytes);
     }
 
     /// The value `t` is: a known value, a view of one (recorded as a
@@ -34,7 +63,7 @@ impl State {
     fn value_of(&mut self, t: &Tensor) -> ValueId {
         let Some(&base) = self.by_storage.get(&t.storage_key()) else {
             let i = self.trace.inputs.len();
-            let id = self.push_value(t, Origin::Input(i));
+            let id = self.push_owner(t, Origin::Input(i));
             self.trace.inputs.push((id, t.clone()));
             return id;
         };
@@ -79,13 +108,14 @@ impl State {
         let outs = outputs
             .iter()
             .enumerate()
-            .map(|(index, t)| self.push_value(t, Origin::Output { call, index }))
+            .map(|(index, t)| self.push_owner(t, Origin::Output { call, index }))
             .collect();
         self.trace.calls.push(Call {
             op,
             inputs: ins,
             outputs: outs,
         });
+        self.sample_live();
     }
 }
 
@@ -94,8 +124,11 @@ impl State {
 /// Create one with [`Recorder::start`] on the thread that will run the step,
 /// give it to the code that runs the step in place of the inner backend, then
 /// call [`Recorder::finish`] on the same thread. Every tensor the calls see is
-/// kept in the trace until it is dropped, so storages are never reused while
-/// recording and identify values. While recording, reads of tensor elements on
+/// named in the trace by a weak handle, so storages are never reused while
+/// recording and identify values, while each value is still freed when the
+/// step drops it (the CPU's buffer pool is bypassed on the recording thread,
+/// as it would keep the buffers). The trace notes the step's live peak
+/// ([`Trace::live_peak_bytes`]). While recording, reads of tensor elements on
 /// the host by anything but the kernels are noted ([`Trace::host_reads`]).
 #[derive(Debug)]
 pub struct Recorder {
@@ -108,6 +141,7 @@ impl Recorder {
     /// on the calling thread are noted until [`Recorder::finish`].
     pub fn start(inner: Arc<dyn Backend>) -> Arc<Recorder> {
         host_reads::start();
+        crate::cpu::bypass_buffer_pool(true);
         Arc::new(Recorder {
             inner,
             state: Mutex::new(State::default()),
@@ -117,6 +151,7 @@ impl Recorder {
     /// Stops noting host reads and returns what was recorded.
     pub fn finish(&self) -> Trace {
         let reads = host_reads::stop();
+        crate::cpu::bypass_buffer_pool(false);
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let mut seen = std::collections::HashSet::new();
         for key in reads {
@@ -169,5 +204,6 @@ impl Drop for Recorder {
     /// when the step panicked).
     fn drop(&mut self) {
         host_reads::stop();
+        crate::cpu::bypass_buffer_pool(false);
     }
 }

@@ -1,7 +1,7 @@
 //! [`Trace`]: the kernel calls of one recorded `train` step, as data.
 
 use crate::kernels::Op;
-use crate::tensor::Tensor;
+use crate::tensor::{Tensor, WeakTensor};
 
 /// The index of one value of a [`Trace`] (an input, or one output of a call).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -53,9 +53,10 @@ pub struct Call {
 ///
 /// Every value is either an input (a tensor from outside the step's kernels) or
 /// the output of exactly one call; a call's inputs are always values defined
-/// before it. The tensors seen while recording are kept in the trace, so that no
-/// storage is freed and reused while the step is recorded (storage identity is
-/// how values are told apart).
+/// before it. The trace names the tensors seen while recording by weak handles
+/// ([`WeakTensor`]): no storage can be reused while the trace lives (storage
+/// identity is how values are told apart), yet each value is freed when the
+/// step drops it, so recording holds no more memory than an eager step.
 #[derive(Clone, Debug, Default)]
 pub struct Trace {
     /// Every value, inputs and outputs, in the order they appeared.
@@ -64,11 +65,16 @@ pub struct Trace {
     pub calls: Vec<Call>,
     /// The inputs: their value and the tensor seen.
     pub inputs: Vec<(ValueId, Tensor)>,
-    /// The tensor each value held when it was recorded.
-    pub tensors: Vec<Tensor>,
+    /// The tensor each value held when it was recorded (weakly: the elements
+    /// are only there while the step still holds the value).
+    pub tensors: Vec<WeakTensor>,
     /// Values that code other than a kernel read on the host while the step ran
     /// (each once, in first-read order).
     pub host_reads: Vec<ValueId>,
+    /// The eager step's live peak: the most bytes of tensors seen by the
+    /// step's kernels (inputs included, each storage once) that were alive at
+    /// the same time, sampled after every call.
+    pub live_peak_bytes: u64,
 }
 
 impl Trace {
@@ -77,9 +83,10 @@ impl Trace {
         &self.values[v.index()]
     }
 
-    /// The tensor `v` held when it was recorded.
-    pub fn tensor(&self, v: ValueId) -> &Tensor {
-        &self.tensors[v.index()]
+    /// The tensor `v` held when it was recorded, while the step (or what it
+    /// left behind) still holds it.
+    pub fn tensor(&self, v: ValueId) -> Option<Tensor> {
+        self.tensors[v.index()].upgrade()
     }
 
     /// The value whose recorded tensor shares `t`'s storage and shape, if any

@@ -90,6 +90,13 @@ pub fn release_unused_buffers() {
     pool::release_free();
 }
 
+/// Makes kernel outputs on this thread come from the allocator (`true`), not
+/// from the reuse pool, or from the pool again (`false`): step capture records
+/// so (see the pool's module).
+pub(crate) fn bypass_buffer_pool(on: bool) {
+    pool::unpooled(on);
+}
+
 /// Sets up, on every thread of the current rayon pool, the per-thread buffers
 /// the matrix products use (the GEMM's packing buffers, for the current
 /// instruction-set level and blocking), which would

@@ -16,8 +16,14 @@
 //! (the end of a `train` loop), or until the pool's bytes (free and in use)
 //! exceed twice what they were after the last sweep (and at least
 //! [`SWEEP_MIN_BYTES`]): then buffers no tensor holds any more are released.
+//!
+//! While a step is recorded for capture ([`unpooled`]), outputs come from the
+//! allocator and are not tracked: the recorder names values by weak handles on
+//! their storages, and a pooled buffer would be neither freed when its tensor
+//! dies nor reusable while the handle lives.
 
 use crate::tensor::Tensor;
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::ops::{Deref, DerefMut};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -125,10 +131,20 @@ impl DerefMut for Out {
     }
 }
 
+thread_local! {
+    /// Whether outputs made on this thread bypass the pool.
+    static UNPOOLED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Makes outputs on this thread bypass the pool (`true`) or use it again.
+pub(crate) fn unpooled(on: bool) {
+    UNPOOLED.with(|u| u.set(on));
+}
+
 /// An output buffer of `n` elements with unspecified (stale but initialised)
 /// contents: the kernel must write every element.
 pub(crate) fn scratch(n: usize) -> Out {
-    if n < MIN_POOLED {
+    if n < MIN_POOLED || UNPOOLED.with(Cell::get) {
         return Out {
             data: Arc::new(vec![0.0; n]),
             pooled: false,

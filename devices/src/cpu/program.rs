@@ -6,16 +6,23 @@
 //! buffer; running calls the same slice-level kernels as the eager backend, so
 //! results are the same bits, and allocates nothing.
 //!
-//! Buffers: every input keeps its own buffer. A computed value gets a buffer
-//! of its length that no live value holds: one freed after the last use of the
-//! value it held (values read after a step, and the sources of carried inputs,
-//! are never freed). A view (`Op::View`) shares its input's buffer, which stays
-//! live until the view's last use. Adam updates run in place: the updated `p`,
-//! `m`, `v` take the buffers of the old ones when nothing reads those later
-//! (for a carried input, when it is carried from that very update); otherwise
-//! the old value is copied into a fresh buffer first. Before each run after the
-//! first, each carried input receives the value it is carried from (no copy
-//! when both already share a buffer).
+//! Buffers ([`arena_bytes`] gives their sizes without allocating them): an
+//! input the step never overwrites (the data, constants) is read in place from
+//! the tensor it was recorded with (aliased, not copied); a carried input
+//! (parameters, optimizer moments, reassigned variables) has a buffer of its
+//! own. A computed value takes a buffer no live value holds: the smallest free
+//! one of at least its length, else the largest free one, grown to its length,
+//! else a new one. A buffer is free again as soon as the last call reading its
+//! value ran (values read after a step, and the sources of carried inputs, are
+//! never freed), so every value lives from the call that computes it to its
+//! last reader and nothing longer. A view (`Op::View`) shares its input's
+//! buffer, which stays live until the view's last use. Adam updates run in
+//! place: the updated `p`, `m`, `v` take the buffers of the old ones when
+//! nothing reads those later (for a carried input, when it is carried from that
+//! very update); otherwise the old value is copied into a fresh buffer first.
+//! Before each run after the first, each carried input receives the value it
+//! is carried from (no copy when both already share a buffer, as Adam's state
+//! does).
 //!
 //! What still allocates while running: nothing in this module or in the
 //! kernels. The `gemm` crate allocates its packing buffers (and a small flag
@@ -31,10 +38,10 @@ use super::reduce::{argmax_into, reduce_into};
 use super::select;
 use crate::attention::{AttentionDims, AttentionSpec};
 use crate::backend::{AdamStep, BinaryOp, DeviceError, DeviceKind, ReduceOp, Result, UnaryOp};
-use crate::capture::{CallObserver, Op, Origin, StepPlan, StepProgram, ValueId};
+use crate::capture::{ArenaBytes, CallObserver, Op, Origin, StepPlan, StepProgram, ValueId};
 use crate::clock::Instant;
 use crate::counter_scope::{count_in_scopes, Count};
-use crate::tensor::{numel_of, Tensor};
+use crate::tensor::{numel_of, Storage, Tensor};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -125,7 +132,7 @@ enum Kernel {
 
 /// The function of a [`Kernel::Slices`]: up to four input slices (unused ones
 /// empty), up to three output buffers, and the scratch.
-type SliceFn = dyn Fn(&[&[f32]; 4], &mut [Vec<f32>; 3], &mut Scratch) + Send + Sync;
+type SliceFn = dyn Fn(&[&[f32]; 4], &mut [&mut [f32]; 3], &mut Scratch) + Send + Sync;
 
 /// An arena kernel as a function, with the scratch it needs.
 struct SliceKernel {
@@ -146,7 +153,7 @@ impl std::fmt::Debug for SliceKernel {
 fn slices(
     op: &Op,
     scratch: (usize, usize),
-    run: impl Fn(&[&[f32]; 4], &mut [Vec<f32>; 3], &mut Scratch) + Send + Sync + 'static,
+    run: impl Fn(&[&[f32]; 4], &mut [&mut [f32]; 3], &mut Scratch) + Send + Sync + 'static,
 ) -> Kernel {
     Kernel::Slices(SliceKernel {
         name: op.name(),
@@ -155,14 +162,30 @@ fn slices(
     })
 }
 
-/// One kernel call: its kernel and the arena buffers it reads and writes.
+/// Where a value's elements are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Place {
+    /// In the arena, from this element on.
+    Arena(usize),
+    /// In the storage of this aliased input (read in place).
+    Aliased(usize),
+}
+
+/// A value's elements while it lives: `len` elements at `place`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Slot {
+    place: Place,
+    len: usize,
+}
+
+/// One kernel call: its kernel and the arena slots it reads and writes.
 #[derive(Debug)]
 struct Step {
     kernel: Kernel,
-    /// Buffers of the call's inputs, in the kernel's argument order.
-    ins: Vec<usize>,
-    /// Buffers of the call's outputs (at most 3).
-    outs: Vec<usize>,
+    /// Slots of the call's inputs, in the kernel's argument order.
+    ins: Vec<Slot>,
+    /// Slots of the call's outputs (at most 3).
+    outs: Vec<Slot>,
     /// Whether the step counts as a kernel launch (uploads and downloads are
     /// identities on the CPU and count nothing, as in the eager backend).
     counted: bool,
@@ -182,15 +205,19 @@ struct Scratch {
 /// A captured step compiled for the CPU: kernels over preallocated buffers.
 #[derive(Debug)]
 pub struct CpuProgram {
-    /// The arena: one buffer per live value (values share buffers over time).
-    bufs: Vec<Vec<f32>>,
+    /// The arena: every owned value at its offset (values whose lifetimes do
+    /// not meet share elements).
+    arena: Vec<f32>,
+    /// The storages of the inputs read in place.
+    aliased: Vec<Arc<Vec<f32>>>,
+    bytes: ArenaBytes,
     steps: Vec<Step>,
     scratch: Scratch,
-    /// `(input's buffer, source's buffer)` copied before every run after the
-    /// first (pairs that share a buffer are left out).
-    carries: Vec<(usize, usize)>,
-    /// Each value's buffer.
-    value_buf: Vec<usize>,
+    /// `(input's slot, source's slot)` copied before every run after the
+    /// first (pairs at the same place are left out).
+    carries: Vec<(Slot, Slot)>,
+    /// Each value's place.
+    value_place: Vec<Place>,
     /// Each value's shape.
     shapes: Vec<Vec<usize>>,
     /// Whether a value can be read after a run (kept, carried from, or an input).
@@ -410,52 +437,106 @@ impl Kernel {
     }
 }
 
-/// Buffer bookkeeping while compiling.
-#[derive(Default)]
-struct Arena {
-    /// Each buffer's length.
-    lens: Vec<usize>,
-    /// Free buffers by length.
-    free: HashMap<usize, Vec<usize>>,
-    /// How many live roots hold each buffer.
-    holders: Vec<usize>,
-    /// Buffers that are never freed.
-    pinned: Vec<bool>,
+/// The arena of a compiled step, decided from the plan alone (nothing is
+/// allocated): its steps and where every value lives.
+struct Layout {
+    steps: Vec<Step>,
+    /// The arena's length in elements.
+    arena_len: usize,
+    /// Owned inputs: their offset and the elements they start with.
+    initial: Vec<(usize, Tensor)>,
+    /// The inputs read in place, by [`Place::Aliased`] index.
+    aliased: Vec<Tensor>,
+    carries: Vec<(Slot, Slot)>,
+    value_place: Vec<Place>,
+    readable: Vec<bool>,
 }
 
-impl Arena {
-    /// A buffer of `len` elements for a new root: a free one, else a new one.
-    fn take(&mut self, len: usize, pinned: bool) -> usize {
-        let b = match self.free.get_mut(&len).and_then(Vec::pop) {
-            Some(b) => b,
-            None => {
-                self.lens.push(len);
-                self.holders.push(0);
-                self.pinned.push(false);
-                self.lens.len() - 1
-            }
+impl Layout {
+    /// The bytes the layout holds.
+    fn bytes(&self) -> ArenaBytes {
+        let mut bytes = ArenaBytes {
+            owned: 4 * self.arena_len as u64,
+            aliased: 0,
         };
-        self.hold(b, pinned);
-        b
-    }
-
-    /// One more live root holds `b`.
-    fn hold(&mut self, b: usize, pinned: bool) {
-        self.holders[b] += 1;
-        self.pinned[b] |= pinned;
-    }
-
-    /// A root holding `b` died: the buffer is free when no live root holds it.
-    fn release(&mut self, b: usize) {
-        self.holders[b] -= 1;
-        if self.holders[b] == 0 && !self.pinned[b] {
-            self.free.entry(self.lens[b]).or_default().push(b);
+        for t in &self.aliased {
+            let b = 4 * t.numel() as u64;
+            if aliasable(t) {
+                bytes.aliased += b;
+            } else {
+                bytes.owned += b;
+            }
         }
+        bytes
     }
+}
+
+/// Whether an input can be read in place from `t`'s storage (a host tensor
+/// that is not a view of a longer storage).
+fn aliasable(t: &Tensor) -> bool {
+    matches!(t.storage(), Storage::Host(a) if a.len() == t.numel())
+}
+
+/// The bytes the CPU's compiled form of `plan` holds while it runs: its
+/// arena (computed values, which share elements when their lifetimes do not
+/// meet, and carried inputs) and the inputs it reads in place. Computed from
+/// the plan alone, without allocating anything; [`CpuProgram::arena_bytes`]
+/// reports the same for a compiled program. Errors are those of compiling the
+/// plan.
+pub fn arena_bytes(plan: &StepPlan) -> Result<ArenaBytes> {
+    Ok(layout(plan)?.bytes())
 }
 
 /// Compiles `plan` into a [`CpuProgram`] counting its launches in `launches`.
 pub(crate) fn compile(plan: &StepPlan, launches: Arc<AtomicU64>) -> Result<CpuProgram> {
+    let layout = layout(plan)?;
+    let bytes = layout.bytes();
+    let Layout {
+        steps,
+        arena_len,
+        initial,
+        aliased,
+        carries,
+        value_place,
+        readable,
+    } = layout;
+    let mut arena = vec![0.0; arena_len];
+    for (off, t) in initial {
+        arena[off..off + t.numel()].copy_from_slice(t.host());
+    }
+    let aliased = aliased
+        .into_iter()
+        .map(|t| match t.storage() {
+            Storage::Host(a) if aliasable(&t) => a.clone(),
+            _ => Arc::new(t.host().to_vec()),
+        })
+        .collect();
+    let mut scratch = Scratch::default();
+    let (mut la, mut lf) = (0, 0);
+    for s in &steps {
+        let (a, f) = s.kernel.scratch_lens();
+        (la, lf) = (la.max(a), lf.max(f));
+    }
+    scratch.a.resize(la, 0.0);
+    scratch.f64s.resize(lf, 0.0);
+    Ok(CpuProgram {
+        arena,
+        aliased,
+        bytes,
+        steps,
+        scratch,
+        carries,
+        value_place,
+        shapes: plan.trace.values.iter().map(|v| v.shape.clone()).collect(),
+        readable,
+        runs: 0,
+        kernel: Duration::ZERO,
+        launches,
+    })
+}
+
+/// Decides the arena of `plan` (see the module's documentation).
+fn layout(plan: &StepPlan) -> Result<Layout> {
     let trace = &plan.trace;
     let n = trace.values.len();
     let shape = |v: ValueId| trace.values[v.index()].shape.as_slice();
@@ -544,9 +625,14 @@ pub(crate) fn compile(plan: &StepPlan, launches: Arc<AtomicU64>) -> Result<CpuPr
         ));
     }
 
-    let mut arena = Arena::default();
-    let mut value_buf = vec![usize::MAX; n];
-    let mut initial: Vec<(usize, &Tensor)> = Vec::new();
+    let ends = trace.calls.len();
+    // When each root is defined: inputs before the first call.
+    let mut def = vec![0usize; n];
+    for (k, c) in trace.calls.iter().enumerate() {
+        for o in &c.outputs {
+            def[o.index()] = k;
+        }
+    }
     for (j, input) in plan.inputs.iter().enumerate() {
         let v = input.value;
         if trace.inputs[j].0 != v {
@@ -571,9 +657,6 @@ pub(crate) fn compile(plan: &StepPlan, launches: Arc<AtomicU64>) -> Result<CpuPr
                 shape(v)
             )));
         }
-        let b = arena.take(numel_of(shape(v)), true);
-        value_buf[v.index()] = b;
-        initial.push((b, &input.initial));
     }
     // Carried inputs by the root they are carried from.
     let carried_from_root: HashMap<usize, usize> = plan
@@ -581,51 +664,113 @@ pub(crate) fn compile(plan: &StepPlan, launches: Arc<AtomicU64>) -> Result<CpuPr
         .iter()
         .filter_map(|i| i.carried_from.map(|c| (i.value.index(), root[c.index()])))
         .collect();
-
-    let mut steps = Vec::with_capacity(trace.calls.len());
-    let mut dead_after: Vec<Vec<usize>> = vec![Vec::new(); trace.calls.len()];
-    for r in 0..n {
-        if let (Some(k), false) = (last[r], pinned[r]) {
-            dead_after[k].push(r);
-        }
-    }
+    // Each root's group: roots that share one buffer in turn (an Adam update
+    // in place writes its old p, m, v's buffers).
+    let mut group: Vec<usize> = (0..n).collect();
     for (k, c) in trace.calls.iter().enumerate() {
-        if c.op == Op::View {
-            value_buf[c.outputs[0].index()] = value_buf[root[c.inputs[0].index()]];
+        if !matches!(c.op, Op::AdamUpdate { .. }) {
             continue;
         }
-        let ins: Vec<usize> = c
-            .inputs
-            .iter()
-            .map(|v| value_buf[root[v.index()]])
-            .collect();
-        let mut outs = Vec::with_capacity(c.outputs.len());
+        let in_roots: Vec<usize> = c.inputs.iter().map(|v| root[v.index()]).collect();
         for (oi, o) in c.outputs.iter().enumerate() {
             let r = o.index();
-            let len = numel_of(shape(*o));
             // Adam's p, m, v (inputs 0, 2, 3) become outputs 0, 1, 2.
-            let in_place = match c.op {
-                Op::AdamUpdate { .. } => {
-                    let src = c.inputs[[0, 2, 3][oi]];
-                    let sr = root[src.index()];
-                    let b = value_buf[sr];
-                    let only_here = ins.iter().filter(|&&x| x == b).count() == 1;
-                    let free_after = last[sr] == Some(k) && !kept_root[sr];
-                    let may_write = !pinned[sr] || carried_from_root.get(&sr) == Some(&r);
-                    (only_here && free_after && may_write && arena.lens[b] == len).then_some(b)
-                }
-                _ => None,
-            };
-            let b = match in_place {
-                Some(b) => {
-                    arena.hold(b, pinned[r]);
-                    b
-                }
-                None => arena.take(len, pinned[r]),
-            };
-            value_buf[r] = b;
-            outs.push(b);
+            let src = c.inputs[[0, 2, 3][oi]];
+            let sr = root[src.index()];
+            let only_here = in_roots.iter().filter(|&&x| x == sr).count() == 1;
+            let free_after = last[sr] == Some(k) && !kept_root[sr];
+            let may_write = !pinned[sr] || carried_from_root.get(&sr) == Some(&r);
+            let same_len = numel_of(shape(src)) == numel_of(shape(*o));
+            if only_here && free_after && may_write && same_len {
+                group[r] = group[sr];
+            }
         }
+    }
+    // Inputs the step never writes are read in place from their tensors.
+    let aliased_root = |r: usize| {
+        matches!(trace.values[r].origin, Origin::Input(_)) && !carried_from_root.contains_key(&r)
+    };
+    // Each group's lifetime, in calls: from the call defining its first root
+    // (inputs: before the first call) to the last call reading any of its
+    // roots, or to the end of the step for pinned ones.
+    let mut span: Vec<Option<(usize, usize)>> = vec![None; n];
+    for r in 0..n {
+        if root[r] != r || aliased_root(r) {
+            continue;
+        }
+        let end = if pinned[r] {
+            ends
+        } else {
+            last[r].unwrap_or(def[r])
+        };
+        let g = group[r];
+        span[g] = Some(match span[g] {
+            Some((s0, e0)) => (s0.min(def[r]), e0.max(end)),
+            None => (def[r], end),
+        });
+    }
+    let len_of = |r: usize| numel_of(shape(ValueId(r as u32)));
+    // Offsets, largest group first: each takes the tightest gap between the
+    // groups already placed that live at the same time as it (best fit), else
+    // the first element above them all.
+    let mut glen = vec![0usize; n];
+    for r in (0..n).filter(|&r| root[r] == r) {
+        glen[group[r]] = glen[group[r]].max(len_of(r));
+    }
+    let mut order: Vec<usize> = (0..n).filter(|&g| span[g].is_some()).collect();
+    order.sort_by_key(|&g| (std::cmp::Reverse(glen[g]), g));
+    let mut offset = vec![0usize; n];
+    let mut placed: Vec<(usize, usize, usize, usize)> = Vec::new();
+    let mut arena_len = 0;
+    for &g in &order {
+        let ((s0, e0), size) = (span[g].expect("ordered groups have lifetimes"), glen[g]);
+        let mut taken: Vec<(usize, usize)> = placed
+            .iter()
+            .filter(|&&(s1, e1, _, len)| s0 <= e1 && s1 <= e0 && len > 0)
+            .map(|&(_, _, off, len)| (off, off + len))
+            .collect();
+        taken.sort_unstable();
+        let (mut best, mut top): (Option<(usize, usize)>, usize) = (None, 0);
+        for (start, end) in taken {
+            if start >= top + size && best.is_none_or(|(gap, _)| start - top < gap) {
+                best = Some((start - top, top));
+            }
+            top = top.max(end);
+        }
+        let off = best.map_or(top, |(_, at)| at);
+        offset[g] = off;
+        placed.push((s0, e0, off, size));
+        arena_len = arena_len.max(off + size);
+    }
+    let mut place = vec![Place::Arena(0); n];
+    let mut initial = Vec::new();
+    let mut aliased = Vec::new();
+    for input in &plan.inputs {
+        let r = root[input.value.index()];
+        if aliased_root(r) {
+            place[r] = Place::Aliased(aliased.len());
+            aliased.push(input.initial.clone());
+        } else {
+            initial.push((offset[group[r]], input.initial.clone()));
+        }
+    }
+    for r in 0..n {
+        if root[r] == r && !aliased_root(r) {
+            place[r] = Place::Arena(offset[group[r]]);
+        }
+    }
+    let slot = |v: ValueId| Slot {
+        place: place[root[v.index()]],
+        len: numel_of(shape(v)),
+    };
+
+    let mut steps = Vec::with_capacity(trace.calls.len());
+    for (k, c) in trace.calls.iter().enumerate() {
+        if c.op == Op::View {
+            continue;
+        }
+        let ins: Vec<Slot> = c.inputs.iter().map(|&v| slot(v)).collect();
+        let outs: Vec<Slot> = c.outputs.iter().map(|&v| slot(v)).collect();
         let in_shapes: Vec<&[usize]> = c.inputs.iter().map(|v| shape(*v)).collect();
         let kernel = kernel_of(&c.op, &in_shapes)?;
         let counted = !matches!(kernel, Kernel::Copy);
@@ -636,37 +781,14 @@ pub(crate) fn compile(plan: &StepPlan, launches: Arc<AtomicU64>) -> Result<CpuPr
             counted,
             call: k,
         });
-        // Outputs nobody reads die at once; inputs whose last use this was die now.
-        for o in &c.outputs {
-            let r = o.index();
-            if last[r].is_none() && !pinned[r] {
-                arena.release(value_buf[r]);
-            }
-        }
-        for &r in &dead_after[k] {
-            arena.release(value_buf[r]);
-        }
     }
-
-    let mut bufs: Vec<Vec<f32>> = arena.lens.iter().map(|&len| vec![0.0; len]).collect();
-    for (b, t) in initial {
-        bufs[b].copy_from_slice(t.host());
-    }
-    let mut scratch = Scratch::default();
-    let (mut la, mut lf) = (0, 0);
-    for s in &steps {
-        let (a, f) = s.kernel.scratch_lens();
-        (la, lf) = (la.max(a), lf.max(f));
-    }
-    scratch.a.resize(la, 0.0);
-    scratch.f64s.resize(lf, 0.0);
     let carries = plan
         .inputs
         .iter()
         .filter_map(|i| {
             let from = i.carried_from?;
-            let (dst, src) = (value_buf[i.value.index()], value_buf[root[from.index()]]);
-            (dst != src).then_some((dst, src))
+            let (dst, src) = (slot(i.value), slot(from));
+            (dst.place != src.place).then_some((dst, src))
         })
         .collect();
     // Readable after a run: values live at the end (and their views), and
@@ -679,60 +801,114 @@ pub(crate) fn compile(plan: &StepPlan, launches: Arc<AtomicU64>) -> Result<CpuPr
                     && !carried_from_root.contains_key(&r))
         })
         .collect();
-    for v in 0..n {
-        value_buf[v] = value_buf[root[v]];
-    }
-    Ok(CpuProgram {
-        bufs,
+    let value_place = (0..n).map(|v| place[root[v]]).collect();
+    Ok(Layout {
         steps,
-        scratch,
+        arena_len,
+        initial,
+        aliased,
         carries,
-        value_buf,
-        shapes: trace.values.iter().map(|v| v.shape.clone()).collect(),
+        value_place,
         readable,
-        runs: 0,
-        kernel: Duration::ZERO,
-        launches,
     })
 }
 
-/// Copies buffer `src` into buffer `dst` (distinct, same length).
-fn copy_buffer(bufs: &mut [Vec<f32>], src: usize, dst: usize) {
-    let mut d = std::mem::take(&mut bufs[dst]);
-    d.copy_from_slice(&bufs[src]);
-    bufs[dst] = d;
+/// The elements of `slot`.
+fn read<'a>(arena: &'a [f32], aliased: &'a [Arc<Vec<f32>>], slot: Slot) -> &'a [f32] {
+    match slot.place {
+        Place::Arena(off) => &arena[off..off + slot.len],
+        Place::Aliased(i) => &aliased[i][..slot.len],
+    }
+}
+
+/// Copies slot `src` into the arena slot `dst` (same length, apart or the
+/// same place).
+fn copy_slot(arena: &mut [f32], aliased: &[Arc<Vec<f32>>], src: Slot, dst: Slot) {
+    let Place::Arena(to) = dst.place else {
+        unreachable!("the arena never writes an aliased input")
+    };
+    match src.place {
+        Place::Arena(from) => arena.copy_within(from..from + src.len, to),
+        Place::Aliased(i) => arena[to..to + dst.len].copy_from_slice(&aliased[i][..src.len]),
+    }
+}
+
+/// The step's input slices and output slices (at most 4 and 3; unused ones
+/// empty). The planner never lets an output meet an input or another output
+/// in the arena, so the slices are split off one another without copying.
+fn regions<'a>(
+    arena: &'a mut [f32],
+    aliased: &'a [Arc<Vec<f32>>],
+    ins: &[Slot],
+    outs: &[Slot],
+) -> ([&'a [f32]; 4], [&'a mut [f32]; 3]) {
+    // The distinct arena ranges, by offset (an input may appear twice).
+    let mut ranges = [(0usize, 0usize); 7];
+    let mut count = 0;
+    for s in outs.iter().chain(ins) {
+        if let (Place::Arena(off), true) = (s.place, s.len > 0) {
+            if !ranges[..count].contains(&(off, s.len)) {
+                ranges[count] = (off, s.len);
+                count += 1;
+            }
+        }
+    }
+    ranges[..count].sort_unstable();
+    let mut pieces: [Option<&'a mut [f32]>; 7] = Default::default();
+    let (mut rest, mut at) = (arena, 0);
+    for (piece, &(off, len)) in pieces.iter_mut().zip(&ranges[..count]) {
+        let (_, tail) = std::mem::take(&mut rest).split_at_mut(off - at);
+        let (mid, tail) = tail.split_at_mut(len);
+        *piece = Some(mid);
+        (rest, at) = (tail, off + len);
+    }
+    let index = |s: &Slot| match s.place {
+        Place::Arena(off) => ranges[..count].iter().position(|&r| r == (off, s.len)),
+        Place::Aliased(_) => None,
+    };
+    let mut out: [&'a mut [f32]; 3] = Default::default();
+    for (o, s) in out.iter_mut().zip(outs) {
+        if let Some(i) = index(s) {
+            *o = pieces[i].take().expect("outputs are apart");
+        }
+    }
+    let shared: [Option<&'a [f32]>; 7] = pieces.map(|p| p.map(|m| &*m));
+    let mut input: [&'a [f32]; 4] = Default::default();
+    for (x, s) in input.iter_mut().zip(ins) {
+        *x = match (s.place, index(s)) {
+            (Place::Aliased(i), _) => &aliased[i][..s.len],
+            (_, Some(i)) => shared[i].expect("an input is not an output"),
+            (_, None) => &[],
+        };
+    }
+    (input, out)
 }
 
 /// Runs one step on the arena (`runs` earlier runs, for Adam's count).
-fn execute(step: &Step, bufs: &mut [Vec<f32>], scratch: &mut Scratch, runs: u64) {
+fn execute(
+    step: &Step,
+    arena: &mut [f32],
+    aliased: &[Arc<Vec<f32>>],
+    scratch: &mut Scratch,
+    runs: u64,
+) {
     if let Kernel::Adam(adam) = &step.kernel {
-        // Old p, m, v into the new buffers unless the update is in place.
+        // Old p, m, v into the new places unless the update is in place.
         for (i, &o) in [0, 2, 3].iter().zip(&step.outs) {
-            if step.ins[*i] != o {
-                copy_buffer(bufs, step.ins[*i], o);
+            if step.ins[*i].place != o.place {
+                copy_slot(arena, aliased, step.ins[*i], o);
             }
         }
-        let mut p = std::mem::take(&mut bufs[step.outs[0]]);
-        let mut m = std::mem::take(&mut bufs[step.outs[1]]);
-        let mut v = std::mem::take(&mut bufs[step.outs[2]]);
         let h = crate::declare::Attr::replayed(adam, runs).constants();
-        nn::adam_update_into(&mut p, &bufs[step.ins[1]], &mut m, &mut v, h);
-        bufs[step.outs[0]] = p;
-        bufs[step.outs[1]] = m;
-        bufs[step.outs[2]] = v;
+        let ([g, ..], [p, m, v]) = regions(arena, aliased, &step.ins[1..2], &step.outs);
+        nn::adam_update_into(p, g, m, v, h);
         return;
     }
-    let mut outs: [Vec<f32>; 3] = Default::default();
-    for (o, &b) in outs.iter_mut().zip(&step.outs) {
-        *o = std::mem::take(&mut bufs[b]);
-    }
+    let (xs, mut outs) = regions(arena, aliased, &step.ins, &step.outs);
     if let Kernel::Slices(k) = &step.kernel {
-        let none: &[f32] = &[];
-        let xs = std::array::from_fn(|i| step.ins.get(i).map_or(none, |&b| bufs[b].as_slice()));
         (k.run)(&xs, &mut outs, scratch);
     } else {
-        let bufs = &*bufs;
-        let x = |i: usize| bufs[step.ins[i]].as_slice();
+        let x = |i: usize| xs[i];
         let [o0, o1, o2] = &mut outs;
         let Scratch { a, f64s } = scratch;
         match &step.kernel {
@@ -751,7 +927,7 @@ fn execute(step: &Step, bufs: &mut [Vec<f32>], scratch: &mut Scratch, runs: u64)
                 nn::softmax_backward_into(x(0), x(1), *dims, o0, &mut f64s[..s])
             }
             Kernel::CrossEntropy { dims, want_grad } => {
-                let grad = want_grad.then_some(o1.as_mut_slice());
+                let grad = want_grad.then_some(&mut **o1);
                 nn::cross_entropy_into(x(0), x(1), *dims, o0, grad, &mut f64s[..dims.0])
             }
             Kernel::Permute(plan) => permute_into(plan, x(0), o0),
@@ -807,16 +983,25 @@ fn execute(step: &Step, bufs: &mut [Vec<f32>], scratch: &mut Scratch, runs: u64)
             }
         }
     }
-    for (o, &b) in outs.into_iter().zip(&step.outs) {
-        bufs[b] = o;
-    }
 }
 
 impl CpuProgram {
+    /// The bytes the program's buffers hold (see [`arena_bytes`]).
+    pub fn arena_bytes(&self) -> ArenaBytes {
+        self.bytes
+    }
+
     /// The buffer of `v` when it can be read after a run.
     fn readable_buffer(&self, v: ValueId) -> Result<&[f32]> {
         match self.readable.get(v.index()) {
-            Some(true) if self.runs > 0 => Ok(&self.bufs[self.value_buf[v.index()]]),
+            Some(true) if self.runs > 0 => {
+                let len = numel_of(&self.shapes[v.index()]);
+                let slot = Slot {
+                    place: self.value_place[v.index()],
+                    len,
+                };
+                Ok(read(&self.arena, &self.aliased, slot))
+            }
             Some(true) => Err(unsupported(format!(
                 "value {} was read before the first run",
                 v.0
@@ -833,12 +1018,18 @@ impl StepProgram for CpuProgram {
     fn run_observed(&mut self, mut after_call: Option<CallObserver<'_>>) -> Result<()> {
         if self.runs > 0 {
             for &(dst, src) in &self.carries {
-                copy_buffer(&mut self.bufs, src, dst);
+                copy_slot(&mut self.arena, &self.aliased, src, dst);
             }
         }
         for step in &self.steps {
             let started = Instant::now();
-            execute(step, &mut self.bufs, &mut self.scratch, self.runs);
+            execute(
+                step,
+                &mut self.arena,
+                &self.aliased,
+                &mut self.scratch,
+                self.runs,
+            );
             self.kernel += started.elapsed();
             if let Some(f) = after_call.as_mut() {
                 f(step.call, started);
@@ -870,6 +1061,10 @@ impl StepProgram for CpuProgram {
 
     fn kind(&self) -> &'static str {
         "arena"
+    }
+
+    fn arena_bytes(&self) -> Option<ArenaBytes> {
+        Some(self.bytes)
     }
 }
 
@@ -934,7 +1129,7 @@ mod tests {
     }
 
     #[test]
-    fn dead_values_share_buffers_of_their_length() {
+    fn dead_values_give_their_buffers_to_later_values() {
         let x = Tensor::from_vec(vec![64], (0..64).map(|i| i as f32 / 64.0).collect());
         let prog = compiled(vec![Tensor::zeros(vec![1])], move |b, _, s| {
             let mut y = b.unary(UnaryOp::Exp, &x).unwrap();
@@ -946,13 +1141,62 @@ mod tests {
                 .unwrap();
             (vec![c], vec![y])
         });
-        // x, the counter and its constant, and two alternating buffers for
-        // the chain (the kept result is one of them), and the new counter.
+        // x and the constant are read in place; the arena holds the counter
+        // and two alternating places for the chain (the kept result is in
+        // one of them); the new counter takes the chain's other place.
         assert_eq!(
-            prog.bufs.len(),
-            6,
-            "{:?}",
-            prog.bufs.iter().map(Vec::len).collect::<Vec<_>>()
+            prog.arena_bytes(),
+            ArenaBytes {
+                owned: 4 * (1 + 64 + 64),
+                aliased: 4 * (64 + 1),
+            }
         );
+    }
+
+    #[test]
+    fn inputs_the_step_does_not_write_are_read_in_place() {
+        let data = Tensor::from_vec(vec![4, 8], (0..32).map(|i| i as f32 * 0.125).collect());
+        let w = Tensor::from_vec(
+            vec![8, 2],
+            (0..16).map(|i| (i as f32 - 8.0) / 16.0).collect(),
+        );
+        let d = data.clone();
+        let prog = compiled(
+            vec![w, Tensor::zeros(vec![8, 2]), Tensor::zeros(vec![8, 2])],
+            move |b, it, s| {
+                let y = b.matmul(&d, &s[0]).unwrap();
+                let g = b.matmul_t(&d, &y, true, false).unwrap();
+                let (mut p, mut m, mut v) = (s[0].clone(), s[1].clone(), s[2].clone());
+                b.adam_update(&mut p, &g, &mut m, &mut v, adam(it)).unwrap();
+                (vec![p, m, v], vec![])
+            },
+        );
+        let aliased: Vec<*const f32> = prog.aliased.iter().map(|a| a.as_ptr()).collect();
+        assert_eq!(
+            aliased,
+            vec![data.host().as_ptr()],
+            "the data is not copied"
+        );
+        // p, m, v (updated in place), then y and g.
+        assert_eq!(prog.arena_bytes().owned, 4 * (3 * 16 + 8 + 16));
+        assert_eq!(prog.arena_bytes().aliased, 4 * 32);
+    }
+
+    #[test]
+    fn a_shorter_value_takes_a_longer_dead_place() {
+        let x = Tensor::from_vec(vec![16, 16], (0..256).map(|i| i as f32 / 256.0).collect());
+        let prog = compiled(vec![Tensor::scalar(0.0)], move |b, _, s| {
+            let e = b.unary(UnaryOp::Exp, &x).unwrap();
+            let t = b.unary(UnaryOp::Tanh, &e).unwrap();
+            let r = b.reduce(ReduceOp::Sum, &t, Some(1)).unwrap();
+            let r = b.unary(UnaryOp::Neg, &r).unwrap();
+            let c = b.binary(BinaryOp::Add, &s[0], &r).unwrap();
+            let c = b.reduce(ReduceOp::Sum, &c, None).unwrap();
+            (vec![c], vec![])
+        });
+        // e (256) and t (256) are live together; the row sums (16) and
+        // everything after take their dead places: the arena holds those two
+        // and the counter.
+        assert_eq!(prog.arena_bytes().owned, 4 * (256 + 256 + 1));
     }
 }

@@ -202,7 +202,8 @@ fn a_computed_value_read_on_the_host_is_refused() {
 #[test]
 fn kernels_run_on_other_threads_are_not_host_reads() {
     // The recorder's own kernels read their inputs; only code outside kernels counts.
-    let (first, second, keep, _) = two_recorded_steps();
+    // The state stays alive: a plan takes the carried values from it.
+    let (first, second, keep, _state) = two_recorded_steps();
     assert!(second.host_reads.is_empty(), "{:?}", second.host_reads);
     assert!(capture::plan(&first, second, keep).is_ok());
     let _ = Arc::strong_count(&cpu());

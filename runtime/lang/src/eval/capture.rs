@@ -23,7 +23,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use mlpl_devices::capture::{self, Origin, Recorder, StepProgram, Trace, ValueId};
-use mlpl_devices::{Backend, Tensor};
+use mlpl_devices::{Backend, Tensor, WeakTensor};
 
 use super::Interp;
 use crate::value::{Array, Value};
@@ -116,12 +116,32 @@ pub struct HostState {
     frozen: usize,
     model_counter: u64,
     experiments: usize,
-    optim: Vec<((String, String), Tensor, Option<Tensor>)>,
+    optim: Vec<((String, String), Held, Option<Held>)>,
+}
+
+/// A tensor of the workspace as [`HostState`] keeps it.
+#[derive(Debug)]
+enum Held {
+    /// Computed by the iteration's kernels: only its identity matters, so it
+    /// is held weakly (the next iteration may update it in place).
+    Computed(WeakTensor),
+    /// Anything else: its elements are compared, so it is kept.
+    Tensor(Tensor),
+}
+
+impl Held {
+    /// `t` as held after an iteration traced as `trace`.
+    fn of(t: &Tensor, trace: &Trace) -> Held {
+        match trace.find(t).map(|v| trace.value(v).origin) {
+            Some(Origin::Output { .. }) => Held::Computed(t.downgrade()),
+            _ => Held::Tensor(t.clone()),
+        }
+    }
 }
 
 #[derive(Debug)]
 enum HostValue {
-    Tensor(Tensor),
+    Tensor(Held),
     Exact(u64),
     Str(Arc<str>),
     /// A model or tokenizer, by the address of what it shares.
@@ -129,8 +149,9 @@ enum HostValue {
 }
 
 impl HostState {
-    /// The workspace's state now (`step` excluded: the loop sets it).
-    pub fn of(it: &Interp) -> HostState {
+    /// The workspace's state after an iteration traced as `trace` (`step`
+    /// excluded: the loop sets it).
+    pub fn of(it: &Interp, trace: &Trace) -> HostState {
         let bindings = it
             .ws
             .bindings
@@ -139,7 +160,7 @@ impl HostState {
             .map(|(k, v)| {
                 let h = match v {
                     Value::Array(a) => match a.tensor_ref() {
-                        Some(t) => HostValue::Tensor(t.clone()),
+                        Some(t) => HostValue::Tensor(Held::of(t, trace)),
                         None => HostValue::Exact(a.exact_value().unwrap_or(f64::NAN).to_bits()),
                     },
                     Value::Str(s) => HostValue::Str(s.clone()),
@@ -153,7 +174,10 @@ impl HostState {
             .ws
             .optim
             .iter()
-            .map(|(k, s)| (k.clone(), s.m.clone(), s.v.clone()))
+            .map(|(k, s)| {
+                let v = s.v.as_ref().map(|v| Held::of(v, trace));
+                (k.clone(), Held::of(&s.m, trace), v)
+            })
             .collect();
         optim.sort_by(|a, b| a.0.cmp(&b.0));
         HostState {
@@ -168,9 +192,9 @@ impl HostState {
 }
 
 /// Whether the workspace changed between `a` (the end of the first recorded
-/// iteration, traced as `ta`) and `b` (the end of the second, `tb`) only in
-/// values the kernels computed; otherwise why not.
-fn host_state_reason(a: &HostState, ta: &Trace, b: &HostState, tb: &Trace) -> Option<String> {
+/// iteration) and `b` (the end of the second) only in values the kernels
+/// computed; otherwise why not.
+fn host_state_reason(a: &HostState, b: &HostState) -> Option<String> {
     if a.tracked != b.tracked
         || a.frozen != b.frozen
         || a.model_counter != b.model_counter
@@ -181,20 +205,19 @@ fn host_state_reason(a: &HostState, ta: &Trace, b: &HostState, tb: &Trace) -> Op
     if a.optim.len() != b.optim.len() || a.bindings.len() != b.bindings.len() {
         return Some("the body creates new variables or optimizer state".into());
     }
-    let computed = |t: &Trace, x: &Tensor| {
-        t.find(x)
-            .is_some_and(|v| matches!(t.value(v).origin, Origin::Output { .. }))
-    };
-    let same_tensor = |x: &Tensor, y: &Tensor| {
-        x.shares_storage(y)
-            || (computed(ta, x) && computed(tb, y))
-            || (x.shape() == y.shape()
-                && !computed(ta, x)
-                && !computed(tb, y)
-                && x.host()
-                    .iter()
-                    .map(|v| v.to_bits())
-                    .eq(y.host().iter().map(|v| v.to_bits())))
+    let same_tensor = |x: &Held, y: &Held| match (x, y) {
+        (Held::Computed(_), Held::Computed(_)) => true,
+        (Held::Computed(w), Held::Tensor(t)) | (Held::Tensor(t), Held::Computed(w)) => {
+            w.shares_storage(t)
+        }
+        (Held::Tensor(x), Held::Tensor(y)) => {
+            x.shares_storage(y)
+                || (x.shape() == y.shape()
+                    && x.host()
+                        .iter()
+                        .map(|v| v.to_bits())
+                        .eq(y.host().iter().map(|v| v.to_bits())))
+        }
     };
     for (name, hb) in &b.bindings {
         let Some(ha) = a.bindings.get(name) else {
@@ -281,7 +304,8 @@ pub fn recorded<T>(it: &mut Interp, f: impl FnOnce(&mut Interp) -> T) -> (T, Tra
 impl Recording {
     /// Keeps the first recorded iteration (its trace and the workspace after it).
     pub fn first_done(&mut self, it: &Interp, trace: Trace) {
-        self.first = Some((trace, HostState::of(it)));
+        let state = HostState::of(it, &trace);
+        self.first = Some((trace, state));
     }
 
     /// After the second recorded iteration (trace `second`, body value `last`,
@@ -296,8 +320,8 @@ impl Recording {
         let (first, state_a) = self
             .first
             .ok_or_else(|| "the first iteration was not recorded".to_string())?;
-        let state_b = HostState::of(it);
-        if let Some(why) = host_state_reason(&state_a, &first, &state_b, &second) {
+        let state_b = HostState::of(it, &second);
+        if let Some(why) = host_state_reason(&state_a, &state_b) {
             return Err(why);
         }
         let computed = |x: &Tensor| {
@@ -424,6 +448,11 @@ impl Replay {
     /// How the program runs (`"arena"` or `"calls"`).
     pub fn kind(&self) -> &'static str {
         self.program.kind()
+    }
+
+    /// The memory the program's arena holds, when it has one.
+    pub fn arena_bytes(&self) -> Option<capture::ArenaBytes> {
+        self.program.arena_bytes()
     }
 }
 

@@ -72,6 +72,7 @@ pub fn train(it: &mut Interp, count: &Expr, body: &Block) -> Result<Value, Diagn
     let mut replay_times: Vec<std::time::Duration> =
         Vec::with_capacity(if why_eager.is_none() { n } else { 0 });
     let mut eager_reason = why_eager.clone();
+    let mut eager_live_peak = None;
     let result = (|| {
         for step in 0..n {
             it.check_cancel(body.span)?;
@@ -93,13 +94,27 @@ pub fn train(it: &mut Interp, count: &Expr, body: &Block) -> Result<Value, Diagn
                         } else {
                             let lr = it.peek_reported_lr();
                             let rec = recording.take().expect("recording");
+                            let peak = trace.live_peak_bytes;
+                            eager_live_peak = Some(peak);
+                            let memory = |r: Option<&Replay>| Memory {
+                                arena: r.and_then(Replay::arena_bytes).map(|b| b.total()),
+                                eager_peak: Some(peak),
+                            };
                             match rec.second_done(it, trace, &value, lr) {
                                 Ok(r) => {
+                                    let m = memory(Some(&r));
                                     replay = Some(r);
-                                    report_mode(it, depth, None, false, body);
+                                    report_mode_with(it, depth, None, false, body, m);
                                 }
                                 Err(why) => {
-                                    report_mode(it, depth, Some(&why), true, body);
+                                    report_mode_with(
+                                        it,
+                                        depth,
+                                        Some(&why),
+                                        true,
+                                        body,
+                                        memory(None),
+                                    );
                                     eager_reason = Some(why);
                                 }
                             }
@@ -137,6 +152,8 @@ pub fn train(it: &mut Interp, count: &Expr, body: &Block) -> Result<Value, Diagn
                 .as_ref()
                 .map_or(Default::default(), Replay::kernel_time),
             replay_median: median(&mut replay_times),
+            arena_bytes: replay.as_ref().and_then(Replay::arena_bytes),
+            eager_live_peak,
         });
     }
     if let Some(r) = replay.take() {
@@ -184,6 +201,26 @@ fn report_mode(
     guard_failed: bool,
     body: &Block,
 ) {
+    report_mode_with(it, depth, reason, guard_failed, body, Memory::default());
+}
+
+/// What a recorded loop's step holds: the captured arena's bytes and the
+/// eager step's live peak.
+#[derive(Clone, Copy, Default)]
+struct Memory {
+    arena: Option<u64>,
+    eager_peak: Option<u64>,
+}
+
+/// [`report_mode`] with the step's memory.
+fn report_mode_with(
+    it: &mut Interp,
+    depth: usize,
+    reason: Option<&str>,
+    guard_failed: bool,
+    body: &Block,
+    memory: Memory,
+) {
     if let Some(o) = it.observer_mut() {
         o.on_step_mode(&super::StepMode {
             depth,
@@ -191,6 +228,8 @@ fn report_mode(
             reason,
             guard_failed,
             span: body.span,
+            arena_bytes: memory.arena,
+            eager_live_peak: memory.eager_peak,
         });
     }
 }

@@ -103,6 +103,12 @@ pub struct LoopStats {
     pub replay_kernels: std::time::Duration,
     /// The median wall time of one replayed iteration.
     pub replay_median: Option<std::time::Duration>,
+    /// The memory the captured step's arena holds (owned buffers and inputs
+    /// read in place), when it was compiled to one.
+    pub arena_bytes: Option<mlpl_devices::capture::ArenaBytes>,
+    /// The eager step's live peak, from the second recorded iteration: the
+    /// most bytes of kernel-visible tensors alive at once.
+    pub eager_live_peak: Option<u64>,
 }
 
 impl Default for Interp {

@@ -56,4 +56,8 @@ pub struct StepMode<'a> {
     pub guard_failed: bool,
     /// The loop's body.
     pub span: mlpl_diag::Span,
+    /// The captured step's arena bytes (owned and aliased), when it has one.
+    pub arena_bytes: Option<u64>,
+    /// The eager step's live peak in bytes, when the loop was recorded.
+    pub eager_live_peak: Option<u64>,
 }

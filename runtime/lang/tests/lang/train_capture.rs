@@ -159,6 +159,47 @@ fn a_captured_long_sequence_model_with_fused_attention_trains_like_the_interpret
     assert_eq!(modes, vec![(true, None, false)], "the loop is captured");
 }
 
+/// The captured step's arena bytes (its own buffers and the inputs it reads
+/// in place) and the eager step's live peak, from the loop's statistics.
+fn step_memory(src: &str) -> (mlpl_devices::capture::ArenaBytes, u64) {
+    let (it, _, modes) = run(src, true);
+    assert_eq!(modes, vec![(true, None, false)], "the loop is captured");
+    let s = &it.loop_stats[0];
+    let arena = s.arena_bytes.expect("the step was compiled to an arena");
+    (arena, s.eager_live_peak.expect("the loop was recorded"))
+}
+
+#[test]
+fn a_captured_tiny_lm_holds_no_more_than_its_eager_step() {
+    let (arena, eager) = step_memory(TINY_LM);
+    assert!(
+        arena.total() <= eager,
+        "arena {arena:?} ({} bytes) over the eager live peak {eager}",
+        arena.total()
+    );
+    // X and Y (7 windows of 16 each) are read in place, not copied.
+    assert!(arena.aliased >= 2 * 7 * 16 * 4, "{arena:?}");
+}
+
+#[test]
+fn a_captured_mlp_holds_no_more_than_its_eager_step() {
+    let src = r#"
+X = reshape(iota(512), [64, 8]) / 512
+T = reshape(iota(256), [64, 4]) / 256
+model = chain(linear(8, 128, 1), relu_layer(), linear(128, 128, 2), tanh_layer(), linear(128, 4, 3))
+train 5 {
+  adam(mean((apply(model, X) - T) * (apply(model, X) - T)), model, 0.01, 0.9, 0.999, 1e-8)
+}
+"#;
+    let (arena, eager) = step_memory(src);
+    assert!(
+        arena.total() <= eager,
+        "arena {arena:?} ({} bytes) over the eager live peak {eager}",
+        arena.total()
+    );
+    assert!(arena.aliased >= (512 + 256) * 4, "{arena:?}");
+}
+
 #[test]
 fn other_optimizers_and_plain_parameters_are_captured_exactly() {
     let src = r#"

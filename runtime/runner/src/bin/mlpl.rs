@@ -490,6 +490,18 @@ fn profile_report(it: &Interp, src: &SourceFile, total: std::time::Duration) -> 
             (Some(why), _) => out += &format!("    not captured: {why}\n"),
             _ => out += "    not captured\n",
         }
+        if let Some(peak) = s.eager_live_peak {
+            out += &format!("    step memory: eager live peak {peak} bytes");
+            if let Some(a) = s.arena_bytes {
+                out += &format!(
+                    "; captured arena {} bytes ({} owned, {} inputs read in place)",
+                    a.total(),
+                    a.owned,
+                    a.aliased
+                );
+            }
+            out += "\n";
+        }
     }
     out
 }

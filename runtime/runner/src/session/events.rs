@@ -159,6 +159,15 @@ pub enum EventBody {
         /// Why that loop's steps are not captured.
         #[serde(default)]
         step_mode_reason: Option<String>,
+        /// The bytes the captured step's arena holds (its own buffers and the
+        /// inputs it reads in place); `null` when not captured to an arena.
+        #[serde(default)]
+        step_arena_bytes: Option<u64>,
+        /// The eager step's live peak in bytes (the most bytes of tensors the
+        /// step's kernels saw alive at once, from the recorded iterations);
+        /// `null` when the loop was not recorded.
+        #[serde(default)]
+        step_eager_peak_bytes: Option<u64>,
     },
     /// The run's value (its last statement's).
     Value {

@@ -19,6 +19,10 @@ pub struct StepModeReport {
     pub mode: String,
     /// Why the steps are not captured.
     pub reason: Option<String>,
+    /// The captured step's arena bytes (owned buffers and inputs read in place).
+    pub arena_bytes: Option<u64>,
+    /// The eager step's live peak in bytes (from the recorded iterations).
+    pub eager_peak_bytes: Option<u64>,
 }
 
 /// The step mode shared between a run's observer and its session.
@@ -247,17 +251,17 @@ pub(crate) fn device_body(
     now: &Counters,
     mode: Option<StepModeReport>,
 ) -> EventBody {
-    let (step_mode, step_mode_reason) = match mode {
-        Some(m) => (Some(m.mode), m.reason),
-        None => (None, None),
-    };
+    let m = mode.unwrap_or_default();
+    let step_mode = (!m.mode.is_empty()).then_some(m.mode);
     EventBody::Device {
         device: device.to_string(),
         counters: run_counters(run),
         memory_bytes: now.memory_bytes,
         peak_memory_bytes: now.peak_memory_bytes,
         step_mode,
-        step_mode_reason,
+        step_mode_reason: m.reason,
+        step_arena_bytes: m.arena_bytes,
+        step_eager_peak_bytes: m.eager_peak_bytes,
     }
 }
 
@@ -312,6 +316,8 @@ impl RunObserver for StepObserver {
         let report = StepModeReport {
             mode: if mode.captured { "captured" } else { "eager" }.into(),
             reason: mode.reason.map(str::to_string),
+            arena_bytes: mode.arena_bytes,
+            eager_peak_bytes: mode.eager_live_peak,
         };
         if let Ok(mut m) = self.step_mode.lock() {
             *m = Some(report);
