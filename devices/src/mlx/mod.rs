@@ -22,10 +22,16 @@ mod backend;
 #[cfg(feature = "mlx")]
 mod buffer;
 #[cfg(feature = "mlx")]
+mod integer;
+#[cfg(feature = "mlx")]
 mod kernels;
+#[cfg(feature = "mlx")]
+mod step;
 
 #[cfg(feature = "mlx")]
 pub use backend::MlxBackend;
+#[cfg(feature = "mlx")]
+pub use step::{graphs_traced, CompiledStep};
 
 use std::fmt;
 use std::sync::Arc;
