@@ -240,11 +240,8 @@ impl CompiledStep {
     fn inputs(&self) -> Vec<Array> {
         let mut xs = self.args.clone();
         for step in &self.adam {
-            let k = AdamStep {
-                t: step.t + self.runs,
-                ..*step
-            }
-            .constants();
+            // The update count of this run, as every replay counts it.
+            let k = crate::declare::Attr::replayed(step, self.runs).constants();
             xs.push(Array::from_f32(k.bc1));
             xs.push(Array::from_f32(k.bc2));
         }
