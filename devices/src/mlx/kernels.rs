@@ -15,7 +15,8 @@ use mlx_rs::{Array, Dtype};
 
 use super::backend::{dims, locked, Fail, MlxBackend};
 use crate::backend::{
-    composed, AdamConstants, AdamStep, BinaryOp, Counters, DeviceKind, ReduceOp, Result, UnaryOp, CAUSAL_FILL,
+    composed, AdamConstants, AdamStep, BinaryOp, Counters, DeviceKind, ReduceOp, Result, UnaryOp,
+    CAUSAL_FILL,
 };
 use crate::shape::{reduced_shape, rows_of};
 use crate::tensor::Tensor;

@@ -108,8 +108,12 @@ pub(super) fn compile_step(mlx: &MlxBackend, plan: &StepPlan) -> Result<Box<dyn 
         .inputs
         .iter()
         .map(|i| {
-            i.carried_from
-                .map(|from| graph.outputs.binary_search(&from).expect("carried values are live at the end"))
+            i.carried_from.map(|from| {
+                graph
+                    .outputs
+                    .binary_search(&from)
+                    .expect("carried values are live at the end")
+            })
         })
         .collect();
     let mut args = Vec::with_capacity(plan.inputs.len());
@@ -177,7 +181,9 @@ fn trace(b: &CpuFallback<MlxBackend>, g: &Graph, xs: &[Array]) -> Result<Vec<Arr
     for (op, ins, outs) in &g.calls {
         let args: Vec<Array> = ins.iter().map(|&v| get(&vals, v)).collect::<Result<_>>()?;
         let results: Vec<Array> = match op {
-            Op::View => vec![args[0].reshape(&dims(&g.shapes[outs[0].index()])).map_err(err)?],
+            Op::View => vec![args[0]
+                .reshape(&dims(&g.shapes[outs[0].index()]))
+                .map_err(err)?],
             // Inside one graph a copy between host and MLX is the identity.
             Op::Upload | Op::Download => vec![args[0].clone()],
             Op::AdamUpdate { step } => {
@@ -185,8 +191,8 @@ fn trace(b: &CpuFallback<MlxBackend>, g: &Graph, xs: &[Array]) -> Result<Vec<Arr
                     unreachable!("chunks of two")
                 };
                 let k = step.constants();
-                let (p, m, v) =
-                    adam_arrays(&k, bc1, bc2, [&args[0], &args[1], &args[2], &args[3]]).map_err(err)?;
+                let (p, m, v) = adam_arrays(&k, bc1, bc2, [&args[0], &args[1], &args[2], &args[3]])
+                    .map_err(err)?;
                 vec![p, m, v]
             }
             op => {
@@ -228,7 +234,10 @@ fn as_tensor(mlx: &MlxBackend, a: Array, shape: &[usize]) -> Result<Tensor> {
 
 /// The array a kernel's result holds (a host result, such as an empty one, as a constant).
 fn array_of(t: &Tensor) -> Result<Array> {
-    match t.device_buffer().and_then(|b| b.as_any().downcast_ref::<super::buffer::MlxBuffer>()) {
+    match t
+        .device_buffer()
+        .and_then(|b| b.as_any().downcast_ref::<super::buffer::MlxBuffer>())
+    {
         Some(b) => Ok(b.array()),
         None => Ok(Array::from_slice(t.host(), &dims(t.shape()))),
     }
@@ -250,7 +259,11 @@ impl CompiledStep {
 
     /// Calls the compiled graph (holding the MLX lock).
     fn call(&mut self, xs: &[Array]) -> Result<Vec<Array>> {
-        let f = self.compiled.0.as_mut().expect("the compiled function lives until dropped");
+        let f = self
+            .compiled
+            .0
+            .as_mut()
+            .expect("the compiled function lives until dropped");
         f(xs).map_err(|e| mlx_error("the compiled step", e))
     }
 
@@ -294,10 +307,12 @@ impl StepProgram for CompiledStep {
     }
 
     fn tensor(&self, v: ValueId) -> Result<Tensor> {
-        self.results[v.index()].clone().ok_or_else(|| DeviceError::Backend {
-            device: DEVICE.to_string(),
-            message: format!("captured step: value {} is not kept after a step", v.0),
-        })
+        self.results[v.index()]
+            .clone()
+            .ok_or_else(|| DeviceError::Backend {
+                device: DEVICE.to_string(),
+                message: format!("captured step: value {} is not kept after a step", v.0),
+            })
     }
 
     fn kernel_time(&self) -> Duration {

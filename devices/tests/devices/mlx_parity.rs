@@ -299,9 +299,15 @@ fn engram_hash_runs_on_mlx_with_the_cpus_bits() {
     ] {
         let got = g.engram_hash(&idx, &orders, heads, rows, seed).unwrap();
         assert!(!got.is_host(), "the rows are an MLX tensor");
-        let want = cpu().engram_hash(&host_ids, &orders, heads, rows, seed).unwrap();
+        let want = cpu()
+            .engram_hash(&host_ids, &orders, heads, rows, seed)
+            .unwrap();
         assert_eq!(got.shape(), want.shape());
-        assert_eq!(got.host(), want.host(), "engram_hash {orders:?} {heads} {rows} {seed}");
+        assert_eq!(
+            got.host(),
+            want.host(),
+            "engram_hash {orders:?} {heads} {rows} {seed}"
+        );
     }
     let c = counts.snapshot(DeviceKind::Mlx);
     assert_eq!(c.cpu_fallbacks, 0);
@@ -327,7 +333,10 @@ fn dropout_masks_are_made_on_mlx_with_the_cpus_bits() {
         (vec![64], 42, 1.0),
         (vec![2, 512], 7, 1.0 / 3.0),
     ] {
-        let got = g.dropout_mask(&shape, key, p).unwrap().expect("a mask made on MLX");
+        let got = g
+            .dropout_mask(&shape, key, p)
+            .unwrap()
+            .expect("a mask made on MLX");
         assert!(!got.is_host(), "the mask is an MLX tensor");
         let want = cpu().dropout_mask(&shape, key, p).unwrap().unwrap();
         assert_eq!(got.shape(), want.shape());

@@ -164,10 +164,17 @@ fn compiled_equals_call_by_call(what: &str, src: &str, steps: u64) {
     let c1 = counts.snapshot(mlpl_devices::DeviceKind::Mlx);
     let traced = mlpl_devices::mlx::graphs_traced() - before;
     let (eager, eager_kind, _) = run_mlx_capture(src, false);
-    assert_eq!(kind, Some("graph"), "{what}: the step is not a compiled MLX graph");
+    assert_eq!(
+        kind,
+        Some("graph"),
+        "{what}: the step is not a compiled MLX graph"
+    );
     assert_eq!(eager_kind, None);
     assert_eq!(replayed, steps - 2, "{what}: iterations replayed");
-    assert_eq!(traced, 1, "{what}: the step's graph was traced {traced} times");
+    assert_eq!(
+        traced, 1,
+        "{what}: the step's graph was traced {traced} times"
+    );
     assert_close(what, &compiled, &eager);
     // The two recorded iterations run eagerly; each replayed step is one
     // evaluation (the loss is read from the evaluated graph outputs).
@@ -230,4 +237,39 @@ fn compiled_step_evaluates_once_per_step() {
     assert_eq!(evaluations, 1.0, "evaluations per compiled step");
     assert_eq!(downloads, 1.0, "downloads per compiled step (the loss)");
     assert_eq!(uploads, 0.0, "uploads per compiled step");
+}
+
+#[test]
+fn dropout_training_on_mlx_uses_the_cpus_masks() {
+    if !have_mlx("dropout_training_on_mlx_uses_the_cpus_masks") {
+        return;
+    }
+    // The masks change every step (the loop stays eager, as on the CPU); made
+    // on MLX from the same keys, they are the CPU's, so the curves agree.
+    let src = r#"
+x = reshape(iota(24), [6, 4]) / 24
+m = chain(linear(4, 16, 1), dropout(0.5, 3), linear(16, 1, 2))
+train 30 {
+  adam(mean(apply(m, x) * apply(m, x)), m, 0.05, 0.9, 0.999, 1e-8)
+  loss = mean(apply(m, x) * apply(m, x))
+}
+last_losses
+"#;
+    let scope = mlpl_devices::CounterScope::enter();
+    let counts = scope.counts();
+    let g = run_on(src, mlx());
+    let on_mlx = counts.snapshot(mlpl_devices::DeviceKind::Mlx);
+    let c = run_on(src, DeviceTarget::CPU);
+    assert_curves_match("dropout on mlx", &g, &c);
+    assert_eq!(
+        on_mlx.cpu_fallbacks, 0,
+        "dropout masks fell back to the CPU"
+    );
+    // Parameters, optimizer state, data and scalars, but no mask: two masks
+    // of 6·16 floats a step would be 23 040 bytes in 30 steps.
+    assert!(
+        on_mlx.bytes_up < 6_000,
+        "{} bytes uploaded: dropout masks were made on the host",
+        on_mlx.bytes_up
+    );
 }
