@@ -1,8 +1,10 @@
 //! The MLX backend (cargo feature `mlx`): tensors resident as MLX arrays,
 //! every kernel an MLX operation on lazy arrays (through `mlx-rs`), evaluated
 //! only where a value must be read on the host or where a training step's state
-//! is settled (after each optimizer update), so MLX fuses and schedules the work
-//! in between.
+//! is settled (once per optimizer call, all its parameter updates together), so
+//! MLX fuses and schedules the work in between. A captured `train` step runs
+//! as one graph compiled with MLX's `compile` transform ([`CompiledStep`]).
+//! Dropout masks and Engram's hash run on MLX's 64-bit integers (`integer`).
 //!
 //! On Linux this is MLX's CPU backend (PyPI's `mlx-cpu`, see
 //! `scripts/mlx-venv.sh` and `third_party/mlx-sys`), the vehicle for parity
