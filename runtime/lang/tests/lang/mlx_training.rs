@@ -121,14 +121,26 @@ fn training_keeps_parameters_in_mlx_arrays() {
 }
 
 /// `src` run on MLX with step capture on or off: its last value, the
-/// replayed iterations' program kind, and the MLX counters of the run.
+/// replayed iterations' program kind and how many iterations were replayed.
 fn run_mlx_capture(src: &str, capture: bool) -> (Vec<f32>, Option<&'static str>, u64) {
+    let (out, kind, replayed, _) = run_captured_on(src, mlx(), capture);
+    (out, kind, replayed)
+}
+
+/// `src` run on `device` with step capture on or off: its last value, the
+/// replayed iterations' program kind, how many were replayed, and why the
+/// loop stayed eager.
+fn run_captured_on(
+    src: &str,
+    device: DeviceTarget,
+    capture: bool,
+) -> (Vec<f32>, Option<&'static str>, u64, Option<String>) {
     use mlpl_lang::eval::{Interp, Workspace};
     use mlpl_lang::value::Value;
     let parsed = mlpl_syntax::parse(src);
     assert!(parsed.diagnostics.is_empty(), "{:?}", parsed.diagnostics);
     let mut ws = Workspace::new();
-    ws.default_device = Some(mlx());
+    ws.default_device = Some(device);
     let mut it = Interp::new(ws);
     it.capture_steps = capture;
     let out = match it.run(&parsed.program) {
@@ -136,7 +148,12 @@ fn run_mlx_capture(src: &str, capture: bool) -> (Vec<f32>, Option<&'static str>,
         other => panic!("expected an array, got {other:?}"),
     };
     let stats = it.loop_stats.first().expect("one train loop");
-    (out, stats.replay_kind, stats.replayed as u64)
+    (
+        out,
+        stats.replay_kind,
+        stats.replayed as u64,
+        stats.eager_reason.clone(),
+    )
 }
 
 /// The values of `a` (compiled graph) and `b` (call by call) agree within
@@ -257,10 +274,18 @@ last_losses
 "#;
     let scope = mlpl_devices::CounterScope::enter();
     let counts = scope.counts();
-    let g = run_on(src, mlx());
+    let (g, kind, _, why) = run_captured_on(src, mlx(), true);
     let on_mlx = counts.snapshot(mlpl_devices::DeviceKind::Mlx);
-    let c = run_on(src, DeviceTarget::CPU);
+    let (c, cpu_kind, _, cpu_why) = run_captured_on(src, DeviceTarget::CPU, true);
     assert_curves_match("dropout on mlx", &g, &c);
+    // The shared guard keeps both loops eager, for the same reason.
+    assert_eq!((kind, cpu_kind), (None, None));
+    for why in [&why, &cpu_why] {
+        assert!(
+            why.as_deref().is_some_and(|w| w.contains("`dropout_mask`")),
+            "{why:?}"
+        );
+    }
     assert_eq!(
         on_mlx.cpu_fallbacks, 0,
         "dropout masks fell back to the CPU"
