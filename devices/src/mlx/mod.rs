@@ -33,12 +33,24 @@ mod step;
 #[cfg(feature = "mlx")]
 pub use backend::MlxBackend;
 #[cfg(feature = "mlx")]
-pub use step::{graphs_traced, CompiledStep};
+pub use step::CompiledStep;
 
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::backend::Backend;
+
+/// How many step graphs MLX has traced (and compiled) in this process: one
+/// per captured loop when MLX's cache works.
+static TRACES: AtomicU64 = AtomicU64::new(0);
+
+/// The captured steps' graphs traced so far in this process (0 without the
+/// MLX backend); a test checks that a captured loop traces its graph once,
+/// however many steps it runs.
+pub fn graphs_traced() -> u64 {
+    TRACES.load(Ordering::Relaxed)
+}
 
 /// Why the MLX device cannot be used.
 #[derive(Clone, Debug, PartialEq, Eq)]

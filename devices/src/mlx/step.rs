@@ -12,7 +12,7 @@
 //! the CPU) cannot be one graph: [`compile_step`] then says so and the loop
 //! stays eager, as with the CPU's guards.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -26,16 +26,6 @@ use crate::capture::{replay, CallObserver, Op, StepPlan, StepProgram, ValueId};
 use crate::clock::Instant;
 use crate::tensor::Tensor;
 use crate::CpuFallback;
-
-/// How many step graphs MLX has traced (and compiled) in this process: one
-/// per captured loop when the cache works.
-static TRACES: AtomicU64 = AtomicU64::new(0);
-
-/// The step graphs traced so far in this process (a test checks that a
-/// captured loop traces its graph once, however many steps it runs).
-pub fn graphs_traced() -> u64 {
-    TRACES.load(Ordering::Relaxed)
-}
 
 /// What the traced function needs of the plan: its calls, the values' shapes,
 /// which values are the graph's inputs and which its outputs.
@@ -124,7 +114,7 @@ pub(super) fn compile_step(mlx: &MlxBackend, plan: &StepPlan) -> Result<Box<dyn 
     let traced_with = backend.clone();
     let traced_graph = graph.clone();
     let f = move |xs: &[Array]| -> std::result::Result<Vec<Array>, Exception> {
-        TRACES.fetch_add(1, Ordering::Relaxed);
+        super::TRACES.fetch_add(1, Ordering::Relaxed);
         trace(&traced_with, &traced_graph, xs).map_err(|e| Exception::custom(e.to_string()))
     };
     let compiled = mlx_rs::transforms::compile::compile(f, false);
