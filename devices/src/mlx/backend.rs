@@ -23,9 +23,27 @@ const UPLOAD_CACHE: usize = 64;
 /// kernel and every evaluation holds this lock.
 static MLX: Mutex<()> = Mutex::new(());
 
-/// Runs `f` holding the MLX lock.
+thread_local! {
+    /// Whether this thread holds [`MLX`] (a compiled step's graph is traced by
+    /// calling the kernels while the compiled call holds the lock).
+    static HELD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` holding the MLX lock (at once when this thread holds it already).
 pub(crate) fn locked<T>(f: impl FnOnce() -> T) -> T {
+    if HELD.with(|h| h.get()) {
+        return f();
+    }
     let _guard = MLX.lock().unwrap_or_else(|p| p.into_inner());
+    /// Clears [`HELD`] when `f` returns or unwinds.
+    struct Release;
+    impl Drop for Release {
+        fn drop(&mut self) {
+            HELD.with(|h| h.set(false));
+        }
+    }
+    HELD.with(|h| h.set(true));
+    let _release = Release;
     f()
 }
 
@@ -40,12 +58,16 @@ pub struct MlxBackend {
 
 /// The process-wide backend (opened once; a failure is remembered).
 pub(super) fn shared() -> std::result::Result<Arc<dyn Backend>, MlxUnavailable> {
+    opened().map(|b| b as Arc<dyn Backend>)
+}
+
+/// The process-wide backend as its type.
+fn opened() -> std::result::Result<Arc<CpuFallback<MlxBackend>>, MlxUnavailable> {
     type Opened = std::result::Result<Arc<CpuFallback<MlxBackend>>, MlxUnavailable>;
     static SHARED: OnceLock<Opened> = OnceLock::new();
     SHARED
         .get_or_init(|| MlxBackend::open().map(|b| Arc::new(CpuFallback(b))))
         .clone()
-        .map(|b| b as Arc<dyn Backend>)
 }
 
 /// A device error from an MLX failure while doing `what`: out of memory
@@ -73,14 +95,83 @@ pub(crate) fn contiguous(a: &Array) -> Result<Array> {
     locked(|| a.contiguous()).map_err(|e| mlx_error("contiguous", e))
 }
 
-/// Evaluates `arrays` (one evaluation, counted), holding the MLX lock.
+/// Optimizer results not evaluated yet: the updates of one optimizer call
+/// (one `adam_update` per parameter) are evaluated together, by the next
+/// evaluation or the next other kernel ([`settle_pending`]).
+static PENDING: Mutex<Vec<Array>> = Mutex::new(Vec::new());
+
+/// Evaluates `arrays` and the pending optimizer results (one evaluation,
+/// counted), holding the MLX lock.
 pub(crate) fn evaluate<'a>(
     stats: &DeviceStats,
     arrays: impl IntoIterator<Item = &'a Array>,
     what: &str,
 ) -> Result<()> {
     stats.evaluation();
-    locked(|| mlx_rs::transforms::eval(arrays)).map_err(|e| mlx_error(what, e))
+    locked(|| {
+        let pending = std::mem::take(&mut *PENDING.lock().unwrap_or_else(|p| p.into_inner()));
+        let mut all: Vec<&Array> = arrays.into_iter().collect();
+        all.extend(&pending);
+        mlx_rs::transforms::eval(all)
+    })
+    .map_err(|e| mlx_error(what, e))
+}
+
+/// Keeps `arrays` (a parameter update) for the next evaluation.
+pub(crate) fn defer(arrays: impl IntoIterator<Item = Array>) {
+    PENDING
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .extend(arrays);
+}
+
+/// Evaluates the pending optimizer results, if any (one evaluation).
+pub(crate) fn settle_pending(stats: &DeviceStats) -> Result<()> {
+    let any = !PENDING.lock().unwrap_or_else(|p| p.into_inner()).is_empty();
+    if any && !tracing() {
+        evaluate(stats, [], "settling the parameter updates")?;
+    }
+    Ok(())
+}
+
+thread_local! {
+    /// Whether this thread is tracing a compiled step's graph (see
+    /// [`trace_fallback`]).
+    static TRACING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// Why the trace cannot be one graph: the first kernel that fell back to
+    /// the CPU or read an MLX value on the host while tracing.
+    static TRACE_FALLBACK: std::cell::Cell<Option<&'static str>> = const { std::cell::Cell::new(None) };
+}
+
+/// Whether this thread is tracing a compiled step: nothing may be evaluated
+/// or read on the host then.
+pub(crate) fn tracing() -> bool {
+    TRACING.with(|t| t.get())
+}
+
+/// Runs `f` as the trace of a compiled step; `Err` names the first kernel
+/// that would have run on the CPU, or `"a read on the host"` (a compiled
+/// graph can do neither: the step then is not compiled). Host reads while
+/// tracing give zeros, uncounted; they only lead to that error.
+pub(crate) fn traced<T>(f: impl FnOnce() -> T) -> std::result::Result<T, &'static str> {
+    TRACING.with(|t| t.set(true));
+    TRACE_FALLBACK.with(|t| t.set(None));
+    let out = f();
+    TRACING.with(|t| t.set(false));
+    match TRACE_FALLBACK.with(|t| t.take()) {
+        Some(kernel) => Err(kernel),
+        None => Ok(out),
+    }
+}
+
+/// The kernel that fell back while tracing, if any.
+pub(crate) fn trace_fallback() -> Option<&'static str> {
+    TRACE_FALLBACK.with(|t| t.get())
+}
+
+/// Notes, while tracing, that the trace cannot be one graph because of `what`.
+pub(crate) fn spoil_trace(what: &'static str) {
+    TRACE_FALLBACK.with(|t| t.set(t.get().or(Some(what))));
 }
 
 /// Why a kernel failed: in MLX, or at the seam (an upload or a reshape).
@@ -221,6 +312,11 @@ impl MlxBackend {
         f: impl FnOnce() -> std::result::Result<T, Fail>,
     ) -> Option<Result<T>> {
         self.stats.kernel();
+        if name != "adam_update" {
+            if let Err(e) = settle_pending(&self.stats) {
+                return Some(Err(e));
+            }
+        }
         Some(locked(f).map_err(|e| match e {
             Fail::Mlx(e) => mlx_error(name, e),
             Fail::Device(e) => e,
@@ -229,6 +325,10 @@ impl MlxBackend {
 
     /// Notes a kernel that runs on the CPU (counted, reported as W0503).
     pub(super) fn note_fallback(&self, kernel: &'static str) {
+        if tracing() {
+            spoil_trace(kernel);
+            return;
+        }
         self.stats.fallback();
         let mut names = self.fallbacks.lock().unwrap_or_else(|p| p.into_inner());
         if !names.contains(&kernel) {
@@ -241,9 +341,14 @@ impl MlxBackend {
         std::mem::take(&mut *self.fallbacks.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
-    /// Evaluates `arrays` now (counted): where a step's state is settled, so
-    /// that the graph does not grow across steps.
+    /// Evaluates `arrays` now with the pending updates (counted): where a
+    /// step's state is settled, so that the graph does not grow across steps.
     pub(super) fn settle(&self, arrays: &[&Array], what: &str) -> Result<()> {
         evaluate(&self.stats, arrays.iter().copied(), what)
+    }
+
+    /// The process-wide backend this one is (for replaying kernels by name).
+    pub(super) fn shared_backend() -> Arc<CpuFallback<MlxBackend>> {
+        opened().expect("the MLX backend is open: one of its methods runs")
     }
 }

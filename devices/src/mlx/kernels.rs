@@ -1,9 +1,9 @@
 //! The kernels of the MLX backend: each [`Backend`](crate::Backend) kernel as
 //! MLX operations on lazy arrays, with the same per-element formulas as the
 //! CPU's (sums in f32, so results agree within float32 tolerance, not bit for
-//! bit). A kernel left out here (`engram_hash`, whose 64-bit hash MLX has no
-//! exact form for, and `dropout_mask`, built on the host) takes the
-//! [`CpuFallback`](crate::CpuFallback) path.
+//! bit). `dropout_mask` and `engram_hash` are exact: their 64-bit integer
+//! hashes run on MLX's `uint64` arrays (`integer`), giving the CPU's bits. A
+//! kernel left out here takes the [`CpuFallback`](crate::CpuFallback) path.
 
 use mlx_rs::error::Exception;
 use mlx_rs::ops::indexing::{argmax, argmax_axis, take_along_axis};
@@ -15,7 +15,8 @@ use mlx_rs::{Array, Dtype};
 
 use super::backend::{dims, locked, Fail, MlxBackend};
 use crate::backend::{
-    composed, AdamStep, BinaryOp, Counters, DeviceKind, ReduceOp, Result, UnaryOp, CAUSAL_FILL,
+    composed, AdamConstants, AdamStep, BinaryOp, Counters, DeviceKind, ReduceOp, Result, UnaryOp,
+    CAUSAL_FILL,
 };
 use crate::shape::{reduced_shape, rows_of};
 use crate::tensor::Tensor;
@@ -195,6 +196,29 @@ fn pad_rows(x: &Array, k: usize, front: bool) -> A {
     concatenate(&parts, r as i32 - 2)
 }
 
+/// One Adam/AdamW step (the formulas of
+/// [`Backend::adam_update`](crate::Backend::adam_update)) on `[p, g, m, v]`:
+/// the new `(p, m, v)`. The bias corrections are arrays, so a compiled step
+/// takes them as inputs (they change every step); the other constants are
+/// the same every step.
+pub(super) fn adam_arrays(
+    k: &AdamConstants,
+    bc1: &Array,
+    bc2: &Array,
+    [p, g, m, v]: [&Array; 4],
+) -> std::result::Result<(Array, Array, Array), Exception> {
+    let m2 = add(multiply(c(k.b1), m)?, multiply(c(1.0 - k.b1), g)?)?;
+    let v2 = add(
+        multiply(c(k.b2), v)?,
+        multiply(multiply(c(1.0 - k.b2), g)?, g)?,
+    )?;
+    let mhat = divide(&m2, bc1)?;
+    let denom = add(sqrt(divide(&v2, bc2)?)?, c(k.eps))?;
+    let upd = add(divide(mhat, denom)?, multiply(c(k.wd), p)?)?;
+    let p2 = subtract(p, multiply(c(k.lr), upd)?)?;
+    Ok((p2, m2, v2))
+}
+
 /// Row `j` of `w [K, C]` as `[C]`.
 fn row(w: &Array, j: usize) -> A {
     w.take_axis(positions(j, 1, 1), 0)?.reshape(&[w.shape()[1]])
@@ -233,6 +257,13 @@ impl crate::kernels::PartialBackend for MlxBackend {
 
     fn take_fallbacks(&self) -> Vec<&'static str> {
         self.take_noted_fallbacks()
+    }
+
+    fn compile_step(
+        &self,
+        plan: &crate::capture::StepPlan,
+    ) -> Option<Result<Box<dyn crate::capture::StepProgram>>> {
+        Some(super::step::compile_step(self, plan))
     }
 
     fn fell_back(&self, kernel: &'static str) {
@@ -600,6 +631,40 @@ impl crate::kernels::PartialBackend for MlxBackend {
         })
     }
 
+    fn dropout_mask(&self, shape: &[usize], key: u64, p: f64) -> Option<Result<Option<Tensor>>> {
+        let n: usize = shape.iter().product();
+        if n == 0 {
+            return Some(Ok(Some(Tensor::zeros(shape.to_vec()))));
+        }
+        self.run("dropout_mask", || {
+            let mask = super::integer::dropout_mask(n, key, p)?;
+            Ok(Some(self.shaped(mask, shape)?))
+        })
+    }
+
+    fn engram_hash(
+        &self,
+        ids_t: &Tensor,
+        orders: &[usize],
+        heads: usize,
+        rows: usize,
+        seed: u64,
+    ) -> Option<Result<Tensor>> {
+        let t = ids_t.shape().last().copied().unwrap_or(1);
+        let slots = orders.len() * heads;
+        let mut shape = ids_t.shape().to_vec();
+        shape.push(slots);
+        if ids_t.numel() == 0 || slots == 0 {
+            return Some(Ok(Tensor::zeros(shape)));
+        }
+        self.run("engram_hash", || {
+            let b = (ids_t.numel() / t.max(1)) as i32;
+            let ids = self.array(ids_t)?.reshape(&[b, t as i32])?;
+            let r = super::integer::engram_rows(&ids, orders, heads, rows, seed)?;
+            self.shaped(r, &shape)
+        })
+    }
+
     fn select(&self, cond: &Tensor, a: &Tensor, b: &Tensor) -> Option<Result<Tensor>> {
         self.run("select", || {
             let keep = self.array(cond)?.ne(c(0.0))?;
@@ -676,21 +741,14 @@ impl crate::kernels::PartialBackend for MlxBackend {
                 self.array(m)?,
                 self.array(v)?,
             );
-            let m2 = add(multiply(c(k.b1), &ma)?, multiply(c(1.0 - k.b1), &ga)?)?;
-            let v2 = add(
-                multiply(c(k.b2), &va)?,
-                multiply(multiply(c(1.0 - k.b2), &ga)?, &ga)?,
-            )?;
-            let mhat = divide(&m2, c(k.bc1))?;
-            let denom = add(sqrt(divide(&v2, c(k.bc2))?)?, c(k.eps))?;
-            let upd = add(divide(mhat, denom)?, multiply(c(k.wd), &pa)?)?;
-            let p2 = subtract(&pa, multiply(c(k.lr), upd)?)?;
-            Ok((p2, m2, v2))
+            Ok(adam_arrays(&k, &c(k.bc1), &c(k.bc2), [&pa, &ga, &ma, &va])?)
         })?;
         let result = updated.and_then(|(p2, m2, v2)| {
-            // The step's state is settled here, so the graph does not grow
-            // across steps (MLX's own training loops evaluate the same).
-            self.settle(&[&p2, &m2, &v2], "adam_update")?;
+            // The step's state is settled with the optimizer call's other
+            // updates (one evaluation for all of them), by the next kernel or
+            // host read, so the graph does not grow across steps (MLX's own
+            // training loops evaluate the same).
+            super::backend::defer([p2.clone(), m2.clone(), v2.clone()]);
             let shape = p.shape().to_vec();
             let wrap = |a: Array| {
                 locked(|| -> Result<Tensor> {

@@ -1,8 +1,10 @@
 //! The MLX backend (cargo feature `mlx`): tensors resident as MLX arrays,
 //! every kernel an MLX operation on lazy arrays (through `mlx-rs`), evaluated
 //! only where a value must be read on the host or where a training step's state
-//! is settled (after each optimizer update), so MLX fuses and schedules the work
-//! in between.
+//! is settled (once per optimizer call, all its parameter updates together), so
+//! MLX fuses and schedules the work in between. A captured `train` step runs
+//! as one graph compiled with MLX's `compile` transform ([`CompiledStep`]).
+//! Dropout masks and Engram's hash run on MLX's 64-bit integers (`integer`).
 //!
 //! On Linux this is MLX's CPU backend (PyPI's `mlx-cpu`, see
 //! `scripts/mlx-venv.sh` and `third_party/mlx-sys`), the vehicle for parity
@@ -22,15 +24,33 @@ mod backend;
 #[cfg(feature = "mlx")]
 mod buffer;
 #[cfg(feature = "mlx")]
+mod integer;
+#[cfg(feature = "mlx")]
 mod kernels;
+#[cfg(feature = "mlx")]
+mod step;
 
 #[cfg(feature = "mlx")]
 pub use backend::MlxBackend;
+#[cfg(feature = "mlx")]
+pub use step::CompiledStep;
 
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::backend::Backend;
+
+/// How many step graphs MLX has traced (and compiled) in this process: one
+/// per captured loop when MLX's cache works.
+static TRACES: AtomicU64 = AtomicU64::new(0);
+
+/// The captured steps' graphs traced so far in this process (0 without the
+/// MLX backend); a test checks that a captured loop traces its graph once,
+/// however many steps it runs.
+pub fn graphs_traced() -> u64 {
+    TRACES.load(Ordering::Relaxed)
+}
 
 /// Why the MLX device cannot be used.
 #[derive(Clone, Debug, PartialEq, Eq)]

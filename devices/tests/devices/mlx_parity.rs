@@ -64,8 +64,7 @@ fn mlx_reports_its_kind() {
 }
 
 /// Engram on MLX: the causal convolution and its gradients as MLX sums (float32
-/// tolerance); the 64-bit n-gram hash is computed on the CPU (the CPU's bits),
-/// a fallback that is counted and named.
+/// tolerance); the 64-bit n-gram hash on MLX's integers (the CPU's bits).
 #[test]
 fn engram_kernels_match_the_cpu() {
     let Some(g) = mlx("engram_kernels_match_the_cpu") else {
@@ -235,7 +234,8 @@ fn tensors_stay_resident_and_counters_are_exact() {
     assert_eq!(now().uploads - end.uploads, 2);
     assert_eq!(e.host()[0], -100.0);
     assert_eq!(now().cpu_fallbacks, 0);
-    // An optimizer step settles its state: one evaluation, no transfer.
+    // An optimizer call settles its state: one evaluation for all its
+    // parameters, no transfer.
     let before = now();
     let (mut p, mut m, mut v) = (
         xd.clone(),
@@ -253,6 +253,17 @@ fn tensors_stay_resident_and_counters_are_exact() {
         t: 1,
     };
     g.adam_update(&mut p, &grad, &mut m, &mut v, step).unwrap();
+    // A second parameter of the same optimizer call.
+    let (mut q, mut qm, mut qv) = (h.clone(), h.clone(), h.clone());
+    g.adam_update(&mut q, &h, &mut qm, &mut qv, step).unwrap();
+    assert_eq!(
+        now().evaluations,
+        after_zeros.evaluations,
+        "the updates wait for the end of the optimizer call"
+    );
+    // The next other kernel settles both updates together: one evaluation.
+    let _ = g.unary(UnaryOp::Neg, &q).unwrap();
+    let _ = g.unary(UnaryOp::Neg, &p).unwrap();
     let done = now();
     assert_eq!(after_zeros.uploads - before.uploads, 2);
     assert_eq!(
@@ -267,27 +278,73 @@ fn tensors_stay_resident_and_counters_are_exact() {
     assert!(!p.is_host() && !m.is_host() && !v.is_host());
 }
 
-/// A kernel without an MLX implementation runs on the CPU: counted, named
-/// once (for W0503) and with the CPU's result, moved back into MLX.
+/// Engram's 64-bit n-gram hash runs on MLX's `uint64` arrays with the CPU's
+/// bits: no fallback, no download of the ids, the result an MLX tensor.
+/// (The generic fallback path, for kernels a device lacks, is tested in
+/// `devices/src/fallback.rs` on a device that implements nothing.)
 #[test]
-fn kernels_without_an_mlx_implementation_fall_back_visibly() {
-    let Some(g) = mlx("kernels_without_an_mlx_implementation_fall_back_visibly") else {
+fn engram_hash_runs_on_mlx_with_the_cpus_bits() {
+    let Some(g) = mlx("engram_hash_runs_on_mlx_with_the_cpus_bits") else {
         return;
     };
     let scope = mlpl_devices::CounterScope::enter();
     let counts = scope.counts();
-    let idx = g.upload(&ids(12, 50, 7).reshape(vec![2, 6])).unwrap();
-    let got = g.engram_hash(&idx, &[2], 2, 101, 3).unwrap();
+    let host_ids = ids(36, 50_000, 7).reshape(vec![3, 2, 6]);
+    let idx = g.upload(&host_ids).unwrap();
+    // Orders longer than the sequence, one head and several, seeds with high bits.
+    for (orders, heads, rows, seed) in [
+        (vec![2], 2, 101, 3u64),
+        (vec![1, 2, 3, 8], 3, 65_521, u64::MAX - 5),
+        (vec![4], 1, 1, 0x9E37_79B9_7F4A_7C15),
+    ] {
+        let got = g.engram_hash(&idx, &orders, heads, rows, seed).unwrap();
+        assert!(!got.is_host(), "the rows are an MLX tensor");
+        let want = cpu()
+            .engram_hash(&host_ids, &orders, heads, rows, seed)
+            .unwrap();
+        assert_eq!(got.shape(), want.shape());
+        assert_eq!(
+            got.host(),
+            want.host(),
+            "engram_hash {orders:?} {heads} {rows} {seed}"
+        );
+    }
     let c = counts.snapshot(DeviceKind::Mlx);
-    assert_eq!(c.cpu_fallbacks, 1);
-    // The ids were read (one download) and the result moved back (one more upload).
-    assert_eq!((c.uploads, c.downloads), (2, 1));
-    assert!(!got.is_host(), "the result is an MLX tensor again");
-    let want = cpu()
-        .engram_hash(&ids(12, 50, 7).reshape(vec![2, 6]), &[2], 2, 101, 3)
-        .unwrap();
-    assert_eq!(got.host(), want.host());
-    assert!(g.take_fallbacks().contains(&"engram_hash"));
+    assert_eq!(c.cpu_fallbacks, 0);
+    assert_eq!(c.uploads, 1, "only the ids were uploaded");
+    assert_eq!(c.downloads, 3, "only the three results were read");
+    assert!(g.take_fallbacks().is_empty());
+}
+
+/// Dropout masks are made on MLX from the same key with the CPU's bits (the
+/// eager masks of LANGUAGE §13.7), with nothing uploaded.
+#[test]
+fn dropout_masks_are_made_on_mlx_with_the_cpus_bits() {
+    let Some(g) = mlx("dropout_masks_are_made_on_mlx_with_the_cpus_bits") else {
+        return;
+    };
+    let scope = mlpl_devices::CounterScope::enter();
+    let counts = scope.counts();
+    for (shape, key, p) in [
+        (vec![4, 5], 1u64, 0.5),
+        (vec![10_007], 0xDEAD_BEEF_0123_4567, 0.1),
+        (vec![3, 33, 7], u64::MAX, 0.9),
+        (vec![64], 42, 0.0),
+        (vec![64], 42, 1.0),
+        (vec![2, 512], 7, 1.0 / 3.0),
+    ] {
+        let got = g
+            .dropout_mask(&shape, key, p)
+            .unwrap()
+            .expect("a mask made on MLX");
+        assert!(!got.is_host(), "the mask is an MLX tensor");
+        let want = cpu().dropout_mask(&shape, key, p).unwrap().unwrap();
+        assert_eq!(got.shape(), want.shape());
+        let bits = |t: &Tensor| t.host().iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&got), bits(&want), "dropout_mask {shape:?} {key} {p}");
+    }
+    let c = counts.snapshot(DeviceKind::Mlx);
+    assert_eq!((c.uploads, c.cpu_fallbacks), (0, 0));
 }
 
 /// An array larger than MLX's memory limit is out of memory (E0503 in the

@@ -119,3 +119,182 @@ fn training_keeps_parameters_in_mlx_arrays() {
         "CPU fallbacks while training"
     );
 }
+
+/// `src` run on MLX with step capture on or off: its last value, the
+/// replayed iterations' program kind and how many iterations were replayed.
+fn run_mlx_capture(src: &str, capture: bool) -> (Vec<f32>, Option<&'static str>, u64) {
+    let (out, kind, replayed, _) = run_captured_on(src, mlx(), capture);
+    (out, kind, replayed)
+}
+
+/// `src` run on `device` with step capture on or off: its last value, the
+/// replayed iterations' program kind, how many were replayed, and why the
+/// loop stayed eager.
+fn run_captured_on(
+    src: &str,
+    device: DeviceTarget,
+    capture: bool,
+) -> (Vec<f32>, Option<&'static str>, u64, Option<String>) {
+    use mlpl_lang::eval::{Interp, Workspace};
+    use mlpl_lang::value::Value;
+    let parsed = mlpl_syntax::parse(src);
+    assert!(parsed.diagnostics.is_empty(), "{:?}", parsed.diagnostics);
+    let mut ws = Workspace::new();
+    ws.default_device = Some(device);
+    let mut it = Interp::new(ws);
+    it.capture_steps = capture;
+    let out = match it.run(&parsed.program) {
+        Ok(Some(Value::Array(a))) => a.tensor().to_vec(),
+        other => panic!("expected an array, got {other:?}"),
+    };
+    let stats = it.loop_stats.first().expect("one train loop");
+    (
+        out,
+        stats.replay_kind,
+        stats.replayed as u64,
+        stats.eager_reason.clone(),
+    )
+}
+
+/// The values of `a` (compiled graph) and `b` (call by call) agree within
+/// float32 tolerance, element by element.
+#[track_caller]
+fn assert_close(what: &str, a: &[f32], b: &[f32]) {
+    assert_eq!(a.len(), b.len(), "{what}: lengths differ");
+    for (i, (&x, &y)) in a.iter().zip(b).enumerate() {
+        assert!(
+            (x - y).abs() <= 1e-4 + 1e-3 * y.abs(),
+            "{what}: element {i}: compiled {x} vs call by call {y}"
+        );
+    }
+}
+
+/// A captured step on MLX is one compiled graph: traced once, one evaluation
+/// per replayed step, and the same losses and parameters as the same
+/// kernels run call by call (capture off).
+fn compiled_equals_call_by_call(what: &str, src: &str, steps: u64) {
+    let before = mlpl_devices::mlx::graphs_traced();
+    let scope = mlpl_devices::CounterScope::enter();
+    let counts = scope.counts();
+    let c0 = counts.snapshot(mlpl_devices::DeviceKind::Mlx);
+    let (compiled, kind, replayed) = run_mlx_capture(src, true);
+    let c1 = counts.snapshot(mlpl_devices::DeviceKind::Mlx);
+    let traced = mlpl_devices::mlx::graphs_traced() - before;
+    let (eager, eager_kind, _) = run_mlx_capture(src, false);
+    assert_eq!(
+        kind,
+        Some("graph"),
+        "{what}: the step is not a compiled MLX graph"
+    );
+    assert_eq!(eager_kind, None);
+    assert_eq!(replayed, steps - 2, "{what}: iterations replayed");
+    assert_eq!(
+        traced, 1,
+        "{what}: the step's graph was traced {traced} times"
+    );
+    assert_close(what, &compiled, &eager);
+    // The two recorded iterations run eagerly; each replayed step is one
+    // evaluation (the loss is read from the evaluated graph outputs).
+    let evaluations = c1.evaluations - c0.evaluations;
+    eprintln!(
+        "{what} on mlx: {evaluations} evaluations in {steps} steps ({replayed} replayed), graph traced {traced} time(s)"
+    );
+    let eager_part = evaluations.saturating_sub(replayed);
+    assert!(
+        evaluations >= replayed && eager_part <= 40,
+        "{what}: {evaluations} evaluations for {replayed} replayed steps"
+    );
+}
+
+#[test]
+fn compiled_mlp_step_equals_call_by_call() {
+    if !have_mlx("compiled_mlp_step_equals_call_by_call") {
+        return;
+    }
+    let src = r#"
+X = reshape(iota(24), [6, 4]) / 24
+y = [0, 1, 1, 0, 1, 0]
+m = chain(linear(4, 8, 1), relu_layer(), linear(8, 2, 2))
+train 8 { adam(cross_entropy(apply(m, X), y), m, 0.01, 0.9, 0.999, 1e-8) }
+concat(last_losses, reshape(apply(m, X), [12]), 0)
+"#;
+    compiled_equals_call_by_call("mlp", src, 8);
+}
+
+#[test]
+fn compiled_tiny_lm_step_equals_call_by_call() {
+    if !have_mlx("compiled_tiny_lm_step_equals_call_by_call") {
+        return;
+    }
+    compiled_equals_call_by_call("tiny_lm", &tiny_lm(6), 6);
+}
+
+#[test]
+fn compiled_step_evaluates_once_per_step() {
+    if !have_mlx("compiled_step_evaluates_once_per_step") {
+        return;
+    }
+    // The difference between a long and a short captured run: per replayed step.
+    let scope = mlpl_devices::CounterScope::enter();
+    let counts = scope.counts();
+    let now = || counts.snapshot(mlpl_devices::DeviceKind::Mlx);
+    let extra = 10;
+    let c0 = now();
+    run_mlx_capture(&tiny_lm(4), true);
+    let c1 = now();
+    run_mlx_capture(&tiny_lm(4 + extra), true);
+    let c2 = now();
+    let per_step = |a: u64, b: u64, c: u64| ((c - b) as f64 - (b - a) as f64) / extra as f64;
+    let evaluations = per_step(c0.evaluations, c1.evaluations, c2.evaluations);
+    let downloads = per_step(c0.downloads, c1.downloads, c2.downloads);
+    let uploads = per_step(c0.uploads, c1.uploads, c2.uploads);
+    eprintln!(
+        "tiny_lm compiled on mlx per step: {evaluations} evaluations, {downloads} downloads, {uploads} uploads"
+    );
+    assert_eq!(evaluations, 1.0, "evaluations per compiled step");
+    assert_eq!(downloads, 1.0, "downloads per compiled step (the loss)");
+    assert_eq!(uploads, 0.0, "uploads per compiled step");
+}
+
+#[test]
+fn dropout_training_on_mlx_uses_the_cpus_masks() {
+    if !have_mlx("dropout_training_on_mlx_uses_the_cpus_masks") {
+        return;
+    }
+    // The masks change every step (the loop stays eager, as on the CPU); made
+    // on MLX from the same keys, they are the CPU's, so the curves agree.
+    let src = r#"
+x = reshape(iota(24), [6, 4]) / 24
+m = chain(linear(4, 16, 1), dropout(0.5, 3), linear(16, 1, 2))
+train 30 {
+  adam(mean(apply(m, x) * apply(m, x)), m, 0.05, 0.9, 0.999, 1e-8)
+  loss = mean(apply(m, x) * apply(m, x))
+}
+last_losses
+"#;
+    let scope = mlpl_devices::CounterScope::enter();
+    let counts = scope.counts();
+    let (g, kind, _, why) = run_captured_on(src, mlx(), true);
+    let on_mlx = counts.snapshot(mlpl_devices::DeviceKind::Mlx);
+    let (c, cpu_kind, _, cpu_why) = run_captured_on(src, DeviceTarget::CPU, true);
+    assert_curves_match("dropout on mlx", &g, &c);
+    // The shared guard keeps both loops eager, for the same reason.
+    assert_eq!((kind, cpu_kind), (None, None));
+    for why in [&why, &cpu_why] {
+        assert!(
+            why.as_deref().is_some_and(|w| w.contains("`dropout_mask`")),
+            "{why:?}"
+        );
+    }
+    assert_eq!(
+        on_mlx.cpu_fallbacks, 0,
+        "dropout masks fell back to the CPU"
+    );
+    // Parameters, optimizer state, data and scalars, but no mask: two masks
+    // of 6·16 floats a step would be 23 040 bytes in 30 steps.
+    assert!(
+        on_mlx.bytes_up < 6_000,
+        "{} bytes uploaded: dropout masks were made on the host",
+        on_mlx.bytes_up
+    );
+}
