@@ -19,7 +19,8 @@ use mlpl_devices::{AttentionSpec, Backend, CpuBackend, Tensor, Unfused};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Instant;
+#[path = "support/timing.rs"]
+mod timing;
 
 /// Bytes allocated now, and the most since the last [`reset_peak`].
 static LIVE: AtomicUsize = AtomicUsize::new(0);
@@ -70,39 +71,6 @@ fn peak_bytes(f: &mut impl FnMut()) -> usize {
     PEAK.store(base, Ordering::Relaxed);
     f();
     PEAK.load(Ordering::Relaxed) - base
-}
-
-/// Repetitions of `f` for batches of about 0.2 s.
-fn reps_for(f: &mut impl FnMut()) -> u64 {
-    f();
-    let start = Instant::now();
-    let mut reps = 0u64;
-    while start.elapsed().as_secs_f64() < 0.1 {
-        f();
-        reps += 1;
-    }
-    let per = start.elapsed().as_secs_f64() / reps as f64;
-    ((0.2 / per) as u64).max(1)
-}
-
-/// Best seconds per call of `a` and of `b`, over 5 interleaved batches each
-/// (A B A B ...), so both see the same machine load.
-fn interleaved(mut a: impl FnMut(), mut b: impl FnMut()) -> (f64, f64) {
-    let (ra, rb) = (reps_for(&mut a), reps_for(&mut b));
-    let (mut ta, mut tb) = (f64::INFINITY, f64::INFINITY);
-    for _ in 0..5 {
-        let t = Instant::now();
-        for _ in 0..ra {
-            a();
-        }
-        ta = ta.min(t.elapsed().as_secs_f64() / ra as f64);
-        let t = Instant::now();
-        for _ in 0..rb {
-            b();
-        }
-        tb = tb.min(t.elapsed().as_secs_f64() / rb as f64);
-    }
-    (ta, tb)
 }
 
 fn data(shape: &[usize], seed: u32) -> Tensor {
@@ -156,7 +124,7 @@ fn main() {
             let mut run_composed = || step(&composed, &ops, spec);
             let mib = |b: usize| b as f64 / (1 << 20) as f64;
             let (pt, pc) = (peak_bytes(&mut run_tiled), peak_bytes(&mut run_composed));
-            let (tt, tc) = interleaved(run_tiled, run_composed);
+            let (tt, tc) = timing::interleaved(run_tiled, run_composed, 5, 0.2);
             println!(
                 "attention {t} {h} {d} {:.2} {:.2} {:.2} {:.2} {:.2}",
                 tt * 1e3,

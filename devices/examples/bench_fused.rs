@@ -18,40 +18,8 @@
 
 use mlpl_devices::{Backend, BinaryOp, CpuBackend, Tensor, UnaryOp, Unfused, CAUSAL_FILL};
 use std::hint::black_box;
-use std::time::Instant;
-
-/// Seconds per call of `f`, calibrated to batches of about 0.1 s.
-fn reps_for(f: &mut impl FnMut()) -> u64 {
-    f();
-    let start = Instant::now();
-    let mut reps = 0u64;
-    while start.elapsed().as_secs_f64() < 0.05 {
-        f();
-        reps += 1;
-    }
-    let per = start.elapsed().as_secs_f64() / reps as f64;
-    ((0.1 / per) as u64).max(1)
-}
-
-/// Best seconds per call of `a` and of `b`, over 7 interleaved batches each
-/// (A B A B ...), so both see the same machine load.
-fn interleaved(mut a: impl FnMut(), mut b: impl FnMut()) -> (f64, f64) {
-    let (ra, rb) = (reps_for(&mut a), reps_for(&mut b));
-    let (mut ta, mut tb) = (f64::INFINITY, f64::INFINITY);
-    for _ in 0..7 {
-        let t = Instant::now();
-        for _ in 0..ra {
-            a();
-        }
-        ta = ta.min(t.elapsed().as_secs_f64() / ra as f64);
-        let t = Instant::now();
-        for _ in 0..rb {
-            b();
-        }
-        tb = tb.min(t.elapsed().as_secs_f64() / rb as f64);
-    }
-    (ta, tb)
-}
+#[path = "support/timing.rs"]
+mod timing;
 
 fn data(shape: &[usize], seed: u32) -> Tensor {
     let n: usize = shape.iter().product();
@@ -76,7 +44,7 @@ fn bias_act_case(f: &CpuBackend, u: &Unfused<CpuBackend>, rows: usize, n: usize,
     let x = data(&[rows, n], 1);
     let bias = data(&[1, n], 2);
     let dy = data(&[rows, n], 3);
-    let times = interleaved(
+    let times = timing::interleaved(
         || {
             let y = f.bias_act(&x, &bias, act).unwrap();
             black_box(f.bias_act_backward(&x, &bias, &y, &dy, act, true).unwrap());
@@ -87,6 +55,8 @@ fn bias_act_case(f: &CpuBackend, u: &Unfused<CpuBackend>, rows: usize, n: usize,
             let dpre = u.unary_backward(act, &pre, &y, &dy).unwrap();
             black_box(u.sum_to_shape(&dpre, bias.shape()).unwrap());
         },
+        7,
+        0.1,
     );
     report(&format!("bias_{act:?}").to_lowercase(), &[rows, n], times);
 }
@@ -96,7 +66,7 @@ fn masked_softmax_case(f: &CpuBackend, u: &Unfused<CpuBackend>, shape: &[usize],
     let dy = data(shape, 5);
     let divisor = (d as f64).sqrt() as f32;
     let (t, s) = (shape[shape.len() - 2], shape[shape.len() - 1]);
-    let times = interleaved(
+    let times = timing::interleaved(
         || {
             let p = f.masked_softmax(&x, divisor, true).unwrap();
             black_box(f.masked_softmax_backward(&p, &dy, divisor, true).unwrap());
@@ -119,6 +89,8 @@ fn masked_softmax_case(f: &CpuBackend, u: &Unfused<CpuBackend>, shape: &[usize],
             let g = u.binary(BinaryOp::Mul, &g, &keep).unwrap();
             black_box(u.binary(BinaryOp::Div, &g, &c).unwrap());
         },
+        7,
+        0.1,
     );
     report("causal_softmax", shape, times);
 }

@@ -19,33 +19,11 @@
 
 use mlpl_devices::{Backend, BinaryOp, CpuBackend, Tensor};
 use std::hint::black_box;
-use std::time::Instant;
+#[path = "support/timing.rs"]
+mod timing;
 
 /// The cases when none are given.
 const SQUARE: [usize; 5] = [64, 128, 256, 512, 1024];
-
-/// Best seconds per call of `f` over 5 batches of about 0.15 s each (the best
-/// batch is the one least disturbed by other work on the machine).
-fn time_per_call(mut f: impl FnMut()) -> f64 {
-    f();
-    let start = Instant::now();
-    let mut reps = 0u64;
-    while start.elapsed().as_secs_f64() < 0.05 {
-        f();
-        reps += 1;
-    }
-    let per = start.elapsed().as_secs_f64() / reps as f64;
-    let reps = ((0.15 / per) as u64).max(1);
-    (0..5)
-        .map(|_| {
-            let t = Instant::now();
-            for _ in 0..reps {
-                f();
-            }
-            t.elapsed().as_secs_f64() / reps as f64
-        })
-        .fold(f64::INFINITY, f64::min)
-}
 
 fn data(n: usize, seed: u32) -> Vec<f32> {
     (0..n)
@@ -209,25 +187,28 @@ fn main() {
         let run = || {
             black_box(be.matmul_t(&xa, &xb, ta, tb).unwrap());
         };
-        println!("mlpl matmul {label} {:.2}", case.gflops(time_per_call(run)));
+        println!(
+            "mlpl matmul {label} {:.2}",
+            case.gflops(timing::best_per_call(0.15, run))
+        );
         if compare {
             for isa in mlpl_devices::cpu::supported_isas().into_iter().rev() {
                 if isa == mlpl_devices::cpu::Isa::Scalar && m * n * k > 256 * 256 * 256 {
                     continue;
                 }
                 mlpl_devices::cpu::force_isa(Some(isa)).expect("a supported level");
-                let g = case.gflops(time_per_call(run));
+                let g = case.gflops(timing::best_per_call(0.15, run));
                 println!("mlpl-{isa} matmul {label} {g:.2}");
             }
             mlpl_devices::cpu::force_isa(None).expect("the initial level");
             let mut c = vec![0.0f32; m * n];
             let par = gemm::Parallelism::Rayon(0);
-            let t = time_per_call(|| gemm_crate(case, &a, &b, &mut c, par));
+            let t = timing::best_per_call(0.15, || gemm_crate(case, &a, &b, &mut c, par));
             println!("gemm-rayon matmul {label} {:.2}", case.gflops(t));
             let par = gemm::Parallelism::None;
-            let t = time_per_call(|| gemm_crate(case, &a, &b, &mut c, par));
+            let t = timing::best_per_call(0.15, || gemm_crate(case, &a, &b, &mut c, par));
             println!("gemm-1thread matmul {label} {:.2}", case.gflops(t));
-            let t = time_per_call(|| mm_crate(case, &a, &b, &mut c));
+            let t = timing::best_per_call(0.15, || mm_crate(case, &a, &b, &mut c));
             println!(
                 "matrixmultiply-threading matmul {label} {:.2}",
                 case.gflops(t)
@@ -238,7 +219,7 @@ fn main() {
         Tensor::from_vec(vec![4], data(4, 3)),
         Tensor::from_vec(vec![4], data(4, 4)),
     );
-    let t = time_per_call(|| {
+    let t = timing::best_per_call(0.15, || {
         black_box(be.binary(BinaryOp::Add, &x, &y).unwrap());
     });
     println!("mlpl overhead_ns add4 {:.0}", t * 1e9);

@@ -12,29 +12,8 @@
 
 use mlpl_devices::cpu::{force_isa, supported_isas, Isa};
 use mlpl_devices::{Backend, BinaryOp, CpuBackend, Tensor, UnaryOp};
-use std::time::Instant;
-
-/// Best seconds per call of `f` over 5 batches of about 0.1 s each.
-fn time_per_call(mut f: impl FnMut()) -> f64 {
-    f();
-    let start = Instant::now();
-    let mut reps = 0u64;
-    while start.elapsed().as_secs_f64() < 0.03 {
-        f();
-        reps += 1;
-    }
-    let per = start.elapsed().as_secs_f64() / reps as f64;
-    let reps = ((0.1 / per) as u64).max(1);
-    (0..5)
-        .map(|_| {
-            let t = Instant::now();
-            for _ in 0..reps {
-                f();
-            }
-            t.elapsed().as_secs_f64() / reps as f64
-        })
-        .fold(f64::INFINITY, f64::min)
-}
+#[path = "support/timing.rs"]
+mod timing;
 
 fn data(shape: &[usize], seed: u32) -> Tensor {
     let n: usize = shape.iter().product();
@@ -170,7 +149,7 @@ fn main() {
             force_isa(Some(isa)).expect("a supported level");
             let got = bits(&k());
             same &= *want.get_or_insert_with(|| got.clone()) == got;
-            times.push(time_per_call(|| drop(k())) * 1e6);
+            times.push(timing::best_per_call(0.1, || drop(k())) * 1e6);
         }
         force_isa(None).expect("the initial level");
         let cells: Vec<String> = times.iter().map(|t| format!("{t:.1}")).collect();

@@ -1,0 +1,55 @@
+//! Timing helpers shared by the `devices` benchmark examples (not timed tests):
+//! calls are repeated in batches long enough to time, and the best batch is
+//! kept, the one least disturbed by other work on the machine.
+
+#![allow(dead_code)]
+
+use std::time::Instant;
+
+/// How many calls of `f` make a batch of about `batch_s` seconds, from a
+/// probe of about `batch_s / 3` seconds (after one warm-up call).
+pub fn reps_for(f: &mut impl FnMut(), batch_s: f64) -> u64 {
+    f();
+    let start = Instant::now();
+    let mut reps = 0u64;
+    while start.elapsed().as_secs_f64() < batch_s / 3.0 {
+        f();
+        reps += 1;
+    }
+    let per = start.elapsed().as_secs_f64() / reps as f64;
+    ((batch_s / per) as u64).max(1)
+}
+
+/// Seconds per call of one batch of `reps` calls.
+fn batch(f: &mut impl FnMut(), reps: u64) -> f64 {
+    let t = Instant::now();
+    for _ in 0..reps {
+        f();
+    }
+    t.elapsed().as_secs_f64() / reps as f64
+}
+
+/// Best seconds per call of `f` over 5 batches of about `batch_s` each.
+pub fn best_per_call(batch_s: f64, mut f: impl FnMut()) -> f64 {
+    let reps = reps_for(&mut f, batch_s);
+    (0..5)
+        .map(|_| batch(&mut f, reps))
+        .fold(f64::INFINITY, f64::min)
+}
+
+/// Best seconds per call of `a` and of `b`, over `batches` interleaved batches
+/// each (A B A B ...) of about `batch_s`, so both see the same machine load.
+pub fn interleaved(
+    mut a: impl FnMut(),
+    mut b: impl FnMut(),
+    batches: usize,
+    batch_s: f64,
+) -> (f64, f64) {
+    let (ra, rb) = (reps_for(&mut a, batch_s), reps_for(&mut b, batch_s));
+    let (mut ta, mut tb) = (f64::INFINITY, f64::INFINITY);
+    for _ in 0..batches {
+        ta = ta.min(batch(&mut a, ra));
+        tb = tb.min(batch(&mut b, rb));
+    }
+    (ta, tb)
+}
