@@ -833,17 +833,25 @@ fn copy_slot(arena: &mut [f32], aliased: &[Arc<Vec<f32>>], src: Slot, dst: Slot)
     }
 }
 
-/// The step's input slices and output slices (at most 4 and 3; unused ones
-/// empty). The planner never lets an output meet an input or another output
-/// in the arena, so the slices are split off one another without copying.
+/// The most inputs a compiled kernel reads (`attention_backward`: q, k, v,
+/// out, lse, dout).
+const MAX_INS: usize = 6;
+/// The most outputs a compiled kernel writes.
+const MAX_OUTS: usize = 3;
+
+/// The step's input slices and output slices (at most [`MAX_INS`] and
+/// [`MAX_OUTS`]; unused ones empty). The planner never lets an output meet an
+/// input or another output in the arena, so the slices are split off one
+/// another without copying.
 fn regions<'a>(
     arena: &'a mut [f32],
     aliased: &'a [Arc<Vec<f32>>],
     ins: &[Slot],
     outs: &[Slot],
-) -> ([&'a [f32]; 4], [&'a mut [f32]; 3]) {
+) -> ([&'a [f32]; MAX_INS], [&'a mut [f32]; MAX_OUTS]) {
+    assert!(ins.len() <= MAX_INS && outs.len() <= MAX_OUTS);
     // The distinct arena ranges, by offset (an input may appear twice).
-    let mut ranges = [(0usize, 0usize); 7];
+    let mut ranges = [(0usize, 0usize); MAX_INS + MAX_OUTS];
     let mut count = 0;
     for s in outs.iter().chain(ins) {
         if let (Place::Arena(off), true) = (s.place, s.len > 0) {
@@ -854,7 +862,7 @@ fn regions<'a>(
         }
     }
     ranges[..count].sort_unstable();
-    let mut pieces: [Option<&'a mut [f32]>; 7] = Default::default();
+    let mut pieces: [Option<&'a mut [f32]>; MAX_INS + MAX_OUTS] = Default::default();
     let (mut rest, mut at) = (arena, 0);
     for (piece, &(off, len)) in pieces.iter_mut().zip(&ranges[..count]) {
         let (_, tail) = std::mem::take(&mut rest).split_at_mut(off - at);
@@ -866,14 +874,14 @@ fn regions<'a>(
         Place::Arena(off) => ranges[..count].iter().position(|&r| r == (off, s.len)),
         Place::Aliased(_) => None,
     };
-    let mut out: [&'a mut [f32]; 3] = Default::default();
+    let mut out: [&'a mut [f32]; MAX_OUTS] = Default::default();
     for (o, s) in out.iter_mut().zip(outs) {
         if let Some(i) = index(s) {
             *o = pieces[i].take().expect("outputs are apart");
         }
     }
-    let shared: [Option<&'a [f32]>; 7] = pieces.map(|p| p.map(|m| &*m));
-    let mut input: [&'a [f32]; 4] = Default::default();
+    let shared: [Option<&'a [f32]>; MAX_INS + MAX_OUTS] = pieces.map(|p| p.map(|m| &*m));
+    let mut input: [&'a [f32]; MAX_INS] = Default::default();
     for (x, s) in input.iter_mut().zip(ins) {
         *x = match (s.place, index(s)) {
             (Place::Aliased(i), _) => &aliased[i][..s.len],
@@ -906,7 +914,7 @@ fn execute(
     }
     let (xs, mut outs) = regions(arena, aliased, &step.ins, &step.outs);
     if let Kernel::Slices(k) = &step.kernel {
-        (k.run)(&xs, &mut outs, scratch);
+        (k.run)(&[xs[0], xs[1], xs[2], xs[3]], &mut outs, scratch);
     } else {
         let x = |i: usize| xs[i];
         let [o0, o1, o2] = &mut outs;
