@@ -973,8 +973,10 @@ impl ProfileLine {
         };
         ProfileLine {
             iterations: pair(" iterations in "),
-            replayed: pair(" replayed from the captured step (arena) in ")
-                .or_else(|| pair(" replayed from the captured step (calls) in ")),
+            // Whatever the program's kind (`arena`, `calls`, `graph`, ...).
+            replayed: ["arena", "calls", "graph"]
+                .iter()
+                .find_map(|kind| pair(&format!(" replayed from the captured step ({kind}) in "))),
             peak_bytes: text
                 .lines()
                 .find_map(|l| l.trim().strip_prefix("peak RSS: "))
