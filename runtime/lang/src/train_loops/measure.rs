@@ -191,6 +191,10 @@ impl KernelTimes {
     }
 }
 
+/// [`kernel_times`]' error when no replayed step has kernel rows: a device
+/// whose captured step runs as one compiled graph (MLX) times no kernels.
+pub const NO_REPLAYED_KERNELS: &str = "the timeline has no replayed steps";
+
 /// The [`KernelTimes`] of a timeline (`mlpl run --timeline`, docs/traces.md).
 pub fn kernel_times(trace: &str) -> Result<KernelTimes, String> {
     let doc: serde_json::Value = serde_json::from_str(trace).map_err(|e| e.to_string())?;
@@ -238,7 +242,7 @@ pub fn kernel_times(trace: &str) -> Result<KernelTimes, String> {
         }
     }
     if used.is_empty() {
-        return Err("the timeline has no replayed steps".into());
+        return Err(NO_REPLAYED_KERNELS.into());
     }
     let kernels = per
         .into_iter()
@@ -370,7 +374,13 @@ pub fn calibrate(
     // ratio is the factor of kernels neither runs.
     let mut ratios: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     for src in [REFERENCE_LOOP, KERNEL_LOOP] {
-        let r = kernel_ratios(src, &trace_loop(src)?, &model)?;
+        let r = match trace_loop(src).and_then(|t| kernel_ratios(src, &t, &model)) {
+            Ok(r) => r,
+            // A compiled graph has no per-kernel rows: its kernels keep
+            // factor 1 and the step factor 1.
+            Err(e) if e == NO_REPLAYED_KERNELS => continue,
+            Err(e) => return Err(e),
+        };
         if src == REFERENCE_LOOP {
             let (w, m) = r.values().fold((0.0, 0.0), |a, v| (a.0 + v.0, a.1 + v.1));
             if m > 0.0 {
