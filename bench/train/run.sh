@@ -124,8 +124,11 @@ for r in $(seq "$ROUNDS"); do
         n=$MLX_BIG_STEPS w=1
       fi
       case $impl in
-        mlpl) mlpl_run "$config" >>"$OUT" ;;
-        mlpl_eager) mlpl_run "$config" --no-capture >>"$OUT" ;;
+        # A failing run becomes an error row; the other results are kept.
+        mlpl) mlpl_run "$config" >>"$OUT" \
+          || echo "{\"impl\": \"mlpl\", \"config\": \"$config\", \"error\": \"mlpl run failed: $(tail -1 "$WORK/profile.txt" | tr -d '"\\')\"}" >>"$OUT" ;;
+        mlpl_eager) mlpl_run "$config" --no-capture >>"$OUT" \
+          || echo "{\"impl\": \"mlpl_eager\", \"config\": \"$config\", \"error\": \"mlpl run failed: $(tail -1 "$WORK/profile.txt" | tr -d '"\\')\"}" >>"$OUT" ;;
         *) env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$VENV/bin/python" bench/train/peers.py "$impl" "$config" "$n" "$w" >>"$OUT" 2>"$WORK/$impl.err" \
           || echo "{\"impl\": \"$impl\", \"config\": \"$config\", \"error\": \"$(tail -1 "$WORK/$impl.err" | tr -d '"\\')\"}" >>"$OUT" ;;
       esac
