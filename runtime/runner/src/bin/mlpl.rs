@@ -964,19 +964,20 @@ struct ProfileLine {
 
 impl ProfileLine {
     fn parse(text: &str) -> ProfileLine {
+        // `N <after>… in MS ms`: the count before `after`, the milliseconds
+        // after the first ` in ` that follows it.
         let pair = |after: &str| -> Option<(f64, f64)> {
             let line = text.lines().find(|l| l.contains(after))?;
             let (count, rest) = line.trim().split_once(after)?;
             let count: f64 = count.rsplit(' ').next()?.trim().parse().ok()?;
+            let (_, rest) = rest.split_once(" in ")?;
             let ms: f64 = rest.trim_start().split(" ms").next()?.trim().parse().ok()?;
             Some((count, ms))
         };
         ProfileLine {
-            iterations: pair(" iterations in "),
-            // Whatever the program's kind (`arena`, `calls`, `graph`, ...).
-            replayed: ["arena", "calls", "graph"]
-                .iter()
-                .find_map(|kind| pair(&format!(" replayed from the captured step ({kind}) in "))),
+            iterations: pair(" iterations"),
+            // Whatever the program's kind (`(arena)`, `(calls)`, `(graph)`).
+            replayed: pair(" replayed from the captured step"),
             peak_bytes: text
                 .lines()
                 .find_map(|l| l.trim().strip_prefix("peak RSS: "))
