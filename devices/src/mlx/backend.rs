@@ -53,7 +53,16 @@ pub(crate) fn locked<T>(f: impl FnOnce() -> T) -> T {
 pub struct MlxBackend {
     pub(super) stats: Arc<DeviceStats>,
     fallbacks: Mutex<Vec<&'static str>>,
-    uploads: Mutex<Vec<(Weak<Vec<f32>>, Array)>>,
+    uploads: Mutex<Vec<Upload>>,
+}
+
+/// The MLX copy of a live host tensor, reused only on the thread that made it
+/// (MLX's streams are per thread, see [`PENDING`]).
+#[derive(Debug)]
+struct Upload {
+    host: Weak<Vec<f32>>,
+    thread: std::thread::ThreadId,
+    array: Array,
 }
 
 /// The process-wide backend (opened once; a failure is remembered).
@@ -95,10 +104,15 @@ pub(crate) fn contiguous(a: &Array) -> Result<Array> {
     locked(|| a.contiguous()).map_err(|e| mlx_error("contiguous", e))
 }
 
-/// Optimizer results not evaluated yet: the updates of one optimizer call
-/// (one `adam_update` per parameter) are evaluated together, by the next
-/// evaluation or the next other kernel ([`settle_pending`]).
-static PENDING: Mutex<Vec<Array>> = Mutex::new(Vec::new());
+thread_local! {
+    /// Optimizer results not evaluated yet: the updates of one optimizer call
+    /// (one `adam_update` per parameter) are evaluated together, by the next
+    /// evaluation or the next other kernel ([`settle_pending`]). Per thread:
+    /// MLX's streams belong to the thread that made them (an array made on
+    /// one thread cannot be evaluated on another: "There is no Stream(cpu, N)
+    /// in current thread"), and each program runs on one thread.
+    static PENDING: std::cell::RefCell<Vec<Array>> = const { std::cell::RefCell::new(Vec::new()) };
+}
 
 /// Evaluates `arrays` and the pending optimizer results (one evaluation,
 /// counted), holding the MLX lock.
@@ -109,7 +123,7 @@ pub(crate) fn evaluate<'a>(
 ) -> Result<()> {
     stats.evaluation();
     locked(|| {
-        let pending = std::mem::take(&mut *PENDING.lock().unwrap_or_else(|p| p.into_inner()));
+        let pending = PENDING.with(|p| std::mem::take(&mut *p.borrow_mut()));
         let mut all: Vec<&Array> = arrays.into_iter().collect();
         all.extend(&pending);
         mlx_rs::transforms::eval(all)
@@ -119,15 +133,12 @@ pub(crate) fn evaluate<'a>(
 
 /// Keeps `arrays` (a parameter update) for the next evaluation.
 pub(crate) fn defer(arrays: impl IntoIterator<Item = Array>) {
-    PENDING
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .extend(arrays);
+    PENDING.with(|p| p.borrow_mut().extend(arrays));
 }
 
 /// Evaluates the pending optimizer results, if any (one evaluation).
 pub(crate) fn settle_pending(stats: &DeviceStats) -> Result<()> {
-    let any = !PENDING.lock().unwrap_or_else(|p| p.into_inner()).is_empty();
+    let any = PENDING.with(|p| !p.borrow().is_empty());
     if any && !tracing() {
         evaluate(stats, [], "settling the parameter updates")?;
     }
@@ -237,20 +248,24 @@ impl MlxBackend {
             },
             Storage::Host(data) => {
                 let mut cache = self.uploads.lock().unwrap_or_else(|p| p.into_inner());
-                cache.retain(|(host, _)| host.strong_count() > 0);
-                let key = Arc::as_ptr(data);
+                cache.retain(|u| u.host.strong_count() > 0);
+                let (key, thread) = (Arc::as_ptr(data), std::thread::current().id());
                 match cache
                     .iter()
-                    .find(|(host, _)| std::ptr::eq(host.as_ptr(), key))
+                    .find(|u| u.thread == thread && std::ptr::eq(u.host.as_ptr(), key))
                 {
-                    Some((_, a)) => a.clone(),
+                    Some(u) => u.array.clone(),
                     None => {
-                        let a = self.copy_in(data);
+                        let array = self.copy_in(data);
                         if cache.len() >= UPLOAD_CACHE {
                             cache.remove(0);
                         }
-                        cache.push((Arc::downgrade(data), a.clone()));
-                        a
+                        cache.push(Upload {
+                            host: Arc::downgrade(data),
+                            thread,
+                            array: array.clone(),
+                        });
+                        array
                     }
                 }
             }

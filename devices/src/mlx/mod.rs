@@ -36,20 +36,29 @@ pub use backend::MlxBackend;
 pub use step::CompiledStep;
 
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::backend::Backend;
 
-/// How many step graphs MLX has traced (and compiled) in this process: one
-/// per captured loop when MLX's cache works.
-static TRACES: AtomicU64 = AtomicU64::new(0);
+thread_local! {
+    /// How many step graphs MLX has traced (and compiled) on this thread: one
+    /// per captured loop when MLX's cache works. Per thread, as a program
+    /// runs on one thread (MLX's streams are per thread), so that programs
+    /// running at the same time on other threads do not count.
+    static TRACES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
 
-/// The captured steps' graphs traced so far in this process (0 without the
+/// Notes one step graph traced on this thread.
+#[cfg_attr(not(feature = "mlx"), allow(dead_code))]
+fn note_trace() {
+    TRACES.with(|t| t.set(t.get() + 1));
+}
+
+/// The captured steps' graphs traced so far on this thread (0 without the
 /// MLX backend); a test checks that a captured loop traces its graph once,
 /// however many steps it runs.
 pub fn graphs_traced() -> u64 {
-    TRACES.load(Ordering::Relaxed)
+    TRACES.with(|t| t.get())
 }
 
 /// Why the MLX device cannot be used.

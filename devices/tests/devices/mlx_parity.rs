@@ -376,3 +376,59 @@ fn out_of_memory_reports_bytes_asked_and_free() {
         &cpu().unary(UnaryOp::Neg, &x).unwrap(),
     );
 }
+
+/// MLX's streams belong to the thread that made them (an array made on one
+/// thread cannot be evaluated on another: "There is no Stream(cpu, N) in
+/// current thread"). So an optimizer update left pending on one thread is
+/// settled there, never by the next kernel of another thread, and a host
+/// tensor used on two threads is uploaded on each rather than shared.
+#[test]
+fn pending_updates_and_uploads_stay_on_their_thread() {
+    let Some(g) = mlx("pending_updates_and_uploads_stay_on_their_thread") else {
+        return;
+    };
+    let shared = rand(&[8, 4], 41);
+    let step = mlpl_devices::AdamStep {
+        lr: 0.01,
+        b1: 0.9,
+        b2: 0.999,
+        eps: 1e-8,
+        wd: 0.0,
+        t: 1,
+    };
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<()>();
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    let (g, shared) = (&*g, &shared);
+    std::thread::scope(|s| {
+        let first = s.spawn(move || {
+            // Uploads `shared` on this thread and leaves an update pending.
+            let neg = g.unary(UnaryOp::Neg, shared).unwrap();
+            let mut p = g.upload(&rand(&[8, 4], 42)).unwrap();
+            let mut m = g.upload(&Tensor::zeros(vec![8, 4])).unwrap();
+            let mut v = g.upload(&Tensor::zeros(vec![8, 4])).unwrap();
+            g.adam_update(&mut p, &neg, &mut m, &mut v, step).unwrap();
+            ready_tx.send(()).unwrap();
+            done_rx.recv().unwrap();
+            // Settled here, by this thread, and equal to the CPU's update.
+            let c = cpu();
+            let mut want = rand(&[8, 4], 42);
+            let (mut wm, mut wv) = (Tensor::zeros(vec![8, 4]), Tensor::zeros(vec![8, 4]));
+            let wneg = c.unary(UnaryOp::Neg, shared).unwrap();
+            c.adam_update(&mut want, &wneg, &mut wm, &mut wv, step)
+                .unwrap();
+            assert_close("the update settled on its own thread", &p, &want);
+        });
+        let second = s.spawn(move || {
+            ready_rx.recv().unwrap();
+            // Another thread's kernel on the same host tensor while the first
+            // thread's update is pending.
+            let r = g.unary(UnaryOp::Neg, shared).map(|t| t.host().to_vec());
+            done_tx.send(()).unwrap();
+            let r = r.expect("a kernel on a second thread");
+            let want = cpu().unary(UnaryOp::Neg, shared).unwrap();
+            assert_eq!(r, want.host(), "neg on the second thread");
+        });
+        second.join().unwrap();
+        first.join().unwrap();
+    });
+}
