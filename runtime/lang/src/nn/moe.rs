@@ -122,7 +122,8 @@ pub fn forward(
         biases: biases.map(|[_, bg, bu, bd]| [bg, bu, bd]),
     };
     let y = if n == 0 {
-        Array::from_vec(vec![0, d], Vec::new())
+        // No token: `[0, d]`, still on the tape when the input is.
+        ops::arith(f.it, BinaryOp::Mul, &x2, &Array::exact(0.0), f.span)?
     } else {
         experts.run(f, m, &x2, &gates, &routing)?
     };

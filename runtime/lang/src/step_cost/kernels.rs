@@ -332,6 +332,9 @@ fn forward(
             let rk = r * m.top_k as f64;
             let biases = if m.bias { 1.0 } else { 0.0 };
             out.push(gemm("matmul", 1.0, r, d, e));
+            if m.bias {
+                out.push(mem("binary", 2.0 * r * e, r * e));
+            }
             out.push(mem("softmax", r * e, r * e).with_evals(r * e));
             out.push(mem("binary", 2.0 * r * e, r * e));
             if m.softmax_after {
@@ -573,8 +576,16 @@ fn backward(
         }
         Layer::Moe(m) => {
             // The routed rows only, r·k/E per expert (see the forward arm).
+            // The extra element-wise passes of GPT-OSS's clamped gate are not
+            // counted here.
             let (d, e, hid) = (m.d as f64, m.experts as f64, m.hidden as f64);
             let rk = r * m.top_k as f64;
+            if m.bias {
+                out.push(mem("sum_to_shape", r * e, e));
+                out.push(mem("sum_to_shape", rk * hid, e * hid));
+                out.push(mem("sum_to_shape", rk * hid, e * hid));
+                out.push(mem("sum_to_shape", rk * d, e * d));
+            }
             out.push(gemm("matmul_t", 1.0, d, r, e));
             if !first {
                 out.push(gemm("matmul_t", 1.0, r, e, d));

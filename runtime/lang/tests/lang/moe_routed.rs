@@ -317,3 +317,13 @@ fn the_expert_products_read_only_the_routed_rows() {
     // Rows multiplied: E·most, not E·n as the dense form did.
     assert!(case.experts * most < case.experts * case.tokens);
 }
+
+#[test]
+fn too_many_token_expert_positions_is_e0410() {
+    // 65 blocks of 256 tokens × 1024 experts: more positions than f32 indices
+    // address exactly.
+    assert_eq!(
+        crate::common::error_code("m = moe(1, 1024, 1, 1, 0)\napply(m, randn(1, [16640, 1]))"),
+        "E0410"
+    );
+}
