@@ -19,6 +19,15 @@
 //! Each application also records the load-balancing loss
 //! aux = E·Σ_e f_e·P_e in the layer (§12.7).
 //!
+//! A loop over a model with a `moe` layer is not step-captured: the choice is
+//! made on the host from the router's probabilities (a computed value read on
+//! the host ends a capture), and the layout's size (the busiest expert's tokens
+//! per block) changes from step to step, so the kernels' shapes do too.
+//! Capturing it would take the top-k choice and the layout made by device
+//! kernels into buffers of a fixed capacity: room for every token of a block in
+//! every expert is the dense cost again, and a smaller capacity drops tokens,
+//! which changes the results.
+//!
 //! GPT-OSS's form adds biases to the router and the experts, gates with the
 //! softmax of the chosen experts' logits only, and uses its clamped gated
 //! activation (docs/models.md).

@@ -350,8 +350,8 @@ fn forward(
             }
             let gate_passes = match m.gate {
                 MoeGate::Silu => 1.0,
-                // clamp (2 passes) twice, ·alpha, ·sigmoid, +1, ·up.
-                MoeGate::Clamped { .. } => 7.0,
+                // Two clamps (a max and a min each), ·alpha, g·sigmoid, +1, ·up.
+                MoeGate::Clamped { .. } => 8.0,
             };
             out.push(mem("unary", rk * hid, rk * hid).with_evals(rk * hid));
             for _ in 0..(gate_passes + 2.0 * biases) as usize {
