@@ -19,7 +19,7 @@ mod simd_exp;
 #[cfg(test)]
 mod tests;
 
-pub use gemm::{gemm_blocking, gemm_tile, set_gemm_blocking, GemmBlocking};
+pub use gemm::{gemm_blocking, gemm_tile, set_gemm_blocking, GemmBlocking, KC};
 pub use isa::{best_isa, force_isa, isa, supported_isas, Isa};
 
 use crate::attention::AttentionSpec;

@@ -22,7 +22,7 @@ mod microkernel;
 mod sgemm;
 
 pub(crate) use sgemm::warm_thread;
-pub use sgemm::{gemm_blocking, gemm_tile, set_gemm_blocking, GemmBlocking};
+pub use sgemm::{gemm_blocking, gemm_tile, set_gemm_blocking, GemmBlocking, KC};
 
 use super::pool;
 use crate::shape::{broadcast_shapes, broadcast_strides, offset_of};

@@ -4,7 +4,7 @@
 //!
 //! Layout: [`layers`] (the tree), [`init`] (ids, names, initial values),
 //! [`apply`] (the forward pass and its input checks), [`attention`], [`rope`],
-//! [`moe`], [`engram`] (Engram conditional memory), [`dropout`], [`generate`] (decoding with a key/value cache), [`hf`] (Hugging Face checkpoints), [`decay`] (AdamW's weight-decay groups), [`clone`] (`clone_model`), [`lora`], [`families`]
+//! [`moe`] (with [`route`], where its tokens go), [`engram`] (Engram conditional memory), [`dropout`], [`generate`] (decoding with a key/value cache), [`hf`] (Hugging Face checkpoints), [`decay`] (AdamW's weight-decay groups), [`clone`] (`clone_model`), [`lora`], [`families`]
 //! (`perturb_params`, `reinit`), [`checkpoint`] (structural keys), [`persist`] (the structure as data, for
 //! saved sessions) and
 //! [`estimate`] (FLOPs and activations of `estimate_train`).
@@ -26,6 +26,7 @@ pub mod lora;
 pub mod moe;
 pub mod persist;
 pub mod rope;
+pub mod route;
 
 pub use decay::{DecayGroup, ParamClass};
 pub use layers::{

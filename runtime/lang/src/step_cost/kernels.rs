@@ -11,7 +11,7 @@
 //! which counts its parameters' GEMM work from `nn::estimate::cost`.
 
 use crate::nn::estimate::cost;
-use crate::nn::layers::{Activation, Attention, Layer};
+use crate::nn::layers::{Activation, Attention, Layer, MoeGate};
 
 /// What a kernel spends its time on.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -326,18 +326,49 @@ fn forward(
             Some(d)
         }
         Layer::Moe(m) => {
-            // Every expert runs on every row (moe.rs: one dense batched product).
+            // Only the routed rows reach the experts (nn/moe.rs): r·k rows in
+            // all, assumed split evenly, r·k/E per expert.
             let (d, e, hid) = (m.d as f64, m.experts as f64, m.hidden as f64);
+            let rk = r * m.top_k as f64;
+            let biases = if m.bias { 1.0 } else { 0.0 };
             out.push(gemm("matmul", 1.0, r, d, e));
+            if m.bias {
+                out.push(mem("binary", 2.0 * r * e, r * e));
+            }
             out.push(mem("softmax", r * e, r * e).with_evals(r * e));
             out.push(mem("binary", 2.0 * r * e, r * e));
-            out.push(gemm("matmul", e, r, d, hid));
-            out.push(gemm("matmul", e, r, d, hid));
-            out.push(mem("unary", e * r * hid, e * r * hid).with_evals(e * r * hid));
-            out.push(mem("binary", 2.0 * e * r * hid, e * r * hid));
-            out.push(gemm("matmul", e, r, hid, d));
-            out.push(mem("binary", 2.0 * e * r * d, e * r * d));
-            out.push(mem("reduce", e * r * d, r * d));
+            if m.softmax_after {
+                out.push(mem("binary", 2.0 * r * e, r * e));
+                out.push(mem("softmax", r * e, r * e).with_evals(r * e));
+            } else if m.top_k >= 2 {
+                out.push(mem("reduce", r * e, r));
+                out.push(mem("binary", 2.0 * r * e, r * e));
+            }
+            for _ in 0..2 {
+                out.push(mem("gather_rows", rk * d, rk * d));
+                out.push(gemm("matmul", e, rk / e, d, hid));
+            }
+            let gate_passes = match m.gate {
+                MoeGate::Silu => 1.0,
+                // Two clamps (a max and a min each), ·alpha, g·sigmoid, +1, ·up.
+                MoeGate::Clamped { .. } => 8.0,
+            };
+            out.push(mem("unary", rk * hid, rk * hid).with_evals(rk * hid));
+            for _ in 0..(gate_passes + 2.0 * biases) as usize {
+                out.push(mem("binary", 2.0 * rk * hid, rk * hid));
+            }
+            out.push(gemm("matmul", e, rk / e, hid, d));
+            // The gates of the routed rows, the gated outputs, each token's sum.
+            out.push(mem("gather_rows", rk, rk));
+            for _ in 0..(1.0 + biases) as usize {
+                out.push(mem("binary", 2.0 * rk * d, rk * d));
+            }
+            out.push(mem("gather_rows", rk * d, rk * d));
+            out.push(mem("reduce", rk * d, r * d));
+            // The load-balancing loss.
+            out.push(mem("reduce", r * e, e));
+            out.push(mem("binary", 2.0 * e, e));
+            out.push(mem("reduce", e, 1.0));
             Some(d)
         }
         Layer::Chain(children) => {
@@ -544,22 +575,54 @@ fn backward(
             Some(d)
         }
         Layer::Moe(m) => {
+            // The routed rows only, r·k/E per expert (see the forward arm).
+            // The extra element-wise passes of GPT-OSS's clamped gate are not
+            // counted here.
             let (d, e, hid) = (m.d as f64, m.experts as f64, m.hidden as f64);
+            let rk = r * m.top_k as f64;
+            if m.bias {
+                out.push(mem("sum_to_shape", r * e, e));
+                out.push(mem("sum_to_shape", rk * hid, e * hid));
+                out.push(mem("sum_to_shape", rk * hid, e * hid));
+                out.push(mem("sum_to_shape", rk * d, e * d));
+            }
             out.push(gemm("matmul_t", 1.0, d, r, e));
-            out.push(gemm("matmul_t", 1.0, r, e, d));
+            if !first {
+                out.push(gemm("matmul_t", 1.0, r, e, d));
+            }
             out.push(mem("softmax_backward", 2.0 * r * e, r * e));
             out.push(mem("binary", 2.0 * r * e, r * e));
+            // Each token's sum back to its copies (expanded when k ≥ 2); the
+            // gates' and outputs' gradients.
+            if m.top_k >= 2 {
+                out.push(mem("binary", rk * d, rk * d));
+            }
+            out.push(mem("scatter_add_rows", rk * d, rk * d));
             for _ in 0..2 {
-                out.push(gemm("matmul_t", e, d, r, hid));
-                out.push(gemm("matmul_t", e, r, hid, d));
+                out.push(mem("binary", 2.0 * rk * d, rk * d));
             }
-            for _ in 0..4 {
-                out.push(mem("binary", 2.0 * e * r * hid, e * r * hid));
+            out.push(mem("sum_to_shape", rk * d, rk));
+            out.push(mem("scatter_add_rows", rk, r * e));
+            out.push(gemm("matmul_t", e, hid, rk / e, d));
+            out.push(gemm("matmul_t", e, rk / e, d, hid));
+            for _ in 0..2 {
+                out.push(mem("binary", 2.0 * rk * hid, rk * hid));
             }
-            out.push(gemm("matmul_t", e, hid, r, d));
-            out.push(gemm("matmul_t", e, r, d, hid));
-            out.push(mem("binary", 2.0 * e * r * d, e * r * d));
-            out.push(mem("binary", 2.0 * r * d, e * r * d));
+            out.push(mem("unary_backward", 2.0 * rk * hid, rk * hid).with_evals(rk * hid));
+            for _ in 0..2 {
+                out.push(gemm("matmul_t", e, d, rk / e, hid));
+                if !first {
+                    out.push(gemm("matmul_t", e, rk / e, hid, d));
+                    // Each token's copies summed (`dispatch`).
+                    out.push(mem("gather_rows", rk * d, rk * d));
+                    out.push(mem("reduce", rk * d, r * d));
+                }
+            }
+            if !first {
+                for _ in 0..2 {
+                    out.push(mem("binary", 2.0 * r * d, r * d));
+                }
+            }
             Some(d)
         }
         Layer::Chain(children) => {

@@ -48,6 +48,7 @@ mod models_hf_families;
 mod models_hf_layers;
 mod models_layers;
 mod models_surgery;
+mod moe_routed;
 mod optimizers;
 mod registry;
 mod trace;

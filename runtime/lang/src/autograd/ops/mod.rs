@@ -18,6 +18,7 @@
 //! | [`bias_act`] | `bias_act` (bias + activation, fused) |
 //! | [`conv`] | `causal_conv` (Engram's short causal convolution) |
 //! | [`attention`] | `attention` (scores, mask, softmax and values, fused and tiled) |
+//! | [`moe`] | `dispatch expert_matmul` (a routed mixture of experts' token rows and expert products) |
 
 pub mod attention;
 pub mod bias_act;
@@ -27,6 +28,7 @@ pub mod embed;
 pub mod layout;
 pub mod linalg;
 pub mod mask;
+pub mod moe;
 pub mod nn;
 pub mod norm;
 pub mod reduce;
