@@ -289,6 +289,7 @@ fn sgemm_with(
     let GemmBlocking { mc, nc } = blocking.for_kernel(&kernel);
     let (mr, nr) = (kernel.mr, kernel.nr);
     let mc = balanced_mc(m, mc, mr, threads);
+    let in_place = reads_a_in_place(a);
     let shared_c = SharedC(c.as_mut_ptr());
     for jc in (0..n).step_by(nc) {
         let ncb = nc.min(n - jc);
@@ -306,42 +307,47 @@ fn sgemm_with(
                 for_chunks(bpack, nr * kc, par_pack, |at, p| pack(at / (nr * kc), p));
                 let bpack = &*bpack;
                 let row_blocks = m.div_ceil(mc);
-                // Enough tasks for every thread: split the panels when there are
-                // few row blocks.
-                let groups = if threads > 1 {
-                    (2 * threads).div_ceil(row_blocks).clamp(1, panels)
-                } else {
-                    1
-                };
+                let groups = panel_groups(row_blocks, panels, threads);
                 let per_group = panels.div_ceil(groups);
                 let groups = panels.div_ceil(per_group);
-                // The tiles of row block `ib` (packed at `apack`) and panel
-                // group `g`.
+                // The tiles of row block `ib` (its packed panels at `apack`,
+                // see `block_len`) and panel group `g`.
                 let tiles = |ib: usize, g: usize, apack: &[f32]| {
                     let i0 = ib * mc;
+                    let rows_in_block = mc.min(m - i0);
                     for q in g * per_group..((g + 1) * per_group).min(panels) {
                         let j = jc + q * nr;
                         let cols = nr.min(n - j);
                         let bp = &bpack[q * nr * kc..(q + 1) * nr * kc];
-                        for (ir, ap) in apack.chunks_exact(mr * kc).enumerate() {
+                        for ir in 0..rows_in_block.div_ceil(mr) {
                             let i = i0 + ir * mr;
-                            // SAFETY: the panels hold kc·mr and kc·nr floats; the
-                            // tile (rows i.., columns j..) lies inside C and
-                            // belongs to this task alone; `kernel`'s level is
-                            // supported (`isa()` only returns those).
+                            let rows = mr.min(m - i);
+                            let (ap, ars, acs) = if in_place && rows == mr {
+                                (a.data[i * a.rs + pc..].as_ptr(), a.rs, 1)
+                            } else {
+                                let panel = if in_place { 0 } else { ir };
+                                (apack[panel * mr * kc..].as_ptr(), 1, mr)
+                            };
+                            // SAFETY: a packed panel holds kc·mr floats and a
+                            // tile read in place lies inside A (rows i..i + mr,
+                            // columns pc..pc + kc, checked by `sgemm`); B's panel
+                            // holds kc·nr floats; the tile (rows i.., columns
+                            // j..) lies inside C and belongs to this task alone;
+                            // `kernel`'s level is supported (`isa()` only returns
+                            // those).
                             unsafe {
                                 (kernel.run)(
                                     kc,
                                     Operands {
-                                        a: ap.as_ptr(),
-                                        ars: 1,
-                                        acs: mr,
+                                        a: ap,
+                                        ars,
+                                        acs,
                                         b: bp.as_ptr(),
                                         brs: nr,
                                     },
                                     shared_c.at(i * n + j),
                                     n,
-                                    mr.min(m - i),
+                                    rows,
                                     cols,
                                     accumulate,
                                 );
@@ -349,8 +355,28 @@ fn sgemm_with(
                         }
                     }
                 };
-                // Floats of row block `ib` packed.
-                let block_len = |ib: usize| (mc.min(m - ib * mc)).div_ceil(mr) * mr * kc;
+                // Floats of row block `ib` packed: all its tiles, or, when A is
+                // read in place, only its last tile if that is partial.
+                let block_len = |ib: usize| {
+                    let rows = mc.min(m - ib * mc);
+                    match (in_place, rows % mr) {
+                        (false, _) => rows.div_ceil(mr) * mr * kc,
+                        (true, 0) => 0,
+                        (true, _) => mr * kc,
+                    }
+                };
+                // Packs row block `ib` into `dst` (`block_len(ib)` floats).
+                let pack_block = |ib: usize, dst: &mut [f32]| {
+                    let (i0, rows) = (ib * mc, mc.min(m - ib * mc));
+                    if in_place {
+                        let edge = rows - rows % mr;
+                        if edge < rows {
+                            pack_panel(a, i0 + edge, rows - edge, pc, kc, mr, dst);
+                        }
+                    } else {
+                        pack_a(a, i0, rows, pc, kc, mr, dst);
+                    }
+                };
                 let tasks = row_blocks * groups;
                 let par = threads > 1 && tasks > 1;
                 if groups == 1 {
@@ -358,7 +384,7 @@ fn sgemm_with(
                     let task = |ib: usize| {
                         with_buffer(&A_BUFFERS, mc * KC, |apack| {
                             let apack = &mut apack[..block_len(ib)];
-                            pack_a(a, ib * mc, mc.min(m - ib * mc), pc, kc, mr, apack);
+                            pack_block(ib, apack);
                             tiles(ib, 0, apack);
                         })
                     };
@@ -368,10 +394,11 @@ fn sgemm_with(
                     with_buffer(&A_WHOLE_BUFFERS, row_blocks * mc * KC, |whole| {
                         let whole = &mut whole[..row_blocks * mc * kc];
                         let pack = |ib: usize, dst: &mut [f32]| {
-                            let rows = mc.min(m - ib * mc);
-                            pack_a(a, ib * mc, rows, pc, kc, mr, &mut dst[..block_len(ib)]);
+                            pack_block(ib, &mut dst[..block_len(ib)]);
                         };
-                        for_chunks(whole, mc * kc, par, |at, d| pack(at / (mc * kc), d));
+                        for_chunks(whole, mc * kc, par && !in_place, |at, d| {
+                            pack(at / (mc * kc), d)
+                        });
                         let whole = &*whole;
                         let task = |t: usize| {
                             let (ib, g) = (t / groups, t % groups);
@@ -399,6 +426,30 @@ fn balanced_mc(m: usize, mc: usize, mr: usize, threads: usize) -> usize {
     }
     let blocks = blocks.div_ceil(threads) * threads;
     m.div_ceil(mr).div_ceil(blocks).max(1) * mr
+}
+
+/// Whether the packed path reads the full row tiles of `a` where they are
+/// instead of packing them: when A is row-major, packing is a transposition
+/// that costs about a quarter of a narrow product (`[2048, 512]·[512, 128]`),
+/// while the kernel reads a tile's rows just as well in place. Not when the row
+/// stride is a multiple of 512 floats: a tile's 12 rows, 2 KiB or a multiple
+/// of 4 KiB apart, then fall into one or two sets of the L1 cache and evict
+/// each other. Only speed depends on it (the kernel's operations are the same).
+fn reads_a_in_place(a: MatRef) -> bool {
+    a.cs == 1 && a.rs % 512 != 0
+}
+
+/// Groups of B's panels a `row_blocks × panels` product's tasks split each
+/// row block into, for `threads` threads: one when there are two row blocks a
+/// thread or more, else about four tasks a thread, so that the threads' shares
+/// differ by about a panel (`[128, 280]` on 2 threads is 1 row block of 9
+/// panels: 3 groups of 3, as before, kept one thread idle a third of the time;
+/// 5 groups of at most 2 split it 5 : 4).
+fn panel_groups(row_blocks: usize, panels: usize, threads: usize) -> usize {
+    if threads <= 1 || row_blocks >= 2 * threads {
+        return 1;
+    }
+    (4 * threads).div_ceil(row_blocks).clamp(1, panels)
 }
 
 /// Multiply-adds up to which a single-threaded product reads its operands in
@@ -577,6 +628,8 @@ mod tests {
             (1, 40, 513),
             (40, 1, 300),
             (150, 65, 256),
+            (130, 70, 300),
+            (40, 200, 512),
         ];
         let blockings = [
             GemmBlocking::DEFAULT,
@@ -645,6 +698,48 @@ mod tests {
         }
         assert_eq!(balanced_mc(1024, 144, 12, 1), 144);
         assert_eq!(balanced_mc(100, 144, 12, 2), 144);
+    }
+
+    #[test]
+    fn few_row_blocks_are_split_into_panel_groups_that_balance_the_threads() {
+        // (row blocks, panels, threads): the groups of panels dealt to the
+        // threads give each a share within about one group of the others.
+        for (row_blocks, panels, threads) in
+            [(1, 9, 2), (1, 4, 2), (3, 16, 2), (1, 2, 4), (2, 30, 3)]
+        {
+            let groups = panel_groups(row_blocks, panels, threads);
+            let per_group = panels.div_ceil(groups);
+            let tasks = row_blocks * panels.div_ceil(per_group);
+            assert!(
+                tasks >= threads.min(row_blocks * panels),
+                "{row_blocks}, {panels}: {tasks} tasks"
+            );
+            // The busiest thread's panels over an even split.
+            let busiest = tasks.div_ceil(threads) * per_group;
+            let even = (row_blocks * panels).div_ceil(threads);
+            assert!(
+                busiest <= even + per_group,
+                "{row_blocks}x{panels} on {threads}: {busiest} vs {even}"
+            );
+        }
+        assert_eq!(panel_groups(1, 9, 2), 8);
+        assert_eq!(panel_groups(8, 9, 2), 1);
+        assert_eq!(panel_groups(1, 9, 1), 1);
+    }
+
+    #[test]
+    fn a_row_major_a_is_read_in_place_unless_its_rows_alias_in_the_cache() {
+        let data = [0.0f32; 4];
+        let a = |rs, cs| MatRef {
+            data: &data,
+            rs,
+            cs,
+        };
+        assert!(reads_a_in_place(a(128, 1)));
+        assert!(reads_a_in_place(a(280, 1)));
+        assert!(!reads_a_in_place(a(512, 1)));
+        assert!(!reads_a_in_place(a(2048, 1)));
+        assert!(!reads_a_in_place(a(1, 128)));
     }
 
     #[test]
