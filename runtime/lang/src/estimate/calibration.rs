@@ -87,22 +87,78 @@ impl Default for Correction {
 }
 
 impl Correction {
-    /// Adds one run's ratios (clamped to [0.1, 10]; a ratio further off is a
-    /// different workload, not a calibration error).
+    /// The most one run's ratio counts: a ratio further off than 10× either
+    /// way is a different workload, not a calibration error.
+    pub const RATIO_BOUNDS: (f64, f64) = (0.1, 10.0);
+    /// The most one run moves the correction, either way (a factor).
+    pub const MAX_STEP: f64 = 2.0;
+
+    /// Adds one run's ratios (measured ÷ the uncorrected estimate; a ratio
+    /// that is not finite, such as `f64::NAN` for "not measured", leaves its
+    /// figure as it was). Each figure becomes the geometric mean of the last
+    /// (up to) 10 runs' ratios, each clamped to [`Correction::RATIO_BOUNDS`],
+    /// and moves by at most [`Correction::MAX_STEP`] per run, so one odd run
+    /// cannot wreck it.
     pub fn add(&mut self, time: f64, memory: f64) {
         let n = self.runs.min(9) as f64;
         let mix = |old: f64, new: f64| {
-            let new = new.clamp(0.1, 10.0);
+            let (lo, hi) = Correction::RATIO_BOUNDS;
+            let new = new.clamp(lo, hi);
+            let old = if old.is_finite() && old > 0.0 {
+                old
+            } else {
+                1.0
+            };
             if new.is_finite() {
-                math::exp((math::log(old) * n + math::log(new)) / (n + 1.0))
+                let mean = math::exp((math::log(old) * n + math::log(new)) / (n + 1.0));
+                mean.clamp(old / Correction::MAX_STEP, old * Correction::MAX_STEP)
             } else {
                 old
             }
         };
         self.time = mix(self.time, time);
         self.memory = mix(self.memory, memory);
-        self.runs += 1;
+        self.runs = self.runs.saturating_add(1);
     }
+}
+
+/// Stores one measured run's ratios (measured ÷ the uncorrected estimate;
+/// `f64::NAN` for one not measured) in the correction of device kind `kind`
+/// (`cpu`, `cuda`, `mlx`) in the cache file at `path` ([`Correction::add`]).
+/// Only an existing cache with a calibrated model of that device is changed
+/// (`Ok(None)` otherwise: no file is created). The file is read again just
+/// before the change and replaced atomically (written beside it, then
+/// renamed), so a reader never sees half a file; of two processes learning at
+/// the same moment, the last one's write wins.
+pub fn learn(
+    path: &Path,
+    kind: &str,
+    time: f64,
+    memory: f64,
+) -> std::io::Result<Option<Correction>> {
+    let Some(mut cal) = Calibration::load(path) else {
+        return Ok(None);
+    };
+    let Some(entry) = cal
+        .devices
+        .iter_mut()
+        .find(|e| e.kind() == kind && e.gflops.is_finite() && e.gflops > 0.0 && e.model.is_some())
+    else {
+        return Ok(None);
+    };
+    let Some(model) = entry.model.as_mut() else {
+        return Ok(None);
+    };
+    model.correction.add(time, memory);
+    let learnt = model.correction;
+    cal.version = 2;
+    let text = serde_json::to_string_pretty(&cal).map_err(std::io::Error::other)?;
+    let tmp = path.with_extension(format!("json.{}.tmp", std::process::id()));
+    std::fs::write(&tmp, text + "\n")?;
+    std::fs::rename(&tmp, path).inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })?;
+    Ok(Some(learnt))
 }
 
 /// The cost model of one device.
