@@ -410,3 +410,58 @@ pub fn device_model(
         None => (DeviceModel::assumed(kind, nominal_gflops), false),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_correction_moves_at_most_twofold_per_run_toward_the_bounded_ratio() {
+        let mut c = Correction::default();
+        // A wild ratio counts as 10, and moves the correction 2× at most.
+        c.add(1e6, 1e-6);
+        assert_eq!((c.time, c.memory, c.runs), (2.0, 0.5, 1));
+        c.add(10.0, 0.1);
+        assert_eq!((c.time, c.memory, c.runs), (4.0, 0.25, 2));
+        // A figure not measured keeps its value; the run still counts.
+        c.add(4.0, f64::NAN);
+        assert_eq!((c.time, c.memory, c.runs), (4.0, 0.25, 3));
+        // Steady ratios: the geometric mean of the runs.
+        let mut c = Correction::default();
+        c.add(1.5, 1.0);
+        c.add(1.5, 1.0);
+        assert!((c.time - 1.5).abs() < 1e-12);
+        c.add(1.0, 1.0);
+        assert!((c.time - math::exp(math::log(1.5) * 2.0 / 3.0)).abs() < 1e-12);
+    }
+
+    #[test]
+    fn learn_changes_only_an_existing_calibrated_entry() {
+        let dir = std::env::temp_dir().join(format!("mlpl-learn-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("calibration.json");
+        // No file: none is made.
+        assert_eq!(learn(&path, "cpu", 2.0, 2.0).unwrap(), None);
+        assert!(!path.exists());
+        // A version 1 entry (no model) and no CUDA entry: unchanged.
+        let v1 = r#"{"version":1,"devices":[{"device":"cpu","gflops":20,"size":512}]}"#;
+        std::fs::write(&path, v1).unwrap();
+        assert_eq!(learn(&path, "cpu", 2.0, 2.0).unwrap(), None);
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), v1);
+        // A calibrated entry learns, and the file says so.
+        let mut cal = Calibration::default();
+        let e = cal.entry_mut("cpu");
+        e.gflops = 20.0;
+        e.model = Some(DeviceModel::assumed("cpu", 20.0));
+        cal.save(&path).unwrap();
+        assert_eq!(learn(&path, "cuda", 2.0, 2.0).unwrap(), None);
+        let c = learn(&path, "cpu", 1.5, f64::NAN).unwrap().unwrap();
+        assert_eq!((c.time, c.memory, c.runs), (1.5, 1.0, 1));
+        let back = Calibration::load(&path).unwrap();
+        assert_eq!(back.devices[0].model.as_ref().unwrap().correction, c);
+        // Nothing is left beside it.
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}
