@@ -306,3 +306,36 @@ fn mlpl_run_learns_unless_switched_off() {
     assert!(!d.join("cache").exists());
     std::fs::remove_dir_all(&d).ok();
 }
+
+#[test]
+fn mlpl_serve_sessions_report_measurements_and_learn_time_only() {
+    use crate::serve_support::{Server, TOKEN};
+    let d = temp_dir("serve");
+    let cache = d.join("calibration.json");
+    fast_cache().save(&cache).unwrap();
+    let srv = Server::spawn_env(
+        &["serve", "--bind", "127.0.0.1:0", "--token", TOKEN],
+        &[("MLPL_CACHE_DIR", d.to_str().unwrap())],
+    );
+    let id = srv.session();
+    let events = srv.events(&id, None);
+    let (status, body) = srv.post(
+        &format!("/v1/sessions/{id}/runs"),
+        &serde_json::json!({"code": CELL, "cell": {"uri": "file:///nb.mlpl", "index": 1, "start_line": 6}}),
+    );
+    assert_eq!(status, 202, "{body}");
+    let got = events.until_finished(body["run"].as_str().unwrap());
+    let last = got
+        .iter()
+        .rev()
+        .find(|e| e.event == "step_measured")
+        .unwrap();
+    assert_eq!(last.data["done"], true);
+    assert_eq!(last.data["start_line"], 10);
+    // The server's peak memory is every session's: time is learnt, memory not.
+    assert_eq!(last.data["correction"]["time"], 2.0);
+    assert_eq!(last.data["correction"]["memory"], 1.0);
+    assert_eq!(runs_in(&cache), 1);
+    srv.stop();
+    std::fs::remove_dir_all(&d).ok();
+}
