@@ -15,6 +15,8 @@ else
   cargo build -q --bin mlpl --features mlpl-devices/cuda
 fi
 BIN="target/$PROFILE/mlpl"
+# The sweep's runs must not teach the user's calibration cache a correction.
+export MLPL_NO_REFINE=1
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 echo "CPU: $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc) threads; build: $PROFILE"

@@ -15,6 +15,7 @@ use serde_json::json;
 use crate::analysis::Analysis;
 use crate::feasibility::DeviceProfile;
 use crate::features::train_estimate;
+use crate::measured::DocMeasurements;
 use mlpl_lang::check::AbsValue;
 
 use crate::values::describe;
@@ -272,8 +273,19 @@ pub fn cell_args(a: &Analysis, uri: &Url, index: usize) -> serde_json::Value {
 }
 
 /// Code lenses: `Run Cell`, `Run Above`, `Run All` on each cell's first line, and
-/// on each `train` block its estimate on the first device.
+/// on each `train` block its estimate on the block's device.
 pub fn code_lenses(a: &Analysis, uri: &Url, devices: &[DeviceProfile]) -> Vec<CodeLens> {
+    code_lenses_measured(a, uri, devices, None)
+}
+
+/// [`code_lenses`], with what the runner measured of the document's `train`
+/// loops: a measured loop's lens begins with its measurement.
+pub fn code_lenses_measured(
+    a: &Analysis,
+    uri: &Url,
+    devices: &[DeviceProfile],
+    measured: Option<&DocMeasurements>,
+) -> Vec<CodeLens> {
     let mut out = Vec::new();
     for (i, c) in a.cells.iter().enumerate() {
         // The lens sits on the cell's first line that has text.
@@ -303,7 +315,7 @@ pub fn code_lenses(a: &Analysis, uri: &Url, devices: &[DeviceProfile]) -> Vec<Co
     }
     for t in &a.facts.trains {
         let title = match train_estimate(a, t, devices) {
-            Some((e, _)) => e.lens_text(),
+            Some((e, _)) => e.lens_text_measured(measured.and_then(|m| m.of(a, t))),
             None => "estimate unavailable (params is not a model known statically)".into(),
         };
         let r = a.lines.range(&a.text, t.keyword);
@@ -404,7 +416,8 @@ mod tests {
             ]
         );
         assert!(
-            titles[5].starts_with("≈ ") && titles[5].ends_with("on CPU · fits (25% margin)"),
+            titles[5].starts_with("≈ ")
+                && titles[5].ends_with("on CPU (not calibrated) · fits (25% margin)"),
             "{}",
             titles[5]
         );

@@ -23,6 +23,7 @@ use mlpl_lang::estimate::DEFAULT_GFLOPS;
 use mlpl_lang::step_cost::cost::{estimate_step, Range, StepEstimate};
 use mlpl_lang::train_loops::loops::{BatchInfo, TrainLoop};
 
+use crate::measured::StepMeasured;
 use crate::values::group_digits;
 
 /// A device kind, as written in `device("…")`.
@@ -344,6 +345,9 @@ pub enum Verdict {
     DoesNotFit,
     /// The device's memory is unknown.
     Unknown,
+    /// The batch is sized only at run time: the estimate is a lower bound,
+    /// which fits, so whether the real peak does is unknown.
+    BatchUnknown,
 }
 
 impl Verdict {
@@ -356,13 +360,30 @@ impl Verdict {
             Some(_) => Verdict::DoesNotFit,
         }
     }
-    /// `fits`, `tight`, `does not fit`, `memory unknown`.
+    /// Compares a lower bound of a memory need (an unknown batch estimated
+    /// for one row) with a device's memory: only "does not fit" is certain.
+    pub fn of_lower_bound(need: f64, have: Option<f64>) -> Verdict {
+        match Verdict::of(need, have) {
+            Verdict::DoesNotFit => Verdict::DoesNotFit,
+            Verdict::Unknown => Verdict::Unknown,
+            _ => Verdict::BatchUnknown,
+        }
+    }
+    /// `fits`, `tight`, `does not fit`, `memory unknown`, `fit unknown (batch unknown)`.
     pub fn text(self) -> &'static str {
         match self {
             Verdict::Fits => "fits",
             Verdict::Tight => "tight",
             Verdict::DoesNotFit => "does not fit",
             Verdict::Unknown => "memory unknown",
+            Verdict::BatchUnknown => "fit unknown (batch unknown)",
+        }
+    }
+    /// The lens's wording: `fits` states its margin, `fits (25% margin)`.
+    pub fn lens_text(self) -> String {
+        match self {
+            Verdict::Fits => format!("fits ({:.0}% margin)", (FIT_MARGIN - 1.0) * 100.0),
+            v => v.text().to_string(),
         }
     }
 }
@@ -429,9 +450,14 @@ pub fn estimate(lp: &TrainLoop, devices: &[DeviceProfile]) -> TrainEstimate {
         .iter()
         .map(|d| {
             let step = estimate_step(&lp.model, &lp.frozen, &lp.step, lp.captured(), &d.model);
+            let verdict = if lp.batch.known() {
+                Verdict::of(step.memory.total, d.memory_bytes)
+            } else {
+                Verdict::of_lower_bound(step.memory.total, d.memory_bytes)
+            };
             DeviceEstimate {
                 total: steps.map(|n| step.seconds.scale(n)),
-                verdict: Verdict::of(step.memory.total, d.memory_bytes),
+                verdict,
                 profile: d.clone(),
                 step,
             }
@@ -539,27 +565,61 @@ impl TrainEstimate {
 
     /// The short text of a `train` block's code lens:
     /// `≈ 1.2–1.8 s on CPU · fits (25% margin)`; with an unknown batch,
-    /// `≥ 3 µs per step on CPU (batch unknown: one row) · …`.
+    /// `≥ 3 µs per step on CPU (batch unknown: one row) · fit unknown (batch
+    /// unknown)`; on a model assumed, not calibrated, `… on CPU (not
+    /// calibrated) · …` (both: `(batch unknown: one row; not calibrated)`).
     pub fn lens_text(&self) -> String {
+        self.lens_text_measured(None)
+    }
+
+    /// [`TrainEstimate::lens_text`] after what the runner measured of this
+    /// loop, when it did: `measured 12.3 ms/step, peak 410 MB, ETA 1m20s ·
+    /// est. ≈ …`; the verdict then compares the measured peak (on the same
+    /// device) with the device's memory.
+    pub fn lens_text_measured(&self, measured: Option<&StepMeasured>) -> String {
         let Some(d) = self.lens_device() else {
             return "estimate unavailable".into();
         };
-        let verdict = match d.verdict {
-            Verdict::Fits => format!("fits ({:.0}% margin)", (FIT_MARGIN - 1.0) * 100.0),
-            v => v.text().to_string(),
-        };
-        if !self.batch_info.known() {
-            return format!(
-                "≥ {} per step on {} (batch unknown: one row) · {verdict}",
-                seconds(d.step.seconds.lo),
-                d.profile.kind.label()
-            );
+        let peak = measured
+            .filter(|m| m.kind() == Some(d.profile.kind))
+            .and_then(|m| m.peak());
+        let verdict = match peak {
+            Some((b, _)) => Verdict::of(b, d.profile.memory_bytes),
+            None => d.verdict,
         }
-        let time = match &d.total {
-            Some(t) => seconds_range(t),
-            None => format!("{} per step", seconds_range(&d.step.seconds)),
+        .lens_text();
+        let mut notes = Vec::new();
+        if !self.batch_info.known() {
+            notes.push("batch unknown: one row");
+        }
+        if !d.profile.calibrated {
+            notes.push("not calibrated");
+        }
+        let notes = if notes.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", notes.join("; "))
         };
-        format!("≈ {time} on {} · {verdict}", d.profile.kind.label())
+        let device = d.profile.kind.label();
+        let estimate = if !self.batch_info.known() {
+            format!(
+                "≥ {} per step on {device}{notes}",
+                seconds(d.step.seconds.lo)
+            )
+        } else {
+            let time = match &d.total {
+                Some(t) => seconds_range(t),
+                None => format!("{} per step", seconds_range(&d.step.seconds)),
+            };
+            format!("≈ {time} on {device}{notes}")
+        };
+        match measured {
+            Some(m) => format!(
+                "{} · est. {estimate} · {verdict}",
+                m.lens_text(Some(d.profile.kind))
+            ),
+            None => format!("{estimate} · {verdict}"),
+        }
     }
 
     /// The Markdown of a hover.
@@ -644,7 +704,7 @@ impl TrainEstimate {
             }
         };
         s.push_str(&format!(
-            "- time: the kernels one step runs, from the checker's shapes, each costed by the device's model (dispatch, GEMM throughput by shape, bandwidth, transcendental evaluations), {mode}; ranges from the calibration's 10th–90th percentiles; verdict: fits = peak × {FIT_MARGIN} ≤ memory, tight ≤ memory\n"
+            "- time: the kernels one step runs, from the checker's shapes, each costed by the device's model (dispatch, GEMM throughput by shape, bandwidth, transcendental evaluations), {mode}; ranges from the calibration's 10th–90th percentiles; verdict: fits = peak × {FIT_MARGIN} ≤ memory, tight ≤ memory; with a batch sized only at run time the figures are a lower bound, so only \"does not fit\" is certain\n"
         ));
         s
     }
@@ -780,7 +840,57 @@ mod tests {
         assert!(!e.batch_info.known(), "{:?}", e.batch_info);
         let lens = e.lens_text();
         assert!(
-            lens.starts_with("≥ ") && lens.contains("per step on CPU (batch unknown: one row)"),
+            lens.starts_with("≥ ")
+                && lens.contains("per step on CPU (batch unknown: one row; not calibrated)"),
+            "{lens}"
+        );
+        // One row's peak is a lower bound: "fits" cannot be said, "does not fit" can.
+        assert!(lens.ends_with(" · fit unknown (batch unknown)"), "{lens}");
+        assert!(e
+            .markdown("x", "y")
+            .contains("| fit unknown (batch unknown) |"));
+        let (checked, facts) = check_with_facts(src);
+        let lp = &train_loops(&checked.program, &facts)[0];
+        let need = e.devices[0].step.memory.total;
+        let small = profiles(None, "", "", Some(need * 0.9));
+        assert_eq!(estimate(lp, &small).devices[0].verdict, Verdict::DoesNotFit);
+        assert!(estimate(lp, &small)
+            .lens_text()
+            .ends_with(" · does not fit"));
+    }
+
+    #[test]
+    fn a_measured_peak_decides_the_verdict_on_its_device() {
+        let (checked, facts) = check_with_facts(MLP);
+        let lp = &train_loops(&checked.program, &facts)[0];
+        let e = &loops_of(MLP, None)[0];
+        let need = e.devices[0].step.memory.total;
+        // The estimate fits with its margin; the measured peak is twice the memory.
+        let cpu = profiles(None, "", "", Some(need * 2.0));
+        let est = estimate(lp, &cpu);
+        assert!(est.lens_text().ends_with("fits (25% margin)"));
+        let m: StepMeasured = serde_json::from_value(serde_json::json!({
+            "uri": "file:///m.mlpl", "start_line": 4, "device": "cpu", "step": 100,
+            "total": 100, "step_ms": 2.0, "peak_rss_bytes": need * 4.0, "done": true
+        }))
+        .unwrap();
+        let lens = est.lens_text_measured(Some(&m));
+        assert!(
+            lens.starts_with("measured 2 ms/step, peak ")
+                && lens.contains(", done (100 steps) · est. ≈ ")
+                && lens.ends_with(" · does not fit"),
+            "{lens}"
+        );
+        // Measured on another device than the lens's: the estimate's verdict stays.
+        let on_cuda = StepMeasured {
+            device: "cuda".into(),
+            device_peak_bytes: Some(need * 4.0),
+            ..m
+        };
+        let lens = est.lens_text_measured(Some(&on_cuda));
+        assert!(
+            lens.starts_with("measured 2 ms/step on CUDA, peak ")
+                && lens.ends_with("fits (25% margin)"),
             "{lens}"
         );
     }

@@ -17,6 +17,7 @@ use mlpl_lang::nn::Layer;
 use crate::analysis::{Analysis, OccKind};
 use crate::context::context;
 use crate::feasibility::{self, DeviceProfile, TrainEstimate};
+use crate::measured::DocMeasurements;
 use crate::values::{describe, group_digits};
 use mlpl_lang::train_loops::loops::BatchInfo;
 
@@ -174,6 +175,17 @@ pub fn train_estimate(
 
 /// Hover at byte `offset`.
 pub fn hover(a: &Analysis, offset: usize, cfg: &FeatureConfig) -> Option<Hover> {
+    hover_measured(a, offset, cfg, None)
+}
+
+/// [`hover`], with what the runner measured of the document's `train` loops:
+/// a loop's hover then begins with its measurement.
+pub fn hover_measured(
+    a: &Analysis,
+    offset: usize,
+    cfg: &FeatureConfig,
+    measured: Option<&DocMeasurements>,
+) -> Option<Hover> {
     let text = &a.text;
     let mut parts: Vec<String> = Vec::new();
     let mut range: Option<Span> = None;
@@ -186,7 +198,13 @@ pub fn hover(a: &Analysis, offset: usize, cfg: &FeatureConfig) -> Option<Hover> 
         t.span.start <= offset && offset <= header_end
     }) {
         match train_estimate(a, t, &cfg.devices) {
-            Some((e, note)) => parts.push(e.markdown(&format!("`train {}`", t.steps.map_or("N".to_string(), |n| group_digits(n as f64))), &note)),
+            Some((e, note)) => {
+                let mut s = measured
+                    .and_then(|m| m.of(a, t))
+                    .map_or(String::new(), |m| m.markdown(&e));
+                s.push_str(&e.markdown(&format!("`train {}`", t.steps.map_or("N".to_string(), |n| group_digits(n as f64))), &note));
+                parts.push(s);
+            }
             None => parts.push("**train** block: no estimate (the optimizer's `params` is not a model whose layer sizes are known statically)".into()),
         }
         range = Some(t.keyword);

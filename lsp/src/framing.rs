@@ -307,7 +307,9 @@ where
     let (mut to_server, server_in) = tokio::io::duplex(1 << 16);
     let (server_out, from_server) = tokio::io::duplex(1 << 16);
     let (reject_tx, mut reject_rx) = mpsc::unbounded_channel::<Value>();
-    let (service, socket) = tower_lsp::LspService::new(crate::Server::new);
+    let (service, socket) = tower_lsp::LspService::build(crate::Server::new)
+        .custom_method(crate::measured::METHOD, crate::Server::step_measured)
+        .finish();
     let server = tokio::spawn(tower_lsp::Server::new(server_in, server_out, socket).serve(service));
 
     let reader = tokio::spawn(async move {

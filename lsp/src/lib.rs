@@ -11,7 +11,8 @@
 //! per device), [`context`] (cursor context), [`features`] (hover, completion,
 //! signature help), [`navigation`] (definition, references, rename, symbols,
 //! folding, semantic tokens), [`actions`] (diagnostics, code actions, inlay hints,
-//! code lenses), [`server`] (the protocol handlers) and [`framing`] (the guard
+//! code lenses), [`measured`] (what the runner measured of a loop, forwarded
+//! by the client), [`server`] (the protocol handlers) and [`framing`] (the guard
 //! in front of them: no frame a client sends can end the server).
 //!
 //! [`document`], [`server`] and [`framing`] are the `server` feature (on by
@@ -28,6 +29,7 @@ pub mod features;
 #[cfg(feature = "server")]
 pub mod framing;
 pub mod lines;
+pub mod measured;
 pub mod navigation;
 #[cfg(feature = "server")]
 pub mod server;

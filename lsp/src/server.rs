@@ -27,6 +27,7 @@ use crate::analysis::Analysis;
 use crate::document::{Document, Offer};
 use crate::feasibility::{self, Calibration, DeviceProfile};
 use crate::features::{self, FeatureConfig};
+use crate::measured::{DocMeasurements, Measurements, StepMeasured};
 use crate::{actions, navigation};
 
 /// Client settings (initialization options or `workspace/didChangeConfiguration`,
@@ -157,6 +158,8 @@ pub struct Inner {
     snippets: AtomicBool,
     /// Whether the client accepts `workspace/inlayHint/refresh` and `…/codeLens/refresh`.
     refresh: (AtomicBool, AtomicBool),
+    /// What the runner measured of the documents' `train` loops (`mlpl/stepMeasured`).
+    measured: Mutex<Measurements>,
 }
 
 /// The `mlpl-lsp` language server.
@@ -188,6 +191,7 @@ impl Server {
                 }),
                 snippets: AtomicBool::new(false),
                 refresh: (AtomicBool::new(false), AtomicBool::new(false)),
+                measured: Mutex::new(Measurements::default()),
             }),
         }
     }
@@ -318,6 +322,11 @@ impl Inner {
         d.profiles.clone()
     }
 
+    /// A copy of a document's measurements, when it has any.
+    fn measured(&self, uri: &Url) -> Option<DocMeasurements> {
+        lock(&self.measured).of(uri).cloned()
+    }
+
     fn invalidate_devices(&self) {
         self.devices
             .lock()
@@ -392,6 +401,55 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Server {
+    /// `mlpl/stepMeasured` (docs/language-server.md): the client forwards a
+    /// runner's `step_measured` event with the document's URI; the loop's lens
+    /// and hover show it while the loop is unchanged. Bad parameters are
+    /// logged and ignored.
+    pub async fn step_measured(&self, params: Json) {
+        let m = match serde_json::from_value::<StepMeasured>(params) {
+            Ok(m) => m,
+            Err(e) => {
+                self.inner
+                    .client
+                    .log_message(
+                        MessageType::WARNING,
+                        format!(
+                            "{}: ignored: {e} (expected a `step_measured` event with `uri`)",
+                            crate::measured::METHOD
+                        ),
+                    )
+                    .await;
+                return;
+            }
+        };
+        let uri = m.uri.clone();
+        let recorded = match self.inner.clone().analysis(&uri).await {
+            Some(a) => self
+                .inner
+                .guard(crate::measured::METHOD, || {
+                    lock(&self.inner.measured).record(&a, m)
+                })
+                .unwrap_or_else(|| Err("internal error".into())),
+            None => Err("the document is not open".into()),
+        };
+        match recorded {
+            Ok(()) => {
+                if self.inner.refresh.1.load(Ordering::Relaxed) {
+                    let _ = self.inner.client.code_lens_refresh().await;
+                }
+            }
+            Err(why) => {
+                self.inner
+                    .client
+                    .log_message(
+                        MessageType::INFO,
+                        format!("{}: {uri}: not shown: {why}", crate::measured::METHOD),
+                    )
+                    .await;
+            }
+        }
+    }
+
     fn position_offset(a: &Analysis, p: Position) -> usize {
         a.lines.offset(&a.text, p)
     }
@@ -567,6 +625,7 @@ impl LanguageServer for Server {
     async fn did_close(&self, p: DidCloseTextDocumentParams) {
         let uri = p.text_document.uri;
         lock(&self.inner.docs).remove(&uri);
+        lock(&self.inner.measured).forget(&uri);
         self.inner
             .client
             .publish_diagnostics(uri, Vec::new(), None)
@@ -591,9 +650,15 @@ impl LanguageServer for Server {
     async fn hover(&self, p: HoverParams) -> Result<Option<Hover>> {
         let pos = p.text_document_position_params;
         let cfg = self.inner.feature_config();
+        let measured = self.inner.measured(&pos.text_document.uri);
         Ok(self
             .with_analysis(&pos.text_document.uri, "hover", |a| {
-                features::hover(a, Self::position_offset(a, pos.position), &cfg)
+                features::hover_measured(
+                    a,
+                    Self::position_offset(a, pos.position),
+                    &cfg,
+                    measured.as_ref(),
+                )
             })
             .await)
     }
@@ -760,9 +825,15 @@ impl LanguageServer for Server {
     async fn code_lens(&self, p: CodeLensParams) -> Result<Option<Vec<CodeLens>>> {
         let uri = p.text_document.uri.clone();
         let devices = self.inner.devices();
+        let measured = self.inner.measured(&uri);
         Ok(self
             .with_analysis(&uri, "codeLens", |a| {
-                Some(actions::code_lenses(a, &uri, &devices))
+                Some(actions::code_lenses_measured(
+                    a,
+                    &uri,
+                    &devices,
+                    measured.as_ref(),
+                ))
             })
             .await)
     }

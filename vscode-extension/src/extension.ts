@@ -9,6 +9,7 @@
 import * as vscode from "vscode";
 import { registerCellCommands } from "./cellCommands";
 import type { RunRecord, SessionModel } from "./core/runModel";
+import { measuredNotification } from "./core/measured";
 import { EditorFeedback } from "./editorFeedback";
 import { LanguageClientHost } from "./languageClient";
 import { TelemetryPanel, type PanelSummary } from "./panel";
@@ -56,6 +57,19 @@ export function activate(ctx: vscode.ExtensionContext): MlplApi {
   const variables = new VariablesProvider(runner);
   ctx.subscriptions.push(log, lsp, runner, panel, feedback, status, variables);
   ctx.subscriptions.push(vscode.window.registerTreeDataProvider("mlpl.variables", variables));
+
+  // The runner's measurements of `train` loops go to the language server,
+  // which shows them in the loops' lenses and hovers.
+  ctx.subscriptions.push(
+    runner.onEvent(({ event, run }) => {
+      if (event.type === "step_measured") {
+        const params = measuredNotification(event, run);
+        if (params) {
+          lsp.notifyMeasured(params);
+        }
+      }
+    }),
+  );
 
   const onRun = () => {
     if (settings().openPanelOnRun) {

@@ -12,6 +12,7 @@ import {
   TransportKind,
 } from "vscode-languageclient/node";
 import { resolveBinary } from "./binaries";
+import { STEP_MEASURED_METHOD, type StepMeasuredParams } from "./core/measured";
 import { serverSettings } from "./core/serverSettings";
 import { languageServerSettings, settings } from "./settings";
 
@@ -67,6 +68,16 @@ export class LanguageClientHost implements vscode.Disposable {
     this.client = new LanguageClient("mlpl", "MLPL Language Server", serverOptions, clientOptions);
     this.channel.appendLine(`starting ${command}`);
     await this.client.start();
+  }
+
+  /**
+   * Forwards what the runner measured of a `train` loop (`mlpl/stepMeasured`,
+   * docs/language-server.md); dropped while the server is not running.
+   */
+  notifyMeasured(params: StepMeasuredParams): void {
+    if (this.client?.isRunning()) {
+      void this.client.sendNotification(STEP_MEASURED_METHOD, params).catch(() => undefined);
+    }
   }
 
   /** Stops and starts the server again. */

@@ -17,7 +17,8 @@ export interface PanelSummary {
   runs: number;
   run: string | null;
   status: string | null;
-  loops: { loop: number; points: number; steps: number[]; losses: (number | null)[] }[];
+  /** Per loop; `measured` is the runner's measurement as the panel words it. */
+  loops: { loop: number; points: number; steps: number[]; losses: (number | null)[]; measured: string | null }[];
   stepEvents: number;
   /** SVG artifacts shown as images. */
   images: number;

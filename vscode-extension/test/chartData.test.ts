@@ -3,7 +3,7 @@ import { comparisonChart } from "../src/core/chartData";
 import type { LoopRecord } from "../src/core/runModel";
 
 const loop = (steps: number[], losses: (number | null)[]): LoopRecord => ({
-  loop: 0, depth: 1, total: steps[steps.length - 1] ?? 0, steps, losses, lastLr: null, lastStepMs: 0, itemsPerS: null, firstTime: 0, lastTime: 0,
+  loop: 0, depth: 1, total: steps[steps.length - 1] ?? 0, steps, losses, lastLr: null, lastStepMs: 0, itemsPerS: null, firstTime: 0, lastTime: 0, measured: null,
 });
 
 describe("comparisonChart", () => {

@@ -86,7 +86,7 @@ describe("applyEvent", () => {
 describe("loopProgress", () => {
   const loop = (steps: number[], times: number[], total: number, itemsPerS: number | null = null) => ({
     loop: 0, depth: 1, total, steps, losses: steps.map(() => 1), lastLr: null, lastStepMs: 1, itemsPerS,
-    firstTime: times[0], lastTime: times[times.length - 1],
+    firstTime: times[0], lastTime: times[times.length - 1], measured: null,
   });
   it("measures steps/s over the events' time span and derives the ETA", () => {
     const p = loopProgress(loop([1, 101], [0, 1000], 501));
@@ -103,7 +103,7 @@ describe("loopProgress", () => {
 
 describe("lossDecreased", () => {
   const withLosses = (losses: (number | null)[]) => ({
-    loop: 0, depth: 1, total: losses.length, steps: losses.map((_, i) => i + 1), losses, lastLr: null, lastStepMs: 0, itemsPerS: null, firstTime: 0, lastTime: 0,
+    loop: 0, depth: 1, total: losses.length, steps: losses.map((_, i) => i + 1), losses, lastLr: null, lastStepMs: 0, itemsPerS: null, firstTime: 0, lastTime: 0, measured: null,
   });
   it("compares the first and last quarters", () => {
     expect(lossDecreased(withLosses([4, 3, 2, 1]))).toBe(true);

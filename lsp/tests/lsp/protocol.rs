@@ -766,7 +766,10 @@ async fn code_lenses_run_cells_and_estimate_train_blocks() {
         .find(|l| l["command"]["title"].as_str().unwrap().starts_with('≈'))
         .unwrap();
     let title = train["command"]["title"].as_str().unwrap();
-    assert!(title.ends_with("on CPU · fits (25% margin)"), "{title}");
+    assert!(
+        title.ends_with("on CPU (not calibrated) · fits (25% margin)"),
+        "{title}"
+    );
     assert_eq!(train["range"]["start"]["line"], 6);
     // Its command asks the client to show the block's estimate.
     assert_eq!(train["command"]["command"], "mlpl.showEstimate");
@@ -774,6 +777,97 @@ async fn code_lenses_run_cells_and_estimate_train_blocks() {
     assert_eq!(args["uri"], uri);
     assert_eq!(args["range"]["start"], json!({"line": 6, "character": 0}));
     assert_eq!(args["range"]["end"], json!({"line": 8, "character": 1}));
+}
+
+/// The title of the lens on the `train` block of `TRAIN` (line 6).
+async fn train_lens(c: &TestClient, uri: &str) -> String {
+    let lenses = c
+        .request(
+            "textDocument/codeLens",
+            json!({"textDocument": {"uri": uri}}),
+        )
+        .await;
+    lenses
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["command"]["command"] == "mlpl.showEstimate")
+        .map(|l| l["command"]["title"].as_str().unwrap().to_string())
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forwarded_measurements_show_in_the_lens_and_hover_while_the_loop_is_unchanged() {
+    let (c, _) = TestClient::start(fast()).await;
+    let uri = "file:///measured.mlpl";
+    c.open(uri, TRAIN, 1).await;
+    c.diagnostics(uri, 1).await;
+    // A runner's `step_measured` event, as the extension forwards it.
+    let mut m = json!({"uri": uri, "start_line": 7, "end_line": 9, "device": "cpu",
+        "mode": "captured", "step": 120, "total": 300, "measured_steps": 118,
+        "step_ms": 12.3, "step_ms_lo": 11.9, "step_ms_hi": 13.0,
+        "peak_rss_bytes": 410000000, "device_peak_bytes": null, "eta_s": 80.0, "done": false});
+    // On a line without a `train` statement, or malformed: logged, not shown.
+    let mut wrong = m.clone();
+    wrong["start_line"] = json!(3);
+    c.notify("mlpl/stepMeasured", wrong).await;
+    c.wait_for("the log line", |v| {
+        v["method"] == "window/logMessage"
+            && v["params"]["message"]
+                .as_str()
+                .is_some_and(|s| s.contains("no `train` statement starts on line 3"))
+    })
+    .await;
+    c.notify("mlpl/stepMeasured", json!({"uri": uri, "step_ms": "fast"}))
+        .await;
+    c.wait_for("the log line", |v| {
+        v["method"] == "window/logMessage"
+            && v["params"]["message"]
+                .as_str()
+                .is_some_and(|s| s.starts_with("mlpl/stepMeasured: ignored"))
+    })
+    .await;
+    assert!(train_lens(&c, uri).await.starts_with('≈'));
+    c.notify("mlpl/stepMeasured", m.clone()).await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let mut title = train_lens(&c, uri).await;
+    while !title.starts_with("measured") && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        title = train_lens(&c, uri).await;
+    }
+    assert!(
+        title.starts_with("measured 12.3 ms/step, peak 410 MB, ETA 1m20s · est. ≈ ")
+            && title.contains(" on CPU (not calibrated) · fits (25% margin)"),
+        "{title}"
+    );
+    let h = hover_text(&c, uri, TRAIN, "train 300", 1).await;
+    assert!(
+        h.starts_with("**Measured** by the runner on CPU (replayed captured steps; step 120 of 300, running)")
+            && h.contains("- time per step: **12.3 ms**, the median of 118 measured steps (10th–90th percentile 11.9–13 ms); estimated ")
+            && h.contains("- peak memory: **410 MB** (the process's peak resident memory)")
+            && h.contains("- ETA: 1m20s")
+            && h.contains("**Feasibility of `train 300`**"),
+        "{h}"
+    );
+    // The loop's end replaces it.
+    m["step"] = json!(300);
+    m["eta_s"] = json!(0.0);
+    m["done"] = json!(true);
+    c.notify("mlpl/stepMeasured", m).await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !title.contains("done (300 steps)") && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        title = train_lens(&c, uri).await;
+    }
+    assert!(
+        title.starts_with("measured 12.3 ms/step, peak 410 MB, done (300 steps) · est."),
+        "{title}"
+    );
+    // An edit of the loop (its learning rate) ends it: the estimate alone again.
+    let (l, ch) = pos_of(TRAIN, "0.01", 0);
+    c.change(uri, 2, [l, ch, l, ch + 4], "0.02").await;
+    c.diagnostics(uri, 2).await;
+    assert!(train_lens(&c, uri).await.starts_with('≈'));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -87,6 +87,48 @@ export interface DeviceEvent extends Common {
   step_mode: string | null;
   /** Why that loop is not captured. */
   step_mode_reason: string | null;
+  /** Bytes the captured step's arena holds while it replays; null when not captured to an arena. */
+  step_arena_bytes: number | null;
+  /** The eager step's live peak in bytes; null when the loop was not recorded. */
+  step_eager_peak_bytes: number | null;
+}
+/** The estimate of a measured loop, as the editor shows it. */
+export interface MeasuredEstimate {
+  step_ms: number;
+  step_ms_lo: number;
+  step_ms_hi: number;
+  memory_bytes: number;
+}
+/** The calibration cache's correction of a device after a measured loop. */
+export interface Correction {
+  time: number;
+  memory: number;
+  runs: number;
+}
+/** What a top-level `train` loop's steps measured (docs/telemetry.md). */
+export interface StepMeasuredEvent extends Common {
+  type: "step_measured";
+  loop: number;
+  /** Lines (1-based, inclusive) of the `train` statement in the document; 0 when unknown. */
+  start_line: number;
+  end_line: number;
+  device: string;
+  /** "captured" or "eager". */
+  mode: string;
+  step: number;
+  total: number;
+  measured_steps: number;
+  /** Median milliseconds per measured step, and its 10th and 90th percentiles. */
+  step_ms: number;
+  step_ms_lo: number;
+  step_ms_hi: number;
+  peak_rss_bytes: number | null;
+  device_peak_bytes: number | null;
+  step_peak_bytes: number | null;
+  eta_s: number;
+  done: boolean;
+  estimate: MeasuredEstimate | null;
+  correction: Correction | null;
 }
 /** The run's value. */
 export interface ValueEvent extends Common {
@@ -120,6 +162,10 @@ export interface RunFinishedEvent extends Common {
   elapsed_ms: number;
   diagnostic: RunDiagnostic | null;
   saved: boolean | null;
+  /** The run's device counters; null when nothing was evaluated (or an older runner). */
+  counters: Counters | null;
+  /** The session's memory after the run; null from older runners. */
+  memory: { live_bytes: number; budget_bytes: number | null } | null;
 }
 /** An event type this client does not know (ignored). */
 export interface UnknownEvent extends Common {
@@ -133,6 +179,7 @@ export type TelemetryEvent =
   | OutputEvent
   | StepEvent
   | DeviceEvent
+  | StepMeasuredEvent
   | ValueEvent
   | ArtifactEvent
   | WarningEvent
@@ -183,6 +230,27 @@ function parseCounters(x: unknown): Counters {
     cpu_fallbacks: num(o.cpu_fallbacks) ?? 0,
     ...(num(o.evaluations) !== undefined ? { evaluations: num(o.evaluations) } : {}),
   };
+}
+
+function parseEstimate(x: unknown): MeasuredEstimate | null {
+  if (!isObj(x)) {
+    return null;
+  }
+  const stepMs = num(x.step_ms);
+  const memory = num(x.memory_bytes);
+  if (stepMs === undefined || memory === undefined) {
+    return null;
+  }
+  return { step_ms: stepMs, step_ms_lo: num(x.step_ms_lo) ?? stepMs, step_ms_hi: num(x.step_ms_hi) ?? stepMs, memory_bytes: memory };
+}
+
+function parseCorrection(x: unknown): Correction | null {
+  if (!isObj(x)) {
+    return null;
+  }
+  const time = num(x.time);
+  const memory = num(x.memory);
+  return time === undefined || memory === undefined ? null : { time, memory, runs: num(x.runs) ?? 0 };
 }
 
 /** Validates one decoded event; undefined when a required field is missing. */
@@ -245,7 +313,39 @@ export function parseEvent(x: unknown): TelemetryEvent | undefined {
         peak_memory_bytes: num(x.peak_memory_bytes) ?? 0,
         step_mode: strOrNull(x.step_mode),
         step_mode_reason: strOrNull(x.step_mode_reason),
+        step_arena_bytes: numOrNull(x.step_arena_bytes),
+        step_eager_peak_bytes: numOrNull(x.step_eager_peak_bytes),
       };
+    case "step_measured": {
+      const step = num(x.step);
+      const total = num(x.total);
+      const stepMs = num(x.step_ms);
+      if (step === undefined || total === undefined || stepMs === undefined) {
+        return undefined;
+      }
+      return {
+        ...c,
+        type,
+        loop: num(x.loop) ?? 0,
+        start_line: num(x.start_line) ?? 0,
+        end_line: num(x.end_line) ?? 0,
+        device: str(x.device) ?? "cpu",
+        mode: str(x.mode) ?? "eager",
+        step,
+        total,
+        measured_steps: num(x.measured_steps) ?? 0,
+        step_ms: stepMs,
+        step_ms_lo: num(x.step_ms_lo) ?? stepMs,
+        step_ms_hi: num(x.step_ms_hi) ?? stepMs,
+        peak_rss_bytes: numOrNull(x.peak_rss_bytes),
+        device_peak_bytes: numOrNull(x.device_peak_bytes),
+        step_peak_bytes: numOrNull(x.step_peak_bytes),
+        eta_s: num(x.eta_s) ?? Math.max(0, total - step) * stepMs / 1000,
+        done: x.done === true,
+        estimate: parseEstimate(x.estimate),
+        correction: parseCorrection(x.correction),
+      };
+    }
     case "value":
       return {
         ...c,
@@ -284,6 +384,10 @@ export function parseEvent(x: unknown): TelemetryEvent | undefined {
         elapsed_ms: num(x.elapsed_ms) ?? 0,
         diagnostic: parseDiagnostic(x.diagnostic) ?? null,
         saved: typeof x.saved === "boolean" ? x.saved : null,
+        counters: isObj(x.counters) ? parseCounters(x.counters) : null,
+        memory: isObj(x.memory) && num(x.memory.live_bytes) !== undefined
+          ? { live_bytes: num(x.memory.live_bytes)!, budget_bytes: numOrNull(x.memory.budget_bytes) }
+          : null,
       };
     }
     default:

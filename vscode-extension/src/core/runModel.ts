@@ -6,7 +6,29 @@
  * events.
  */
 
-import type { CellRef, Counters, RunDiagnostic, TelemetryEvent } from "./events";
+import type { CellRef, Correction, Counters, MeasuredEstimate, RunDiagnostic, TelemetryEvent } from "./events";
+
+/** What the runner measured of a top-level loop's steps (its latest `step_measured` event). */
+export interface MeasuredRecord {
+  /** Lines (1-based) of the `train` statement in the run's document; 0 when unknown. */
+  startLine: number;
+  endLine: number;
+  device: string;
+  mode: string;
+  step: number;
+  total: number;
+  measuredSteps: number;
+  stepMs: number;
+  stepMsLo: number;
+  stepMsHi: number;
+  peakRssBytes: number | null;
+  devicePeakBytes: number | null;
+  stepPeakBytes: number | null;
+  etaS: number;
+  done: boolean;
+  estimate: MeasuredEstimate | null;
+  correction: Correction | null;
+}
 
 /** One `train` loop of a run. */
 export interface LoopRecord {
@@ -24,6 +46,8 @@ export interface LoopRecord {
   /** Event times (ms since the epoch) of the first and latest step. */
   firstTime: number;
   lastTime: number;
+  /** The runner's measurement of its steps, once it sent one. */
+  measured: MeasuredRecord | null;
 }
 
 /** A run's status. */
@@ -55,6 +79,9 @@ export interface RunRecord {
   peakMemoryBytes: number;
   /** How the latest `train` loop ran its steps ("captured" or "eager"), and why not captured. */
   stepMode: { mode: string; reason: string | null } | null;
+  /** The captured step's arena bytes and the eager step's live peak (latest loop), when known. */
+  stepArenaBytes: number | null;
+  stepEagerPeakBytes: number | null;
   warnings: RunDiagnostic[];
   outputs: string[];
   artifacts: { kind: string; path: string | null; content: string | null; bytes: number }[];
@@ -107,6 +134,8 @@ function newRun(id: string, time: number): RunRecord {
     memoryBytes: 0,
     peakMemoryBytes: 0,
     stepMode: null,
+    stepArenaBytes: null,
+    stepEagerPeakBytes: null,
     warnings: [],
     outputs: [],
     artifacts: [],
@@ -148,22 +177,7 @@ export function applyEvent(m: SessionModel, e: TelemetryEvent): RunRecord | unde
       run.outputs.push(e.text);
       break;
     case "step": {
-      let loop = run.loops.find((l) => l.loop === e.loop);
-      if (!loop) {
-        loop = {
-          loop: e.loop,
-          depth: e.depth,
-          total: e.total,
-          steps: [],
-          losses: [],
-          lastLr: null,
-          lastStepMs: 0,
-          itemsPerS: null,
-          firstTime: e.time,
-          lastTime: e.time,
-        };
-        run.loops.push(loop);
-      }
+      const loop = loopOf(run, e.loop, e.depth, e.total, e.time);
       loop.total = e.total;
       loop.steps.push(e.step);
       loop.losses.push(e.loss);
@@ -178,6 +192,29 @@ export function applyEvent(m: SessionModel, e: TelemetryEvent): RunRecord | unde
       run.memoryBytes = e.memory_bytes;
       run.peakMemoryBytes = Math.max(run.peakMemoryBytes, e.peak_memory_bytes);
       if (e.step_mode) run.stepMode = { mode: e.step_mode, reason: e.step_mode_reason ?? null };
+      if (e.step_arena_bytes !== null) run.stepArenaBytes = e.step_arena_bytes;
+      if (e.step_eager_peak_bytes !== null) run.stepEagerPeakBytes = e.step_eager_peak_bytes;
+      break;
+    case "step_measured":
+      loopOf(run, e.loop, 1, e.total, e.time).measured = {
+        startLine: e.start_line,
+        endLine: e.end_line,
+        device: e.device,
+        mode: e.mode,
+        step: e.step,
+        total: e.total,
+        measuredSteps: e.measured_steps,
+        stepMs: e.step_ms,
+        stepMsLo: e.step_ms_lo,
+        stepMsHi: e.step_ms_hi,
+        peakRssBytes: e.peak_rss_bytes,
+        devicePeakBytes: e.device_peak_bytes,
+        stepPeakBytes: e.step_peak_bytes,
+        etaS: e.eta_s,
+        done: e.done,
+        estimate: e.estimate,
+        correction: e.correction,
+      };
       break;
     case "value":
       run.value = { name: e.name, kind: e.kind, namedShape: e.named_shape, preview: e.preview, text: e.text };
@@ -192,11 +229,34 @@ export function applyEvent(m: SessionModel, e: TelemetryEvent): RunRecord | unde
       run.status = e.status;
       run.elapsedMs = e.elapsed_ms;
       run.diagnostic = e.diagnostic;
+      if (e.counters) run.counters = e.counters;
       break;
     case "unknown":
       break;
   }
   return run;
+}
+
+/** The record of loop `index` of a run, made when missing. */
+function loopOf(run: RunRecord, index: number, depth: number, total: number, time: number): LoopRecord {
+  let loop = run.loops.find((l) => l.loop === index);
+  if (!loop) {
+    loop = {
+      loop: index,
+      depth,
+      total,
+      steps: [],
+      losses: [],
+      lastLr: null,
+      lastStepMs: 0,
+      itemsPerS: null,
+      firstTime: time,
+      lastTime: time,
+      measured: null,
+    };
+    run.loops.push(loop);
+  }
+  return loop;
 }
 
 /**

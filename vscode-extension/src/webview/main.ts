@@ -14,6 +14,7 @@ import "./panel.css";
 import type { TelemetryEvent } from "../core/events";
 import { comparisonChart } from "../core/chartData";
 import { formatBytes, formatDuration, formatLoss, formatRate, stepModeText } from "../core/format";
+import { measuredText } from "../core/measured";
 import { applyEvent, emptySession, loopProgress, type RunRecord, type SessionModel } from "../core/runModel";
 import { barGeometry, formatMicros, parseTimeline, revealRequest, type TimelineView } from "../core/timeline";
 
@@ -185,6 +186,10 @@ function render(): void {
   }
   stats.append(stat("elapsed", run.elapsedMs !== null ? formatDuration(run.elapsedMs) : formatDuration(Date.now() - run.startTime)));
   app.append(stats);
+  // What the runner measured of the loop's steps, beside the estimate.
+  if (loop?.measured) {
+    app.append(el("p", { class: "measured" }, measuredText(loop.measured)));
+  }
   // Chart controls and chart.
   const logBox = el("input", { type: "checkbox", id: "log" });
   logBox.checked = options.logScale;
@@ -220,6 +225,9 @@ function render(): void {
           ? el("tr", {}, el("th", {}, "memory"), el("td", {}, "not tracked on the CPU"))
           : el("tr", {}, el("th", {}, "memory"), el("td", {}, formatBytes(run.memoryBytes)), el("th", {}, "peak"), el("td", {}, formatBytes(run.peakMemoryBytes))),
         ...(run.stepMode ? [el("tr", {}, el("th", {}, "train steps"), el("td", { colspan: "3" }, stepModeText(run.stepMode)))] : []),
+        ...(run.stepEagerPeakBytes !== null
+          ? [el("tr", {}, el("th", {}, "step memory"), el("td", { colspan: "3" }, `eager live peak ${formatBytes(run.stepEagerPeakBytes)}${run.stepArenaBytes !== null ? `, captured arena ${formatBytes(run.stepArenaBytes)}` : ""}`))]
+          : []),
       ),
     );
   }
@@ -347,7 +355,7 @@ function report(run: RunRecord | undefined): void {
       runs: model.runs.length,
       run: run?.id ?? null,
       status: run?.status ?? null,
-      loops: (run?.loops ?? []).map((l) => ({ loop: l.loop, points: l.steps.length, steps: l.steps, losses: l.losses })),
+      loops: (run?.loops ?? []).map((l) => ({ loop: l.loop, points: l.steps.length, steps: l.steps, losses: l.losses, measured: l.measured ? measuredText(l.measured) : null })),
       stepEvents,
       images: app.querySelectorAll("img.artifact").length,
       timeline: app.querySelector(".timeline")

@@ -87,22 +87,78 @@ impl Default for Correction {
 }
 
 impl Correction {
-    /// Adds one run's ratios (clamped to [0.1, 10]; a ratio further off is a
-    /// different workload, not a calibration error).
+    /// The most one run's ratio counts: a ratio further off than 10× either
+    /// way is a different workload, not a calibration error.
+    pub const RATIO_BOUNDS: (f64, f64) = (0.1, 10.0);
+    /// The most one run moves the correction, either way (a factor).
+    pub const MAX_STEP: f64 = 2.0;
+
+    /// Adds one run's ratios (measured ÷ the uncorrected estimate; a ratio
+    /// that is not finite, such as `f64::NAN` for "not measured", leaves its
+    /// figure as it was). Each figure becomes the geometric mean of the last
+    /// (up to) 10 runs' ratios, each clamped to [`Correction::RATIO_BOUNDS`],
+    /// and moves by at most [`Correction::MAX_STEP`] per run, so one odd run
+    /// cannot wreck it.
     pub fn add(&mut self, time: f64, memory: f64) {
         let n = self.runs.min(9) as f64;
         let mix = |old: f64, new: f64| {
-            let new = new.clamp(0.1, 10.0);
+            let (lo, hi) = Correction::RATIO_BOUNDS;
+            let new = new.clamp(lo, hi);
+            let old = if old.is_finite() && old > 0.0 {
+                old
+            } else {
+                1.0
+            };
             if new.is_finite() {
-                math::exp((math::log(old) * n + math::log(new)) / (n + 1.0))
+                let mean = math::exp((math::log(old) * n + math::log(new)) / (n + 1.0));
+                mean.clamp(old / Correction::MAX_STEP, old * Correction::MAX_STEP)
             } else {
                 old
             }
         };
         self.time = mix(self.time, time);
         self.memory = mix(self.memory, memory);
-        self.runs += 1;
+        self.runs = self.runs.saturating_add(1);
     }
+}
+
+/// Stores one measured run's ratios (measured ÷ the uncorrected estimate;
+/// `f64::NAN` for one not measured) in the correction of device kind `kind`
+/// (`cpu`, `cuda`, `mlx`) in the cache file at `path` ([`Correction::add`]).
+/// Only an existing cache with a calibrated model of that device is changed
+/// (`Ok(None)` otherwise: no file is created). The file is read again just
+/// before the change and replaced atomically (written beside it, then
+/// renamed), so a reader never sees half a file; of two processes learning at
+/// the same moment, the last one's write wins.
+pub fn learn(
+    path: &Path,
+    kind: &str,
+    time: f64,
+    memory: f64,
+) -> std::io::Result<Option<Correction>> {
+    let Some(mut cal) = Calibration::load(path) else {
+        return Ok(None);
+    };
+    let Some(entry) = cal
+        .devices
+        .iter_mut()
+        .find(|e| e.kind() == kind && e.gflops.is_finite() && e.gflops > 0.0 && e.model.is_some())
+    else {
+        return Ok(None);
+    };
+    let Some(model) = entry.model.as_mut() else {
+        return Ok(None);
+    };
+    model.correction.add(time, memory);
+    let learnt = model.correction;
+    cal.version = 2;
+    let text = serde_json::to_string_pretty(&cal).map_err(std::io::Error::other)?;
+    let tmp = path.with_extension(format!("json.{}.tmp", std::process::id()));
+    std::fs::write(&tmp, text + "\n")?;
+    std::fs::rename(&tmp, path).inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })?;
+    Ok(Some(learnt))
 }
 
 /// The cost model of one device.
@@ -352,5 +408,60 @@ pub fn device_model(
     match cal.and_then(|c| c.entry(kind)) {
         Some(e) => (e.device_model(), e.model.is_some()),
         None => (DeviceModel::assumed(kind, nominal_gflops), false),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_correction_moves_at_most_twofold_per_run_toward_the_bounded_ratio() {
+        let mut c = Correction::default();
+        // A wild ratio counts as 10, and moves the correction 2× at most.
+        c.add(1e6, 1e-6);
+        assert_eq!((c.time, c.memory, c.runs), (2.0, 0.5, 1));
+        c.add(10.0, 0.1);
+        assert_eq!((c.time, c.memory, c.runs), (4.0, 0.25, 2));
+        // A figure not measured keeps its value; the run still counts.
+        c.add(4.0, f64::NAN);
+        assert_eq!((c.time, c.memory, c.runs), (4.0, 0.25, 3));
+        // Steady ratios: the geometric mean of the runs.
+        let mut c = Correction::default();
+        c.add(1.5, 1.0);
+        c.add(1.5, 1.0);
+        assert!((c.time - 1.5).abs() < 1e-12);
+        c.add(1.0, 1.0);
+        assert!((c.time - math::exp(math::log(1.5) * 2.0 / 3.0)).abs() < 1e-12);
+    }
+
+    #[test]
+    fn learn_changes_only_an_existing_calibrated_entry() {
+        let dir = std::env::temp_dir().join(format!("mlpl-learn-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("calibration.json");
+        // No file: none is made.
+        assert_eq!(learn(&path, "cpu", 2.0, 2.0).unwrap(), None);
+        assert!(!path.exists());
+        // A version 1 entry (no model) and no CUDA entry: unchanged.
+        let v1 = r#"{"version":1,"devices":[{"device":"cpu","gflops":20,"size":512}]}"#;
+        std::fs::write(&path, v1).unwrap();
+        assert_eq!(learn(&path, "cpu", 2.0, 2.0).unwrap(), None);
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), v1);
+        // A calibrated entry learns, and the file says so.
+        let mut cal = Calibration::default();
+        let e = cal.entry_mut("cpu");
+        e.gflops = 20.0;
+        e.model = Some(DeviceModel::assumed("cpu", 20.0));
+        cal.save(&path).unwrap();
+        assert_eq!(learn(&path, "cuda", 2.0, 2.0).unwrap(), None);
+        let c = learn(&path, "cpu", 1.5, f64::NAN).unwrap().unwrap();
+        assert_eq!((c.time, c.memory, c.runs), (1.5, 1.0, 1));
+        let back = Calibration::load(&path).unwrap();
+        assert_eq!(back.devices[0].model.as_ref().unwrap().correction, c);
+        // Nothing is left beside it.
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
+        std::fs::remove_dir_all(&dir).ok();
     }
 }

@@ -17,7 +17,8 @@ use mlpl_lang::value::{DeviceTarget, Value};
 use mlpl_runner::serve::{self, ServeConfig};
 use mlpl_runner::session::progress::ProgressRenderer;
 use mlpl_runner::session::{
-    CellRef, Emitter, RunRequest, RunStatus, Session, SessionOptions, StepObserver, STEP_INTERVAL,
+    CellRef, Emitter, EventSink, Meter, RefineOptions, RunRequest, RunStatus, Session,
+    SessionOptions, StepObserver, STEP_INTERVAL,
 };
 use mlpl_runner::timeline::TimelineObserver;
 use mlpl_syntax::lexer::decode_source;
@@ -213,6 +214,12 @@ struct RunArgs {
     /// the machine's memory, as `mlpl serve`; 0: no budget.
     #[arg(long, value_name = "BYTES")]
     memory_budget: Option<usize>,
+    /// Do not store what the run's `train` loops measured in the calibration
+    /// cache (by default, when the cache exists, each loop's measured ÷
+    /// estimated step time and peak memory refine its device's correction;
+    /// docs/estimates.md). The environment variable MLPL_NO_REFINE=1 does the same.
+    #[arg(long)]
+    no_refine: bool,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -348,21 +355,33 @@ fn run(args: RunArgs) -> ExitCode {
             why.reason()
         );
     }
-    // On a terminal, each `train` loop gets a progress bar drawn from `step` events.
+    // On a terminal, each `train` loop gets a progress bar drawn from `step`
+    // events; with a calibration cache, the loops' measurements refine it.
     let progress = std::io::stderr()
         .is_terminal()
         .then(|| Arc::new(ProgressRenderer::new()));
-    if let Some(p) = &progress {
-        let p2 = p.clone();
-        let emitter = Arc::new(Emitter::new("cli", 0, Box::new(move |e| p2.handle(e))));
+    let refine = RefineOptions::from_env(true, args.no_refine);
+    if progress.is_some() || refine.cache.is_some() {
+        let sink: EventSink = match &progress {
+            Some(p) => {
+                let p2 = p.clone();
+                Box::new(move |e| p2.handle(e))
+            }
+            None => Box::new(|_| {}),
+        };
+        let emitter = Arc::new(Emitter::new("cli", 0, sink));
         let backend = it.devices.backend(device);
-        it.set_observer(Box::new(StepObserver::new(
-            emitter,
-            "run-1",
-            STEP_INTERVAL,
-            backend,
-            device.to_string(),
-        )));
+        let meter = Meter::new(
+            refine,
+            src.clone(),
+            &parsed.program,
+            device,
+            it.ws.calibration.clone(),
+        );
+        it.set_observer(Box::new(
+            StepObserver::new(emitter, "run-1", STEP_INTERVAL, backend, device.to_string())
+                .with_meter(meter),
+        ));
     }
     let timeline = args.timeline.as_ref().map(|_| {
         let inner = it.take_observer();
@@ -560,6 +579,7 @@ fn run_events(args: &RunArgs, src: SourceFile, device: mlpl_lang::value::DeviceT
         artifact_dir: Some(svg_dir(args.svg_out.as_deref())),
         capture_steps: !args.no_capture,
         calibration: Calibration::load_default().map(Arc::new),
+        refine: RefineOptions::from_env(true, args.no_refine),
         ..SessionOptions::default()
     };
     join_thread_pool();
@@ -905,7 +925,8 @@ fn calibration_loop(device: &str, src: &str, captured: bool) -> Result<measure::
     let result = (|| {
         for _ in 0..reps {
             let mut cmd = std::process::Command::new(&exe);
-            cmd.args(["run", "--profile", "--device", device]);
+            // The suite's own loops teach the cache nothing.
+            cmd.args(["run", "--profile", "--no-refine", "--device", device]);
             if !captured {
                 cmd.arg("--no-capture");
             }
@@ -935,7 +956,7 @@ fn calibration_trace(device: &str, src: &str) -> Result<String, String> {
     let result = (|| {
         std::fs::write(&file, src).map_err(|e| e.to_string())?;
         let out = std::process::Command::new(&exe)
-            .args(["run", "--device", device, "--timeline"])
+            .args(["run", "--no-refine", "--device", device, "--timeline"])
             .arg(&trace)
             .arg(&file)
             .output()

@@ -229,6 +229,8 @@ impl AppState {
             // without restarting the server.
             calibration: mlpl_lang::estimate::calibration::Calibration::load_default()
                 .map(Arc::new),
+            // The process holds every session: only time corrections are learnt.
+            refine: crate::session::RefineOptions::from_env(false, false),
             ..SessionOptions::default()
         }
     }

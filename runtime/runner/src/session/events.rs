@@ -98,6 +98,19 @@ pub struct MemoryUse {
     pub budget_bytes: Option<u64>,
 }
 
+/// The estimate of a measured loop, as the editor shows it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MeasuredEstimate {
+    /// Estimated milliseconds per step (the central value).
+    pub step_ms: f64,
+    /// Its low end.
+    pub step_ms_lo: f64,
+    /// Its high end.
+    pub step_ms_hi: f64,
+    /// Estimated peak memory, bytes.
+    pub memory_bytes: f64,
+}
+
 /// The body of an event; serialised with a `type` tag in snake case.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -139,6 +152,57 @@ pub enum EventBody {
         step_ms: f64,
         /// Iterations per second since the previous `step` event of this loop.
         items_per_s: Option<f64>,
+    },
+    /// What a top-level `train` loop's replayed (or, when it runs
+    /// interpreted, later) iterations measured: sent once it has
+    /// [`super::measured::MIN_SAMPLES`] measured iterations, then at most once
+    /// a second, and at its end (`done`), when the correction it taught the
+    /// calibration cache is included.
+    StepMeasured {
+        /// 0-based index of the loop within the run, as in `step` events.
+        #[serde(rename = "loop")]
+        loop_index: u32,
+        /// First line of the `train` statement in the document (1-based; 0
+        /// when the loop's statement was not found).
+        start_line: usize,
+        /// Its last line (1-based).
+        end_line: usize,
+        /// The device kind the loop ran on (`cpu`, `cuda`, `mlx`): its
+        /// `device` block's or the run's, the CPU when that is not available.
+        device: String,
+        /// `captured` (replayed iterations measured) or `eager`.
+        mode: String,
+        /// Iterations completed.
+        step: u64,
+        /// Iterations the loop runs.
+        total: u64,
+        /// Iterations measured (not the recorded ones, nor the first).
+        measured_steps: u64,
+        /// Median wall time of the measured iterations (the latest 1,024), ms.
+        step_ms: f64,
+        /// Their 10th percentile, ms.
+        step_ms_lo: f64,
+        /// Their 90th percentile, ms.
+        step_ms_hi: f64,
+        /// The process's peak resident memory so far (`VmHWM`); `null` where
+        /// the system does not report it.
+        peak_rss_bytes: Option<u64>,
+        /// The device's peak memory held by tensors (CUDA, MLX); `null` on the CPU.
+        device_peak_bytes: Option<u64>,
+        /// The step's own live peak (the most bytes of tensors its kernels saw
+        /// alive at once, from the recorded iterations); `null` when not recorded.
+        step_peak_bytes: Option<u64>,
+        /// Seconds left at the median: (total − step) × step_ms.
+        eta_s: f64,
+        /// Whether the loop has ended (its last event).
+        done: bool,
+        /// The estimate of the loop the editor shows (with the correction
+        /// learnt so far); `null` when the device has no calibrated model or the
+        /// checker cannot size the loop (e.g. its model is from another cell).
+        estimate: Option<MeasuredEstimate>,
+        /// The device's correction after this loop was learnt (`done` events
+        /// only; `null` when nothing was stored).
+        correction: Option<mlpl_lang::estimate::calibration::Correction>,
     },
     /// Device counters since the run started.
     Device {
@@ -233,6 +297,7 @@ impl EventBody {
             EventBody::RunStarted { .. } => "run_started",
             EventBody::Output { .. } => "output",
             EventBody::Step { .. } => "step",
+            EventBody::StepMeasured { .. } => "step_measured",
             EventBody::Device { .. } => "device",
             EventBody::Value { .. } => "value",
             EventBody::Artifact { .. } => "artifact",

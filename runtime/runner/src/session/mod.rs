@@ -9,6 +9,7 @@
 //! cancellation, a panic inside the interpreter).
 
 pub mod events;
+pub mod measured;
 pub mod observer;
 pub mod persist;
 pub mod progress;
@@ -27,8 +28,10 @@ use mlpl_lang::value::{DeviceTarget, Value};
 use mlpl_syntax::{Program, StmtKind};
 
 pub use events::{
-    CellRef, DeviceCounters, Emitter, Event, EventBody, EventSink, MemoryUse, RunStatus,
+    CellRef, DeviceCounters, Emitter, Event, EventBody, EventSink, MeasuredEstimate, MemoryUse,
+    RunStatus,
 };
+pub use measured::{Meter, RefineOptions};
 pub use observer::{CancelHandle, StepObserver, STEP_INTERVAL};
 pub use persist::SaveReport;
 pub use vars::VariableInfo;
@@ -55,6 +58,10 @@ pub struct SessionOptions {
     /// The calibration cache the session's estimates read (`estimate_train`,
     /// `feasible`), as `mlpl run` loads it; `None`: the nominal figures.
     pub calibration: Option<Arc<Calibration>>,
+    /// Refinement from measurement: where the corrections that measured
+    /// `train` loops teach are stored (none by default; `mlpl run` and `mlpl
+    /// serve` use [`RefineOptions::from_env`]).
+    pub refine: RefineOptions,
 }
 
 impl Default for SessionOptions {
@@ -68,6 +75,7 @@ impl Default for SessionOptions {
             autosave_dir: None,
             capture_steps: true,
             calibration: None,
+            refine: RefineOptions::default(),
         }
     }
 }
@@ -450,7 +458,14 @@ impl Session {
         )
         .with_cancel(self.cancel.clone())
         .with_counters(counts.clone())
-        .with_step_mode(step_mode.clone(), src.clone());
+        .with_step_mode(step_mode.clone(), src.clone())
+        .with_meter(Meter::new(
+            self.opts.refine.clone(),
+            src.clone(),
+            program,
+            device,
+            self.opts.calibration.clone(),
+        ));
         // "Run Cell with Trace": the timeline observer wraps the step observer.
         let timeline = if timeline {
             let t = crate::timeline::TimelineObserver::new(

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use mlpl_devices::{Backend, Counters, ScopeCounts};
 
 use super::events::{DeviceCounters, Emitter, EventBody};
+use super::measured::Meter;
 use mlpl_diag::{Diagnostic, SourceFile};
 use mlpl_lang::eval::{RunObserver, StepMode};
 
@@ -124,6 +125,7 @@ pub struct StepObserver {
     last_device: Instant,
     step_mode: SharedStepMode,
     source: Option<SourceFile>,
+    meter: Option<Meter>,
 }
 
 impl StepObserver {
@@ -151,7 +153,15 @@ impl StepObserver {
             last_device: Instant::now(),
             step_mode: SharedStepMode::default(),
             source: None,
+            meter: None,
         }
+    }
+
+    /// Measures the run's top-level loops with `meter`: `step_measured`
+    /// events, and the corrections learnt at their ends.
+    pub fn with_meter(mut self, meter: Meter) -> StepObserver {
+        self.meter = Some(meter);
+        self
     }
 
     /// Reports step modes into `mode` (which the session reads for the run's
@@ -272,7 +282,7 @@ impl RunObserver for StepObserver {
         }
     }
 
-    fn on_train_start(&mut self, _total: usize, depth: usize) {
+    fn on_train_start(&mut self, total: usize, depth: usize) {
         if let Some(c) = &self.cancel {
             c.in_train.fetch_add(1, Ordering::SeqCst);
             // A request that raced with the loop's start still takes effect.
@@ -286,6 +296,9 @@ impl RunObserver for StepObserver {
             pending: None,
         });
         self.next_loop = self.next_loop.saturating_add(1);
+        if let Some(m) = self.meter.as_mut() {
+            m.train_start(total, depth);
+        }
     }
 
     fn on_step(&mut self, step: usize, total: usize, loss: f64, lr: Option<f64>, step_ms: f64) {
@@ -310,6 +323,9 @@ impl RunObserver for StepObserver {
         if first || step >= total || now.duration_since(l.last_emit) >= interval {
             self.flush(at, now);
         }
+        if let Some(body) = self.meter.as_mut().and_then(|m| m.step(step, step_ms, now)) {
+            self.emitter.emit(&self.run, body);
+        }
     }
 
     fn on_step_mode(&mut self, mode: &StepMode<'_>) {
@@ -321,6 +337,9 @@ impl RunObserver for StepObserver {
         };
         if let Ok(mut m) = self.step_mode.lock() {
             *m = Some(report);
+        }
+        if let Some(m) = self.meter.as_mut() {
+            m.step_mode(mode.depth, mode.span, mode.captured, mode.eager_live_peak);
         }
         if let (true, Some(why), Some(src)) = (mode.guard_failed, mode.reason, &self.source) {
             let d = Diagnostic::warning("capture", "train step not captured: every iteration is interpreted")
@@ -335,10 +354,17 @@ impl RunObserver for StepObserver {
         self.emitter.emit(&self.run, body);
     }
 
-    fn on_train_end(&mut self, _completed: usize, _total: usize, _depth: usize) {
+    fn on_train_end(&mut self, completed: usize, _total: usize, depth: usize) {
         // The last completed step is always reported exactly.
         let at = self.loops.len().wrapping_sub(1);
         self.flush(at, Instant::now());
+        if let Some(body) = self
+            .meter
+            .as_mut()
+            .and_then(|m| m.train_end(completed, depth))
+        {
+            self.emitter.emit(&self.run, body);
+        }
         self.loops.pop();
         if let Some(c) = &self.cancel {
             let _ = c

@@ -54,8 +54,14 @@ impl Server {
 
     /// Starts `mlpl` with exactly `args`.
     pub fn spawn(args: &[&str]) -> Server {
+        Server::spawn_env(args, &[])
+    }
+
+    /// Starts `mlpl` with exactly `args` and these environment variables.
+    pub fn spawn_env(args: &[&str], env: &[(&str, &str)]) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_mlpl"))
             .args(args)
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
