@@ -8,10 +8,10 @@ use super::{opt, req, Builtin, Diff, Facts};
 use crate::data::files;
 use crate::estimate;
 use crate::estimate::calibration::DeviceModel;
-use crate::estimate::hypothetical::Architecture;
+use crate::estimate::hypothetical::{self, Architecture};
 use crate::estimate::spec::{self, Spec};
 use crate::eval::{Call, Interp};
-use crate::nn::hf::config::Config;
+use crate::nn::hf::config::{Config, Family};
 use crate::step_cost::cost::estimate_step;
 use crate::step_cost::kernels::{LossKind, StepShape};
 use crate::value::{named_shape, Array, Value};
@@ -169,7 +169,41 @@ fn architecture(c: &Call, i: usize) -> Result<Architecture, Diagnostic> {
             .note("`estimate_hypothetical` reads the config.json of Llama, Qwen 3 and GPT-OSS checkpoints (docs/estimates.md)")
     };
     let config = Config::parse(&text).map_err(malformed)?;
-    Architecture::from_config(&config).map_err(malformed)
+    config_architecture(&config).map_err(malformed)
+}
+
+/// The architecture of a Hugging Face configuration (Llama, Qwen 3 and
+/// GPT-OSS; GPT-2's layer norms and two-matrix MLP are not this shape).
+pub fn config_architecture(c: &Config) -> Result<Architecture, String> {
+    let base = match c.family {
+        Family::Llama => hypothetical::LLAMA,
+        Family::Qwen3 => hypothetical::QWEN3,
+        Family::GptOss => hypothetical::GPT_OSS,
+        Family::Gpt2 => {
+            return Err(
+                "a GPT-2 configuration is not a shape `estimate_hypothetical` models (llama, qwen3 and gpt_oss are)"
+                    .to_string(),
+            )
+        }
+    };
+    let oss = c.oss.as_ref();
+    Ok(Architecture {
+        vocab: c.vocab as u64,
+        d: c.d as u64,
+        layers: c.layers as u64,
+        ff: c.hidden as u64,
+        heads: c.heads as u64,
+        kv_heads: c.kv_heads as u64,
+        head_dim: c.head_dim as u64,
+        qkv_bias: c.attention_bias,
+        o_bias: c.attention_bias,
+        tied: c.tied,
+        experts: oss.map_or(0, |o| o.experts as u64),
+        top_k: oss.map_or(0, |o| o.top_k as u64),
+        window: oss.and_then(|o| o.window).unwrap_or(0) as u64,
+        sliding_layers: oss.map_or(0, |o| o.sliding.iter().filter(|s| **s).count() as u64),
+        ..base
+    })
 }
 
 fn calibrate_device(c: &mut Call) -> Result<Value, Diagnostic> {

@@ -3,10 +3,9 @@
 //! feed-forward block (or a mixture of SwiGLU experts), in the Llama, Qwen 3 and
 //! GPT-OSS shapes. The named ones are a table; a description
 //! (`"llama(d = 4096, …)"`, `estimate::spec`) or a Hugging Face `config.json`
-//! ([`Architecture::from_config`]) gives any other.
+//! (read by the builtin, `builtins::feasibility`) gives any other.
 
 use super::Estimate;
-use crate::nn::hf::config::{Config, Family};
 
 /// A decoder-only transformer's sizes and options.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -206,40 +205,6 @@ pub fn names() -> String {
 }
 
 impl Architecture {
-    /// The architecture of a Hugging Face configuration (Llama, Qwen 3 and
-    /// GPT-OSS; GPT-2's layer norms and two-matrix MLP are not this shape).
-    pub fn from_config(c: &Config) -> Result<Architecture, String> {
-        let base = match c.family {
-            Family::Llama => LLAMA,
-            Family::Qwen3 => QWEN3,
-            Family::GptOss => GPT_OSS,
-            Family::Gpt2 => {
-                return Err(
-                    "a GPT-2 configuration is not a shape `estimate_hypothetical` models (llama, qwen3 and gpt_oss are)"
-                        .to_string(),
-                )
-            }
-        };
-        let oss = c.oss.as_ref();
-        Ok(Architecture {
-            vocab: c.vocab as u64,
-            d: c.d as u64,
-            layers: c.layers as u64,
-            ff: c.hidden as u64,
-            heads: c.heads as u64,
-            kv_heads: c.kv_heads as u64,
-            head_dim: c.head_dim as u64,
-            qkv_bias: c.attention_bias,
-            o_bias: c.attention_bias,
-            tied: c.tied,
-            experts: oss.map_or(0, |o| o.experts as u64),
-            top_k: oss.map_or(0, |o| o.top_k as u64),
-            window: oss.and_then(|o| o.window).unwrap_or(0) as u64,
-            sliding_layers: oss.map_or(0, |o| o.sliding.iter().filter(|s| **s).count() as u64),
-            ..base
-        })
-    }
-
     /// Width of the queries (and of the attention's context): H·hd.
     fn q_width(&self) -> f64 {
         (self.heads * self.head_dim) as f64
