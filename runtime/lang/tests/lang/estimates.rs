@@ -82,9 +82,19 @@ train 1 {
 }
 ";
 
+/// A LoRA student of a tanh MLP (the base frozen, as `lora` leaves it).
+const LORA: &str = "X = randn(1, [64, 8])
+y = argmax(randn(2, [64, 4]), 1)
+base = chain(linear(8, 16, 5), tanh_layer(), linear(16, 4, 6))
+student = lora(base, 2, 4, 9)
+train 1 {
+  adam(cross_entropy(apply(student, X), y), student, 0.02, 0.9, 0.999, 1e-8)
+}
+";
+
 #[test]
 fn kernel_lists_match_a_recorded_step() {
-    for (name, src) in [("mlp", MLP), ("lm", LM)] {
+    for (name, src) in [("mlp", MLP), ("lm", LM), ("lora", LORA)] {
         assert_eq!(estimated_step(src), recorded_step(src), "{name}");
     }
 }
@@ -144,6 +154,41 @@ fn the_loop_knows_its_device_block_and_batch() {
     let lp = first_loop(LM);
     assert_eq!(lp.device, None);
     assert_eq!((lp.step.batch, lp.step.seq), (4.0, 8.0));
+}
+
+#[test]
+fn a_bpe_pipeline_over_a_constant_text_has_a_known_batch() {
+    // As examples/tiny_lm.mlpl: the checker trains the tokenizer on the
+    // preloaded text, so the windows, and the batch, are exact.
+    let src = |corpus: &str| {
+        format!(
+            "{corpus}
+tok = train_bpe(text, 300, 0)
+ids = apply_tokenizer(tok, text)
+X = shift_pairs_x(ids, 16)
+Y = shift_pairs_y(ids, 16)
+model = chain(embed(300, 8, 0), linear(8, 300, 1))
+train 1 {{
+  adam(cross_entropy(apply(model, X), Y), model, 0.001, 0.9, 0.999, 1e-8)
+}}
+X
+"
+        )
+    };
+    let known = src("text = load_preloaded(\"tiny_shakespeare_snippet\")");
+    let lp = first_loop(&known);
+    assert!(lp.batch.known(), "{:?}", lp.batch);
+    // The batch is what the program computes.
+    let mut it = Interp::new(Workspace::new());
+    let x = run_value(&mut it, &known);
+    let rows = match x {
+        mlpl_lang::value::Value::Array(a) => a.shape()[0] as f64,
+        _ => panic!("X is an array"),
+    };
+    assert_eq!((lp.step.batch, lp.step.seq), (rows, 16.0));
+    // A text known only at run time keeps the batch unknown (and labelled).
+    let lp = first_loop(&src("text = load(\"corpus.txt\")"));
+    assert!(!lp.batch.known());
 }
 
 /// A model counted by hand: 2 µs per kernel, every GEMM at 10 GFLOP/s, 5 GB/s,
