@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use mlpl_devices::profile::KernelLog;
 use mlpl_lang::check::query::check_with_facts;
-use mlpl_lang::estimate::calibration::{Calibration, DeviceModel, Measured};
+use mlpl_lang::estimate::calibration::{Calibration, DeviceModel, GemmPoint, Measured};
 use mlpl_lang::eval::{Interp, Workspace};
 use mlpl_lang::step_cost::cost::estimate_step;
 use mlpl_lang::step_cost::kernels::{step_kernels, totals};
@@ -355,9 +355,20 @@ fn products_cost_whole_tiles_and_kernels_their_factors() {
     };
     let mut model = hand_model();
     model.tile = [12, 32];
+    // Calibrated shapes of whole tiles (one tile of depth 1, and 384 = 32·12),
+    // so that every product runs at 10 GFLOP/s of its padded work.
+    model.gemm = [(12u64, 1u64, 32u64), (384, 384, 384)]
+        .iter()
+        .map(|&(m, k, n)| GemmPoint {
+            m,
+            k,
+            n,
+            gflops: Measured::exact(10.0),
+        })
+        .collect();
     let pick = |x: &Measured| x.median;
     let d = 2e-6;
-    // Every GEMM at 10 GFLOP/s: [200, 16]·[16, 2] computes [204, 16]·[16, 32].
+    // [200, 16]·[16, 2] computes [204, 16]·[16, 32].
     let t = kernel_seconds(&model, &gemm(200.0, 16.0, 2.0), pick);
     assert!(
         (t - d - 2.0 * 204.0 * 16.0 * 32.0 / 10e9).abs() < 1e-15,
@@ -377,6 +388,44 @@ fn products_cost_whole_tiles_and_kernels_their_factors() {
     other.name = "matmul_t";
     let t = kernel_seconds(&model, &other, pick);
     assert!((t - d - 5.0 * base).abs() < 1e-15);
+}
+
+#[test]
+fn calibrated_points_count_their_own_padding() {
+    use mlpl_lang::step_cost::cost::kernel_work_seconds;
+    use mlpl_lang::step_cost::kernels::{Kernel, Work};
+    // An 8³ product measured at 2 GFLOP/s (1024 FLOPs in 0.512 µs) computes a
+    // 12 × 32 tile: a product of that shape costs what the measurement took,
+    // not its padded work at the measured rate (six times as much).
+    let mut model = hand_model();
+    model.tile = [12, 32];
+    model.gemm = vec![
+        GemmPoint {
+            m: 8,
+            k: 8,
+            n: 8,
+            gflops: Measured::exact(2.0),
+        },
+        GemmPoint {
+            m: 384,
+            k: 384,
+            n: 384,
+            gflops: Measured::exact(40.0),
+        },
+    ];
+    let k = Kernel {
+        name: "matmul",
+        work: Work::Gemm {
+            batch: 1.0,
+            m: 8.0,
+            k: 8.0,
+            n: 8.0,
+        },
+        out_elems: 64.0,
+        evals: 0.0,
+    };
+    let t = kernel_work_seconds(&model, &k, |x| x.median);
+    assert!((t - 2.0 * 512.0 / 2e9).abs() < 1e-15, "{t}");
 }
 
 #[test]
