@@ -148,10 +148,10 @@ train 12 {
 /// The parameter-heavy memory loop: a wide MLP on 8 rows, whose peak memory
 /// is mostly parameters, gradients, optimizer state and their copies. Its
 /// weight matrix (3072², 38 MB) is of the size where a memory verdict is
-/// decided: the allocator returns buffers that large to the system when they
-/// are freed, while it keeps a few-MB buffer of a narrower model resident
-/// (a 1536-wide loop held 10 parameter-sized buffers at its peak besides the
-/// weights, gradients and moments; 3072 to 6144 wide, 6.5 to 7.2).
+/// decided: fitted on a 1536-wide loop, the factor said 10.4 parameter-sized
+/// buffers where 3072- to 6144-wide MLPs hold 6.5 to 7.2 at their peak
+/// (likely the allocator keeping freed buffers of a few MB resident and
+/// returning those of tens of MB; docs/benchmarks.md, "Third round").
 pub const PARAM_LOOP: &str = "X = randn(1, [8, 32])
 y = argmax(randn(2, [8, 10]), 1)
 model = chain(linear(32, 3072, 1), relu_layer(), linear(3072, 3072, 2), relu_layer(), linear(3072, 10, 3))
@@ -161,9 +161,10 @@ train 6 {
 ";
 
 /// The activation-heavy memory loop: a one-block transformer LM whose
-/// activations (about 200 MB of kernel outputs per step) dwarf its
-/// parameters, for the same reason larger than [`REFERENCE_LOOP`] (whose
-/// 20 MB of outputs gave a factor 1.5 times what larger steps hold).
+/// activations dwarf its parameters, larger than [`REFERENCE_LOOP`] for the
+/// same reason (fitted on that loop, the activation factor was 0.83 where
+/// this one gives 0.50, and the 16 × 128-token stress LM was over-estimated
+/// 1.46×).
 pub const ACTIVATION_LOOP: &str = "X = argmax(randn(1, [16, 128, 256]), 2)
 Y = argmax(randn(2, [16, 128, 256]), 2)
 model = chain(
