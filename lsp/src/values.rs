@@ -23,7 +23,7 @@ pub fn describe(v: &AbsValue) -> String {
             format!("model, {} parameters", group_digits(p))
         }
         AbsValue::Model(None) => "model".into(),
-        AbsValue::Tokenizer => "tokenizer".into(),
+        AbsValue::Tokenizer(_) => "tokenizer".into(),
     }
 }
 

@@ -39,7 +39,7 @@ pub fn to_device(c: &mut ShapeCtx) -> Result<AbsValue, Diagnostic> {
         }
         // A model's parameters are placed; the result is the exact scalar 0.
         AbsValue::Model(_) => Ok(AbsValue::scalar(0.0)),
-        AbsValue::Tokenizer => Err(c.error_of(xi, code::E0311, "this is a tokenizer")),
+        AbsValue::Tokenizer(_) => Err(c.error_of(xi, code::E0311, "this is a tokenizer")),
         _ => Ok(AbsValue::Unknown),
     }
 }

@@ -2,15 +2,20 @@
 
 use mlpl_devices::clock::Instant;
 
+use super::site::CallSite;
 use super::ParamKind::*;
 use super::{opt, req, Builtin, Diff, Facts};
+use crate::data::files;
+use crate::estimate;
 use crate::estimate::calibration::DeviceModel;
-use crate::estimate::{self, hypothetical};
+use crate::estimate::hypothetical::{self, Architecture};
+use crate::estimate::spec::{self, Spec};
 use crate::eval::{Call, Interp};
+use crate::nn::hf::config::{Config, Family};
 use crate::step_cost::cost::estimate_step;
 use crate::step_cost::kernels::{LossKind, StepShape};
 use crate::value::{named_shape, Array, Value};
-use mlpl_diag::Diagnostic;
+use mlpl_diag::{code, Diagnostic};
 
 /// The builtins of this group.
 pub const BUILTINS: &[Builtin] = &[
@@ -29,9 +34,9 @@ pub const BUILTINS: &[Builtin] = &[
     Builtin {
         name: "estimate_hypothetical",
         params: &[req("name", Str), req("steps", Scalar), req("batch_size", Scalar), req("seq_len", Scalar), opt("dtype_bytes", Scalar), opt("lora_rank", Scalar)],
-        summary: "feasibility of training a published architecture",
-        doc: "`estimate_hypothetical(name, steps, batch, seq [, dtype_bytes [, lora_rank]])` returns `[params, vram_bytes, disk_bytes, flops, wall_seconds]` for smollm-135m, smollm-360m, smollm-1.7b, llama-3.2-1b or qwen-2.5-0.5b (LANGUAGE §15.3). Throughput comes from `mlpl_device_throughput_gflops_DEV`, then `mlpl_device_throughput_gflops`, else 50 GFLOPS.",
-        example: "estimate_hypothetical(\"smollm-135m\", 100, 4, 512)",
+        summary: "feasibility of training a transformer architecture",
+        doc: "`estimate_hypothetical(name, steps, batch, seq [, dtype_bytes [, lora_rank]])` returns `[params, vram_bytes, disk_bytes, flops, wall_seconds]` for a decoder-only transformer (LANGUAGE §15.3, docs/estimates.md). name is one of the table's architectures (smollm-135m, smollm-360m, smollm-1.7b, llama-3.2-1b, qwen-2.5-0.5b, llama-3-8b, qwen3-0.6b, qwen3-8b, gpt-oss-20b, gpt-oss-120b); a description that starts from a family (llama, qwen3, gpt_oss) or a table name and sets fields, `\"llama(vocab = 32000, d = 2048, layers = 16, ff = 5632, heads = 32, kv_heads = 4)\"` or `\"qwen3-8b(layers = 12)\"` (fields vocab, d, layers, ff, heads, kv_heads, head_dim, tied, qk_norm, qkv_bias, attention_bias, sinks, experts, top_k, window, sliding_layers); or the path of a Hugging Face `config.json` (or of its folder) in the data directory, of a Llama, Qwen 3 or GPT-OSS checkpoint. Parameters count every expert; FLOPs count the k experts a token is routed to and, on sliding layers, the window's keys. Throughput comes from `mlpl_device_throughput_gflops_DEV`, then `mlpl_device_throughput_gflops`, else 50 GFLOPS. E0105 for an unknown name or a description it cannot read (the message says which field and how to fix it); E0403–E0406 for the config path and file.",
+        example: "estimate_hypothetical(\"gpt_oss(vocab = 1000, d = 64, layers = 2, ff = 64, heads = 4, kv_heads = 2, experts = 8, top_k = 2, window = 16)\", 100, 4, 512)",
         diff: Diff::Effect,
         facts: Facts::NONE,
         section: "10.17",
@@ -131,10 +136,7 @@ fn estimate_train(c: &mut Call) -> Result<Value, Diagnostic> {
 }
 
 fn estimate_hypothetical(c: &mut Call) -> Result<Value, Diagnostic> {
-    let name = c.string(0)?;
-    let Some(arch) = hypothetical::lookup(name) else {
-        return Err(super::site::unknown_architecture(c, 0, name));
-    };
+    let arch = architecture(c, 0)?;
     let steps = positive(c, 1)?;
     let batch = positive(c, 2)?;
     let seq = positive(c, 3)?;
@@ -142,6 +144,66 @@ fn estimate_hypothetical(c: &mut Call) -> Result<Value, Diagnostic> {
     let r = if c.has(5) { positive(c, 5)? } else { 0.0 };
     let e = arch.estimate(steps, batch, seq, dt, r, throughput_gflops(c.it));
     Ok(Value::Array(Array::from_f64(vec![5], &e.to_array())))
+}
+
+/// The architecture argument `i` names: a table name or a description
+/// (E0105), or a Hugging Face `config.json` (or the folder holding one) in the
+/// data directory, read with `hf_model`'s parser (E0403–E0406).
+fn architecture(c: &Call, i: usize) -> Result<Architecture, Diagnostic> {
+    let rel = match spec::parse(c.string(i)?) {
+        Err(e) => return Err(super::site::unknown_architecture(c, i, &e)),
+        Ok(Spec::Arch(a)) => return Ok(a),
+        Ok(Spec::Config(rel)) => rel,
+    };
+    let dir = c.it.ws.data_dir.as_deref();
+    let resolve =
+        |rel: &str| files::resolve(dir, rel).map_err(|e| super::site::path_error(c, i, &e));
+    let mut path = resolve(&rel)?;
+    if path.is_dir() {
+        path = resolve(&format!("{}/config.json", rel.trim_end_matches('/')))?;
+    }
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| c.error_of(i, code::E0405, format!("{}: {e}", path.display())))?;
+    let malformed = |m: String| {
+        c.error_of(i, code::E0406, m)
+            .note("`estimate_hypothetical` reads the config.json of Llama, Qwen 3 and GPT-OSS checkpoints (docs/estimates.md)")
+    };
+    let config = Config::parse(&text).map_err(malformed)?;
+    config_architecture(&config).map_err(malformed)
+}
+
+/// The architecture of a Hugging Face configuration (Llama, Qwen 3 and
+/// GPT-OSS; GPT-2's layer norms and two-matrix MLP are not this shape).
+pub fn config_architecture(c: &Config) -> Result<Architecture, String> {
+    let base = match c.family {
+        Family::Llama => hypothetical::LLAMA,
+        Family::Qwen3 => hypothetical::QWEN3,
+        Family::GptOss => hypothetical::GPT_OSS,
+        Family::Gpt2 => {
+            return Err(
+                "a GPT-2 configuration is not a shape `estimate_hypothetical` models (llama, qwen3 and gpt_oss are)"
+                    .to_string(),
+            )
+        }
+    };
+    let oss = c.oss.as_ref();
+    Ok(Architecture {
+        vocab: c.vocab as u64,
+        d: c.d as u64,
+        layers: c.layers as u64,
+        ff: c.hidden as u64,
+        heads: c.heads as u64,
+        kv_heads: c.kv_heads as u64,
+        head_dim: c.head_dim as u64,
+        qkv_bias: c.attention_bias,
+        o_bias: c.attention_bias,
+        tied: c.tied,
+        experts: oss.map_or(0, |o| o.experts as u64),
+        top_k: oss.map_or(0, |o| o.top_k as u64),
+        window: oss.and_then(|o| o.window).unwrap_or(0) as u64,
+        sliding_layers: oss.map_or(0, |o| o.sliding.iter().filter(|s| **s).count() as u64),
+        ..base
+    })
 }
 
 fn calibrate_device(c: &mut Call) -> Result<Value, Diagnostic> {

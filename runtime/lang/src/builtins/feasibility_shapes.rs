@@ -3,7 +3,7 @@
 
 use crate::check::abstract_value::{AbsArray, AbsValue, Dim};
 use crate::check::ctx::ShapeCtx;
-use crate::estimate::hypothetical;
+use crate::estimate::spec::{self, Spec};
 use mlpl_diag::Diagnostic;
 
 type Rule = Result<AbsValue, Diagnostic>;
@@ -30,12 +30,19 @@ pub fn estimate_train(c: &mut ShapeCtx) -> Rule {
     Ok(AbsValue::Array(AbsArray::of_shape(&[5])))
 }
 
-/// `estimate_hypothetical(name, steps, batch, seq [, dtype_bytes [, lora_rank]])`:
-/// `[5]`; E0105 for an unknown architecture.
+/// `estimate_hypothetical(arch, steps, batch, seq [, dtype_bytes [, lora_rank]])`:
+/// `[5]`; E0105 for an unknown name or a description it cannot read, E0404 for
+/// a `config.json` path outside the data directory (the checker reads no files).
 pub fn estimate_hypothetical(c: &mut ShapeCtx) -> Rule {
-    if let Some(name) = c.string(0)? {
-        if hypothetical::lookup(&name).is_none() {
-            return Err(super::site::unknown_architecture(c, 0, &name));
+    if let Some(text) = c.string(0)? {
+        match spec::parse(&text) {
+            Err(e) => return Err(super::site::unknown_architecture(c, 0, &e)),
+            Ok(Spec::Config(rel)) => {
+                if let Some(e) = super::files_shapes::lexical_path_error(&rel) {
+                    return Err(super::site::path_error(c, 0, &e));
+                }
+            }
+            Ok(Spec::Arch(_)) => {}
         }
     }
     for i in 1..c.len() {

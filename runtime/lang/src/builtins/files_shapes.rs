@@ -68,7 +68,7 @@ pub fn save(c: &mut ShapeCtx) -> Rule {
         site::check_safetensors_path(c, 1, p)?;
     }
     match c.value(0) {
-        AbsValue::Str(_) | AbsValue::Tokenizer => {
+        AbsValue::Str(_) | AbsValue::Tokenizer(_) => {
             let kind = c.value(0).kind_name().unwrap_or("value");
             return Err(c.error_of(0, code::E0301, format!("this is a {kind}")));
         }

@@ -388,18 +388,24 @@ pub fn unknown_chart(c: &impl CallSite, i: usize, other: &str) -> Diagnostic {
     .note(format!("chart types: {}", super::viz::SVG_TYPES.join(", ")))
 }
 
-/// E0105: `estimate_hypothetical`'s architecture `name` (argument `i`) is unknown.
-pub fn unknown_architecture(c: &impl CallSite, i: usize, name: &str) -> Diagnostic {
+/// E0105: `estimate_hypothetical`'s architecture (argument `i`) is an unknown
+/// name or a description it cannot read (`e`: what and how to fix it).
+pub fn unknown_architecture(
+    c: &impl CallSite,
+    i: usize,
+    e: &crate::estimate::spec::SpecError,
+) -> Diagnostic {
     c.error_at(
         i,
         mlpl_diag::code::E0105,
-        format!("unknown architecture `{name}`"),
-        "not a built-in architecture",
+        e.message.clone(),
+        "not an architecture `estimate_hypothetical` knows",
     )
     .note(format!(
         "known architectures: {}",
         crate::estimate::hypothetical::names()
     ))
+    .help(e.help.clone())
 }
 
 /// E0104: `load_preloaded`'s corpus `name` (argument `i`) is not preloaded.

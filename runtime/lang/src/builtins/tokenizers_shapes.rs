@@ -1,18 +1,34 @@
 //! Shape rules of the tokenizer builtins (LANGUAGE §10.10), next to their runtime
 //! implementations in `tokenizers.rs`. Token counts depend on the text, so the
-//! checker gives them symbolic lengths (`T`), except for the bytes of a constant
-//! string.
+//! checker gives them symbolic lengths (`T`), except for a constant string: its
+//! bytes, and its BPE tokens when the tokenizer was trained on a constant text
+//! small enough to train while checking ([`CHECK_WORK`]).
+
+use std::sync::Arc;
 
 use crate::check::abstract_value::{AbsArray, AbsValue};
 use crate::check::ctx::ShapeCtx;
-use crate::data::tokenizer;
+use crate::data::tokenizer::{self, Tokenizer};
 use mlpl_diag::Diagnostic;
 
 type Rule = Result<AbsValue, Diagnostic>;
 
+/// The most work (text bytes × BPE merges) the checker spends training or
+/// applying a tokenizer on a constant text: a few milliseconds, so checking
+/// stays interactive (the preloaded corpora are far below it).
+pub const CHECK_WORK: usize = 1 << 24;
+
 /// `tokenizer()`: the byte-level tokenizer.
 pub fn byte_tokenizer(_c: &mut ShapeCtx) -> Rule {
-    Ok(AbsValue::Tokenizer)
+    Ok(AbsValue::Tokenizer(Some(Arc::new(Tokenizer::Bytes))))
+}
+
+/// Merges of a tokenizer (0 for the byte-level one).
+fn merges(t: &Tokenizer) -> usize {
+    match t {
+        Tokenizer::Bytes => 0,
+        Tokenizer::Bpe(b) => b.merges().len(),
+    }
 }
 
 /// `tokenize_bytes(text)`: `[nbytes]`, exact for a constant text.
@@ -66,15 +82,33 @@ fn corpus(c: &ShapeCtx, i: usize) -> Result<(), Diagnostic> {
 /// `train_bpe(corpus, vocab_size, seed)`: a tokenizer.
 pub fn train_bpe(c: &mut ShapeCtx) -> Rule {
     corpus(c, 0)?;
-    c.count(1)?;
+    let vocab = c.count(1)?;
     c.seed(2)?;
-    Ok(AbsValue::Tokenizer)
+    let seed = c.scalar(2)?.filter(|s| s.is_finite() && *s >= 0.0);
+    let trained = match (c.string(0)?, vocab) {
+        (Some(text), Some(v)) if text.len() * v.saturating_sub(256) <= CHECK_WORK => {
+            Some(Arc::new(Tokenizer::Bpe(tokenizer::train_bpe(
+                text.as_bytes(),
+                v,
+                seed.unwrap_or(0.0) as u64,
+            ))))
+        }
+        _ => None,
+    };
+    Ok(AbsValue::Tokenizer(trained))
 }
 
-/// `apply_tokenizer(tok, text)`: `[T]` ids, T symbolic.
+/// `apply_tokenizer(tok, text)`: `[T]` ids, T symbolic unless the tokenizer and
+/// the text are known (then the exact count).
 pub fn apply_tokenizer(c: &mut ShapeCtx) -> Rule {
     c.tokenizer(0)?;
     corpus(c, 1)?;
+    if let (AbsValue::Tokenizer(Some(tok)), Some(text)) = (c.value(0), c.string(1)?) {
+        if text.len() * merges(tok).max(1) <= CHECK_WORK {
+            let n = tok.encode(text.as_bytes()).len();
+            return Ok(AbsValue::Array(AbsArray::of_shape(&[n])));
+        }
+    }
     let t = c.fresh("T");
     Ok(AbsValue::Array(AbsArray::of_dims(vec![t])))
 }

@@ -349,8 +349,10 @@ pub enum AbsValue {
     Str(Option<String>),
     /// A model, with its layer tree when every size is known (LANGUAGE §11.10).
     Model(Option<super::models::AbsModel>),
-    /// A tokenizer.
-    Tokenizer,
+    /// A tokenizer, itself when the checker can build it (the byte-level one,
+    /// or BPE trained on a constant text), so that token counts of constant
+    /// texts are exact.
+    Tokenizer(Option<std::sync::Arc<crate::data::tokenizer::Tokenizer>>),
 }
 
 impl AbsValue {
@@ -377,7 +379,7 @@ impl AbsValue {
             AbsValue::Array(_) => Some("array"),
             AbsValue::Str(_) => Some("string"),
             AbsValue::Model(_) => Some("model"),
-            AbsValue::Tokenizer => Some("tokenizer"),
+            AbsValue::Tokenizer(_) => Some("tokenizer"),
         }
     }
 
@@ -404,7 +406,9 @@ impl AbsValue {
             (AbsValue::Model(a), AbsValue::Model(b)) => {
                 AbsValue::Model(if a == b { a.clone() } else { None })
             }
-            (AbsValue::Tokenizer, AbsValue::Tokenizer) => AbsValue::Tokenizer,
+            (AbsValue::Tokenizer(a), AbsValue::Tokenizer(b)) => {
+                AbsValue::Tokenizer(if a == b { a.clone() } else { None })
+            }
             _ => AbsValue::Unknown,
         }
     }

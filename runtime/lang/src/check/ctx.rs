@@ -220,7 +220,7 @@ impl<'a> ShapeCtx<'a> {
     /// Checks that argument `i` can be a tokenizer (E0304 otherwise).
     pub fn tokenizer(&self, i: usize) -> Result<(), Diagnostic> {
         match self.value(i) {
-            AbsValue::Tokenizer | AbsValue::Unknown => Ok(()),
+            AbsValue::Tokenizer(_) | AbsValue::Unknown => Ok(()),
             other => Err(self.kind_error(
                 i,
                 code::E0304,

@@ -140,7 +140,7 @@ impl Checker {
                 self.env.get(v).is_some_and(|b| match &b.value {
                     AbsValue::Array(_) => b.tracked == Tri::No,
                     AbsValue::Str(_) => true,
-                    AbsValue::Model(_) | AbsValue::Tokenizer | AbsValue::Unknown => false,
+                    AbsValue::Model(_) | AbsValue::Tokenizer(_) | AbsValue::Unknown => false,
                 })
             })
     }
@@ -182,7 +182,7 @@ impl Checker {
                                 p.vars.push(name.clone());
                             }
                         }
-                        AbsValue::Str(_) | AbsValue::Tokenizer => {
+                        AbsValue::Str(_) | AbsValue::Tokenizer(_) => {
                             let kind = b.value.kind_name().unwrap_or("value");
                             self.report(not_a_reference(
                                 item.span,

@@ -4,6 +4,7 @@
 
 pub mod calibration;
 pub mod hypothetical;
+pub mod spec;
 
 /// The default throughput in GFLOPS when none is configured (LANGUAGE §15.1).
 pub const DEFAULT_GFLOPS: f64 = 50.0;

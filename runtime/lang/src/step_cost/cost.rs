@@ -31,9 +31,13 @@ impl Range {
     }
 }
 
-/// GFLOP/s of a `[m, k]·[k, n]` product (`batch` of them): interpolated in
-/// log-log between the calibrated shapes by work `m·k·n` (the nearest point's
-/// throughput past the ends), from the points' percentile `pick`.
+/// GFLOP/s of a `[m, k]·[k, n]` product (`batch` of them; `m` and `n` padded
+/// to whole tiles by the caller): interpolated in log-log between the
+/// calibrated shapes by work `m·k·n` (the nearest point's throughput past the
+/// ends), from the points' percentile `pick`. The points are put in the same
+/// terms: a calibrated `8³` product computes whole `12 × 32` tiles too, so its
+/// throughput over its padded work is `(12·32)/(8·8)` times its measured one
+/// (without this, small products paid for their padding twice).
 pub fn gemm_gflops(
     model: &DeviceModel,
     batch: f64,
@@ -45,7 +49,11 @@ pub fn gemm_gflops(
     let mut pts: Vec<(f64, f64)> = model
         .gemm
         .iter()
-        .map(|p| ((p.m * p.k * p.n) as f64, pick(&p.gflops)))
+        .map(|p| {
+            let (m, n) = (p.m.max(1) as f64, p.n.max(1) as f64);
+            let (pm, pn) = (padded(m, model.tile[0]), padded(n, model.tile[1]));
+            (pm * p.k as f64 * pn, pick(&p.gflops) * pm * pn / (m * n))
+        })
         .filter(|(w, g)| *w > 0.0 && *g > 0.0)
         .collect();
     if pts.is_empty() {

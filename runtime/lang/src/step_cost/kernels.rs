@@ -209,6 +209,19 @@ fn forward(
             }
             Some(o)
         }
+        Layer::Lora(l) => {
+            // x·W, then (x·A)·B scaled by alpha / r and added (nn/apply.rs).
+            let (i, o, k) = (l.base.inp as f64, l.base.out as f64, l.rank as f64);
+            out.push(gemm("matmul", 1.0, r, i, o));
+            out.push(gemm("matmul", 1.0, r, i, k));
+            out.push(gemm("matmul", 1.0, r, k, o));
+            out.push(mem("binary", r * o, r * o));
+            out.push(mem("binary", 2.0 * r * o, r * o));
+            if l.base.bias {
+                out.push(mem("binary", r * o + o, r * o));
+            }
+            Some(o)
+        }
         Layer::Activation(a) => {
             if !fused {
                 let name = if matches!(a, Activation::Softmax) {
@@ -385,7 +398,7 @@ fn forward(
                     }
                 }
                 w = forward(ch, st, w, fuse, out);
-                prev_biased_linear = matches!(**ch, Layer::Linear(l) if l.bias);
+                prev_biased_linear = biased_linear(ch);
             }
             w
         }
@@ -406,7 +419,6 @@ fn generic(layer: &Layer, st: &StepShape, w: Option<f64>, out: &mut Vec<Kernel>)
     let r = st.batch * st.seq;
     let c = cost(layer, st.batch, st.seq);
     let o = match layer {
-        Layer::Lora(l) => Some(l.base.out as f64),
         Layer::Engram(g) => Some(g.d as f64),
         _ => w,
     };
@@ -440,6 +452,27 @@ fn backward(
                 out.push(gemm("matmul_t", 1.0, r, o, i));
             }
             if l.bias {
+                out.push(mem("sum_to_shape", r * o, o));
+            }
+            Some(o)
+        }
+        Layer::Lora(l) => {
+            // Reversed later: the base's dW and dx, the scale's gradient, dB and
+            // d(x·A), dA and the adapters' dx, the two dx summed, the bias sum.
+            let (i, o, k) = (l.base.inp as f64, l.base.out as f64, l.rank as f64);
+            out.push(gemm("matmul_t", 1.0, i, r, o));
+            if !first {
+                out.push(gemm("matmul_t", 1.0, r, o, i));
+            }
+            out.push(mem("binary", r * o, r * o));
+            out.push(gemm("matmul_t", 1.0, k, r, o));
+            out.push(gemm("matmul_t", 1.0, r, o, k));
+            out.push(gemm("matmul_t", 1.0, i, r, k));
+            if !first {
+                out.push(gemm("matmul_t", 1.0, r, k, i));
+                out.push(mem("binary", 2.0 * r * i, r * i));
+            }
+            if l.base.bias {
                 out.push(mem("sum_to_shape", r * o, o));
             }
             Some(o)
@@ -645,7 +678,7 @@ fn backward(
                     w = backward(ch, st, w, first, out);
                 }
                 first &= !has_params(ch);
-                prev_biased_linear = matches!(**ch, Layer::Linear(l) if l.bias);
+                prev_biased_linear = biased_linear(ch);
             }
             w
         }
@@ -685,6 +718,16 @@ fn backward_evals(a: Activation) -> f64 {
         1.0
     } else {
         0.0
+    }
+}
+
+/// Whether `l` is a (LoRA-wrapped) linear layer with a bias, whose bias add
+/// fuses with an activation after it (`bias_act`).
+fn biased_linear(l: &Layer) -> bool {
+    match l {
+        Layer::Linear(l) => l.bias,
+        Layer::Lora(l) => l.base.bias,
+        _ => false,
     }
 }
 

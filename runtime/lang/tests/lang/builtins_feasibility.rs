@@ -220,3 +220,92 @@ fn calibrate_device_errors() {
     assert_eq!(error_code("calibrate_device([8])"), "E0205");
     assert_eq!(error_code("calibrate_device(8, 8)"), "E0103");
 }
+
+#[test]
+fn large_architectures_by_name_and_by_description() {
+    // Published counts: Llama-3-8B 8.03 B; Qwen3-0.6B 0.6 B (0.44 B without
+    // embeddings) and Qwen3-8B 8.2 B (6.95 B without); GPT-OSS 20.91 B and
+    // 116.83 B total.
+    for (name, described, p) in [
+        ("llama-3-8b", "llama(vocab = 128256, d = 4096, layers = 32, ff = 14336, heads = 32, kv_heads = 8)", 8030261248.0),
+        ("qwen3-0.6b", "qwen3(vocab = 151936, d = 1024, layers = 28, ff = 3072, heads = 16, kv_heads = 8, head_dim = 128, tied = 1)", 596049920.0),
+        ("qwen3-8b", "qwen3(vocab = 151936, d = 4096, layers = 36, ff = 12288, heads = 32, kv_heads = 8, head_dim = 128)", 8190735360.0),
+        ("gpt-oss-20b", "gpt_oss(vocab = 201088, d = 2880, layers = 24, ff = 2880, heads = 64, kv_heads = 8, head_dim = 64, experts = 32, top_k = 4, window = 128)", 20914757184.0),
+        ("gpt-oss-120b", "gpt_oss(vocab = 201088, d = 2880, layers = 36, ff = 2880, heads = 64, kv_heads = 8, head_dim = 64, experts = 128, top_k = 4, window = 128)", 116829156672.0),
+    ] {
+        let by_name = nums(&format!("estimate_hypothetical(\"{name}\", 10, 2, 256, 2)"));
+        let by_description = nums(&format!("estimate_hypothetical(\"{described}\", 10, 2, 256, 2)"));
+        assert_eq!(by_name[0] as f32, p as f32, "{name}");
+        assert_eq!(by_name, by_description, "{name}");
+    }
+    // GPT-OSS-20B: FLOPs are those of the 3.6 B active parameters, not the
+    // 20.9 B: 6 · tokens · (active less the head) + the head + attention.
+    let e = nums("estimate_hypothetical(\"gpt-oss-20b\", 1, 1, 64)");
+    let dense_equivalent = 6.0 * 64.0 * 20.9e9;
+    assert!(e[3] < 0.25 * dense_equivalent, "{}", e[3]);
+}
+
+#[test]
+fn a_config_json_gives_the_checkpoints_parameter_count() {
+    // The tiny checkpoints of examples/hf: the count from config.json equals
+    // the parameters of the model `hf_model` builds from the same folder.
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/hf");
+    for (family, arg) in [
+        ("llama", "llama/config.json"),
+        ("qwen3", "qwen3/config.json"),
+        ("gpt_oss", "./gpt_oss"),
+    ] {
+        let mut s = Session::new(Some(&dir), None);
+        let from_config = s.eval(&format!("estimate_hypothetical(\"{arg}\", 1, 1, 1)[0]"));
+        let built = s.eval(&format!(
+            "estimate_train(hf_model(\"{family}\"), 1, 1, 1)[0]"
+        ));
+        assert_eq!(from_config, built, "{family}");
+    }
+    let mut s = Session::new(Some(&dir), None);
+    // GPT-2 is a checkpoint `hf_model` reads but not this shape.
+    let e = s
+        .run("estimate_hypothetical(\"gpt2/config.json\", 1, 1, 1)")
+        .result
+        .unwrap_err();
+    assert_eq!(e.code, "E0406");
+    assert_eq!(
+        s.error_code("estimate_hypothetical(\"missing/config.json\", 1, 1, 1)"),
+        "E0405"
+    );
+    assert_eq!(
+        s.error_code("estimate_hypothetical(\"../config.json\", 1, 1, 1)"),
+        "E0404"
+    );
+    assert_eq!(
+        Session::new(None, None)
+            .error_code("estimate_hypothetical(\"llama/config.json\", 1, 1, 1)"),
+        "E0403"
+    );
+}
+
+#[test]
+fn description_errors_say_what_to_fix() {
+    for (src, says) in [
+        ("llama(d = 4096, layers = 32)", "lacks vocab, ff, heads"),
+        (
+            "gpt_oss(vocab = 64, d = 32, layers = 2, ff = 16, heads = 4)",
+            "lacks experts, top_k",
+        ),
+        ("qwen3-8b(width = 3)", "unknown field `width`"),
+        (
+            "llama-3-8b(kv_heads = 5)",
+            "kv_heads = 5 does not divide heads = 32",
+        ),
+        ("mistral(d = 8)", "unknown architecture `mistral`"),
+    ] {
+        let line = format!("estimate_hypothetical(\"{src}\", 1, 1, 1)");
+        let d = error_of(&line);
+        assert_eq!(d.code, "E0105", "{src}");
+        let text = format!("{} {:?} {:?}", d.message, d.notes, d.help);
+        assert!(text.contains(says), "{src}: {text}");
+        // The error points at the first argument, the string.
+        let at = d.primary.as_ref().expect("a span").span;
+        assert_eq!(&line[at.start..at.end], format!("\"{src}\""), "{src}");
+    }
+}

@@ -52,7 +52,10 @@ fn samples() -> Vec<AbsValue> {
         AbsValue::Str(Some("scatter".into())),
         AbsValue::Str(Some("tiny_corpus".into())),
         AbsValue::Model(None),
-        AbsValue::Tokenizer,
+        AbsValue::Tokenizer(None),
+        AbsValue::Tokenizer(Some(std::sync::Arc::new(
+            mlpl_lang::data::tokenizer::Tokenizer::Bytes,
+        ))),
     ]
 }
 

@@ -98,7 +98,7 @@ pub fn agree(stat: &AbsValue, dynamic: &Value) -> Result<bool, String> {
             }
             Ok(true)
         }
-        (AbsValue::Tokenizer, Value::Tokenizer(_)) => Ok(true),
+        (AbsValue::Tokenizer(_), Value::Tokenizer(_)) => Ok(true),
         (s, d) => Err(format!("kind {s:?} vs runtime {}", d.kind_name())),
     }
 }

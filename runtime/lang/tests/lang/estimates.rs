@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use mlpl_devices::profile::KernelLog;
 use mlpl_lang::check::query::check_with_facts;
-use mlpl_lang::estimate::calibration::{Calibration, DeviceModel, Measured};
+use mlpl_lang::estimate::calibration::{Calibration, DeviceModel, GemmPoint, Measured};
 use mlpl_lang::eval::{Interp, Workspace};
 use mlpl_lang::step_cost::cost::estimate_step;
 use mlpl_lang::step_cost::kernels::{step_kernels, totals};
@@ -82,9 +82,19 @@ train 1 {
 }
 ";
 
+/// A LoRA student of a tanh MLP (the base frozen, as `lora` leaves it).
+const LORA: &str = "X = randn(1, [64, 8])
+y = argmax(randn(2, [64, 4]), 1)
+base = chain(linear(8, 16, 5), tanh_layer(), linear(16, 4, 6))
+student = lora(base, 2, 4, 9)
+train 1 {
+  adam(cross_entropy(apply(student, X), y), student, 0.02, 0.9, 0.999, 1e-8)
+}
+";
+
 #[test]
 fn kernel_lists_match_a_recorded_step() {
-    for (name, src) in [("mlp", MLP), ("lm", LM)] {
+    for (name, src) in [("mlp", MLP), ("lm", LM), ("lora", LORA)] {
         assert_eq!(estimated_step(src), recorded_step(src), "{name}");
     }
 }
@@ -160,6 +170,41 @@ fn the_loop_knows_its_device_block_and_batch() {
     let lp = first_loop(LM);
     assert_eq!(lp.device, None);
     assert_eq!((lp.step.batch, lp.step.seq), (4.0, 8.0));
+}
+
+#[test]
+fn a_bpe_pipeline_over_a_constant_text_has_a_known_batch() {
+    // As examples/tiny_lm.mlpl: the checker trains the tokenizer on the
+    // preloaded text, so the windows, and the batch, are exact.
+    let src = |corpus: &str| {
+        format!(
+            "{corpus}
+tok = train_bpe(text, 300, 0)
+ids = apply_tokenizer(tok, text)
+X = shift_pairs_x(ids, 16)
+Y = shift_pairs_y(ids, 16)
+model = chain(embed(300, 8, 0), linear(8, 300, 1))
+train 1 {{
+  adam(cross_entropy(apply(model, X), Y), model, 0.001, 0.9, 0.999, 1e-8)
+}}
+X
+"
+        )
+    };
+    let known = src("text = load_preloaded(\"tiny_shakespeare_snippet\")");
+    let lp = first_loop(&known);
+    assert!(lp.batch.known(), "{:?}", lp.batch);
+    // The batch is what the program computes.
+    let mut it = Interp::new(Workspace::new());
+    let x = run_value(&mut it, &known);
+    let rows = match x {
+        mlpl_lang::value::Value::Array(a) => a.shape()[0] as f64,
+        _ => panic!("X is an array"),
+    };
+    assert_eq!((lp.step.batch, lp.step.seq), (rows, 16.0));
+    // A text known only at run time keeps the batch unknown (and labelled).
+    let lp = first_loop(&src("text = load(\"corpus.txt\")"));
+    assert!(!lp.batch.known());
 }
 
 /// A model counted by hand: 2 µs per kernel, every GEMM at 10 GFLOP/s, 5 GB/s,
@@ -326,9 +371,20 @@ fn products_cost_whole_tiles_and_kernels_their_factors() {
     };
     let mut model = hand_model();
     model.tile = [12, 32];
+    // Calibrated shapes of whole tiles (one tile of depth 1, and 384 = 32·12),
+    // so that every product runs at 10 GFLOP/s of its padded work.
+    model.gemm = [(12u64, 1u64, 32u64), (384, 384, 384)]
+        .iter()
+        .map(|&(m, k, n)| GemmPoint {
+            m,
+            k,
+            n,
+            gflops: Measured::exact(10.0),
+        })
+        .collect();
     let pick = |x: &Measured| x.median;
     let d = 2e-6;
-    // Every GEMM at 10 GFLOP/s: [200, 16]·[16, 2] computes [204, 16]·[16, 32].
+    // [200, 16]·[16, 2] computes [204, 16]·[16, 32].
     let t = kernel_seconds(&model, &gemm(200.0, 16.0, 2.0), pick);
     assert!(
         (t - d - 2.0 * 204.0 * 16.0 * 32.0 / 10e9).abs() < 1e-15,
@@ -348,6 +404,44 @@ fn products_cost_whole_tiles_and_kernels_their_factors() {
     other.name = "matmul_t";
     let t = kernel_seconds(&model, &other, pick);
     assert!((t - d - 5.0 * base).abs() < 1e-15);
+}
+
+#[test]
+fn calibrated_points_count_their_own_padding() {
+    use mlpl_lang::step_cost::cost::kernel_work_seconds;
+    use mlpl_lang::step_cost::kernels::{Kernel, Work};
+    // An 8³ product measured at 2 GFLOP/s (1024 FLOPs in 0.512 µs) computes a
+    // 12 × 32 tile: a product of that shape costs what the measurement took,
+    // not its padded work at the measured rate (six times as much).
+    let mut model = hand_model();
+    model.tile = [12, 32];
+    model.gemm = vec![
+        GemmPoint {
+            m: 8,
+            k: 8,
+            n: 8,
+            gflops: Measured::exact(2.0),
+        },
+        GemmPoint {
+            m: 384,
+            k: 384,
+            n: 384,
+            gflops: Measured::exact(40.0),
+        },
+    ];
+    let k = Kernel {
+        name: "matmul",
+        work: Work::Gemm {
+            batch: 1.0,
+            m: 8.0,
+            k: 8.0,
+            n: 8.0,
+        },
+        out_elems: 64.0,
+        evals: 0.0,
+    };
+    let t = kernel_work_seconds(&model, &k, |x| x.median);
+    assert!((t - 2.0 * 512.0 / 2e9).abs() < 1e-15, "{t}");
 }
 
 #[test]
