@@ -28,6 +28,8 @@ mod integer;
 #[cfg(feature = "mlx")]
 mod kernels;
 #[cfg(feature = "mlx")]
+pub mod library;
+#[cfg(feature = "mlx")]
 mod step;
 
 #[cfg(feature = "mlx")]
@@ -40,6 +42,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::backend::Backend;
+
+/// Whether this build includes the MLX backend (cargo feature `mlx`).
+pub const BUILT: bool = cfg!(feature = "mlx");
 
 /// How many step graphs MLX has traced (and compiled) in this process: one
 /// per captured loop when MLX's cache works.
@@ -57,6 +62,9 @@ pub fn graphs_traced() -> u64 {
 pub enum MlxUnavailable {
     /// This build has no MLX backend (cargo feature `mlx` off).
     NotBuilt,
+    /// MLX's library could not be loaded: each place tried and what the
+    /// dynamic loader said (see [`library`]).
+    NotLoaded(Vec<String>),
     /// MLX loaded but failed to run a first operation.
     Failed(String),
 }
@@ -67,6 +75,12 @@ impl fmt::Display for MlxUnavailable {
             MlxUnavailable::NotBuilt => write!(
                 f,
                 "this build does not include the MLX backend (build with `--features mlpl-devices/mlx`, see docs/devices.md)"
+            ),
+            MlxUnavailable::NotLoaded(tried) => write!(
+                f,
+                "MLX's library libmlx.so could not be loaded: {}; install it with `bash scripts/mlx-venv.sh` \
+                 or set MLPL_MLX_LIB to the libmlx.so of mlx-cpu==0.32.2 (or its directory); see docs/devices.md",
+                tried.join("; ")
             ),
             MlxUnavailable::Failed(why) => write!(f, "MLX could not be started: {why}"),
         }

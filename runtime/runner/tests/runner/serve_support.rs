@@ -54,8 +54,15 @@ impl Server {
 
     /// Starts `mlpl` with exactly `args`.
     pub fn spawn(args: &[&str]) -> Server {
+        Server::spawn_with_env(args, &[])
+    }
+
+    /// Starts `mlpl` with exactly `args` and the environment variables `env`
+    /// added to this process's.
+    pub fn spawn_with_env(args: &[&str], env: &[(&str, &std::ffi::OsStr)]) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_mlpl"))
             .args(args)
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
