@@ -95,10 +95,16 @@ pub(crate) fn contiguous(a: &Array) -> Result<Array> {
     locked(|| a.contiguous()).map_err(|e| mlx_error("contiguous", e))
 }
 
-/// Optimizer results not evaluated yet: the updates of one optimizer call
-/// (one `adam_update` per parameter) are evaluated together, by the next
-/// evaluation or the next other kernel ([`settle_pending`]).
-static PENDING: Mutex<Vec<Array>> = Mutex::new(Vec::new());
+// Per thread: MLX's streams belong to the thread that made them (MLX 0.32), so
+// an update deferred on one thread is evaluated by that thread, never by
+// another thread's evaluation (which MLX refuses: "There is no Stream(cpu, N)
+// in current thread").
+thread_local! {
+    /// Optimizer results not evaluated yet: the updates of one optimizer call
+    /// (one `adam_update` per parameter) are evaluated together, by the next
+    /// evaluation or the next other kernel ([`settle_pending`]).
+    static PENDING: std::cell::RefCell<Vec<Array>> = const { std::cell::RefCell::new(Vec::new()) };
+}
 
 /// Evaluates `arrays` and the pending optimizer results (one evaluation,
 /// counted), holding the MLX lock.
@@ -109,7 +115,7 @@ pub(crate) fn evaluate<'a>(
 ) -> Result<()> {
     stats.evaluation();
     locked(|| {
-        let pending = std::mem::take(&mut *PENDING.lock().unwrap_or_else(|p| p.into_inner()));
+        let pending = PENDING.with(|p| std::mem::take(&mut *p.borrow_mut()));
         let mut all: Vec<&Array> = arrays.into_iter().collect();
         all.extend(&pending);
         mlx_rs::transforms::eval(all)
@@ -119,15 +125,12 @@ pub(crate) fn evaluate<'a>(
 
 /// Keeps `arrays` (a parameter update) for the next evaluation.
 pub(crate) fn defer(arrays: impl IntoIterator<Item = Array>) {
-    PENDING
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .extend(arrays);
+    PENDING.with(|p| p.borrow_mut().extend(arrays));
 }
 
 /// Evaluates the pending optimizer results, if any (one evaluation).
 pub(crate) fn settle_pending(stats: &DeviceStats) -> Result<()> {
-    let any = !PENDING.lock().unwrap_or_else(|p| p.into_inner()).is_empty();
+    let any = PENDING.with(|p| !p.borrow().is_empty());
     if any && !tracing() {
         evaluate(stats, [], "settling the parameter updates")?;
     }

@@ -37,8 +37,8 @@ pub use backend::MlxBackend;
 #[cfg(feature = "mlx")]
 pub use step::CompiledStep;
 
+use std::cell::Cell;
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::backend::Backend;
@@ -46,15 +46,18 @@ use crate::backend::Backend;
 /// Whether this build includes the MLX backend (cargo feature `mlx`).
 pub const BUILT: bool = cfg!(feature = "mlx");
 
-/// How many step graphs MLX has traced (and compiled) in this process: one
-/// per captured loop when MLX's cache works.
-static TRACES: AtomicU64 = AtomicU64::new(0);
+thread_local! {
+    /// How many step graphs MLX has traced (and compiled) on this thread: one
+    /// per captured loop when MLX's cache works. (Per thread, so that tests
+    /// running side by side do not count each other's graphs.)
+    static TRACES: Cell<u64> = const { Cell::new(0) };
+}
 
-/// The captured steps' graphs traced so far in this process (0 without the
+/// The captured steps' graphs traced so far on this thread (0 without the
 /// MLX backend); a test checks that a captured loop traces its graph once,
 /// however many steps it runs.
 pub fn graphs_traced() -> u64 {
-    TRACES.load(Ordering::Relaxed)
+    TRACES.with(Cell::get)
 }
 
 /// Why the MLX device cannot be used.

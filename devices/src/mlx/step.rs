@@ -14,7 +14,6 @@
 //! the CPU) cannot be one graph: [`compile_step`] then says so and the loop
 //! stays eager, as with the CPU's guards.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -126,7 +125,7 @@ pub(super) fn compile_step(mlx: &MlxBackend, plan: &StepPlan) -> Result<Box<dyn 
     let traced_with = backend.clone();
     let traced_graph = graph.clone();
     let f = move |xs: &[Array]| -> std::result::Result<Vec<Array>, Exception> {
-        super::TRACES.fetch_add(1, Ordering::Relaxed);
+        super::TRACES.with(|n| n.set(n.get() + 1));
         trace(&traced_with, &traced_graph, xs).map_err(|e| Exception::custom(e.to_string()))
     };
     let compiled = mlx_rs::transforms::compile::compile(f, false);
