@@ -244,6 +244,28 @@ impl AdamStep {
     }
 }
 
+/// Where a dropout mask's random bits come from (LANGUAGE §13.7): the layer's
+/// stream (its seed, mixed) and a counter (the `train` loop's `step`). The
+/// mask's key is `splitmix64(stream ^ counter)`. Replays of a captured step add
+/// one to the counter per run, as the loop's `step` does, so a replayed step
+/// makes the mask the eager step would.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DropoutKey {
+    /// The layer's stream: `splitmix64(seed)`.
+    pub stream: u64,
+    /// The counter: the iteration's `step`.
+    pub counter: u64,
+}
+
+impl DropoutKey {
+    /// The key the mask's elements are drawn from:
+    /// `splitmix64(stream ^ counter)` (LANGUAGE §13.3's mixing).
+    pub fn key(&self) -> u64 {
+        let z = (self.stream ^ self.counter).wrapping_add(crate::engram::GOLDEN_GAMMA);
+        crate::engram::mix(z)
+    }
+}
+
 /// The default implementations of the fused methods, composed from the
 /// primitive kernels (so every backend has them, with the exact per-element
 /// operations a fused kernel must reproduce).

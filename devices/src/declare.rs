@@ -34,7 +34,7 @@
 //! or an error saying why the kernel would not accept them.
 
 use crate::attention::AttentionSpec;
-use crate::backend::{AdamStep, BinaryOp, ReduceOp, UnaryOp};
+use crate::backend::{AdamStep, BinaryOp, DropoutKey, ReduceOp, UnaryOp};
 use crate::tensor::Tensor;
 
 /// A non-tensor argument of a kernel as a recorded [`Op`](crate::capture::Op)
@@ -87,6 +87,18 @@ impl Attr for AdamStep {
     fn replayed(&self, run: u64) -> AdamStep {
         AdamStep {
             t: self.t + run + 1,
+            ..*self
+        }
+    }
+}
+
+impl Attr for DropoutKey {
+    type Arg<'a> = DropoutKey;
+    /// The counter (the loop's `step`) of replay run `run`: `run + 1` more than
+    /// recorded.
+    fn replayed(&self, run: u64) -> DropoutKey {
+        DropoutKey {
+            counter: self.counter.wrapping_add(run + 1),
             ..*self
         }
     }

@@ -101,7 +101,11 @@ mod tests {
         // The composed default is `binary` then `unary`, each a fallback.
         assert_eq!(dev.take_fallbacks(), vec!["binary", "unary"]);
         // `dropout_mask`'s default is "no device mask": no fallback at all.
-        assert!(dev.dropout_mask(&[4], 1, 0.5).unwrap().is_none());
+        let key = crate::DropoutKey {
+            stream: 1,
+            counter: 0,
+        };
+        assert!(dev.dropout_mask(&[4], key, 0.5).unwrap().is_none());
         assert!(dev.take_fallbacks().is_empty());
     }
 

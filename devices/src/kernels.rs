@@ -8,7 +8,7 @@
 //! compile until it implements it.
 
 use crate::attention::{self, AttentionDims, AttentionSpec};
-use crate::backend::{composed, AdamStep, BinaryOp, ReduceOp, UnaryOp};
+use crate::backend::{composed, AdamStep, BinaryOp, DropoutKey, ReduceOp, UnaryOp};
 use crate::shape::{broadcast_shapes, reduced_shape, rows_of};
 use crate::tensor::Tensor;
 
@@ -325,14 +325,15 @@ declare_backend! {
 
     /// The dropout mask of LANGUAGE §13.7 for an input of `shape`, made on this
     /// device: element i is `1/(1-p)` (as f32) when
-    /// `(splitmix64(key + i·0x9E3779B97F4A7C15) >> 11)·2⁻⁵³ >= p`, else 0 (`key` is
-    /// derived from the layer's seed and the step by the caller). `None` (the
-    /// default) means the caller builds the mask in host memory.
-    kernel fn dropout_mask(&self, shape: &[usize], key: u64, p: f64) -> Result<Option<Tensor>> {
+    /// `(splitmix64(k + i·0x9E3779B97F4A7C15) >> 11)·2⁻⁵³ >= p`, else 0, with
+    /// `k = key.key()` (the layer's stream and the step, [`DropoutKey`]; a replayed
+    /// step counts the step on). `None` (the default) means the caller builds
+    /// the mask in host memory.
+    kernel fn dropout_mask(&self, shape: &[usize], key: DropoutKey, p: f64) -> Result<Option<Tensor>> {
         let _ = (shape, key, p);
         Ok(None)
     }
-        => DropoutMask { shape: Vec<usize>, key: u64, p: f64 } []
+        => DropoutMask { shape: Vec<usize>, key: DropoutKey, p: f64 } []
         sizes(ins) { vec![n(shape)] };
 
     // Selection and slicing (`where`, `slice`, axis `concat`).

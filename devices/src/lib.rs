@@ -35,8 +35,8 @@ mod unfused;
 
 pub use attention::{AttentionDims, AttentionSpec};
 pub use backend::{
-    AdamConstants, AdamStep, Backend, BinaryOp, Counters, DeviceError, DeviceKind, ReduceOp,
-    Result, UnaryOp, CAUSAL_FILL,
+    AdamConstants, AdamStep, Backend, BinaryOp, Counters, DeviceError, DeviceKind, DropoutKey,
+    ReduceOp, Result, UnaryOp, CAUSAL_FILL,
 };
 pub use counter_scope::{count_in_scopes, Count, CounterScope, ScopeCounts};
 pub use cpu::{cpu, CpuBackend};

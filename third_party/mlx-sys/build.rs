@@ -201,9 +201,13 @@ fn target_is_apple() -> bool {
 
 /// Linux (vendored change 1, CHANGES.md): mlx-c is configured against an installed
 /// MLX (`MLX_C_USE_SYSTEM_MLX=ON`, `find_package(MLX)` in `$MLX_DIR`, e.g. PyPI's
-/// `mlx-cpu` wheel) instead of fetching MLX from GitHub at configure time, and
-/// linked against its `libmlx.so` and libstdc++ (no objc, Foundation or libc++).
-fn build_and_link_mlx_c_system() {
+/// `mlx-cpu` wheel) instead of fetching MLX from GitHub at configure time.
+/// Vendored change 5: nothing of MLX is linked into the final binary. mlx-c (and
+/// the float16 accessors of change 3) become one shared library, `libmlxc.so`,
+/// linked against `libmlx.so`; the crate embeds it and opens it at run time
+/// (`src/lazy.rs`). Returns the MLX lib directory (the default place to look
+/// for `libmlx.so` at run time).
+fn build_mlx_c_shared() -> PathBuf {
     println!("cargo:rerun-if-env-changed=MLX_DIR");
     println!("cargo:rerun-if-env-changed=MLX_LIB_DIR");
     let mlx_dir = env::var_os("MLX_DIR").map(PathBuf::from).unwrap_or_else(|| {
@@ -233,35 +237,123 @@ fn build_and_link_mlx_c_system() {
     let dst = config.build();
 
     // Vendored change 3: the float16/bfloat16 accessors mlx-c declares only on ARM.
-    cc::Build::new()
+    let half = cc::Build::new()
         .cpp(true)
         .std("c++20")
+        .pic(true)
         .file("src/half_accessors.cpp")
         .include(mlx_c_root)
         .include(&include_dir)
         .warnings(false)
-        .compile("mlxsys_half");
+        .cargo_metadata(false)
+        .compile_intermediates();
     println!("cargo:rerun-if-changed=src/half_accessors.cpp");
 
-    println!("cargo:rustc-link-search=native={}/lib", dst.display());
-    println!("cargo:rustc-link-search=native={}/build", dst.display());
-    println!("cargo:rustc-link-lib=static=mlxc");
-    // `cargo test` and `cargo run` put build-script search paths inside the target
-    // directory on the loader's path: a link to the MLX lib directory there lets
-    // test binaries find libmlx.so (and, through its own rpath, its BLAS) without
-    // LD_LIBRARY_PATH. Final binaries add an rpath from their own build scripts
-    // (they read `DEP_MLX_LIB_DIR` through the `MLX_LIB_DIR` they were built with).
+    // Vendored change 5: `libmlxc.so` = mlx-c's (position-independent) archive
+    // and the accessors, needing `libmlx.so` and libstdc++. `-Bsymbolic` binds
+    // mlx-c's calls of its own functions inside the library; `-z defs` makes a
+    // symbol MLX lacks a build error rather than a load error.
     let out = PathBuf::from(env::var("OUT_DIR").unwrap());
-    let link = out.join("mlx-lib");
-    let _ = fs::remove_file(&link);
-    #[cfg(unix)]
-    std::os::unix::fs::symlink(&lib_dir, &link).expect("mlx-sys: link to the MLX lib dir");
-    println!("cargo:rustc-link-search=native={}", link.display());
-    println!("cargo:rustc-link-lib=dylib=mlx");
-    println!("cargo:rustc-link-lib=dylib=stdc++");
+    let shared = out.join("libmlxc.so");
+    let archive = [dst.join("lib/libmlxc.a"), dst.join("build/libmlxc.a")]
+        .into_iter()
+        .find(|a| a.is_file())
+        .expect("mlx-sys: mlx-c's build left no libmlxc.a");
+    let cxx = cc::Build::new().cpp(true).get_compiler();
+    let status = cxx
+        .to_command()
+        .arg("-shared")
+        .arg("-o")
+        .arg(&shared)
+        .arg("-Wl,-soname,libmlxc.so")
+        .arg("-Wl,-Bsymbolic")
+        .arg("-Wl,-z,defs")
+        .arg("-Wl,--whole-archive")
+        .arg(&archive)
+        .args(&half)
+        .arg("-Wl,--no-whole-archive")
+        .arg(format!("-L{}", lib_dir.display()))
+        .arg("-lmlx")
+        .arg("-lstdc++")
+        .status()
+        .expect("mlx-sys: running the C++ compiler to link libmlxc.so");
+    assert!(status.success(), "mlx-sys: linking libmlxc.so failed ({status})");
+
     println!("cargo::metadata=lib_dir={}", lib_dir.display());
     println!("cargo::metadata=include={}", env::join_paths([include_dir, fs::canonicalize(mlx_c_root).unwrap()]).unwrap().display());
     println!("cargo::metadata=version=0.32.2");
+    lib_dir
+}
+
+/// Vendored change 5: `OUT_DIR/lazy_stubs.rs`, the entry point of every mlx-c
+/// function the bindings declare (`mlx_*` and the private `_mlx_*`; the float16
+/// accessors of change 3 too, off ARM): a jump through a slot of a table that `lazy::load` fills
+/// from the loaded `libmlxc.so`. `names` are the functions, in slot order.
+fn write_stubs(bindings: &str, out: &Path) {
+    let mut names: Vec<&str> = bindings
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("pub fn "))
+        .filter_map(|l| l.split('(').next())
+        .filter(|n| n.starts_with("mlx_") || n.starts_with("_mlx_"))
+        .collect();
+    if env::var("CARGO_CFG_TARGET_ARCH").as_deref() != Ok("aarch64") {
+        names.extend([
+            "mlx_array_item_float16",
+            "mlx_array_item_bfloat16",
+            "mlx_array_data_float16",
+            "mlx_array_data_bfloat16",
+        ]);
+    }
+    names.sort_unstable();
+    names.dedup();
+    // A data symbol cannot be reached through a jump: every one the bindings
+    // declare must be known not to exist in the library. `mlx_array_empty` is
+    // `static` in array.h (each C file has its own; nothing is exported).
+    for l in bindings.lines() {
+        if let Some(name) = l.trim().strip_prefix("pub static mut ") {
+            let name = name.split(':').next().unwrap_or(name);
+            assert!(
+                !name.trim_start_matches('_').starts_with("mlx_") || name == "mlx_array_empty",
+                "mlx-sys: the bindings declare the data symbol `{name}`, which lazy loading \
+                 cannot redirect (see CHANGES.md, change 5)"
+            );
+        }
+    }
+    let arch = env::var("CARGO_CFG_TARGET_ARCH").unwrap();
+    let jump = |slot: usize| match arch.as_str() {
+        "x86_64" => format!("\"jmp *{{slots}}+{}(%rip)\",", slot * 8),
+        "aarch64" => format!(
+            "\"adrp x16, {{slots}}+{o}\", \"ldr x16, [x16, :lo12:{{slots}}+{o}]\", \"br x16\",",
+            o = slot * 8
+        ),
+        other => panic!("mlx-sys: lazy loading has trampolines for x86_64 and aarch64, not {other}"),
+    };
+    let mut s = String::new();
+    s.push_str("// Generated by build.rs (vendored change 5, CHANGES.md).\n");
+    s.push_str(&format!("/// The mlx-c functions, in slot order.\npub(crate) static NAMES: [&str; {}] = [\n", names.len()));
+    for n in &names {
+        s.push_str(&format!("    \"{n}\",\n"));
+    }
+    s.push_str("];\n");
+    s.push_str(&format!(
+        "/// Where each function's entry point jumps: [`unloaded`] until `load` succeeds.\n\
+         pub(crate) static mut SLOTS: [unsafe extern \"C\" fn(); {}] = [unloaded as unsafe extern \"C\" fn(); {}];\n",
+        names.len(),
+        names.len()
+    ));
+    s.push_str("core::arch::global_asm!(\n    \".pushsection .text.mlx_sys_stubs,\\\"ax\\\",%progbits\",\n");
+    for (i, n) in names.iter().enumerate() {
+        s.push_str(&format!(
+            "    \".globl {n}\", \".hidden {n}\", \".type {n},%function\", \".p2align 4\", \"{n}:\", {} \".size {n}, .-{n}\",\n",
+            jump(i)
+        ));
+    }
+    s.push_str("    \".popsection\",\n    slots = sym SLOTS,\n");
+    if arch == "x86_64" {
+        s.push_str("    options(att_syntax)\n");
+    }
+    s.push_str(");\n");
+    fs::write(out.join("lazy_stubs.rs"), s).expect("mlx-sys: writing lazy_stubs.rs");
 }
 
 fn main() {
@@ -269,11 +361,14 @@ fn main() {
     println!("cargo:rerun-if-changed=native-libraries.txt");
     println!("cargo:rerun-if-changed=src/native_link.rs");
     println!("cargo:rerun-if-changed=build.rs");
-    if target_is_apple() {
+    let lazy = if target_is_apple() {
         build_and_link_mlx_c();
+        false
     } else {
-        build_and_link_mlx_c_system();
-    }
+        let lib_dir = build_mlx_c_shared();
+        println!("cargo:rustc-env=MLX_SYS_BUILD_LIB_DIR={}", lib_dir.display());
+        true
+    };
 
     let mlx_c_root = PathBuf::from("src/mlx-c");
     let headers =
@@ -296,4 +391,7 @@ fn main() {
     bindings
         .write_to_file(out_path.join("bindings.rs"))
         .expect("Couldn't write bindings!");
+    if lazy {
+        write_stubs(&bindings.to_string(), &out_path);
+    }
 }

@@ -47,7 +47,8 @@ impl StepPlan {
 /// computation, returns the plan that replays the second one.
 ///
 /// They are the same computation when they make the same calls with the same
-/// arguments and shapes (Adam's update count one higher), each input of the
+/// arguments and shapes (Adam's update count and dropout's step one higher),
+/// each input of the
 /// second step is either state the first step computed (carried), the same
 /// tensor as in the first step, or a tensor made on the host with the same
 /// elements as the first step's, and no value the step computes was read on the
@@ -124,6 +125,25 @@ fn same_call(
                 return differs("the update counts are not consecutive".into());
             }
             crate::AdamStep { t: y.t, ..*x } == *y
+        }
+        // A dropout mask's counter is the loop's `step`: one higher each
+        // iteration, which replays continue (`DropoutKey`'s `Attr`).
+        (
+            Op::DropoutMask {
+                shape: sx,
+                key: x,
+                p: px,
+            },
+            Op::DropoutMask {
+                shape: sy,
+                key: y,
+                p: py,
+            },
+        ) => {
+            if y.counter != x.counter.wrapping_add(1) {
+                return differs("the dropout masks' steps are not consecutive".into());
+            }
+            sx == sy && x.stream == y.stream && px.to_bits() == py.to_bits()
         }
         (x, y) => x == y,
     };

@@ -144,9 +144,14 @@ impl Backend for CpuBackend {
         )
     }
 
-    fn dropout_mask(&self, shape: &[usize], key: u64, p: f64) -> Result<Option<Tensor>> {
+    fn dropout_mask(
+        &self,
+        shape: &[usize],
+        key: crate::DropoutKey,
+        p: f64,
+    ) -> Result<Option<Tensor>> {
         self.launch();
-        Ok(Some(nn::dropout_mask(shape, key, p)))
+        Ok(Some(nn::dropout_mask(shape, key.key(), p)))
     }
 
     fn download(&self, t: &Tensor) -> Result<Tensor> {

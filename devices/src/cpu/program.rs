@@ -37,7 +37,9 @@ use super::nn;
 use super::reduce::{argmax_into, reduce_into};
 use super::select;
 use crate::attention::{AttentionDims, AttentionSpec};
-use crate::backend::{AdamStep, BinaryOp, DeviceError, DeviceKind, ReduceOp, Result, UnaryOp};
+use crate::backend::{
+    AdamStep, BinaryOp, DeviceError, DeviceKind, DropoutKey, ReduceOp, Result, UnaryOp,
+};
 use crate::capture::{ArenaBytes, CallObserver, Op, Origin, StepPlan, StepProgram, ValueId};
 use crate::clock::Instant;
 use crate::counter_scope::{count_in_scopes, Count};
@@ -120,8 +122,8 @@ enum Kernel {
         spec: AttentionSpec,
         backward: bool,
     },
-    /// `dropout_mask(shape, key, p)`.
-    DropoutMask { key: u64, p: f64 },
+    /// `dropout_mask(shape, key, p)`; the key's counter grows by one per run.
+    DropoutMask { key: DropoutKey, p: f64 },
     /// `adam_update` with the recorded step; `t` grows by one per run.
     Adam(AdamStep),
     /// A kernel written as one function of the input slices, the output buffers
@@ -892,7 +894,8 @@ fn regions<'a>(
     (input, out)
 }
 
-/// Runs one step on the arena (`runs` earlier runs, for Adam's count).
+/// Runs one step on the arena (`runs` earlier runs, for Adam's count and
+/// dropout's counter).
 fn execute(
     step: &Step,
     arena: &mut [f32],
@@ -952,7 +955,10 @@ fn execute(
             Kernel::LayerNormBackward { dims } => {
                 nn::layer_norm_backward_into(x(0), x(1), x(2), x(3), *dims, o0)
             }
-            Kernel::DropoutMask { key, p } => nn::dropout_mask_into(*key, *p, o0),
+            Kernel::DropoutMask { key, p } => {
+                let key = crate::declare::Attr::replayed(key, runs).key();
+                nn::dropout_mask_into(key, *p, o0)
+            }
             Kernel::UnaryBackward(op) => nn::unary_backward_into(*op, x(0), x(1), x(2), o0),
             Kernel::BiasAct(act) => nn::bias_act_into(*act, x(0), x(1), o0),
             Kernel::BiasActBackward { act, dbias } => {

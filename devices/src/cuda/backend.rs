@@ -635,8 +635,13 @@ impl Backend for CudaBackend {
         self.masked_softmax_backward_op(y, dy, divisor, causal)
     }
 
-    fn dropout_mask(&self, shape: &[usize], key: u64, p: f64) -> Result<Option<Tensor>> {
-        self.dropout_mask_op(shape, key, p).map(Some)
+    fn dropout_mask(
+        &self,
+        shape: &[usize],
+        key: crate::DropoutKey,
+        p: f64,
+    ) -> Result<Option<Tensor>> {
+        self.dropout_mask_op(shape, key.key(), p).map(Some)
     }
 
     fn adam_update(

@@ -212,9 +212,11 @@ pub(crate) fn dims(shape: &[usize]) -> Vec<i32> {
 }
 
 impl MlxBackend {
-    /// Starts MLX: one small computation evaluated, so a library that cannot
-    /// run says so here rather than in the first kernel.
+    /// Starts MLX: its library loaded ([`super::library`]), then one small
+    /// computation evaluated, so a library that cannot run says so here rather
+    /// than in the first kernel.
     fn open() -> std::result::Result<MlxBackend, MlxUnavailable> {
+        super::library::load()?;
         let probe = std::panic::catch_unwind(|| {
             locked(|| {
                 let a = Array::from_slice(&[1.0f32, 2.0], &[2]);

@@ -61,11 +61,13 @@ pub(super) fn mix(z: &Array) -> A {
 
 /// The dropout mask of [`Backend::dropout_mask`](crate::Backend::dropout_mask)
 /// for `n` elements (flat, f32): element i is `1/(1-p)` when
-/// `(splitmix64(key + i·γ) >> 11)·2⁻⁵³ >= p`, else 0. The comparison is made
-/// on the integers: `bits·2⁻⁵³ >= p` exactly when `bits >= ⌈p·2⁵³⌉`.
-pub(super) fn dropout_mask(n: usize, key: u64, p: f64) -> A {
+/// `(splitmix64(key + i·γ) >> 11)·2⁻⁵³ >= p`, else 0. `key` is a `uint64`
+/// scalar array (an input of a compiled step's graph, where it changes every
+/// step). The comparison is made on the integers: `bits·2⁻⁵³ >= p` exactly
+/// when `bits >= ⌈p·2⁵³⌉`.
+pub(super) fn dropout_mask(n: usize, key: &Array, p: f64) -> A {
     let i = Array::arange::<f64, u64>(0.0, n as f64, 1.0)?;
-    let z = add(u64s(key), multiply(&i, u64s(GOLDEN_GAMMA))?)?;
+    let z = add(key, multiply(&i, u64s(GOLDEN_GAMMA))?)?;
     let bits = shr(&mix(&add(&z, u64s(GOLDEN_GAMMA))?)?, 11)?;
     let threshold = (p * 9_007_199_254_740_992.0).ceil().max(0.0);
     if threshold >= 9_007_199_254_740_992.0 {

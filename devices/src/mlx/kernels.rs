@@ -631,13 +631,18 @@ impl crate::kernels::PartialBackend for MlxBackend {
         })
     }
 
-    fn dropout_mask(&self, shape: &[usize], key: u64, p: f64) -> Option<Result<Option<Tensor>>> {
+    fn dropout_mask(
+        &self,
+        shape: &[usize],
+        key: crate::DropoutKey,
+        p: f64,
+    ) -> Option<Result<Option<Tensor>>> {
         let n: usize = shape.iter().product();
         if n == 0 {
             return Some(Ok(Some(Tensor::zeros(shape.to_vec()))));
         }
         self.run("dropout_mask", || {
-            let mask = super::integer::dropout_mask(n, key, p)?;
+            let mask = super::integer::dropout_mask(n, &super::integer::u64s(key.key()), p)?;
             Ok(Some(self.shaped(mask, shape)?))
         })
     }

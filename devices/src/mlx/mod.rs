@@ -28,6 +28,8 @@ mod integer;
 #[cfg(feature = "mlx")]
 mod kernels;
 #[cfg(feature = "mlx")]
+pub mod library;
+#[cfg(feature = "mlx")]
 mod step;
 
 #[cfg(feature = "mlx")]
@@ -35,30 +37,27 @@ pub use backend::MlxBackend;
 #[cfg(feature = "mlx")]
 pub use step::CompiledStep;
 
+use std::cell::Cell;
 use std::fmt;
 use std::sync::Arc;
 
 use crate::backend::Backend;
 
+/// Whether this build includes the MLX backend (cargo feature `mlx`).
+pub const BUILT: bool = cfg!(feature = "mlx");
+
 thread_local! {
     /// How many step graphs MLX has traced (and compiled) on this thread: one
-    /// per captured loop when MLX's cache works. Per thread, as a program
-    /// runs on one thread (MLX's streams are per thread), so that programs
-    /// running at the same time on other threads do not count.
-    static TRACES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
-}
-
-/// Notes one step graph traced on this thread.
-#[cfg_attr(not(feature = "mlx"), allow(dead_code))]
-fn note_trace() {
-    TRACES.with(|t| t.set(t.get() + 1));
+    /// per captured loop when MLX's cache works. (Per thread, so that tests
+    /// running side by side do not count each other's graphs.)
+    static TRACES: Cell<u64> = const { Cell::new(0) };
 }
 
 /// The captured steps' graphs traced so far on this thread (0 without the
 /// MLX backend); a test checks that a captured loop traces its graph once,
 /// however many steps it runs.
 pub fn graphs_traced() -> u64 {
-    TRACES.with(|t| t.get())
+    TRACES.with(Cell::get)
 }
 
 /// Why the MLX device cannot be used.
@@ -66,6 +65,9 @@ pub fn graphs_traced() -> u64 {
 pub enum MlxUnavailable {
     /// This build has no MLX backend (cargo feature `mlx` off).
     NotBuilt,
+    /// MLX's library could not be loaded: each place tried and what the
+    /// dynamic loader said (see [`library`]).
+    NotLoaded(Vec<String>),
     /// MLX loaded but failed to run a first operation.
     Failed(String),
 }
@@ -76,6 +78,12 @@ impl fmt::Display for MlxUnavailable {
             MlxUnavailable::NotBuilt => write!(
                 f,
                 "this build does not include the MLX backend (build with `--features mlpl-devices/mlx`, see docs/devices.md)"
+            ),
+            MlxUnavailable::NotLoaded(tried) => write!(
+                f,
+                "MLX's library libmlx.so could not be loaded: {}; install it with `bash scripts/mlx-venv.sh` \
+                 or set MLPL_MLX_LIB to the libmlx.so of mlx-cpu==0.32.2 (or its directory); see docs/devices.md",
+                tried.join("; ")
             ),
             MlxUnavailable::Failed(why) => write!(f, "MLX could not be started: {why}"),
         }

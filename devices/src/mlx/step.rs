@@ -6,7 +6,9 @@
 //! The graph's inputs are every input of the plan (parameters and optimizer
 //! moments carried from the previous step, the batch and the constants made
 //! on the host), so nothing of the data is captured as a constant, and, per
-//! Adam update, its two bias corrections (they depend on the update count).
+//! Adam update, its two bias corrections (they depend on the update count),
+//! and, per dropout mask, its key (it depends on the step: the graph makes
+//! each step's mask from the key it is given, the eager step's bits).
 //! Its outputs are the values a step leaves for the next one or for the host;
 //! they stay MLX arrays. A step whose kernels MLX lacks (one that would run on
 //! the CPU) cannot be one graph: [`compile_step`] then says so and the loop
@@ -20,7 +22,7 @@ use mlx_rs::Array;
 
 use super::backend::{dims, locked, mlx_error, traced, MlxBackend, DEVICE};
 use super::kernels::adam_arrays;
-use crate::backend::{AdamStep, DeviceError, Result};
+use crate::backend::{AdamStep, DeviceError, DropoutKey, Result};
 use crate::capture::{replay, CallObserver, Op, StepPlan, StepProgram, ValueId};
 use crate::clock::Instant;
 use crate::tensor::Tensor;
@@ -65,6 +67,8 @@ pub struct CompiledStep {
     carried: Vec<Option<usize>>,
     /// The Adam updates of the step, in call order.
     adam: Vec<AdamStep>,
+    /// The dropout masks of the step, in call order.
+    dropout: Vec<DropoutKey>,
     /// Per value: its tensor after the last run (the graph's outputs).
     results: Vec<Option<Tensor>>,
     runs: u64,
@@ -93,6 +97,14 @@ pub(super) fn compile_step(mlx: &MlxBackend, plan: &StepPlan) -> Result<Box<dyn 
             _ => None,
         })
         .collect();
+    let dropout: Vec<DropoutKey> = t
+        .calls
+        .iter()
+        .filter_map(|c| match c.op {
+            Op::DropoutMask { key, .. } => Some(key),
+            _ => None,
+        })
+        .collect();
     let carried = plan
         .inputs
         .iter()
@@ -113,7 +125,7 @@ pub(super) fn compile_step(mlx: &MlxBackend, plan: &StepPlan) -> Result<Box<dyn 
     let traced_with = backend.clone();
     let traced_graph = graph.clone();
     let f = move |xs: &[Array]| -> std::result::Result<Vec<Array>, Exception> {
-        super::note_trace();
+        super::TRACES.with(|n| n.set(n.get() + 1));
         trace(&traced_with, &traced_graph, xs).map_err(|e| Exception::custom(e.to_string()))
     };
     let compiled = mlx_rs::transforms::compile::compile(f, false);
@@ -124,6 +136,7 @@ pub(super) fn compile_step(mlx: &MlxBackend, plan: &StepPlan) -> Result<Box<dyn 
         args,
         carried,
         adam,
+        dropout,
         results: vec![None; t.values.len()],
         runs: 0,
         kernel: Duration::ZERO,
@@ -152,15 +165,21 @@ fn spoiled(why: &str) -> String {
 }
 
 /// The step's graph: the plan's calls made on MLX with `xs` (the graph's
-/// inputs, then two bias corrections per Adam update) as the inputs' arrays;
-/// the arrays of the graph's outputs.
+/// inputs, then two bias corrections per Adam update, then one key per dropout
+/// mask) as the inputs' arrays; the arrays of the graph's outputs.
 fn trace(b: &CpuFallback<MlxBackend>, g: &Graph, xs: &[Array]) -> Result<Vec<Array>> {
     let err = |e: Exception| mlx_error("tracing the step", e);
     let mut vals: Vec<Option<Array>> = vec![None; g.shapes.len()];
     for (v, x) in g.inputs.iter().zip(xs) {
         vals[v.index()] = Some(x.clone());
     }
-    let mut corrections = xs[g.inputs.len()..].chunks(2);
+    let updates = g
+        .calls
+        .iter()
+        .filter(|(op, ..)| matches!(op, Op::AdamUpdate { .. }))
+        .count();
+    let (corrections, keys) = xs[g.inputs.len()..].split_at(2 * updates);
+    let (mut corrections, mut keys) = (corrections.chunks(2), keys.iter());
     let get = |vals: &[Option<Array>], v: ValueId| -> Result<Array> {
         vals[v.index()].clone().ok_or_else(|| DeviceError::Backend {
             device: DEVICE.to_string(),
@@ -183,6 +202,15 @@ fn trace(b: &CpuFallback<MlxBackend>, g: &Graph, xs: &[Array]) -> Result<Vec<Arr
                 let (p, m, v) = adam_arrays(&k, bc1, bc2, [&args[0], &args[1], &args[2], &args[3]])
                     .map_err(err)?;
                 vec![p, m, v]
+            }
+            Op::DropoutMask { shape, p, .. } => {
+                let key = keys.next().expect("one key per dropout mask");
+                let n: usize = shape.iter().product();
+                if n == 0 {
+                    vec![Array::zeros::<f32>(&[0]).map_err(err)?]
+                } else {
+                    vec![super::integer::dropout_mask(n, key, *p).map_err(err)?]
+                }
             }
             op => {
                 let tensors: Vec<Tensor> = ins
@@ -233,8 +261,9 @@ fn array_of(t: &Tensor) -> Result<Array> {
 }
 
 impl CompiledStep {
-    /// The graph's inputs for the next run: the inputs' arrays and each Adam
-    /// update's bias corrections at its update count this run.
+    /// The graph's inputs for the next run: the inputs' arrays, each Adam
+    /// update's bias corrections at its update count this run and each dropout
+    /// mask's key at this run's step.
     fn inputs(&self) -> Vec<Array> {
         let mut xs = self.args.clone();
         for step in &self.adam {
@@ -242,6 +271,11 @@ impl CompiledStep {
             let k = crate::declare::Attr::replayed(step, self.runs).constants();
             xs.push(Array::from_f32(k.bc1));
             xs.push(Array::from_f32(k.bc2));
+        }
+        for key in &self.dropout {
+            // The step of this run, as every replay counts it.
+            let k = crate::declare::Attr::replayed(key, self.runs).key();
+            xs.push(super::integer::u64s(k));
         }
         xs
     }

@@ -208,3 +208,57 @@ fn kernels_run_on_other_threads_are_not_host_reads() {
     assert!(capture::plan(&first, second, keep).is_ok());
     let _ = Arc::strong_count(&cpu());
 }
+
+/// A step that multiplies `x` by the dropout mask of `counter`.
+fn dropout_step(counter: u64, p: f64) -> Trace {
+    let rec = Recorder::start(cpu());
+    let x = tensor(&[4, 8], 5);
+    let key = mlpl_devices::DropoutKey {
+        stream: 77,
+        counter,
+    };
+    let mask = rec.dropout_mask(&[4, 8], key, p).unwrap().unwrap();
+    let _ = rec.binary(BinaryOp::Mul, &x, &mask).unwrap();
+    rec.finish()
+}
+
+#[test]
+fn dropout_masks_replay_with_the_step_counted_on() {
+    // Consecutive counters (the loop's `step`): replay run r makes the mask of
+    // counter 6 + r + 1, as the eager step would, on every replay.
+    let first = dropout_step(5, 0.5);
+    let second = dropout_step(6, 0.5);
+    let mask = second.calls[0].outputs[0];
+    let plan = capture::plan(&first, second, vec![mask]).unwrap();
+    let mut replay = BackendReplay::new(cpu(), plan.clone());
+    let mut program = capture::compile(cpu(), plan).unwrap();
+    for run in 0..3u64 {
+        replay.run().unwrap();
+        program.run().unwrap();
+        let key = mlpl_devices::DropoutKey {
+            stream: 77,
+            counter: 7 + run,
+        };
+        let want = cpu().dropout_mask(&[4, 8], key, 0.5).unwrap().unwrap();
+        let bits = |t: &Tensor| t.host().iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(
+            bits(&replay.tensor(mask).unwrap()),
+            bits(&want),
+            "replay run {run}"
+        );
+        assert_eq!(
+            bits(&program.tensor(mask).unwrap()),
+            bits(&want),
+            "program run {run}"
+        );
+    }
+}
+
+#[test]
+fn dropout_masks_of_other_steps_or_rates_are_refused() {
+    // Not one step apart: a replay could not know the next counter.
+    let why = capture::plan(&dropout_step(5, 0.5), dropout_step(7, 0.5), vec![]).unwrap_err();
+    assert!(why.contains("not consecutive"), "{why}");
+    let why = capture::plan(&dropout_step(5, 0.5), dropout_step(6, 0.25), vec![]).unwrap_err();
+    assert!(why.contains("`dropout_mask`"), "{why}");
+}

@@ -325,7 +325,7 @@ fn dropout_masks_are_made_on_mlx_with_the_cpus_bits() {
     };
     let scope = mlpl_devices::CounterScope::enter();
     let counts = scope.counts();
-    for (shape, key, p) in [
+    for (shape, stream, p) in [
         (vec![4, 5], 1u64, 0.5),
         (vec![10_007], 0xDEAD_BEEF_0123_4567, 0.1),
         (vec![3, 33, 7], u64::MAX, 0.9),
@@ -333,6 +333,7 @@ fn dropout_masks_are_made_on_mlx_with_the_cpus_bits() {
         (vec![64], 42, 1.0),
         (vec![2, 512], 7, 1.0 / 3.0),
     ] {
+        let key = mlpl_devices::DropoutKey { stream, counter: 3 };
         let got = g
             .dropout_mask(&shape, key, p)
             .unwrap()
@@ -341,7 +342,11 @@ fn dropout_masks_are_made_on_mlx_with_the_cpus_bits() {
         let want = cpu().dropout_mask(&shape, key, p).unwrap().unwrap();
         assert_eq!(got.shape(), want.shape());
         let bits = |t: &Tensor| t.host().iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-        assert_eq!(bits(&got), bits(&want), "dropout_mask {shape:?} {key} {p}");
+        assert_eq!(
+            bits(&got),
+            bits(&want),
+            "dropout_mask {shape:?} {key:?} {p}"
+        );
     }
     let c = counts.snapshot(DeviceKind::Mlx);
     assert_eq!((c.uploads, c.cpu_fallbacks), (0, 0));

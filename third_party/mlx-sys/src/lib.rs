@@ -5,6 +5,25 @@
 
 include!(concat!(env!("OUT_DIR"), "/bindings.rs"));
 
+// Vendored change 5 (CHANGES.md): off Apple platforms MLX is loaded at run time;
+// `load` must succeed before any other function of this crate is called. On
+// Apple platforms MLX is linked statically (upstream's build) and `load` does
+// nothing.
+#[cfg(not(target_vendor = "apple"))]
+mod lazy;
+#[cfg(not(target_vendor = "apple"))]
+pub use lazy::{load, BUILD_LIB_DIR};
+
+/// MLX is linked into the binary on Apple platforms: nothing to load.
+#[cfg(target_vendor = "apple")]
+pub fn load(_libmlx: &std::ffi::OsStr) -> Result<(), String> {
+    Ok(())
+}
+
+/// No library directory is searched on Apple platforms (MLX is linked in).
+#[cfg(target_vendor = "apple")]
+pub const BUILD_LIB_DIR: &str = "";
+
 // Vendored change 3 (CHANGES.md): mlx-c declares the float16/bfloat16 types and
 // accessors only on ARM, where bindgen generates them; elsewhere they are
 // declared here with the shapes mlx-rs expects, and defined in

@@ -350,7 +350,15 @@ pub fn every_kernel(rows: usize, cols: usize, products: bool) -> (Vec<Tensor>, B
         let (yl, mean, inv_std) = b.layer_norm(x, 1e-5).unwrap();
         let dl = b.layer_norm_backward(x, &mean, &inv_std, &other).unwrap();
         let mask = b
-            .dropout_mask(&[rows, cols], 0xD00D, 0.25)
+            .dropout_mask(
+                &[rows, cols],
+                // The iteration counts on, as a loop's `step` does.
+                mlpl_devices::DropoutKey {
+                    stream: 0xD00D,
+                    counter: it,
+                },
+                0.25,
+            )
             .unwrap()
             .expect("the CPU makes masks");
         let g = b

@@ -274,4 +274,20 @@ pub(crate) mod tests {
         let b: Vec<bool> = (0..64).map(|i| dropout_keep(42, 2, i, 0.5)).collect();
         assert_ne!(a, b);
     }
+
+    #[test]
+    fn the_devices_dropout_key_is_this_rule() {
+        // The kernels get the key as its parts; they must make the same key.
+        for (seed, step) in [(3, 10), (0, 0), (u64::MAX, 7), (42, u64::MAX)] {
+            let parts = mlpl_devices::DropoutKey {
+                stream: mix(seed),
+                counter: step,
+            };
+            assert_eq!(
+                parts.key(),
+                mix(mix(seed) ^ step),
+                "seed {seed}, step {step}"
+            );
+        }
+    }
 }

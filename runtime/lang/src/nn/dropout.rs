@@ -3,7 +3,7 @@
 //! scaled by 1/(1 − p), by a mask that depends only on the seed, the current
 //! `step` and i.
 
-use mlpl_devices::BinaryOp;
+use mlpl_devices::{BinaryOp, DropoutKey};
 
 use super::apply::Forward;
 use super::layers::Dropout;
@@ -44,7 +44,12 @@ pub fn forward(f: &mut Forward<'_>, d: &Dropout, x: &Array) -> Result<Array, Dia
     }
     let step = current_step(f);
     // A GPU makes the same mask in its own memory; otherwise it is built here.
-    let key = rng::mix(rng::mix(d.seed) ^ step);
+    // The key `mix(mix(seed) ^ step)` is passed as its two parts, so a captured
+    // step can count `step` on (`DropoutKey`).
+    let key = DropoutKey {
+        stream: rng::mix(d.seed),
+        counter: step,
+    };
     let backend = f.it.devices.active_backend();
     let m = match backend.dropout_mask(x.shape(), key, d.p) {
         Ok(Some(t)) => Array::from_tensor(t),

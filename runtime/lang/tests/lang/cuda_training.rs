@@ -94,7 +94,10 @@ fn gpu_dropout_masks_equal_the_host_masks() {
     use mlpl_lang::data::rng;
     let backend = DeviceContext::new().backend(cuda());
     for (seed, step, p) in [(0u64, 1u64, 0.1f64), (7, 42, 0.5), (u64::MAX, 3, 0.9)] {
-        let key = rng::mix(rng::mix(seed) ^ step);
+        let key = mlpl_devices::DropoutKey {
+            stream: rng::mix(seed),
+            counter: step,
+        };
         let gpu = backend
             .dropout_mask(&[37, 29], key, p)
             .unwrap()

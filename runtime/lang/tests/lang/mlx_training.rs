@@ -264,8 +264,9 @@ fn dropout_training_on_mlx_uses_the_cpus_masks() {
     if !have_mlx("dropout_training_on_mlx_uses_the_cpus_masks") {
         return;
     }
-    // The masks change every step (the loop stays eager, as on the CPU); made
-    // on MLX from the same keys, they are the CPU's, so the curves agree.
+    // The masks change every step: their key counts the loop's `step`. The
+    // captured step takes each mask's key as an input of the compiled graph,
+    // so the replayed steps make the eager steps' masks, which are the CPU's.
     let src = r#"
 x = reshape(iota(24), [6, 4]) / 24
 m = chain(linear(4, 16, 1), dropout(0.5, 3), linear(16, 1, 2))
@@ -275,20 +276,33 @@ train 30 {
 }
 last_losses
 "#;
+    let before = mlpl_devices::mlx::graphs_traced();
     let scope = mlpl_devices::CounterScope::enter();
     let counts = scope.counts();
-    let (g, kind, _, why) = run_captured_on(src, mlx(), true);
+    let (g, kind, replayed, why) = run_captured_on(src, mlx(), true);
     let on_mlx = counts.snapshot(mlpl_devices::DeviceKind::Mlx);
-    let (c, cpu_kind, _, cpu_why) = run_captured_on(src, DeviceTarget::CPU, true);
+    let traced = mlpl_devices::mlx::graphs_traced() - before;
+    let (eager, eager_kind, _, _) = run_captured_on(src, mlx(), false);
+    let (c, cpu_kind, cpu_replayed, cpu_why) = run_captured_on(src, DeviceTarget::CPU, true);
+    let (c_eager, ..) = run_captured_on(src, DeviceTarget::CPU, false);
+    // Both loops are captured: MLX's as one compiled graph, the CPU's as its
+    // arena program, each replaying 28 of the 30 steps.
+    assert_eq!(
+        (kind, cpu_kind),
+        (Some("graph"), Some("arena")),
+        "{why:?} {cpu_why:?}"
+    );
+    assert_eq!((replayed, cpu_replayed, eager_kind), (28, 28, None));
+    assert_eq!(traced, 1, "the step's graph was traced {traced} times");
+    // Replayed = eager: bit for bit on the CPU, within tolerance on MLX.
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(
+        bits(&c),
+        bits(&c_eager),
+        "captured vs eager losses on the CPU"
+    );
+    assert_close("dropout on mlx, compiled vs eager", &g, &eager);
     assert_curves_match("dropout on mlx", &g, &c);
-    // The shared guard keeps both loops eager, for the same reason.
-    assert_eq!((kind, cpu_kind), (None, None));
-    for why in [&why, &cpu_why] {
-        assert!(
-            why.as_deref().is_some_and(|w| w.contains("`dropout_mask`")),
-            "{why:?}"
-        );
-    }
     assert_eq!(
         on_mlx.cpu_fallbacks, 0,
         "dropout masks fell back to the CPU"

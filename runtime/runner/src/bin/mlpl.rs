@@ -351,7 +351,7 @@ fn run(args: RunArgs) -> ExitCode {
     }
     if let Err(why) = it.devices.availability(device) {
         eprintln!(
-            "warning: device `{device}` is not available ({}); running on the CPU",
+            "warning[W0501]: device `{device}` is not available ({}); running on the CPU",
             why.reason()
         );
     }

@@ -9,6 +9,7 @@ mod cli_events;
 mod cli_trace;
 mod examples;
 mod llm_call;
+mod mlx_unloadable;
 mod refine;
 mod serve_api;
 mod serve_limits;

@@ -54,14 +54,15 @@ impl Server {
 
     /// Starts `mlpl` with exactly `args`.
     pub fn spawn(args: &[&str]) -> Server {
-        Server::spawn_env(args, &[])
+        Server::spawn_env::<&str>(args, &[])
     }
 
-    /// Starts `mlpl` with exactly `args` and these environment variables.
-    pub fn spawn_env(args: &[&str], env: &[(&str, &str)]) -> Server {
+    /// Starts `mlpl` with exactly `args` and the environment variables `env`
+    /// added to this process's.
+    pub fn spawn_env<V: AsRef<std::ffi::OsStr>>(args: &[&str], env: &[(&str, V)]) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_mlpl"))
             .args(args)
-            .envs(env.iter().copied())
+            .envs(env.iter().map(|(k, v)| (*k, v.as_ref())))
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
