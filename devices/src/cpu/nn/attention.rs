@@ -19,6 +19,7 @@
 //! tile) are independent and each is computed by one thread.
 
 use crate::attention::{AttentionDims, AttentionSpec};
+#[cfg(target_arch = "x86_64")]
 use crate::cpu::isa::{isa, Isa};
 use crate::cpu::pool;
 use crate::math::{self, fma_f32};
