@@ -12,24 +12,26 @@ import type { MeasuredRecord, RunRecord } from "./runModel";
 /** The language server's notification method. */
 export const STEP_MEASURED_METHOD = "mlpl/stepMeasured";
 
-/** The notification's parameters: the event's fields and the document's URI. */
-export interface StepMeasuredParams {
-  uri: string;
-  start_line: number;
-  end_line: number;
-  device: string;
-  mode: string;
-  step: number;
-  total: number;
-  measured_steps: number;
-  step_ms: number;
-  step_ms_lo: number;
-  step_ms_hi: number;
-  peak_rss_bytes: number | null;
-  device_peak_bytes: number | null;
-  eta_s: number;
-  done: boolean;
-}
+/** The event's fields the language server reads (docs/language-server.md). */
+const FORWARDED = [
+  "start_line",
+  "end_line",
+  "device",
+  "mode",
+  "step",
+  "total",
+  "measured_steps",
+  "step_ms",
+  "step_ms_lo",
+  "step_ms_hi",
+  "peak_rss_bytes",
+  "device_peak_bytes",
+  "eta_s",
+  "done",
+] as const;
+
+/** The notification's parameters: those fields of the event and the document's URI. */
+export type StepMeasuredParams = Pick<StepMeasuredEvent, (typeof FORWARDED)[number]> & { uri: string };
 
 /**
  * The notification for a `step_measured` event of `run`, or undefined when it
@@ -41,23 +43,8 @@ export function measuredNotification(e: StepMeasuredEvent, run: RunRecord): Step
   if (!uri || e.start_line < 1) {
     return undefined;
   }
-  return {
-    uri,
-    start_line: e.start_line,
-    end_line: e.end_line,
-    device: e.device,
-    mode: e.mode,
-    step: e.step,
-    total: e.total,
-    measured_steps: e.measured_steps,
-    step_ms: e.step_ms,
-    step_ms_lo: e.step_ms_lo,
-    step_ms_hi: e.step_ms_hi,
-    peak_rss_bytes: e.peak_rss_bytes,
-    device_peak_bytes: e.device_peak_bytes,
-    eta_s: e.eta_s,
-    done: e.done,
-  };
+  const fields = Object.fromEntries(FORWARDED.map((key) => [key, e[key]]));
+  return { ...fields, uri } as StepMeasuredParams;
 }
 
 /** Milliseconds per step with three significant digits: `12.3 ms`, `850 µs`, `2.41 s`. */
