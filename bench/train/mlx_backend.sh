@@ -57,7 +57,9 @@ for r in $(seq "$ROUNDS"); do
   echo "round $r/$ROUNDS" >&2
   for d in $DS; do
     echo "{\"impl\": \"mlpl_mlx\", \"d\": $d, \"ms_per_step\": $(mlpl_ms "$d" mlx)}" >>"$OUT"
-    "$VENV/bin/python" bench/train/peers.py mlx "$d" "$STEPS" >>"$OUT"
+    # peers.py takes bench/train's configurations; the tiny LM is 1x1-dD-T32-b64.
+    "$VENV/bin/python" bench/train/peers.py mlx "1x1-d$d-T32-b64" "$STEPS" |
+      sed "s/\"config\": \"1x1-d$d-T32-b64\"/\"d\": $d/" >>"$OUT"
     echo "{\"impl\": \"mlpl_cpu\", \"d\": $d, \"ms_per_step\": $(mlpl_ms "$d" cpu)}" >>"$OUT"
   done
 done
