@@ -29,6 +29,18 @@ fn mlx(test: &str) -> Option<Arc<dyn Backend>> {
     }
 }
 
+/// The first Adam step with the usual rates, as the optimizer tests take it.
+fn adam_step() -> mlpl_devices::AdamStep {
+    mlpl_devices::AdamStep {
+        lr: 0.01,
+        b1: 0.9,
+        b2: 0.999,
+        eps: 1e-8,
+        wd: 0.0,
+        t: 1,
+    }
+}
+
 /// Runs a shared parity case on MLX.
 macro_rules! parity_on_mlx {
     ($($case:ident),* $(,)?) => {$(
@@ -244,14 +256,7 @@ fn tensors_stay_resident_and_counters_are_exact() {
     );
     let after_zeros = now();
     let grad = g.binary(BinaryOp::Mul, &xd, &xd).unwrap();
-    let step = mlpl_devices::AdamStep {
-        lr: 0.01,
-        b1: 0.9,
-        b2: 0.999,
-        eps: 1e-8,
-        wd: 0.0,
-        t: 1,
-    };
+    let step = adam_step();
     g.adam_update(&mut p, &grad, &mut m, &mut v, step).unwrap();
     // A second parameter of the same optimizer call.
     let (mut q, mut qm, mut qv) = (h.clone(), h.clone(), h.clone());
@@ -393,14 +398,7 @@ fn pending_updates_and_uploads_stay_on_their_thread() {
         return;
     };
     let shared = rand(&[8, 4], 41);
-    let step = mlpl_devices::AdamStep {
-        lr: 0.01,
-        b1: 0.9,
-        b2: 0.999,
-        eps: 1e-8,
-        wd: 0.0,
-        t: 1,
-    };
+    let step = adam_step();
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<()>();
     let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
     let (g, shared) = (&*g, &shared);
