@@ -1,10 +1,12 @@
-//! Lets the `mlpl` binary (and `mlpl-lsp`, whose package uses this same script) find MLX's `libmlx.so` without `LD_LIBRARY_PATH`
-//! when it is built with the MLX backend on Linux (`--features
-//! mlpl-devices/mlx`, docs/devices.md): the build reads the same `MLX_DIR` /
-//! `MLX_LIB_DIR` as the vendored mlx-sys and records the library directory as
-//! the binary's rpath. (An rpath printed by a dependency's build script does
-//! not reach the final binary, so it is set here.) Without those variables it
-//! does nothing.
+//! Records MLX's library directory as the `mlpl` binary's rpath (and
+//! `mlpl-lsp`'s, whose package uses this same script) when it is built with the
+//! MLX backend on Linux (`--features mlpl-devices/mlx`, docs/devices.md), from
+//! the same `MLX_DIR` / `MLX_LIB_DIR` as the vendored mlx-sys. MLX is opened at
+//! run time (the binary does not link `libmlx.so`), and the loader in
+//! `mlpl-devices` already tries that build-time folder after `MLPL_MLX_LIB`; the
+//! rpath is a further fallback for the dynamic loader's own search. (An rpath
+//! printed by a dependency's build script does not reach the final binary, so it
+//! is set here.) Without those variables it does nothing.
 
 use std::path::PathBuf;
 
