@@ -7,7 +7,9 @@ use std::collections::HashSet;
 
 use crate::estimate::calibration::{DeviceModel, Measured};
 use crate::nn::layers::Layer;
-use crate::step_cost::kernels::{step_kernels, totals, Kernel, StepShape, Totals, Work};
+use crate::step_cost::kernels::{
+    routes_on_host, step_kernels, totals, Kernel, StepShape, Totals, Work,
+};
 
 /// A range `[lo, hi]` around a central value.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -31,13 +33,27 @@ impl Range {
     }
 }
 
-/// GFLOP/s of a `[m, k]·[k, n]` product (`batch` of them; `m` and `n` padded
-/// to whole tiles by the caller): interpolated in log-log between the
-/// calibrated shapes by work `m·k·n` (the nearest point's throughput past the
-/// ends), from the points' percentile `pick`. The points are put in the same
-/// terms: a calibrated `8³` product computes whole `12 × 32` tiles too, so its
-/// throughput over its padded work is `(12·32)/(8·8)` times its measured one
-/// (without this, small products paid for their padding twice).
+/// The calibrated shapes nearest a product whose throughputs are averaged.
+const NEAREST: usize = 4;
+
+/// GFLOP/s of `batch` products `[m, k]·[k, n]` (`m` and `n` padded to whole
+/// tiles by the caller), from the calibrated shapes' percentile `pick`.
+///
+/// Throughput depends on the shape, not on the work alone: at the same work a
+/// product of 64 rows, or of an inner size of 64 (a weight gradient over 64
+/// tokens), or a batch of 64 small products, runs far from a square one. So
+/// each calibrated point (squares, the step-like shapes of
+/// `train_loops::measure::GEMM_SHAPES`) is a position in log rows, log inner
+/// size, log columns and log batch, and the product's throughput is the
+/// weighted geometric mean of its [`NEAREST`] points' (weights 1 / distance²;
+/// a point at the product's own shape is taken as is). Beyond the points it
+/// is the nearest ones' (no extrapolation); below the smallest point's work
+/// it falls with the square root of the work (the call's fixed costs).
+///
+/// The points are put in padded terms too: a calibrated `8³` product computes
+/// whole `12 × 32` tiles, so its throughput over its padded work is
+/// `(12·32)/(8·8)` times its measured one (without this, small products paid
+/// for their padding twice).
 pub fn gemm_gflops(
     model: &DeviceModel,
     batch: f64,
@@ -46,35 +62,53 @@ pub fn gemm_gflops(
     n: f64,
     pick: fn(&Measured) -> f64,
 ) -> f64 {
-    let mut pts: Vec<(f64, f64)> = model
+    let pts: Vec<([f64; 4], f64, f64)> = model
         .gemm
         .iter()
-        .map(|p| {
-            let (m, n) = (p.m.max(1) as f64, p.n.max(1) as f64);
+        .filter_map(|p| {
+            let (m, k, n, b) = (
+                p.m.max(1) as f64,
+                p.k.max(1) as f64,
+                p.n.max(1) as f64,
+                p.batch.max(1) as f64,
+            );
             let (pm, pn) = (padded(m, model.tile[0]), padded(n, model.tile[1]));
-            (pm * p.k as f64 * pn, pick(&p.gflops) * pm * pn / (m * n))
+            let g = pick(&p.gflops) * pm * pn / (m * n);
+            let at = [math::log(pm), math::log(k), math::log(pn), math::log(b)];
+            (g > 0.0 && g.is_finite()).then_some((at, b * pm * k * pn, g))
         })
-        .filter(|(w, g)| *w > 0.0 && *g > 0.0)
         .collect();
-    if pts.is_empty() {
+    let Some(smallest) = pts.iter().min_by(|a, b| a.1.total_cmp(&b.1)) else {
         return 1.0;
+    };
+    let b = batch.max(1.0);
+    let w = (b * m * k * n).max(1.0);
+    if w <= smallest.1 {
+        return smallest.2 * math::pow(w / smallest.1, 0.5);
     }
-    pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-    // A batch of small products parallelizes like one product of its total work.
-    let w = (batch.max(1.0) * m * k * n).max(1.0);
-    if w <= pts[0].0 {
-        // Below the smallest shape the time per call is the dispatch cost plus
-        // work at a throughput falling with size (proportionally to work).
-        return pts[0].1 * math::pow(w / pts[0].0, 0.5);
+    let q = [
+        math::log(m.max(1.0)),
+        math::log(k.max(1.0)),
+        math::log(n.max(1.0)),
+        math::log(b),
+    ];
+    let mut near: Vec<(f64, f64)> = pts
+        .iter()
+        .map(|(at, _, g)| {
+            let d2: f64 = at.iter().zip(&q).map(|(a, b)| (a - b) * (a - b)).sum();
+            (d2, *g)
+        })
+        .collect();
+    near.sort_by(|a, b| a.0.total_cmp(&b.0));
+    if near[0].0 < 1e-12 {
+        return near[0].1;
     }
-    for pair in pts.windows(2) {
-        let ((w0, g0), (w1, g1)) = (pair[0], pair[1]);
-        if w <= w1 {
-            let t = (math::log(w) - math::log(w0)) / (math::log(w1) - math::log(w0));
-            return math::exp(math::log(g0) + t * (math::log(g1) - math::log(g0)));
-        }
+    let (mut sw, mut sl) = (0.0, 0.0);
+    for &(d2, g) in near.iter().take(NEAREST) {
+        sw += 1.0 / d2;
+        sl += math::log(g) / d2;
     }
-    pts[pts.len() - 1].1
+    math::exp(sl / sw)
 }
 
 /// GB/s of a memory-bound kernel moving `bytes`: the in-cache bandwidth up to
@@ -99,17 +133,33 @@ fn padded(x: f64, tile: u64) -> f64 {
 }
 
 /// Seconds of one kernel call, from the model's percentile `pick`: the
-/// dispatch cost plus [`kernel_work_seconds`] times the kernel's calibrated
-/// factor ([`DeviceModel::kernel_factor`]).
+/// dispatch cost plus [`kernel_time`].
 pub fn kernel_seconds(model: &DeviceModel, k: &Kernel, pick: fn(&Measured) -> f64) -> f64 {
-    pick(&model.dispatch_s) + model.kernel_factor(k.name) * kernel_work_seconds(model, k, pick)
+    pick(&model.dispatch_s) + kernel_time(model, k, pick)
+}
+
+/// Seconds of one kernel call's work: [`kernel_work_seconds`] times the
+/// kernel's calibrated factor ([`DeviceModel::kernel_factor`]; 1 for plain
+/// products); a memory-bound kernel takes at least its bytes at the bandwidth
+/// for their size. The factors are fitted on small, in-cache calibration
+/// loops, where they measure a kernel's per-element work (`adam_update`'s
+/// square roots, a broadcast's index arithmetic); a large array's traffic is
+/// bounded by the memory bandwidth instead, and scaling that by the factor
+/// had made a 4096² Adam update 2.5× too slow.
+pub fn kernel_time(model: &DeviceModel, k: &Kernel, pick: fn(&Measured) -> f64) -> f64 {
+    let scaled = model.kernel_factor(k.name) * kernel_work_seconds(model, k, pick);
+    match k.work {
+        Work::Memory { bytes } => scaled.max(bytes / (bandwidth_gbs(model, bytes, pick) * 1e9)),
+        Work::Gemm { .. } => scaled,
+    }
 }
 
 /// Seconds of one kernel call's work before its calibrated factor. A GEMM
 /// computes whole tiles of the device's micro-kernel ([`DeviceModel::tile`]:
 /// a product with 2 columns costs as many as one with a full tile's), at the
-/// throughput of its padded work; a memory-bound kernel moves its bytes at the
-/// bandwidth for their size; either pays for its transcendental evaluations.
+/// throughput of its shape ([`gemm_gflops`]); a memory-bound kernel moves its
+/// bytes at the in-cache bandwidth (what its factor is relative to; see
+/// [`kernel_time`]); either pays for its transcendental evaluations.
 pub fn kernel_work_seconds(model: &DeviceModel, k: &Kernel, pick: fn(&Measured) -> f64) -> f64 {
     let work = match k.work {
         Work::Gemm {
@@ -121,10 +171,18 @@ pub fn kernel_work_seconds(model: &DeviceModel, k: &Kernel, pick: fn(&Measured) 
             let (m, n) = (padded(m, model.tile[0]), padded(n, model.tile[1]));
             2.0 * batch * m * inner * n / (gemm_gflops(model, batch, m, inner, n, pick) * 1e9)
         }
-        Work::Memory { bytes } => bytes / (bandwidth_gbs(model, bytes, pick) * 1e9),
+        Work::Memory { bytes } => bytes / (pick(&model.cache_bandwidth_gbs) * 1e9),
     };
     work + k.evals * pick(&model.transcendental_s)
 }
+
+/// Bytes the CPU's buffer pool (`mlpl_devices::cpu::pool`) holds before it
+/// first releases the buffers no tensor holds (its `SWEEP_MIN_BYTES`; after a
+/// release, twice what it still holds). A step whose shapes change each step
+/// (a mixture of experts' routed layout) reuses few of them, so its run holds
+/// about that much: `moe_block`'s live step peak is 26 MB where its process
+/// holds 100 MB beyond the baseline.
+pub const POOL_SWEEP_BYTES: f64 = (64u64 << 20) as f64;
 
 /// The estimate of one step.
 #[derive(Clone, Debug, PartialEq)]
@@ -157,7 +215,9 @@ pub struct Memory {
     pub tape: f64,
     /// The step's buffers: its kernels' activation outputs scaled by the
     /// calibrated arena factor, and its parameter-sized tensors by the
-    /// parameter factor (recorded steps, the capture arena, allocator slack).
+    /// parameter factor (recorded steps, the capture arena, allocator slack);
+    /// for a step whose shapes change each step, what the buffer pool holds
+    /// beyond the tape ([`POOL_SWEEP_BYTES`]).
     pub arena: f64,
     /// The process: runtime, program and data.
     pub baseline: f64,
@@ -220,6 +280,13 @@ pub fn estimate_step(
         baseline: model.baseline_bytes,
         total: 0.0,
     };
+    if routes_on_host(layer) {
+        // The step's shapes change every step, so its buffers are not the
+        // last step's: the buffer pool keeps freed ones until it holds
+        // `POOL_SWEEP_BYTES`, or twice what it held after its last release.
+        let live = m.tape + m.arena;
+        m.arena = POOL_SWEEP_BYTES.max(2.0 * live) - m.tape;
+    }
     m.total = model.correction.memory
         * (m.weights + m.grads + m.optimizer + m.tape + m.arena + m.baseline);
     StepEstimate {

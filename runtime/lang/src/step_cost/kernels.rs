@@ -12,6 +12,7 @@
 
 use crate::nn::estimate::cost;
 use crate::nn::layers::{Activation, Attention, Layer, MoeGate};
+use mlpl_devices::math;
 
 /// What a kernel spends its time on.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -339,10 +340,13 @@ fn forward(
             Some(d)
         }
         Layer::Moe(m) => {
-            // Only the routed rows reach the experts (nn/moe.rs): r·k rows in
-            // all, assumed split evenly, r·k/E per expert.
+            // Only the routed rows reach the experts (nn/moe.rs), laid out per
+            // block of tokens and expert, padded to the busiest expert's count
+            // ([`moe_layout`]): `pos` positions, C·E products of `width` rows.
             let (d, e, hid) = (m.d as f64, m.experts as f64, m.hidden as f64);
             let rk = r * m.top_k as f64;
+            let (blocks, width) = moe_layout(r, m.experts, m.top_k);
+            let (be, pos) = (blocks * e, blocks * e * width);
             let biases = if m.bias { 1.0 } else { 0.0 };
             out.push(gemm("matmul", 1.0, r, d, e));
             if m.bias {
@@ -358,23 +362,24 @@ fn forward(
                 out.push(mem("binary", 2.0 * r * e, r * e));
             }
             for _ in 0..2 {
-                out.push(mem("gather_rows", rk * d, rk * d));
-                out.push(gemm("matmul", e, rk / e, d, hid));
+                out.push(mem("gather_rows", pos * d, pos * d));
+                out.push(gemm("matmul", be, width, d, hid));
             }
             let gate_passes = match m.gate {
                 MoeGate::Silu => 1.0,
                 // Two clamps (a max and a min each), ·alpha, g·sigmoid, +1, ·up.
                 MoeGate::Clamped { .. } => 8.0,
             };
-            out.push(mem("unary", rk * hid, rk * hid).with_evals(rk * hid));
+            out.push(mem("unary", pos * hid, pos * hid).with_evals(pos * hid));
             for _ in 0..(gate_passes + 2.0 * biases) as usize {
-                out.push(mem("binary", 2.0 * rk * hid, rk * hid));
+                out.push(mem("binary", 2.0 * pos * hid, pos * hid));
             }
-            out.push(gemm("matmul", e, rk / e, hid, d));
-            // The gates of the routed rows, the gated outputs, each token's sum.
-            out.push(mem("gather_rows", rk, rk));
+            out.push(gemm("matmul", be, width, hid, d));
+            // The gates of the positions, the gated outputs, each token's sum
+            // of its k copies.
+            out.push(mem("gather_rows", pos, pos));
             for _ in 0..(1.0 + biases) as usize {
-                out.push(mem("binary", 2.0 * rk * d, rk * d));
+                out.push(mem("binary", 2.0 * pos * d, pos * d));
             }
             out.push(mem("gather_rows", rk * d, rk * d));
             out.push(mem("reduce", rk * d, r * d));
@@ -410,6 +415,38 @@ fn forward(
         }
         other => generic(other, st, w, out),
     }
+}
+
+/// Whether `l` routes rows on the host each step (a mixture of experts): its
+/// step's shapes change from step to step, so the step is not captured and its
+/// buffers are not reused from one step to the next.
+pub fn routes_on_host(l: &Layer) -> bool {
+    match l {
+        Layer::Moe(_) => true,
+        Layer::Chain(ch) => ch.iter().any(|c| routes_on_host(c)),
+        Layer::Residual(inner) => routes_on_host(inner),
+        _ => false,
+    }
+}
+
+/// The layout a mixture of experts computes on for `r` tokens (`nn/route.rs`):
+/// `C` blocks of up to `KC` tokens (the CPU GEMM's block of `k`), and in each
+/// block every expert's tokens padded to `width`, the most any expert gets in
+/// any block. Without data to route, each expert's count in a block is taken
+/// as binomial (each of the block's `n` tokens picks it with chance k/E, as a
+/// router at initialisation does), and `width` as the expected largest of the
+/// C·E counts: the mean plus √(2·ln(C·E)) standard deviations, at most `n`.
+pub fn moe_layout(r: f64, experts: usize, top_k: usize) -> (f64, f64) {
+    let kc = mlpl_devices::cpu::KC as f64;
+    let r = r.max(1.0);
+    let blocks = (r / kc).ceil().max(1.0);
+    let n = r.min(kc);
+    let e = experts.max(1) as f64;
+    let p = (top_k.min(experts) as f64 / e).min(1.0);
+    let sd = (n * p * (1.0 - p)).sqrt();
+    let z = (2.0 * math::log(blocks * e)).max(0.0).sqrt();
+    let width = (n * p + z * sd).ceil().clamp(1.0, n);
+    (blocks, width)
 }
 
 /// Layers without a kernel list of their own: their GEMM work from the FLOP
@@ -608,16 +645,17 @@ fn backward(
             Some(d)
         }
         Layer::Moe(m) => {
-            // The routed rows only, r·k/E per expert (see the forward arm).
-            // The extra element-wise passes of GPT-OSS's clamped gate are not
-            // counted here.
+            // The routed positions only (see the forward arm). The extra
+            // element-wise passes of GPT-OSS's clamped gate are not counted here.
             let (d, e, hid) = (m.d as f64, m.experts as f64, m.hidden as f64);
             let rk = r * m.top_k as f64;
+            let (blocks, width) = moe_layout(r, m.experts, m.top_k);
+            let (be, pos) = (blocks * e, blocks * e * width);
             if m.bias {
                 out.push(mem("sum_to_shape", r * e, e));
-                out.push(mem("sum_to_shape", rk * hid, e * hid));
-                out.push(mem("sum_to_shape", rk * hid, e * hid));
-                out.push(mem("sum_to_shape", rk * d, e * d));
+                out.push(mem("sum_to_shape", pos * hid, e * hid));
+                out.push(mem("sum_to_shape", pos * hid, e * hid));
+                out.push(mem("sum_to_shape", pos * d, e * d));
             }
             out.push(gemm("matmul_t", 1.0, d, r, e));
             if !first {
@@ -625,27 +663,28 @@ fn backward(
             }
             out.push(mem("softmax_backward", 2.0 * r * e, r * e));
             out.push(mem("binary", 2.0 * r * e, r * e));
-            // Each token's sum back to its copies (expanded when k ≥ 2); the
-            // gates' and outputs' gradients.
+            // Each token's sum back to its copies (expanded when k ≥ 2) and
+            // into the positions; the gates' and outputs' gradients.
             if m.top_k >= 2 {
                 out.push(mem("binary", rk * d, rk * d));
             }
-            out.push(mem("scatter_add_rows", rk * d, rk * d));
+            out.push(mem("scatter_add_rows", rk * d, pos * d));
             for _ in 0..2 {
-                out.push(mem("binary", 2.0 * rk * d, rk * d));
+                out.push(mem("binary", 2.0 * pos * d, pos * d));
             }
-            out.push(mem("sum_to_shape", rk * d, rk));
-            out.push(mem("scatter_add_rows", rk, r * e));
-            out.push(gemm("matmul_t", e, hid, rk / e, d));
-            out.push(gemm("matmul_t", e, rk / e, d, hid));
+            out.push(mem("sum_to_shape", pos * d, pos));
+            out.push(mem("scatter_add_rows", pos, r * e));
+            // Weight gradients sum each expert's positions over the blocks.
+            out.push(gemm("matmul_t", e, hid, blocks * width, d));
+            out.push(gemm("matmul_t", be, width, d, hid));
             for _ in 0..2 {
-                out.push(mem("binary", 2.0 * rk * hid, rk * hid));
+                out.push(mem("binary", 2.0 * pos * hid, pos * hid));
             }
-            out.push(mem("unary_backward", 2.0 * rk * hid, rk * hid).with_evals(rk * hid));
+            out.push(mem("unary_backward", 2.0 * pos * hid, pos * hid).with_evals(pos * hid));
             for _ in 0..2 {
-                out.push(gemm("matmul_t", e, d, rk / e, hid));
+                out.push(gemm("matmul_t", e, d, blocks * width, hid));
                 if !first {
-                    out.push(gemm("matmul_t", e, rk / e, hid, d));
+                    out.push(gemm("matmul_t", be, width, hid, d));
                     // Each token's copies summed (`dispatch`).
                     out.push(mem("gather_rows", rk * d, rk * d));
                     out.push(mem("reduce", rk * d, r * d));

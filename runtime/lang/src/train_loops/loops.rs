@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use crate::check::query::{Facts, OptimizerCall, TrainBlock};
 use crate::nn::layers::Layer;
-use crate::step_cost::kernels::{LossKind, StepShape};
+use crate::step_cost::kernels::{routes_on_host, LossKind, StepShape};
 use mlpl_diag::Span;
 use mlpl_syntax::walk;
 use mlpl_syntax::{Expr, ExprKind, Program};
@@ -82,19 +82,10 @@ fn not_captured(name: &str, args: &[Expr], model: &Layer) -> Option<&'static str
     if clips {
         return Some("gradient clipping computes its scale on the host each step");
     }
-    if has_moe(model) {
+    if routes_on_host(model) {
         return Some("a mixture of experts routes its rows on the host each step");
     }
     None
-}
-
-fn has_moe(l: &Layer) -> bool {
-    match l {
-        Layer::Moe(_) => true,
-        Layer::Chain(ch) => ch.iter().any(|c| has_moe(c)),
-        Layer::Residual(inner) => has_moe(inner),
-        _ => false,
-    }
 }
 
 /// Optimizer state slots per parameter: Adam and AdamW keep two moments,

@@ -15,11 +15,39 @@ use mlpl_devices::{math, Tensor};
 use mlpl_devices::{Backend, BinaryOp, UnaryOp};
 
 use super::loops::train_loops;
-use crate::estimate::calibration::{DeviceModel, GemmPoint, Measured};
+use crate::estimate::calibration::{DeviceModel, GemmPoint, Measured, PLAIN_PRODUCTS};
 use crate::value::Array;
 
 /// The square GEMM sizes measured.
-pub const GEMM_SIZES: &[usize] = &[8, 16, 32, 64, 128, 256, 512];
+pub const GEMM_SIZES: &[usize] = &[8, 16, 32, 64, 128, 256, 512, 1024];
+
+/// The step-like GEMM shapes measured besides the squares: `(batch, m, k, n,
+/// ta, tb)`, `batch` products `[m, k]·[k, n]`, the left operand stored
+/// transposed when `ta` (a weight gradient `xᵀ·g`), the right one when `tb`
+/// (an input gradient `g·Wᵀ`, attention's scores `q·kᵀ`). A wide layer on few
+/// rows (its forward, weight gradient and input gradient), a token-major
+/// layer `[tokens, d]·[d, 4d]` (the same three), a classifier head's two
+/// gradients (10 classes: single-threaded products reading a transposed
+/// operand in place ran at 1–5 GFLOP/s where squares of the same work ran at
+/// 100), a layer on one row (its forward and its weight gradient, an outer
+/// product), and attention's batches of small per-head products. Their throughput is far from a square product's
+/// of the same work (docs/estimates.md), which the model cannot derive.
+pub const GEMM_SHAPES: &[(usize, usize, usize, usize, bool, bool)] = &[
+    (1, 64, 2048, 2048, false, false),
+    (1, 2048, 64, 2048, true, false),
+    (1, 64, 2048, 1024, false, true),
+    (1, 512, 256, 1024, false, false),
+    (1, 256, 512, 1024, true, false),
+    (1, 512, 1024, 256, false, true),
+    (1, 256, 512, 10, true, false),
+    (1, 512, 10, 256, false, true),
+    (1, 1, 1024, 1024, false, false),
+    (1, 1024, 1, 1024, true, false),
+    (64, 32, 16, 32, false, true),
+    (64, 32, 32, 16, false, false),
+    (16, 128, 64, 128, false, true),
+    (16, 128, 128, 64, false, false),
+];
 /// Repetitions of every timing.
 pub const REPS: usize = 7;
 
@@ -63,25 +91,39 @@ pub fn call_seconds(b: &Arc<dyn Backend>) -> Result<f64, String> {
     Ok(Measured::of(&secs).median)
 }
 
-/// GEMM throughput at every size of [`GEMM_SIZES`].
+/// GEMM throughput at every size of [`GEMM_SIZES`] and every shape of
+/// [`GEMM_SHAPES`].
 pub fn gemm_points(b: &Arc<dyn Backend>) -> Result<Vec<GemmPoint>, String> {
     let call = call_seconds(b)?;
+    let squares = GEMM_SIZES.iter().map(|&s| (1, s, s, s, false, false));
     let mut pts = Vec::new();
-    for &s in GEMM_SIZES {
-        let x = filled(b, &[s, s])?;
-        let y = filled(b, &[s, s])?;
-        let flops = 2.0 * (s * s * s) as f64;
+    for (batch, m, k, n, ta, tb) in squares.chain(GEMM_SHAPES.iter().copied()) {
+        let stored = |rows: usize, cols: usize, t: bool| {
+            let mut shape = if batch > 1 { vec![batch] } else { vec![] };
+            shape.extend(if t { [cols, rows] } else { [rows, cols] });
+            shape
+        };
+        let x = filled(b, &stored(m, k, ta))?;
+        let y = filled(b, &stored(k, n, tb))?;
+        let flops = 2.0 * (batch * m * k * n) as f64;
         // About 2 ms of work per timing at 20 GFLOP/s.
         let inner = ((4e7 / flops) as usize).clamp(1, 2000);
-        let secs = time_reps(b, inner, &|| b.matmul(&x, &y))?;
+        let secs = if ta || tb {
+            time_reps(b, inner, &|| b.matmul_t(&x, &y, ta, tb))?
+        } else {
+            time_reps(b, inner, &|| b.matmul(&x, &y))?
+        };
         let g: Vec<f64> = secs
             .iter()
             .map(|t| flops / (t - call).max(0.1 * t) / 1e9)
             .collect();
         pts.push(GemmPoint {
-            m: s as u64,
-            k: s as u64,
-            n: s as u64,
+            m: m as u64,
+            k: k as u64,
+            n: n as u64,
+            batch: batch as u64,
+            ta,
+            tb,
             gflops: Measured::of(&g),
         });
     }
@@ -147,14 +189,16 @@ train 12 {
 
 /// The parameter-heavy memory loop: a wide MLP on 8 rows, whose peak memory
 /// is mostly parameters, gradients, optimizer state and their copies. Its
-/// weight matrix (3072², 38 MB) is of the size where a memory verdict is
-/// decided: fitted on a 1536-wide loop, the factor said 10.4 parameter-sized
-/// buffers where 3072- to 6144-wide MLPs hold 6.5 to 7.2 at their peak
+/// weight matrix (4096², 67 MB) is of the size where a 2 GB verdict is
+/// decided. The parameter-sized buffers held at the peak fall with their size
 /// (likely the allocator keeping freed buffers of a few MB resident and
-/// returning those of tens of MB; docs/benchmarks.md, "Third round").
+/// returning those of tens of MB): fitted on a 1536-wide loop the factor said
+/// 10.4, on a 3072-wide one 9.0, where 4096- to 6144-wide MLPs hold 6.6 to 7.3
+/// (docs/benchmarks.md, "Third round" and "Fifth round"), and the 9.0 made two
+/// 2 GB verdicts too cautious.
 pub const PARAM_LOOP: &str = "X = randn(1, [8, 32])
 y = argmax(randn(2, [8, 10]), 1)
-model = chain(linear(32, 3072, 1), relu_layer(), linear(3072, 3072, 2), relu_layer(), linear(3072, 10, 3))
+model = chain(linear(32, 4096, 1), relu_layer(), linear(4096, 4096, 2), relu_layer(), linear(4096, 10, 3))
 train 6 {
   adam(cross_entropy(apply(model, X), y), model, 0.001, 0.9, 0.999, 1e-8)
 }
@@ -248,13 +292,16 @@ pub fn kernel_times(trace: &str) -> Result<KernelTimes, String> {
     steps.sort_by(|a, b| a.0.total_cmp(&b.0));
     let mut per: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
     let mut used = Vec::new();
-    for &(start, end) in steps.iter().skip(3) {
-        let from = kernels.partition_point(|k| k.0 < start);
+    for w in steps.windows(2).skip(2) {
+        // A step's kernels are those after the previous step's end: its first
+        // kernel can start just before its own step event does.
+        let ((_, start), (s0, end)) = (w[0], w[1]);
+        let from = kernels.partition_point(|k| k.0 <= start);
         let to = kernels.partition_point(|k| k.0 <= end);
         if from == to {
             continue;
         }
-        used.push((end - start) * 1e-6);
+        used.push((end - s0) * 1e-6);
         let mut step: BTreeMap<&str, (f64, f64)> = BTreeMap::new();
         for k in &kernels[from..to] {
             let e = step.entry(k.2.as_str()).or_default();
@@ -405,6 +452,11 @@ pub fn calibrate(
             Err(e) if e == NO_REPLAYED_KERNELS => continue,
             Err(e) => return Err(e),
         };
+        // Plain products take no factor (their shapes are calibrated).
+        let r: BTreeMap<String, (f64, f64)> = r
+            .into_iter()
+            .filter(|(name, _)| !PLAIN_PRODUCTS.contains(&name.as_str()))
+            .collect();
         if src == REFERENCE_LOOP {
             let (w, m) = r.values().fold((0.0, 0.0), |a, v| (a.0 + v.0, a.1 + v.1));
             if m > 0.0 {

@@ -129,6 +129,7 @@ fn a_recorded_metric_runs_the_forward_again() {
 
 #[test]
 fn moe_is_costed_with_the_routed_rows() {
+    use mlpl_lang::step_cost::kernels::moe_layout;
     let src = |k: usize| {
         format!(
             "X = randn(1, [16, 8])\ny = argmax(randn(2, [16, 8]), 1)\nmodel = chain(moe(8, 4, {k}, 16, 1), linear(8, 8, 2))\ntrain 1 {{\n  adam(cross_entropy(apply(model, X), y), model, 0.001, 0.9, 0.999, 1e-8)\n}}\n"
@@ -138,14 +139,41 @@ fn moe_is_costed_with_the_routed_rows() {
         let lp = first_loop(&src(k));
         totals(&step_kernels(&lp.model, &lp.step, &trainable(&lp))).flops
     };
-    // Only the routed rows reach the experts (nn/moe.rs): r·k rows, whatever
-    // the number of experts. Seven products of 2·r·k·d·hidden FLOPs each: the
-    // three forward, their weight gradients and the down product's input
-    // gradient (the first layer's input takes no gradient).
+    // Only the routed positions reach the experts (nn/route.rs): C·E·width
+    // rows, each expert's tokens padded to the busiest one's. Seven products
+    // of 2·positions·d·hidden FLOPs each: the three forward, their weight
+    // gradients and the down product's input gradient (the first layer's
+    // input takes no gradient).
     let (r, d, hidden) = (16.0, 8.0, 16.0);
-    let per_choice = 7.0 * 2.0 * r * d * hidden;
-    assert_eq!(cost(2) - cost(1), per_choice);
-    assert_eq!(cost(4) - cost(1), 3.0 * per_choice);
+    let positions = |k| {
+        let (c, w) = moe_layout(r, 4, k);
+        c * 4.0 * w
+    };
+    let per_position = 7.0 * 2.0 * d * hidden;
+    assert_eq!(
+        cost(2) - cost(1),
+        per_position * (positions(2) - positions(1))
+    );
+    // Every token choosing every expert fills each expert's rows exactly.
+    assert_eq!(positions(4), 4.0 * r);
+    assert_eq!(cost(4) - cost(1), per_position * (4.0 * r - positions(1)));
+}
+
+#[test]
+fn moe_layout_pads_to_the_expected_busiest_expert() {
+    use mlpl_lang::step_cost::kernels::moe_layout;
+    // 1904 tokens in 8 blocks of up to 256; top-2 of 4 experts: a block's
+    // count per expert has mean 128 and deviation 8, and the largest of 32
+    // such counts is expected √(2·ln 32) = 2.63 deviations above the mean.
+    assert_eq!(moe_layout(1904.0, 4, 2), (8.0, 150.0));
+    // One block of 16 tokens, top-1 of 4: mean 4, deviation √3, √(2·ln 4).
+    let z = (2.0f64 * 4f64.ln()).sqrt();
+    assert_eq!(
+        moe_layout(16.0, 4, 1),
+        (1.0, (4.0 + z * 3f64.sqrt()).ceil())
+    );
+    // Never more rows than the block has tokens.
+    assert_eq!(moe_layout(3.0, 64, 63), (1.0, 3.0));
 }
 
 /// A one-step loop of a `moe` model over `tokens` rows: with one choice per
@@ -375,12 +403,7 @@ fn products_cost_whole_tiles_and_kernels_their_factors() {
     // so that every product runs at 10 GFLOP/s of its padded work.
     model.gemm = [(12u64, 1u64, 32u64), (384, 384, 384)]
         .iter()
-        .map(|&(m, k, n)| GemmPoint {
-            m,
-            k,
-            n,
-            gflops: Measured::exact(10.0),
-        })
+        .map(|&(m, k, n)| GemmPoint::plain(m, k, n, Measured::exact(10.0)))
         .collect();
     let pick = |x: &Measured| x.median;
     let d = 2e-6;
@@ -394,16 +417,25 @@ fn products_cost_whole_tiles_and_kernels_their_factors() {
     let t = kernel_seconds(&model, &gemm(24.0, 16.0, 64.0), pick);
     assert!((t - d - 2.0 * 24.0 * 16.0 * 64.0 / 10e9).abs() < 1e-15);
     // A kernel's calibrated factor scales its work (not its dispatch); kernels
-    // without one take the step factor.
+    // without one take the step factor; plain products take neither (their
+    // shapes are calibrated).
     let base = kernel_seconds(&model, &gemm(24.0, 16.0, 64.0), pick) - d;
-    model.kernel_factors.insert("matmul".into(), 3.0);
+    model.kernel_factors.insert("attention".into(), 3.0);
+    model.kernel_factors.insert("matmul".into(), 7.0);
     model.step_factor = 5.0;
-    let t = kernel_seconds(&model, &gemm(24.0, 16.0, 64.0), pick);
+    let mut fused = gemm(24.0, 16.0, 64.0);
+    fused.name = "attention";
+    let t = kernel_seconds(&model, &fused, pick);
     assert!((t - d - 3.0 * base).abs() < 1e-15);
-    let mut other = gemm(24.0, 16.0, 64.0);
-    other.name = "matmul_t";
-    let t = kernel_seconds(&model, &other, pick);
+    fused.name = "attention_backward";
+    let t = kernel_seconds(&model, &fused, pick);
     assert!((t - d - 5.0 * base).abs() < 1e-15);
+    for name in ["matmul", "matmul_t"] {
+        let mut plain = gemm(24.0, 16.0, 64.0);
+        plain.name = name;
+        let t = kernel_seconds(&model, &plain, pick);
+        assert!((t - d - base).abs() < 1e-15, "{name}: {t}");
+    }
 }
 
 #[test]
@@ -416,18 +448,8 @@ fn calibrated_points_count_their_own_padding() {
     let mut model = hand_model();
     model.tile = [12, 32];
     model.gemm = vec![
-        GemmPoint {
-            m: 8,
-            k: 8,
-            n: 8,
-            gflops: Measured::exact(2.0),
-        },
-        GemmPoint {
-            m: 384,
-            k: 384,
-            n: 384,
-            gflops: Measured::exact(40.0),
-        },
+        GemmPoint::plain(8, 8, 8, Measured::exact(2.0)),
+        GemmPoint::plain(384, 384, 384, Measured::exact(40.0)),
     ];
     let k = Kernel {
         name: "matmul",
@@ -442,6 +464,84 @@ fn calibrated_points_count_their_own_padding() {
     };
     let t = kernel_work_seconds(&model, &k, |x| x.median);
     assert!((t - 2.0 * 512.0 / 2e9).abs() < 1e-15, "{t}");
+}
+
+#[test]
+fn products_take_the_throughput_of_the_nearest_calibrated_shapes() {
+    use mlpl_lang::step_cost::cost::gemm_gflops;
+    // Squares, and a wide layer on 64 rows measured far slower than a square
+    // product of its work.
+    let mut model = hand_model();
+    model.tile = [1, 1];
+    model.gemm = vec![
+        GemmPoint::plain(64, 64, 64, Measured::exact(100.0)),
+        GemmPoint::plain(512, 512, 512, Measured::exact(200.0)),
+        GemmPoint::plain(64, 2048, 2048, Measured::exact(50.0)),
+    ];
+    let g = |m: f64, k: f64, n: f64| gemm_gflops(&model, 1.0, m, k, n, |x| x.median);
+    // A calibrated shape is taken as measured.
+    assert_eq!(g(512.0, 512.0, 512.0), 200.0);
+    assert_eq!(g(64.0, 2048.0, 2048.0), 50.0);
+    // A wider layer on 64 rows (more work than any point) runs like the
+    // 64-row point, not like the largest square.
+    let wide = g(64.0, 4096.0, 4096.0);
+    assert!((50.0..60.0).contains(&wide), "{wide}");
+    // A square between the squares lies between them.
+    let mid = g(181.0, 181.0, 181.0);
+    assert!((100.0..200.0).contains(&mid), "{mid}");
+    // Below the smallest point's work, throughput falls with its square root.
+    assert!((g(16.0, 16.0, 16.0) - 100.0 * (1.0f64 / 64.0).sqrt()).abs() < 1e-9);
+    // A batch of small products is its own dimension: far from a point with
+    // one product, near a batched one.
+    model.gemm.push(GemmPoint {
+        batch: 64,
+        ..GemmPoint::plain(32, 16, 32, Measured::exact(20.0))
+    });
+    let batched = gemm_gflops(&model, 64.0, 32.0, 16.0, 32.0, |x| x.median);
+    assert_eq!(batched, 20.0);
+}
+
+#[test]
+fn a_large_memory_bound_kernel_is_bounded_by_bandwidth_not_its_factor() {
+    use mlpl_lang::step_cost::cost::kernel_time;
+    use mlpl_lang::step_cost::kernels::{Kernel, Work};
+    let mut model = hand_model();
+    model.cache_bandwidth_gbs = Measured::exact(100.0);
+    model.bandwidth_gbs = Measured::exact(20.0);
+    model.kernel_factors.insert("adam_update".into(), 4.0);
+    let adam = |bytes: f64| Kernel {
+        name: "adam_update",
+        work: Work::Memory { bytes },
+        out_elems: bytes / 28.0,
+        evals: 0.0,
+    };
+    let pick = |x: &Measured| x.median;
+    // In cache: the factor times the bytes at the in-cache bandwidth.
+    let small = kernel_time(&model, &adam(1e6), pick);
+    assert!((small - 4.0 * 1e6 / 100e9).abs() < 1e-15, "{small}");
+    // From memory, the factor's compute time (4 / 100 GB/s = 25 GB/s) is
+    // below the memory traffic's (20 GB/s): the traffic decides.
+    let large = kernel_time(&model, &adam(470e6), pick);
+    assert!((large - 470e6 / 20e9).abs() < 1e-12, "{large}");
+    // A faster memory than the factor's per-element work: the work decides.
+    model.bandwidth_gbs = Measured::exact(40.0);
+    let large = kernel_time(&model, &adam(470e6), pick);
+    assert!((large - 4.0 * 470e6 / 100e9).abs() < 1e-12, "{large}");
+}
+
+#[test]
+fn a_step_of_changing_shapes_holds_the_buffer_pool() {
+    use mlpl_lang::step_cost::cost::POOL_SWEEP_BYTES;
+    // A small mixture of experts: its live buffers are far below what the
+    // pool keeps before releasing, which is what its run holds.
+    let lp = first_loop(&moe_step(16));
+    let m = hand_model();
+    let s = estimate_step(&lp.model, &lp.frozen, &lp.step, false, &m);
+    assert_eq!(s.memory.tape + s.memory.arena, POOL_SWEEP_BYTES);
+    // The same model without the experts keeps its own buffers.
+    let dense = first_loop(MLP);
+    let d = estimate_step(&dense.model, &dense.frozen, &dense.step, true, &m);
+    assert!(d.memory.tape + d.memory.arena < 1e7);
 }
 
 #[test]

@@ -869,11 +869,18 @@ fn calibrate(args: CalibrateArgs) -> ExitCode {
                     .iter()
                     .map(|p| p.gflops.median)
                     .fold(0.0, f64::max);
-                let largest = model.gemm.last().map(|p| p.gflops.median).unwrap_or(best);
+                // The largest square product (the step-like shapes follow the squares).
+                let square = model
+                    .gemm
+                    .iter()
+                    .filter(|p| p.batch == 1 && !p.ta && !p.tb && p.m == p.k && p.k == p.n)
+                    .max_by_key(|p| p.m);
+                let largest = square.map(|p| p.gflops.median).unwrap_or(best);
+                let size = square.map_or(0, |p| p.m);
                 println!(
                     "{name}: GEMM {} GFLOP/s at {}³ (best {}), {} µs per kernel replayed, {} µs more interpreted, {} GB/s ({} in cache), {} ns per transcendental, GEMM tile {}×{}, baseline {} MB, step factor {}, step buffers ×{} of activations and ×{} of parameters ({:.1} s)",
                     sig(largest),
-                    model.gemm.last().map_or(0, |p| p.m),
+                    size,
                     sig(best),
                     sig(model.dispatch_s.median * 1e6),
                     sig(model.interp_s.median * 1e6),
@@ -889,7 +896,7 @@ fn calibrate(args: CalibrateArgs) -> ExitCode {
                     started.elapsed().as_secs_f64()
                 );
                 entry.gflops = largest;
-                entry.size = model.gemm.last().map(|p| p.m);
+                entry.size = Some(size);
                 entry.measured_at = Some(now);
                 entry.source = Some("`mlpl calibrate`".into());
                 entry.model = Some(model);

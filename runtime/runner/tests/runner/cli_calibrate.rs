@@ -4,6 +4,8 @@
 
 use std::process::Command;
 
+use mlpl_lang::train_loops::measure::{GEMM_SHAPES, GEMM_SIZES};
+
 fn dir(name: &str) -> std::path::PathBuf {
     let d = std::env::temp_dir().join(format!("mlpl-calibrate-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
@@ -41,16 +43,28 @@ fn writes_the_calibration_cache() {
     let devices = v["devices"].as_array().unwrap();
     let cpu = devices.iter().find(|e| e["device"] == "cpu").unwrap();
     assert!(cpu["gflops"].as_f64().unwrap() > 0.0);
-    assert_eq!(cpu["size"], 512);
-    // The suite's fixed shapes, and a median with its percentiles for each.
+    assert_eq!(cpu["size"], 1024);
+    // The suite's fixed shapes (the squares, then the step-like ones), and a
+    // median with its percentiles for each.
     let model = &cpu["model"];
-    let sizes: Vec<u64> = model["gemm"]
+    let shapes: Vec<(u64, u64, u64, u64, bool, bool)> = model["gemm"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|p| p["m"].as_u64().unwrap())
+        .map(|p| {
+            let u = |k: &str| p[k].as_u64();
+            let b = |k: &str| p[k].as_bool().unwrap_or(false);
+            let (m, k, n) = (u("m").unwrap(), u("k").unwrap(), u("n").unwrap());
+            (u("batch").unwrap_or(1), m, k, n, b("ta"), b("tb"))
+        })
         .collect();
-    assert_eq!(sizes, [8, 16, 32, 64, 128, 256, 512]);
+    let squares = GEMM_SIZES.iter().map(|&s| (1, s, s, s, false, false));
+    let expected: Vec<(u64, u64, u64, u64, bool, bool)> = squares
+        .chain(GEMM_SHAPES.iter().copied())
+        .map(|(b, m, k, n, ta, tb)| (b as u64, m as u64, k as u64, n as u64, ta, tb))
+        .collect();
+    assert_eq!(shapes, expected);
+    assert_eq!(GEMM_SIZES.last(), Some(&1024));
     for p in model["gemm"].as_array().unwrap() {
         let g = &p["gflops"];
         let (lo, mid, hi) = (
@@ -73,14 +87,12 @@ fn writes_the_calibration_cache() {
         .collect();
     assert!(tile.len() == 2 && tile[0] >= 4 && tile[1] >= 8, "{tile:?}");
     let factors = model["kernel_factors"].as_object().unwrap();
-    for name in [
-        "matmul",
-        "matmul_t",
-        "cross_entropy",
-        "adam_update",
-        "bias_act",
-    ] {
+    for name in ["cross_entropy", "adam_update", "bias_act"] {
         assert!(factors[name].as_f64().unwrap() > 0.0, "{name}: {factors:?}");
+    }
+    // Plain products take no factor: their shapes are calibrated.
+    for name in ["matmul", "matmul_t"] {
+        assert!(!factors.contains_key(name), "{name}: {factors:?}");
     }
     assert!(devices
         .iter()
