@@ -184,8 +184,9 @@ macro_rules! simd_kernel {
             cols: usize,
             accumulate: bool,
         ) {
-            // Fetch the tile of C for writing now: its lines arrive while the
-            // loop runs instead of stalling the store (or the addition) after it.
+            // Fetch the tile of C now (`prefetchw` where the build's target
+            // has it, else `prefetcht0`): its lines arrive while the loop runs
+            // instead of stalling the store (or the addition) after it.
             for r in 0..rows {
                 let row = c.wrapping_add(r * ldc);
                 _mm_prefetch::<_MM_HINT_ET0>(row.cast::<i8>());

@@ -24,6 +24,15 @@
 //! panels and runs the micro-kernel over every tile. Operands are read through
 //! row and column strides, so a transposed operand is never copied first.
 //!
+//! Three variants change only who computes what, never an element's
+//! operations: a row-major A is read in place, or copied row by row when its
+//! rows would alias in the L1 cache ([`reads_a_in_place`]), not transposed into
+//! panels; a single-threaded product that is small, or has a small output and a
+//! row-major B, skips packing ([`sgemm_direct`]); a multi-threaded product with a
+//! small output and several `KC` blocks is split by runs of blocks instead of by
+//! tiles, the later runs' blocks kept apart and added in block order
+//! (`split_k.rs`).
+//!
 //! # Memory
 //! Packing buffers are kept per thread (up to [`KEPT`] of each kind) and sized
 //! for the whole block, so after a thread's first product of the current
