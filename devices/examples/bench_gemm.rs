@@ -9,6 +9,9 @@
 //! operands). Without cases: square products n = 64..1024 (`nxnxn.nn`).
 //!
 //! The program's thread is worker 0 of rayon's pool, as in `mlpl run`.
+//! With `MLPL_BENCH_CLOCK=thread` and one thread (`RAYON_NUM_THREADS=1`), calls
+//! are timed in the thread's CPU time, which leaves out the time the machine's
+//! other work takes the core: the way to compare two builds on a loaded machine.
 //! With `--compare` it also times, interleaved case by case, MLPL's GEMM at
 //! every instruction-set level the CPU supports (`mlpl-avx512`, `mlpl-avx2`,
 //! `mlpl-scalar` up to 256³, all threads) and the engines it could use instead:

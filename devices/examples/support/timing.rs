@@ -4,7 +4,41 @@
 
 #![allow(dead_code)]
 
+use std::sync::OnceLock;
 use std::time::Instant;
+
+/// Whether batches are timed in the calling thread's CPU time instead of wall
+/// time (`MLPL_BENCH_CLOCK=thread`): on a loaded machine it leaves out the time
+/// the thread waits for a core, so single-threaded runs of two builds compare
+/// fairly (only with one thread: the pool's other threads are not counted).
+fn thread_clock() -> bool {
+    static THREAD: OnceLock<bool> = OnceLock::new();
+    *THREAD.get_or_init(|| std::env::var("MLPL_BENCH_CLOCK").is_ok_and(|v| v == "thread"))
+}
+
+/// The calling thread's CPU time in seconds (Linux `CLOCK_THREAD_CPUTIME_ID`).
+#[cfg(target_os = "linux")]
+fn thread_seconds() -> f64 {
+    #[repr(C)]
+    struct Timespec {
+        sec: i64,
+        nsec: i64,
+    }
+    extern "C" {
+        fn clock_gettime(clock: i32, ts: *mut Timespec) -> i32;
+    }
+    const CLOCK_THREAD_CPUTIME_ID: i32 = 3;
+    let mut ts = Timespec { sec: 0, nsec: 0 };
+    // SAFETY: `ts` is a valid timespec for the call to fill.
+    let rc = unsafe { clock_gettime(CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID) failed");
+    ts.sec as f64 + ts.nsec as f64 * 1e-9
+}
+
+#[cfg(not(target_os = "linux"))]
+fn thread_seconds() -> f64 {
+    panic!("MLPL_BENCH_CLOCK=thread needs Linux; unset it to time in wall-clock time")
+}
 
 /// How many calls of `f` make a batch of about `batch_s` seconds, from a
 /// probe of about `batch_s / 3` seconds (after one warm-up call).
@@ -22,6 +56,13 @@ pub fn reps_for(f: &mut impl FnMut(), batch_s: f64) -> u64 {
 
 /// Seconds per call of one batch of `reps` calls.
 fn batch(f: &mut impl FnMut(), reps: u64) -> f64 {
+    if thread_clock() {
+        let t = thread_seconds();
+        for _ in 0..reps {
+            f();
+        }
+        return (thread_seconds() - t) / reps as f64;
+    }
     let t = Instant::now();
     for _ in 0..reps {
         f();

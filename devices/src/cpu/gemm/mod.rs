@@ -20,6 +20,7 @@
 
 mod microkernel;
 mod sgemm;
+mod split_k;
 
 pub(crate) use sgemm::warm_thread;
 pub use sgemm::{gemm_blocking, gemm_tile, set_gemm_blocking, GemmBlocking, KC};

@@ -24,12 +24,22 @@
 //! panels and runs the micro-kernel over every tile. Operands are read through
 //! row and column strides, so a transposed operand is never copied first.
 //!
+//! Three variants change only who computes what, never an element's
+//! operations: a row-major A is read in place, or copied row by row when its
+//! rows would alias in the L1 cache ([`reads_a_in_place`]), not transposed into
+//! panels; a single-threaded product that is small, or has a small output and a
+//! row-major B, skips packing ([`sgemm_direct`]); a multi-threaded product with a
+//! small output and several `KC` blocks is split by runs of blocks instead of by
+//! tiles, the later runs' blocks kept apart and added in block order
+//! (`split_k.rs`).
+//!
 //! # Memory
 //! Packing buffers are kept per thread (up to [`KEPT`] of each kind) and sized
 //! for the whole block, so after a thread's first product of the current
 //! blocking, products allocate nothing; [`warm_thread`] makes them up front.
 
 use super::microkernel::{Microkernel, Operands};
+use super::split_k::{sgemm_split_k, split_runs};
 use crate::cpu::for_chunks;
 use crate::cpu::isa::isa;
 use rayon::prelude::*;
@@ -157,6 +167,19 @@ fn pack_panel(
     width: usize,
     panel: &mut [f32],
 ) {
+    if x.rs == 1 && live == width {
+        // Whole panels of the kernels' widths copied with fixed-size moves (a
+        // `memcpy` call per step cost a third of a narrow product).
+        match width {
+            4 => return pack_lines::<4>(x, r0, p0, kc, panel),
+            6 => return pack_lines::<6>(x, r0, p0, kc, panel),
+            8 => return pack_lines::<8>(x, r0, p0, kc, panel),
+            12 => return pack_lines::<12>(x, r0, p0, kc, panel),
+            16 => return pack_lines::<16>(x, r0, p0, kc, panel),
+            32 => return pack_lines::<32>(x, r0, p0, kc, panel),
+            _ => {}
+        }
+    }
     if x.rs == 1 {
         for p in 0..kc {
             let start = (p0 + p) * x.cs + r0;
@@ -180,6 +203,16 @@ fn pack_panel(
         for p in 0..kc {
             panel[p * width + live..(p + 1) * width].fill(0.0);
         }
+    }
+}
+
+/// [`pack_panel`] of `W` rows stored contiguously (`x.rs == 1`), all live.
+#[inline]
+fn pack_lines<const W: usize>(x: MatRef, r0: usize, p0: usize, kc: usize, panel: &mut [f32]) {
+    for (p, dst) in panel[..kc * W].chunks_exact_mut(W).enumerate() {
+        let start = (p0 + p) * x.cs + r0;
+        let src: &[f32; W] = x.data[start..start + W].try_into().expect("W floats");
+        dst.copy_from_slice(src);
     }
 }
 
@@ -212,14 +245,14 @@ const PAR_PACK: usize = 32 * 1024;
 /// A pointer to C shared by the tasks of one product, which write disjoint
 /// tiles.
 #[derive(Clone, Copy)]
-struct SharedC(*mut f32);
+pub(super) struct SharedC(pub(super) *mut f32);
 // SAFETY: tasks write disjoint tiles of C (one task per (row block, panel
 // group)), and the product waits for every task before C is used again.
 unsafe impl Send for SharedC {}
 unsafe impl Sync for SharedC {}
 
 impl SharedC {
-    fn at(self, offset: usize) -> *mut f32 {
+    pub(super) fn at(self, offset: usize) -> *mut f32 {
         // SAFETY: callers stay inside C (offsets of tiles of an m × n matrix).
         unsafe { self.0.add(offset) }
     }
@@ -265,17 +298,17 @@ pub(crate) fn sgemm(
 
 /// The operands of `C = A·B`: `A` `m × k`, `B` `k × n` (`m`, `n`, `k` > 0).
 #[derive(Clone, Copy)]
-struct Product<'a> {
-    m: usize,
-    n: usize,
-    k: usize,
-    a: MatRef<'a>,
-    b: MatRef<'a>,
+pub(super) struct Product<'a> {
+    pub(super) m: usize,
+    pub(super) n: usize,
+    pub(super) k: usize,
+    pub(super) a: MatRef<'a>,
+    pub(super) b: MatRef<'a>,
 }
 
 /// [`sgemm`] with a given kernel and blocking, split for `threads` threads
 /// (the caller checked the sizes).
-fn sgemm_with(
+pub(super) fn sgemm_with(
     kernel: Microkernel,
     blocking: GemmBlocking,
     threads: usize,
@@ -283,13 +316,19 @@ fn sgemm_with(
     c: &mut [f32],
 ) {
     let Product { m, n, k, a, b } = product;
-    if threads == 1 && m * n * k <= DIRECT_FLOPS {
+    if threads == 1 && reads_in_place(product) {
         return sgemm_direct(kernel, product, c);
+    }
+    if let Some(runs) = split_runs(m, n, k, threads) {
+        return sgemm_split_k(kernel, blocking, runs, product, c);
     }
     let GemmBlocking { mc, nc } = blocking.for_kernel(&kernel);
     let (mr, nr) = (kernel.mr, kernel.nr);
     let mc = balanced_mc(m, mc, mr, threads);
     let in_place = reads_a_in_place(a);
+    // A row-major A that is not read in place is copied row by row to rows
+    // `lda` floats apart (no aliasing), not transposed into panels.
+    let copies_rows = a.cs == 1 && !in_place;
     let shared_c = SharedC(c.as_mut_ptr());
     for jc in (0..n).step_by(nc) {
         let ncb = nc.min(n - jc);
@@ -297,6 +336,9 @@ fn sgemm_with(
         for pc in (0..k).step_by(KC) {
             let kc = KC.min(k - pc);
             let accumulate = pc > 0;
+            let lda = kc + ROW_PAD;
+            // Floats of a packed row block of `mc` rows.
+            let block_cap = mc * if copies_rows { lda } else { kc };
             with_buffer(&B_BUFFERS, nc * KC, |bpack| {
                 let bpack = &mut bpack[..panels * nr * kc];
                 let pack = |q: usize, panel: &mut [f32]| {
@@ -324,11 +366,14 @@ fn sgemm_with(
                             let rows = mr.min(m - i);
                             let (ap, ars, acs) = if in_place && rows == mr {
                                 (a.data[i * a.rs + pc..].as_ptr(), a.rs, 1)
+                            } else if copies_rows {
+                                (apack[ir * mr * lda..].as_ptr(), lda, 1)
                             } else {
                                 let panel = if in_place { 0 } else { ir };
                                 (apack[panel * mr * kc..].as_ptr(), 1, mr)
                             };
-                            // SAFETY: a packed panel holds kc·mr floats and a
+                            // SAFETY: a packed panel holds kc·mr floats, copied
+                            // rows mr rows of lda ≥ kc floats, and a
                             // tile read in place lies inside A (rows i..i + mr,
                             // columns pc..pc + kc, checked by `sgemm`); B's panel
                             // holds kc·nr floats; the tile (rows i.., columns
@@ -355,11 +400,14 @@ fn sgemm_with(
                         }
                     }
                 };
-                // Floats of row block `ib` packed: all its tiles, or, when A is
-                // read in place, only its last tile if that is partial.
+                // Floats of row block `ib` packed: all its tiles (copied
+                // rows: whole tiles of `lda`-float rows, the last rows of a
+                // partial one unused), or, when A is read in place, only its
+                // last tile if that is partial.
                 let block_len = |ib: usize| {
                     let rows = mc.min(m - ib * mc);
                     match (in_place, rows % mr) {
+                        (false, _) if copies_rows => rows.div_ceil(mr) * mr * lda,
                         (false, _) => rows.div_ceil(mr) * mr * kc,
                         (true, 0) => 0,
                         (true, _) => mr * kc,
@@ -373,6 +421,11 @@ fn sgemm_with(
                         if edge < rows {
                             pack_panel(a, i0 + edge, rows - edge, pc, kc, mr, dst);
                         }
+                    } else if copies_rows {
+                        for (r, row) in dst.chunks_exact_mut(lda).take(rows).enumerate() {
+                            let start = (i0 + r) * a.rs + pc;
+                            row[..kc].copy_from_slice(&a.data[start..start + kc]);
+                        }
                     } else {
                         pack_a(a, i0, rows, pc, kc, mr, dst);
                     }
@@ -382,7 +435,7 @@ fn sgemm_with(
                 if groups == 1 {
                     // Each task packs its own row block.
                     let task = |ib: usize| {
-                        with_buffer(&A_BUFFERS, mc * KC, |apack| {
+                        with_buffer(&A_BUFFERS, mc * (KC + ROW_PAD), |apack| {
                             let apack = &mut apack[..block_len(ib)];
                             pack_block(ib, apack);
                             tiles(ib, 0, apack);
@@ -391,18 +444,19 @@ fn sgemm_with(
                     for_each_task(tasks, par, task);
                 } else {
                     // Several tasks share each row block: pack all of A once.
-                    with_buffer(&A_WHOLE_BUFFERS, row_blocks * mc * KC, |whole| {
-                        let whole = &mut whole[..row_blocks * mc * kc];
+                    let whole_cap = row_blocks * mc * (KC + ROW_PAD);
+                    with_buffer(&A_WHOLE_BUFFERS, whole_cap, |whole| {
+                        let whole = &mut whole[..row_blocks * block_cap];
                         let pack = |ib: usize, dst: &mut [f32]| {
                             pack_block(ib, &mut dst[..block_len(ib)]);
                         };
-                        for_chunks(whole, mc * kc, par && !in_place, |at, d| {
-                            pack(at / (mc * kc), d)
+                        for_chunks(whole, block_cap, par && !in_place, |at, d| {
+                            pack(at / block_cap, d)
                         });
                         let whole = &*whole;
                         let task = |t: usize| {
                             let (ib, g) = (t / groups, t % groups);
-                            tiles(ib, g, &whole[ib * mc * kc..][..block_len(ib)]);
+                            tiles(ib, g, &whole[ib * block_cap..][..block_len(ib)]);
                         };
                         for_each_task(tasks, par, task);
                     });
@@ -428,13 +482,22 @@ fn balanced_mc(m: usize, mc: usize, mr: usize, threads: usize) -> usize {
     m.div_ceil(mr).div_ceil(blocks).max(1) * mr
 }
 
+/// Floats between the rows of a row-major A copied row by row (see
+/// [`reads_a_in_place`]) beyond the `kc` of a row: 16 floats, one cache line,
+/// so that rows `KC + 16` floats apart fall into different sets of the L1
+/// cache.
+const ROW_PAD: usize = 16;
+
 /// Whether the packed path reads the full row tiles of `a` where they are
 /// instead of packing them: when A is row-major, packing is a transposition
 /// that costs about a quarter of a narrow product (`[2048, 512]·[512, 128]`),
 /// while the kernel reads a tile's rows just as well in place. Not when the row
 /// stride is a multiple of 512 floats: a tile's 12 rows, 2 KiB or a multiple
 /// of 4 KiB apart, then fall into one or two sets of the L1 cache and evict
-/// each other. Only speed depends on it (the kernel's operations are the same).
+/// each other; such an A is copied row by row to rows [`ROW_PAD`] floats
+/// longer (a copy costs far less than the transposition into panels), and the
+/// kernel reads the copy the same way. Only speed depends on it (the kernel's
+/// operations are the same).
 fn reads_a_in_place(a: MatRef) -> bool {
     a.cs == 1 && a.rs % 512 != 0
 }
@@ -455,6 +518,21 @@ fn panel_groups(row_blocks: usize, panels: usize, threads: usize) -> usize {
 /// Multiply-adds up to which a single-threaded product reads its operands in
 /// place where it can (packing would cost about as much as the product).
 const DIRECT_FLOPS: usize = 160 * 160 * 160;
+
+/// Output elements up to which a single-threaded product with a row-major B
+/// reads its operands in place at any `k` (its C, at most 64 KiB, stays in the
+/// L2 cache over the blocks of `k`). Measured on an AVX-512 Xeon, loaded
+/// machine, thread CPU time: `[128, 128]` from `k` = 2048 10–15% faster than
+/// packed; `[256, 256]` and larger outputs, or a transposed B, no faster or
+/// slower.
+const DIRECT_OUT: usize = 128 * 128;
+
+/// Whether a single-threaded product takes [`sgemm_direct`]: a small one
+/// ([`DIRECT_FLOPS`]), or a small output with a row-major B ([`DIRECT_OUT`]).
+fn reads_in_place(product: Product) -> bool {
+    let Product { m, n, k, b, .. } = product;
+    m * n * k <= DIRECT_FLOPS || (m * n <= DIRECT_OUT && b.cs == 1)
+}
 
 /// [`sgemm`] on one thread with little packing: each full tile reads A where it
 /// is (any layout), and B too when B is row-major; B's panels otherwise, and
@@ -509,7 +587,7 @@ fn sgemm_direct(kernel: Microkernel, product: Product, c: &mut [f32]) {
 }
 
 /// Runs `task(t)` for every `t < tasks`, on rayon threads when `parallel` is set.
-fn for_each_task(tasks: usize, parallel: bool, task: impl Fn(usize) + Sync + Send) {
+pub(super) fn for_each_task(tasks: usize, parallel: bool, task: impl Fn(usize) + Sync + Send) {
     if parallel {
         (0..tasks).into_par_iter().for_each(task);
     } else {
@@ -523,23 +601,28 @@ const KEPT: usize = 4;
 /// A 64-byte aligned line of floats, so packed panels start on cache lines.
 #[derive(Clone, Copy)]
 #[repr(align(64))]
-struct Line(#[allow(dead_code)] [f32; 16]); // read through `as_flattened_mut_f32`
+pub(super) struct Line(#[allow(dead_code)] [f32; 16]); // read through `as_flattened_mut_f32`
 
 thread_local! {
     /// Free buffers for packed A blocks.
-    static A_BUFFERS: RefCell<Vec<Vec<Line>>> = const { RefCell::new(Vec::new()) };
+    static A_BUFFERS: Buffers = const { RefCell::new(Vec::new()) };
     /// Free buffers for the whole of A packed at once (products with few
     /// row blocks, whose tasks share them).
-    static A_WHOLE_BUFFERS: RefCell<Vec<Vec<Line>>> = const { RefCell::new(Vec::new()) };
+    static A_WHOLE_BUFFERS: Buffers = const { RefCell::new(Vec::new()) };
     /// Free buffers for packed B blocks.
-    static B_BUFFERS: RefCell<Vec<Vec<Line>>> = const { RefCell::new(Vec::new()) };
+    static B_BUFFERS: Buffers = const { RefCell::new(Vec::new()) };
 }
 
-type Buffers = std::thread::LocalKey<RefCell<Vec<Vec<Line>>>>;
+/// A thread's free buffers of one kind.
+pub(super) type Buffers = RefCell<Vec<Vec<Line>>>;
 
 /// Runs `f` on a buffer of at least `len` floats from this thread's `kind`
 /// (allocated when none is free and big enough), then keeps it for reuse.
-fn with_buffer<R>(kind: &'static Buffers, len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
+pub(super) fn with_buffer<R>(
+    kind: &'static std::thread::LocalKey<Buffers>,
+    len: usize,
+    f: impl FnOnce(&mut [f32]) -> R,
+) -> R {
     let lines = len.div_ceil(16);
     let mut buf = kind
         .with(|k| {
@@ -580,11 +663,11 @@ impl AsFloats for Vec<Line> {
 pub(crate) fn warm_thread() {
     let kernel = Microkernel::of(isa());
     let GemmBlocking { mc, nc } = gemm_blocking().for_kernel(&kernel);
-    with_buffer(&A_BUFFERS, mc * KC, |_| ());
+    with_buffer(&A_BUFFERS, mc * (KC + ROW_PAD), |_| ());
     with_buffer(&B_BUFFERS, nc * KC, |_| ());
     // Products split into panel groups have fewer than 2 row blocks a thread.
     let threads = rayon::current_num_threads();
-    with_buffer(&A_WHOLE_BUFFERS, 2 * threads * mc * KC, |_| ());
+    with_buffer(&A_WHOLE_BUFFERS, 2 * threads * mc * (KC + ROW_PAD), |_| ());
 }
 
 #[cfg(test)]
@@ -630,6 +713,12 @@ mod tests {
             (150, 65, 256),
             (130, 70, 300),
             (40, 200, 512),
+            // On one thread: with a row-major B, read in place (a small
+            // output); with B transposed, packed, A 512 floats wide: its rows
+            // copied, not read in place.
+            (40, 250, 512),
+            // Split by blocks of k on 2 and 3 threads: runs of 2 and 1 blocks.
+            (20, 30, 3 * KC + 5),
         ];
         let blockings = [
             GemmBlocking::DEFAULT,
