@@ -16,17 +16,21 @@
 //! Layout: [`Op`] (one kernel call as data and its metadata, generated from
 //! the kernel table with the recorder's methods and [`replay`]), [`trace`] (the
 //! recorded calls), [`recorder`], [`plan`],
-//! [`program`] (the program interface and the generic replay).
+//! [`program`] (the program interface and the generic replay), [`release`]
+//! (the allocator hook told when recording starts and ends and when a step is
+//! compiled).
 
 pub mod plan;
 pub mod program;
 pub mod recorder;
+pub mod release;
 pub mod trace;
 
 pub use crate::kernels::{replay, Op};
 pub use plan::{plan, PlanInput, StepPlan};
 pub use program::{ArenaBytes, BackendReplay, CallObserver, StepProgram};
 pub use recorder::Recorder;
+pub use release::{set_allocator_hook, AllocatorEvent};
 pub use trace::{Call, Origin, Trace, ValueId, ValueInfo};
 
 use crate::backend::{Backend, Result};
@@ -34,9 +38,16 @@ use std::sync::Arc;
 
 /// The program that replays `plan` on `backend`: the backend's compiled form
 /// ([`Backend::compile_step`]) when it has one, else a [`BackendReplay`].
+/// The plan (and the recorded trace it holds) is dropped before this returns,
+/// and the allocator hook is told ([`AllocatorEvent::StepCompiled`]).
 pub fn compile(backend: Arc<dyn Backend>, plan: StepPlan) -> Result<Box<dyn StepProgram>> {
-    match backend.compile_step(&plan) {
-        Some(program) => program,
-        None => Ok(Box::new(BackendReplay::new(backend, plan))),
-    }
+    let program = match backend.compile_step(&plan) {
+        Some(program) => {
+            drop(plan);
+            program
+        }
+        None => Ok(Box::new(BackendReplay::new(backend, plan)) as Box<dyn StepProgram>),
+    };
+    release::notify(AllocatorEvent::StepCompiled);
+    program
 }

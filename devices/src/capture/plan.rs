@@ -69,7 +69,7 @@ pub fn plan(first: &Trace, second: Trace, keep: Vec<ValueId>) -> Result<StepPlan
     }
     let mut inputs = Vec::with_capacity(second.inputs.len());
     for (j, (v, t)) in second.inputs.iter().enumerate() {
-        inputs.push(classify(first, &second, j, *v, t)?);
+        inputs.push(classify(first, &second, j, *v, t.as_ref())?);
     }
     for &r in &second.host_reads {
         let computed = match second.value(r).origin {
@@ -178,21 +178,22 @@ fn same_call(
     Ok(())
 }
 
-/// Where input `j` of the second step (value `v`, tensor `t`) comes from.
+/// Where input `j` of the second step (value `v`, tensor `t`, `None` when the
+/// trace released it as overwritten state) comes from.
 fn classify(
     first: &Trace,
     second: &Trace,
     j: usize,
     v: ValueId,
-    t: &Tensor,
+    t: Option<&Tensor>,
 ) -> Result<PlanInput, String> {
     // State computed by the first step and read by the second: carried.
-    if let Some(prev) = first
+    let seen = &second.tensors[v.index()];
+    let prev = first
         .tensors
         .iter()
-        .rposition(|x| x.shares_storage(t) && x.numel() == t.numel())
-        .map(|i| ValueId(i as u32))
-    {
+        .rposition(|x| x.storage_key() == seen.storage_key() && x.numel() == seen.numel());
+    if let Some(prev) = prev.map(|i| ValueId(i as u32)) {
         match first.value(prev).origin {
             Origin::Output { call, index } => {
                 let from = second.calls[call].outputs[index];
@@ -211,35 +212,42 @@ fn classify(
             }
             // The same tensor as in the first step: data that does not change.
             Origin::Input(_) => {
-                return Ok(PlanInput {
-                    value: v,
-                    initial: t.clone(),
-                    carried_from: None,
-                })
+                if let Some(t) = t {
+                    return Ok(PlanInput {
+                        value: v,
+                        initial: t.clone(),
+                        carried_from: None,
+                    });
+                }
             }
         }
     }
     // A tensor made on the host during the step: it must be the same as the
-    // first step's at the same place.
-    let same = first.inputs.get(j).is_some_and(|(_, ft)| {
-        ft.shape() == t.shape()
-            && ft
-                .host()
-                .iter()
-                .map(|x| x.to_bits())
-                .eq(t.host().iter().map(|x| x.to_bits()))
-    });
-    if !same {
-        return Err(format!(
+    // first step's at the same place (both still held: state an Adam update
+    // overwrote is released when recorded, and cannot be compared).
+    let same = |t: &Tensor| {
+        first.inputs.get(j).is_some_and(|(_, ft)| {
+            ft.as_ref().is_some_and(|ft| {
+                ft.shape() == t.shape()
+                    && ft
+                        .host()
+                        .iter()
+                        .map(|x| x.to_bits())
+                        .eq(t.host().iter().map(|x| x.to_bits()))
+            })
+        })
+    };
+    match t {
+        Some(t) if same(t) => Ok(PlanInput {
+            value: v,
+            initial: t.clone(),
+            carried_from: None,
+        }),
+        _ => Err(format!(
             "{} changes between iterations (a value made on the host, such as a dropout mask, a random draw or a value that depends on `step`)",
             describe_use(second, v)
-        ));
+        )),
     }
-    Ok(PlanInput {
-        value: v,
-        initial: t.clone(),
-        carried_from: None,
-    })
 }
 
 /// The first call that reads `v`, in words.

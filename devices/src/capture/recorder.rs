@@ -2,12 +2,14 @@
 //! writes the call into a [`Trace`]. Its `Backend` methods are generated from
 //! the kernel table (`kernels.rs`), so none can go unrecorded.
 
+use super::release::{self, AllocatorEvent};
 use super::trace::{Call, Origin, Trace, ValueId, ValueInfo};
 use crate::backend::{Backend, Result};
 use crate::host_reads::{self, unnoted};
 use crate::kernels::Op;
 use crate::tensor::Tensor;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 #[derive(Debug, Default)]
@@ -19,6 +21,9 @@ struct State {
     live: Vec<ValueId>,
     /// Bytes of the `live` values.
     live_bytes: u64,
+    /// Inputs an Adam update overwrote, released from the trace once nothing
+    /// else holds them ([`Trace::release_overwritten_inputs`]).
+    overwritten: Vec<ValueId>,
 }
 
 impl State {
@@ -64,7 +69,7 @@ impl State {
         let Some(&base) = self.by_storage.get(&t.storage_key()) else {
             let i = self.trace.inputs.len();
             let id = self.push_owner(t, Origin::Input(i));
-            self.trace.inputs.push((id, t.clone()));
+            self.trace.inputs.push((id, Some(t.clone())));
             return id;
         };
         if self.trace.value(base).shape == t.shape() {
@@ -93,8 +98,30 @@ impl State {
         })
     }
 
+    /// Releases the overwritten inputs nothing outside the trace holds any
+    /// more (the caller of an Adam update holds its old state until the call
+    /// is recorded, so they are checked again at each later call).
+    fn release_overwritten(&mut self) {
+        let trace = &mut self.trace;
+        self.overwritten.retain(|v| {
+            let Origin::Input(j) = trace.values[v.index()].origin else {
+                return false;
+            };
+            !trace.release_input(j)
+        });
+    }
+
     fn record(&mut self, op: Op, inputs: &[&Tensor], outputs: &[&Tensor]) {
+        self.release_overwritten();
         let ins: Vec<ValueId> = inputs.iter().map(|t| self.value_of(t)).collect();
+        if let Op::AdamUpdate { .. } = op {
+            for i in [0, 2, 3] {
+                let v = ins[i];
+                if matches!(self.trace.value(v).origin, Origin::Input(_)) {
+                    self.overwritten.push(v);
+                }
+            }
+        }
         let fresh = outputs
             .iter()
             .all(|t| !self.by_storage.contains_key(&t.storage_key()));
@@ -134,6 +161,8 @@ impl State {
 pub struct Recorder {
     inner: Arc<dyn Backend>,
     state: Mutex<State>,
+    /// Whether [`Recorder::finish`] ran (the allocator hook is told once).
+    finished: AtomicBool,
 }
 
 impl Recorder {
@@ -142,16 +171,23 @@ impl Recorder {
     pub fn start(inner: Arc<dyn Backend>) -> Arc<Recorder> {
         host_reads::start();
         crate::cpu::bypass_buffer_pool(true);
+        release::notify(AllocatorEvent::RecordingStarts);
         Arc::new(Recorder {
             inner,
             state: Mutex::new(State::default()),
+            finished: AtomicBool::new(false),
         })
     }
 
-    /// Stops noting host reads and returns what was recorded.
+    /// Stops noting host reads and returns what was recorded, with the
+    /// overwritten optimizer state released
+    /// ([`Trace::release_overwritten_inputs`]).
     pub fn finish(&self) -> Trace {
         let reads = host_reads::stop();
         crate::cpu::bypass_buffer_pool(false);
+        if !self.finished.swap(true, Ordering::Relaxed) {
+            release::notify(AllocatorEvent::RecordingEnds);
+        }
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let mut seen = std::collections::HashSet::new();
         for key in reads {
@@ -161,7 +197,10 @@ impl Recorder {
                 }
             }
         }
-        std::mem::take(&mut state.trace)
+        let mut trace = std::mem::take(&mut state.trace);
+        drop(state);
+        trace.release_overwritten_inputs();
+        trace
     }
 
     /// The backend the kernels run on.
@@ -200,10 +239,14 @@ impl Recorder {
 }
 
 impl Drop for Recorder {
-    /// Stops noting host reads (when [`Recorder::finish`] was not reached, as
-    /// when the step panicked).
+    /// Stops noting host reads and tells the allocator hook that recording
+    /// ended (when [`Recorder::finish`] was not reached, as when the step
+    /// panicked).
     fn drop(&mut self) {
         host_reads::stop();
         crate::cpu::bypass_buffer_pool(false);
+        if !self.finished.swap(true, Ordering::Relaxed) {
+            release::notify(AllocatorEvent::RecordingEnds);
+        }
     }
 }

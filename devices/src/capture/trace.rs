@@ -1,7 +1,7 @@
 //! [`Trace`]: the kernel calls of one recorded `train` step, as data.
 
 use crate::kernels::Op;
-use crate::tensor::{Tensor, WeakTensor};
+use crate::tensor::{Storage, Tensor, WeakTensor};
 
 /// The index of one value of a [`Trace`] (an input, or one output of a call).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -63,8 +63,9 @@ pub struct Trace {
     pub values: Vec<ValueInfo>,
     /// The calls, in the order they ran.
     pub calls: Vec<Call>,
-    /// The inputs: their value and the tensor seen.
-    pub inputs: Vec<(ValueId, Tensor)>,
+    /// The inputs: their value and the tensor seen (`None` once released by
+    /// [`Trace::release_overwritten_inputs`]).
+    pub inputs: Vec<(ValueId, Option<Tensor>)>,
     /// The tensor each value held when it was recorded (weakly: the elements
     /// are only there while the step still holds the value).
     pub tensors: Vec<WeakTensor>,
@@ -89,6 +90,53 @@ impl Trace {
         self.tensors[v.index()].upgrade()
     }
 
+    /// Drops the trace's hold on the inputs an Adam update overwrote (its old
+    /// `p`, `m`, `v`) that nothing outside the trace holds any more: the state
+    /// before the step, which an eager step updates in place. Recording
+    /// copies it instead (the recorder keeps the inputs as they were), so
+    /// without this a recorded iteration would hold the parameters and
+    /// moments twice until the plan is made. Their storages stay named by the
+    /// weak handles, so values are still told apart; a plan that would need
+    /// their elements (a host-made input compared with one of them) is refused
+    /// instead ([`super::plan`]). Returns the bytes released.
+    pub fn release_overwritten_inputs(&mut self) -> u64 {
+        let mut overwritten = vec![false; self.values.len()];
+        for c in &self.calls {
+            if let Op::AdamUpdate { .. } = c.op {
+                for i in [0, 2, 3] {
+                    if let Some(v) = c.inputs.get(i) {
+                        overwritten[v.index()] = true;
+                    }
+                }
+            }
+        }
+        let mut bytes = 0;
+        for j in 0..self.inputs.len() {
+            let (v, ref t) = self.inputs[j];
+            let n = t.as_ref().map_or(0, Tensor::numel) as u64;
+            if overwritten[v.index()] && self.release_input(j) {
+                bytes += 4 * n;
+            }
+        }
+        bytes
+    }
+
+    /// Releases input `j`'s tensor when nothing outside the trace holds it;
+    /// whether it is released now (or was before).
+    pub(crate) fn release_input(&mut self, j: usize) -> bool {
+        let Some((_, t)) = self.inputs.get_mut(j) else {
+            return false;
+        };
+        match t {
+            Some(x) if unshared(x) => {
+                *t = None;
+                true
+            }
+            Some(_) => false,
+            None => true,
+        }
+    }
+
     /// The value whose recorded tensor shares `t`'s storage and shape, if any
     /// (the latest such value).
     pub fn find(&self, t: &Tensor) -> Option<ValueId> {
@@ -96,5 +144,13 @@ impl Trace {
             .iter()
             .rposition(|x| x.shares_storage(t) && x.shape() == t.shape())
             .map(|i| ValueId(i as u32))
+    }
+}
+
+/// Whether no other tensor holds `t`'s storage.
+fn unshared(t: &Tensor) -> bool {
+    match t.storage() {
+        Storage::Host(a) => std::sync::Arc::strong_count(a) == 1,
+        Storage::Device(a) => std::sync::Arc::strong_count(a) == 1,
     }
 }

@@ -5,7 +5,9 @@
 
 use std::sync::Arc;
 
-use mlpl_devices::capture::{self, BackendReplay, Recorder, StepProgram, Trace, ValueId};
+use mlpl_devices::capture::{
+    self, AllocatorEvent, BackendReplay, Recorder, StepProgram, Trace, ValueId,
+};
 use mlpl_devices::{cpu, AdamStep, Backend, BinaryOp, Tensor, UnaryOp};
 
 /// Deterministic pseudo-random values in [-1, 1).
@@ -261,4 +263,100 @@ fn dropout_masks_of_other_steps_or_rates_are_refused() {
     assert!(why.contains("not consecutive"), "{why}");
     let why = capture::plan(&dropout_step(5, 0.5), dropout_step(6, 0.25), vec![]).unwrap_err();
     assert!(why.contains("`dropout_mask`"), "{why}");
+}
+
+#[test]
+fn a_recorded_step_does_not_hold_the_state_adam_overwrote() {
+    let (x, y) = data();
+    let mut s = State::new();
+    let before: Vec<_> = s
+        .params
+        .iter()
+        .chain(&s.m)
+        .chain(&s.v)
+        .map(Tensor::downgrade)
+        .collect();
+    let rec = Recorder::start(cpu());
+    step(&*rec, &mut s, &x, &y);
+    // The old state is released at the next recorded call, before the step
+    // ends (an eager step updates it in place and never holds it twice).
+    rec.unary(UnaryOp::Neg, &x).unwrap();
+    for (i, w) in before.iter().enumerate() {
+        assert!(
+            !w.is_alive(),
+            "state tensor {i} is still held by the recording"
+        );
+    }
+    let trace = rec.finish();
+    let released = trace.inputs.iter().filter(|(_, t)| t.is_none()).count();
+    assert_eq!(released, 9, "3 parameters and 6 moments are released");
+    let x_input = trace.find(&x).expect("the data is an input");
+    assert!(
+        trace
+            .inputs
+            .iter()
+            .any(|(v, t)| *v == x_input && t.is_some()),
+        "the data, still held by the caller, stays in the trace"
+    );
+}
+
+#[test]
+fn a_host_made_input_compared_with_released_state_is_refused() {
+    // Each step starts from fresh host-made parameters: the second step's
+    // would have to be compared with the first's, which Adam overwrote and the
+    // recording released, so the plan is refused rather than guessed.
+    let (x, y) = data();
+    let traced = |t: u64| {
+        let mut s = State::new();
+        s.t = t;
+        let rec = Recorder::start(cpu());
+        let loss = step(&*rec, &mut s, &x, &y);
+        (rec.finish(), loss)
+    };
+    let (first, _) = traced(0);
+    let (second, _) = traced(1);
+    let why = capture::plan(&first, second, vec![]).unwrap_err();
+    assert!(why.contains("changes between iterations"), "{why}");
+}
+
+/// The allocator events told on this thread, in order.
+static EVENTS: std::sync::Mutex<Vec<(std::thread::ThreadId, AllocatorEvent)>> =
+    std::sync::Mutex::new(Vec::new());
+
+fn note_event(e: AllocatorEvent) {
+    EVENTS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push((std::thread::current().id(), e));
+}
+
+#[test]
+fn the_allocator_hook_is_told_of_recording_and_of_the_compiled_step() {
+    capture::set_allocator_hook(Some(note_event));
+    // The state the second step left must be held while planning.
+    let (first, second, keep, _state) = two_recorded_steps();
+    let plan = capture::plan(&first, second, keep).unwrap();
+    drop(first);
+    let program = capture::compile(cpu(), plan).unwrap();
+    capture::set_allocator_hook(None);
+    let me = std::thread::current().id();
+    let mine: Vec<AllocatorEvent> = EVENTS
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(t, _)| *t == me)
+        .map(|(_, e)| *e)
+        .collect();
+    use AllocatorEvent::*;
+    assert_eq!(
+        mine,
+        vec![
+            RecordingStarts,
+            RecordingEnds,
+            RecordingStarts,
+            RecordingEnds,
+            StepCompiled
+        ]
+    );
+    assert_eq!(program.kind(), "arena");
 }

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use mlpl_devices::capture::AllocatorEvent;
 use mlpl_diag::render::{render_with, to_json, RenderOptions};
 use mlpl_diag::{codes, Diagnostic, SourceFile};
 use mlpl_lang::check::check_source;
@@ -28,6 +29,39 @@ use mlpl_syntax::lexer::decode_source;
 /// (docs/benchmarks.md, static checker).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// mimalloc's around step capture (`mlpl_devices::capture::release`): while a
+/// step is recorded (every value a fresh allocation), freed pages go back to
+/// the OS at once instead of after mimalloc's purge delay; once the step is
+/// compiled, the freed pages of the recording are collected, as a replayed
+/// step allocates nothing and mimalloc would otherwise keep them.
+fn allocator_hook(event: AllocatorEvent) {
+    use libmimalloc_sys as mi;
+    use std::sync::atomic::{AtomicI64, Ordering};
+    /// mimalloc 2's `mi_option_purge_delay` (milliseconds; not among the
+    /// constants `libmimalloc-sys` declares).
+    const PURGE_DELAY: mi::mi_option_t = 15;
+    /// The purge delay before recording started.
+    static SAVED: AtomicI64 = AtomicI64::new(i64::MIN);
+    // SAFETY: mimalloc is this binary's global allocator; its options may be
+    // read and set at any time (the delay is one integer it reads when it
+    // purges) and `mi_collect` has no preconditions.
+    unsafe {
+        match event {
+            AllocatorEvent::RecordingStarts => {
+                SAVED.store(i64::from(mi::mi_option_get(PURGE_DELAY)), Ordering::Relaxed);
+                mi::mi_option_set(PURGE_DELAY, 0);
+            }
+            AllocatorEvent::RecordingEnds => {
+                let saved = SAVED.swap(i64::MIN, Ordering::Relaxed);
+                if saved != i64::MIN {
+                    mi::mi_option_set(PURGE_DELAY, saved as _);
+                }
+            }
+            AllocatorEvent::StepCompiled => mi::mi_collect(true),
+        }
+    }
+}
 
 /// MLPL: a typed array language for machine learning, with named axes.
 #[derive(Parser)]
@@ -258,6 +292,7 @@ fn main() -> ExitCode {
     if !matches!(cli.command, Command::Serve(_)) {
         quiet_on_closed_pipe();
     }
+    mlpl_devices::capture::set_allocator_hook(Some(allocator_hook));
     match cli.command {
         Command::Run(args) => run(args),
         Command::Check(args) => check(args),
