@@ -16,11 +16,13 @@ pub mod program;
 mod reduce;
 mod select;
 mod simd_exp;
+mod subnormals;
 #[cfg(test)]
 mod tests;
 
 pub use gemm::{gemm_blocking, gemm_tile, set_gemm_blocking, GemmBlocking, KC};
 pub use isa::{best_isa, force_isa, isa, supported_isas, Isa};
+pub use subnormals::flushing_subnormals;
 
 use crate::attention::AttentionSpec;
 use crate::backend::{
@@ -78,6 +80,7 @@ impl CpuBackend {
     }
 
     fn launch(&self) {
+        subnormals::flush_in_this_pool();
         self.kernel_launches.fetch_add(1, Ordering::Relaxed);
         crate::counter_scope::count_in_scopes(DeviceKind::Cpu, crate::counter_scope::Count::Kernel);
     }

@@ -18,3 +18,4 @@ mod fused_kernels;
 mod fused_support;
 mod mlx_parity;
 mod parity;
+mod subnormals;
