@@ -3,7 +3,7 @@
 //! the kernel table (`kernels.rs`), so none can go unrecorded.
 
 use super::release::{self, AllocatorEvent};
-use super::trace::{Call, Origin, Trace, ValueId, ValueInfo};
+use super::trace::{overwritten_inputs, Call, Origin, Trace, ValueId, ValueInfo};
 use crate::backend::{Backend, Result};
 use crate::host_reads::{self, unnoted};
 use crate::kernels::Op;
@@ -114,12 +114,10 @@ impl State {
     fn record(&mut self, op: Op, inputs: &[&Tensor], outputs: &[&Tensor]) {
         self.release_overwritten();
         let ins: Vec<ValueId> = inputs.iter().map(|t| self.value_of(t)).collect();
-        if let Op::AdamUpdate { .. } = op {
-            for i in [0, 2, 3] {
-                let v = ins[i];
-                if matches!(self.trace.value(v).origin, Origin::Input(_)) {
-                    self.overwritten.push(v);
-                }
+        for &i in overwritten_inputs(&op) {
+            let v = ins[i];
+            if matches!(self.trace.value(v).origin, Origin::Input(_)) {
+                self.overwritten.push(v);
             }
         }
         let fresh = outputs

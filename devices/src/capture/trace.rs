@@ -102,11 +102,9 @@ impl Trace {
     pub fn release_overwritten_inputs(&mut self) -> u64 {
         let mut overwritten = vec![false; self.values.len()];
         for c in &self.calls {
-            if let Op::AdamUpdate { .. } = c.op {
-                for i in [0, 2, 3] {
-                    if let Some(v) = c.inputs.get(i) {
-                        overwritten[v.index()] = true;
-                    }
+            for &i in overwritten_inputs(&c.op) {
+                if let Some(v) = c.inputs.get(i) {
+                    overwritten[v.index()] = true;
                 }
             }
         }
@@ -152,5 +150,14 @@ fn unshared(t: &Tensor) -> bool {
     match t.storage() {
         Storage::Host(a) => std::sync::Arc::strong_count(a) == 1,
         Storage::Device(a) => std::sync::Arc::strong_count(a) == 1,
+    }
+}
+
+/// The inputs a call of `op` overwrites in place when it runs eagerly: an
+/// Adam update's parameter and moments (`p`, `m`, `v`); none for other ops.
+pub(crate) fn overwritten_inputs(op: &Op) -> &'static [usize] {
+    match op {
+        Op::AdamUpdate { .. } => &[0, 2, 3],
+        _ => &[],
     }
 }

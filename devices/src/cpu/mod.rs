@@ -22,6 +22,7 @@ mod tests;
 
 pub use gemm::{gemm_blocking, gemm_tile, set_gemm_blocking, GemmBlocking, KC};
 pub use isa::{best_isa, force_isa, isa, supported_isas, Isa};
+pub use pool::SWEEP_MIN_BYTES as POOL_SWEEP_MIN_BYTES;
 pub use subnormals::flushing_subnormals;
 
 use crate::attention::AttentionSpec;

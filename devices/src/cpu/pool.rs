@@ -32,8 +32,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 /// cheap there and never go back to the kernel).
 const MIN_POOLED: usize = 4096;
 
-/// The pool never sweeps while it holds less than this.
-const SWEEP_MIN_BYTES: usize = 64 << 20;
+/// The pool never sweeps while it holds less than this (the memory estimate
+/// counts it for steps whose shapes change every step).
+pub const SWEEP_MIN_BYTES: usize = 64 << 20;
 
 /// Pooled buffers by element count.
 #[derive(Default)]

@@ -176,13 +176,13 @@ pub fn kernel_work_seconds(model: &DeviceModel, k: &Kernel, pick: fn(&Measured) 
     work + k.evals * pick(&model.transcendental_s)
 }
 
-/// Bytes the CPU's buffer pool (`mlpl_devices::cpu::pool`) holds before it
-/// first releases the buffers no tensor holds (its `SWEEP_MIN_BYTES`; after a
-/// release, twice what it still holds). A step whose shapes change each step
-/// (a mixture of experts' routed layout) reuses few of them, so its run holds
+/// Bytes the CPU's buffer pool holds before it first releases the buffers no
+/// tensor holds ([`mlpl_devices::cpu::POOL_SWEEP_MIN_BYTES`]; after a release,
+/// twice what it still holds). A step whose shapes change each step (a
+/// mixture of experts' routed layout) reuses few of them, so its run holds
 /// about that much: `moe_block`'s live step peak is 26 MB where its process
 /// holds 100 MB beyond the baseline.
-pub const POOL_SWEEP_BYTES: f64 = (64u64 << 20) as f64;
+pub const POOL_SWEEP_BYTES: f64 = mlpl_devices::cpu::POOL_SWEEP_MIN_BYTES as f64;
 
 /// The estimate of one step.
 #[derive(Clone, Debug, PartialEq)]
