@@ -36,7 +36,7 @@ use std::sync::{Arc, OnceLock};
 
 /// Element count from which element-wise kernels split their work across
 /// rayon threads; below it, thread hand-off costs more than it saves.
-pub(crate) const PAR_THRESHOLD: usize = 32 * 1024;
+pub const PAR_THRESHOLD: usize = 32 * 1024;
 
 /// Elements per parallel work item (big enough to amortise scheduling).
 pub(crate) const PAR_CHUNK: usize = 16 * 1024;

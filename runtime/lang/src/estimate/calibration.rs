@@ -102,6 +102,20 @@ fn is_false(x: &bool) -> bool {
     !*x
 }
 
+/// Seconds per evaluation of one transcendental function (its cache name,
+/// `step_cost::kernels::Transcendental::name`) in an element-wise kernel over
+/// arrays of `elems` elements, beyond the bytes it moves at the in-cache
+/// bandwidth.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TranscendentalPoint {
+    /// The function (`exp`, `tanh`, `gelu`, `gelu_backward`, …).
+    pub func: String,
+    /// Elements of the array it was measured on.
+    pub elems: u64,
+    /// Seconds per evaluation.
+    pub seconds: Measured,
+}
+
 /// What a measured run taught: measured ÷ estimated, for time and memory, as a
 /// running geometric mean over `runs` runs.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -217,9 +231,17 @@ pub struct DeviceModel {
     /// Bandwidth of element-wise kernels on arrays from memory, GB/s.
     pub bandwidth_gbs: Measured,
     /// Seconds of one evaluation of a transcendental function (`tanh`, `exp`)
-    /// in an element-wise kernel, beyond the bytes it moves.
+    /// in an element-wise kernel, beyond the bytes it moves: both functions
+    /// pooled, on arrays in cache that one thread runs. The cost of a function
+    /// without [`DeviceModel::transcendentals`] of its own (a cache written
+    /// before they were measured).
     #[serde(default)]
     pub transcendental_s: Measured,
+    /// Seconds per evaluation of each function at several array sizes
+    /// ([`DeviceModel::transcendental_seconds`]): a large array runs on every
+    /// thread of the CPU's pool, a small one on one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub transcendentals: Vec<TranscendentalPoint>,
     /// Rows and columns of the GEMM micro-kernel's tile: products compute whole
     /// tiles (`[1, 1]` when unknown).
     #[serde(default = "unit_tile")]
@@ -292,6 +314,7 @@ impl DeviceModel {
             cache_bandwidth_gbs: Measured::exact(4.0 * bw),
             bandwidth_gbs: Measured::exact(bw),
             transcendental_s: Measured::exact(trans),
+            transcendentals: Vec::new(),
             tile: unit_tile(),
             baseline_bytes: base,
             interp_byte_s: 0.0,
@@ -301,6 +324,44 @@ impl DeviceModel {
             kernel_factors: BTreeMap::new(),
             correction: Correction::default(),
         }
+    }
+
+    /// Seconds per evaluation of function `func` (a
+    /// [`TranscendentalPoint::func`] name) in a kernel over `elems` elements,
+    /// from the percentile `pick`: its calibrated points' figures,
+    /// interpolated in log size and log seconds between the two nearest sizes
+    /// (as the bandwidth is) and the nearest point's beyond them; the pooled
+    /// [`DeviceModel::transcendental_s`] for a function without points.
+    pub fn transcendental_seconds(
+        &self,
+        func: &str,
+        elems: f64,
+        pick: fn(&Measured) -> f64,
+    ) -> f64 {
+        let mut pts: Vec<(f64, f64)> = self
+            .transcendentals
+            .iter()
+            .filter(|p| p.func == func && p.elems > 0)
+            .map(|p| (p.elems as f64, pick(&p.seconds)))
+            .filter(|(_, s)| s.is_finite() && *s > 0.0)
+            .collect();
+        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let (Some(&first), Some(&last)) = (pts.first(), pts.last()) else {
+            return pick(&self.transcendental_s);
+        };
+        if elems <= first.0 {
+            return first.1;
+        }
+        if elems >= last.0 {
+            return last.1;
+        }
+        let i = pts.partition_point(|p| p.0 <= elems);
+        let ((x0, y0), (x1, y1)) = (pts[i - 1], pts[i]);
+        if x1 <= x0 {
+            return y0;
+        }
+        let t = (math::log(elems) - math::log(x0)) / (math::log(x1) - math::log(x0));
+        math::exp(math::log(y0) + t * (math::log(y1) - math::log(y0)))
     }
 
     /// The factor of kernel `name`'s work time: 1 for the plain products

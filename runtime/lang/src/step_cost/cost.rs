@@ -138,29 +138,54 @@ pub fn kernel_seconds(model: &DeviceModel, k: &Kernel, pick: fn(&Measured) -> f6
     pick(&model.dispatch_s) + kernel_time(model, k, pick)
 }
 
-/// Seconds of one kernel call's work: [`kernel_work_seconds`] times the
-/// kernel's calibrated factor ([`DeviceModel::kernel_factor`]; 1 for plain
-/// products); a memory-bound kernel takes at least its bytes at the bandwidth
-/// for their size. The factors are fitted on small, in-cache calibration
-/// loops, where they measure a kernel's per-element work (`adam_update`'s
-/// square roots, a broadcast's index arithmetic); a large array's traffic is
-/// bounded by the memory bandwidth instead, and scaling that by the factor
-/// had made a 4096² Adam update 2.5× too slow.
+/// Seconds of one kernel call's work: the part its calibrated factor scales
+/// ([`DeviceModel::kernel_factor`]; 1 for plain products) times the factor,
+/// plus its transcendental evaluations ([`kernel_work_parts`]); a
+/// memory-bound kernel takes at least its bytes at the bandwidth for their
+/// size. The factors are fitted on small, in-cache calibration loops, where
+/// they measure a kernel's per-element work (`adam_update`'s square roots, a
+/// broadcast's index arithmetic); a large array's traffic is bounded by the
+/// memory bandwidth instead, and scaling that by the factor had made a 4096²
+/// Adam update 2.5× too slow.
 pub fn kernel_time(model: &DeviceModel, k: &Kernel, pick: fn(&Measured) -> f64) -> f64 {
-    let scaled = model.kernel_factor(k.name) * kernel_work_seconds(model, k, pick);
+    let (scaled, evals) = kernel_work_parts(model, k, pick);
+    let t = model.kernel_factor(k.name) * scaled + evals;
     match k.work {
-        Work::Memory { bytes } => scaled.max(bytes / (bandwidth_gbs(model, bytes, pick) * 1e9)),
-        Work::Gemm { .. } => scaled,
+        Work::Memory { bytes } => t.max(bytes / (bandwidth_gbs(model, bytes, pick) * 1e9)),
+        Work::Gemm { .. } => t,
     }
 }
 
-/// Seconds of one kernel call's work before its calibrated factor. A GEMM
-/// computes whole tiles of the device's micro-kernel ([`DeviceModel::tile`]:
-/// a product with 2 columns costs as many as one with a full tile's), at the
-/// throughput of its shape ([`gemm_gflops`]); a memory-bound kernel moves its
-/// bytes at the in-cache bandwidth (what its factor is relative to; see
-/// [`kernel_time`]); either pays for its transcendental evaluations.
+/// Seconds of one kernel call's work before its calibrated factor:
+/// [`kernel_work_parts`]' sum.
 pub fn kernel_work_seconds(model: &DeviceModel, k: &Kernel, pick: fn(&Measured) -> f64) -> f64 {
+    let (scaled, evals) = kernel_work_parts(model, k, pick);
+    scaled + evals
+}
+
+/// One kernel call's work in two parts: what its kernel factor scales, and
+/// its transcendental evaluations, which it does not.
+///
+/// The first: a GEMM computes whole tiles of the device's micro-kernel
+/// ([`DeviceModel::tile`]: a product with 2 columns costs as many as one
+/// with a full tile's), at the throughput of its shape ([`gemm_gflops`]); a
+/// memory-bound kernel moves its bytes at the in-cache bandwidth (what its
+/// factor is relative to; see [`kernel_time`]).
+///
+/// The second: each evaluation at the calibrated seconds of its function for
+/// an array of the kernel's evaluations
+/// ([`DeviceModel::transcendental_seconds`]: a large array runs on every
+/// thread, a small one on one). Those are measured per function and size, so
+/// a factor fitted on the calibration loops' small kernels (a relu's
+/// broadcast add and a tanh's share the name `bias_act`) must not scale them:
+/// it had charged a GELU over 500k elements 4.7× what it took. A model from a
+/// cache without per-function figures (its one pooled figure, fitted with
+/// the factors over it) keeps them in the scaled part, as it was fitted.
+pub fn kernel_work_parts(
+    model: &DeviceModel,
+    k: &Kernel,
+    pick: fn(&Measured) -> f64,
+) -> (f64, f64) {
     let work = match k.work {
         Work::Gemm {
             batch,
@@ -173,7 +198,15 @@ pub fn kernel_work_seconds(model: &DeviceModel, k: &Kernel, pick: fn(&Measured) 
         }
         Work::Memory { bytes } => bytes / (pick(&model.cache_bandwidth_gbs) * 1e9),
     };
-    work + k.evals * pick(&model.transcendental_s)
+    if k.evals <= 0.0 {
+        return (work, 0.0);
+    }
+    let evals = k.evals * model.transcendental_seconds(k.func.name(), k.evals, pick);
+    if model.transcendentals.is_empty() {
+        (work + evals, 0.0)
+    } else {
+        (work, evals)
+    }
 }
 
 /// Bytes the CPU's buffer pool holds before it first releases the buffers no

@@ -47,6 +47,80 @@ pub struct Kernel {
     /// Evaluations of a transcendental function (`exp`, `tanh`, `log`, …),
     /// which cost more than the bytes they move.
     pub evals: f64,
+    /// The function those evaluations are, costed by its own calibrated
+    /// figures ([`Transcendental`]).
+    pub func: Transcendental,
+}
+
+/// The function of a kernel's transcendental evaluations, each calibrated on
+/// its own (`train_loops::measure::transcendental_points`): the CPU's kernels
+/// compute them in different ways (some in vector lanes, some one element at
+/// a time) and the GELU and SiLU, forward and backward, add arithmetic around
+/// theirs, so one pooled figure was far off for some of them. Functions
+/// not calibrated on their own take the nearest one's cost: a softmax's or
+/// cross-entropy's exponentials and logarithms, a sigmoid and a norm's root
+/// per row count as [`Transcendental::Exp`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Transcendental {
+    /// `exp` (and the functions costed like it).
+    #[default]
+    Exp,
+    /// `tanh`.
+    Tanh,
+    /// The GELU (tanh approximation), forward.
+    Gelu,
+    /// The GELU's derivative (a backward pass).
+    GeluBackward,
+    /// SiLU, `x·sigmoid(x)`, forward.
+    Silu,
+    /// SiLU's derivative.
+    SiluBackward,
+}
+
+impl Transcendental {
+    /// Every function, in the order the calibration measures them.
+    pub const ALL: [Transcendental; 6] = [
+        Transcendental::Exp,
+        Transcendental::Tanh,
+        Transcendental::Gelu,
+        Transcendental::GeluBackward,
+        Transcendental::Silu,
+        Transcendental::SiluBackward,
+    ];
+
+    /// The name the calibration cache stores it under.
+    pub fn name(self) -> &'static str {
+        match self {
+            Transcendental::Exp => "exp",
+            Transcendental::Tanh => "tanh",
+            Transcendental::Gelu => "gelu",
+            Transcendental::GeluBackward => "gelu_backward",
+            Transcendental::Silu => "silu",
+            Transcendental::SiluBackward => "silu_backward",
+        }
+    }
+
+    /// The function an activation's forward pass evaluates (`None` for relu).
+    pub fn forward_of(a: Activation) -> Option<Transcendental> {
+        match a {
+            Activation::Relu => None,
+            Activation::Tanh => Some(Transcendental::Tanh),
+            Activation::Gelu => Some(Transcendental::Gelu),
+            Activation::Silu => Some(Transcendental::Silu),
+            Activation::Softmax => Some(Transcendental::Exp),
+        }
+    }
+
+    /// The function an activation's backward pass evaluates: `gelu` and
+    /// `silu` evaluate their inner function again; `tanh` and `softmax` work
+    /// from the saved output (`None`).
+    pub fn backward_of(a: Activation) -> Option<Transcendental> {
+        match a {
+            Activation::Gelu => Some(Transcendental::GeluBackward),
+            Activation::Silu => Some(Transcendental::SiluBackward),
+            _ => None,
+        }
+    }
 }
 
 impl Kernel {
@@ -58,9 +132,22 @@ impl Kernel {
         }
     }
 
-    /// The kernel with `evals` transcendental evaluations.
-    fn with_evals(self, evals: f64) -> Kernel {
-        Kernel { evals, ..self }
+    /// The kernel with `evals` transcendental evaluations of `func`.
+    fn with_evals(self, func: Transcendental, evals: f64) -> Kernel {
+        Kernel {
+            evals,
+            func,
+            ..self
+        }
+    }
+
+    /// The kernel with one evaluation of `func` per output element, when it
+    /// evaluates one (`None`: none).
+    fn evaluating(self, func: Option<Transcendental>) -> Kernel {
+        match func {
+            Some(f) => self.with_evals(f, self.out_elems),
+            None => self,
+        }
     }
 }
 
@@ -71,6 +158,7 @@ fn gemm(name: &'static str, batch: f64, m: f64, k: f64, n: f64) -> Kernel {
         work: Work::Gemm { batch, m, k, n },
         out_elems: batch * m * n,
         evals: 0.0,
+        func: Transcendental::Exp,
     }
 }
 
@@ -101,6 +189,7 @@ fn mem(name: &'static str, reads: f64, writes: f64) -> Kernel {
         },
         out_elems: writes,
         evals: 0.0,
+        func: Transcendental::Exp,
     }
 }
 
@@ -167,7 +256,8 @@ fn loss_kernels(loss: LossKind, r: f64, width: f64, grad: bool, out: &mut Vec<Ke
         LossKind::CrossEntropy => {
             // An exponential per logit and a logarithm per row.
             out.push(
-                mem("cross_entropy", n + r, if grad { n + 1.0 } else { 1.0 }).with_evals(n + r),
+                mem("cross_entropy", n + r, if grad { n + 1.0 } else { 1.0 })
+                    .with_evals(Transcendental::Exp, n + r),
             );
             if grad {
                 out.push(mem("upload", 0.0, 1.0));
@@ -230,7 +320,9 @@ fn forward(
                 } else {
                     "unary"
                 };
-                out.push(mem(name, r * width, r * width).with_evals(forward_evals(*a) * r * width));
+                out.push(
+                    mem(name, r * width, r * width).evaluating(Transcendental::forward_of(*a)),
+                );
             }
             w
         }
@@ -250,7 +342,7 @@ fn forward(
         }
         Layer::RmsNorm(n) => {
             let d = w.unwrap_or(n.dim as f64);
-            out.push(mem("rms_norm", r * d, r * d + r).with_evals(r));
+            out.push(mem("rms_norm", r * d, r * d + r).with_evals(Transcendental::Exp, r));
             if n.gain.is_some() {
                 out.push(mem("binary", r * d + d, r * d));
             }
@@ -258,7 +350,7 @@ fn forward(
         }
         Layer::LayerNorm(n) => {
             let d = w.unwrap_or(n.d as f64);
-            out.push(mem("layer_norm", r * d, r * d + 2.0 * r).with_evals(r));
+            out.push(mem("layer_norm", r * d, r * d + 2.0 * r).with_evals(Transcendental::Exp, r));
             out.push(mem("binary", r * d + d, r * d));
             out.push(mem("binary", r * d + d, r * d));
             Some(d)
@@ -304,6 +396,7 @@ fn forward(
                     },
                     out_elems: r * q + b * h * s,
                     evals: b * h * s * s,
+                    func: Transcendental::Exp,
                 });
             } else {
                 out.push(mem("permute", r * kv * hd, r * kv * hd));
@@ -319,7 +412,7 @@ fn forward(
                         scores,
                         scores,
                     )
-                    .with_evals(scores),
+                    .with_evals(Transcendental::Exp, scores),
                 );
                 out.push(gemm("matmul", b * h, s, s, hd));
             }
@@ -334,7 +427,7 @@ fn forward(
             let (d, hid) = (sw.d as f64, sw.hidden as f64);
             out.push(gemm("matmul", 1.0, r, d, hid));
             out.push(gemm("matmul", 1.0, r, d, hid));
-            out.push(mem("unary", r * hid, r * hid).with_evals(r * hid));
+            out.push(mem("unary", r * hid, r * hid).with_evals(Transcendental::Silu, r * hid));
             out.push(mem("binary", 2.0 * r * hid, r * hid));
             out.push(gemm("matmul", 1.0, r, hid, d));
             Some(d)
@@ -352,11 +445,11 @@ fn forward(
             if m.bias {
                 out.push(mem("binary", 2.0 * r * e, r * e));
             }
-            out.push(mem("softmax", r * e, r * e).with_evals(r * e));
+            out.push(mem("softmax", r * e, r * e).with_evals(Transcendental::Exp, r * e));
             out.push(mem("binary", 2.0 * r * e, r * e));
             if m.softmax_after {
                 out.push(mem("binary", 2.0 * r * e, r * e));
-                out.push(mem("softmax", r * e, r * e).with_evals(r * e));
+                out.push(mem("softmax", r * e, r * e).with_evals(Transcendental::Exp, r * e));
             } else if m.top_k >= 2 {
                 out.push(mem("reduce", r * e, r));
                 out.push(mem("binary", 2.0 * r * e, r * e));
@@ -370,7 +463,12 @@ fn forward(
                 // Two clamps (a max and a min each), ·alpha, g·sigmoid, +1, ·up.
                 MoeGate::Clamped { .. } => 8.0,
             };
-            out.push(mem("unary", pos * hid, pos * hid).with_evals(pos * hid));
+            let gate = match m.gate {
+                MoeGate::Silu => Transcendental::Silu,
+                // g·sigmoid(alpha·g): an exponential.
+                MoeGate::Clamped { .. } => Transcendental::Exp,
+            };
+            out.push(mem("unary", pos * hid, pos * hid).with_evals(gate, pos * hid));
             for _ in 0..(gate_passes + 2.0 * biases) as usize {
                 out.push(mem("binary", 2.0 * pos * hid, pos * hid));
             }
@@ -399,7 +497,7 @@ fn forward(
                     // The linear's bias add and this activation are one `bias_act`.
                     if let (Some(k), Layer::Activation(a)) = (out.last_mut(), &**ch) {
                         k.name = "bias_act";
-                        k.evals = forward_evals(*a) * k.out_elems;
+                        *k = k.evaluating(Transcendental::forward_of(*a));
                     }
                 }
                 w = forward(ch, st, w, fuse, out);
@@ -517,7 +615,7 @@ fn backward(
         Layer::Activation(a) => {
             out.push(
                 mem("binary", 2.0 * r * width, r * width)
-                    .with_evals(backward_evals(*a) * r * width),
+                    .evaluating(Transcendental::backward_of(*a)),
             );
             out.push(mem("binary", 2.0 * r * width, r * width));
             w
@@ -603,6 +701,7 @@ fn backward(
                     out_elems: r * q + 2.0 * r * kv * hd,
                     // Probabilities recomputed twice from the logsumexp.
                     evals: 2.0 * b * h * s * s,
+                    func: Transcendental::Exp,
                 });
             } else {
                 for n in [q, kv * hd, kv * hd, kv * hd] {
@@ -680,7 +779,11 @@ fn backward(
             for _ in 0..2 {
                 out.push(mem("binary", 2.0 * pos * hid, pos * hid));
             }
-            out.push(mem("unary_backward", 2.0 * pos * hid, pos * hid).with_evals(pos * hid));
+            let gate = match m.gate {
+                MoeGate::Silu => Transcendental::SiluBackward,
+                MoeGate::Clamped { .. } => Transcendental::Exp,
+            };
+            out.push(mem("unary_backward", 2.0 * pos * hid, pos * hid).with_evals(gate, pos * hid));
             for _ in 0..2 {
                 out.push(gemm("matmul_t", e, d, blocks * width, hid));
                 if !first {
@@ -709,8 +812,11 @@ fn backward(
                     // the bias sum of the linear before it.
                     if let (Some(k), Layer::Activation(a)) = (out.last_mut(), &**ch) {
                         let n = k.out_elems * r;
-                        *k = mem("bias_act_backward", 3.0 * n, n + k.out_elems)
-                            .with_evals(backward_evals(*a) * n);
+                        let fused = mem("bias_act_backward", 3.0 * n, n + k.out_elems);
+                        *k = match Transcendental::backward_of(*a) {
+                            Some(f) => fused.with_evals(f, n),
+                            None => fused,
+                        };
                     }
                     // An activation keeps the width.
                 } else {
@@ -736,27 +842,6 @@ fn backward(
             }
             o
         }
-    }
-}
-
-/// Transcendental evaluations per element of an activation's forward pass
-/// (`tanh`, the exponentials of `silu`, `gelu`'s tanh and `softmax`; none for `relu`).
-fn forward_evals(a: Activation) -> f64 {
-    if a == Activation::Relu {
-        0.0
-    } else {
-        1.0
-    }
-}
-
-/// Transcendental evaluations per element of an activation's backward pass:
-/// `gelu` and `silu` evaluate their inner function again; `tanh` and `softmax`
-/// work from the saved output.
-fn backward_evals(a: Activation) -> f64 {
-    if matches!(a, Activation::Gelu | Activation::Silu) {
-        1.0
-    } else {
-        0.0
     }
 }
 

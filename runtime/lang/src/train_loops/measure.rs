@@ -1,11 +1,13 @@
 //! The calibration suite `mlpl calibrate` runs on each device (a few seconds):
-//! GEMMs at several shapes, the bandwidth of an element-wise kernel, the cost of
+//! GEMMs at several shapes, the bandwidth of an element-wise kernel, each
+//! transcendental function's cost per element at a few sizes, the cost of
 //! one kernel call in a replayed step and in an interpreted one (from small
 //! `train` loops whose kernels [`crate::step_cost::kernels`] lists, run as `mlpl run`
 //! runs them), the baseline and the step buffers' memory, and a reference
-//! loop's step time against the model's. Every figure is the median of repetitions, with its 10th and
-//! 90th percentiles. What is stored apart from the timings (shapes, repetition
-//! counts) is fixed.
+//! loop's step time against the model's. Every figure is the median of
+//! repetitions, with its 10th and 90th percentiles; the direct kernel timings
+//! are interleaved (one of every shape per round). What is stored apart from
+//! the timings (shapes, sizes, repetition counts) is fixed.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -15,7 +17,10 @@ use mlpl_devices::{math, Tensor};
 use mlpl_devices::{Backend, BinaryOp, UnaryOp};
 
 use super::loops::train_loops;
-use crate::estimate::calibration::{DeviceModel, GemmPoint, Measured, PLAIN_PRODUCTS};
+use crate::estimate::calibration::{
+    DeviceModel, GemmPoint, Measured, TranscendentalPoint, PLAIN_PRODUCTS,
+};
+use crate::step_cost::kernels::Transcendental;
 use crate::value::Array;
 
 /// The square GEMM sizes measured.
@@ -51,28 +56,54 @@ pub const GEMM_SHAPES: &[(usize, usize, usize, usize, bool, bool)] = &[
 /// Repetitions of every timing.
 pub const REPS: usize = 7;
 
-/// Seconds of `f` (synchronized by downloading its result), `REPS` times after
-/// one warm-up, each timing `inner` calls.
+/// Repetitions of every GEMM timing: more than [`REPS`], as a GEMM timing is
+/// short (one call of a few milliseconds at the largest sizes), and two quiet
+/// runs of the suite on one VM had given a 1024³ median of 269 and 155
+/// GFLOP/s from 7 back-to-back timings.
+pub const GEMM_REPS: usize = 15;
+
+/// A kernel call to time, returning its result (downloaded to synchronize).
+type Call<'a> = Box<dyn Fn() -> mlpl_devices::Result<Tensor> + 'a>;
+
+/// Seconds per call of each of `jobs` (`inner` calls of `f` per timing),
+/// `reps` timings each. The timings are taken in rounds, one of every job per
+/// round, each after an untimed call of the same job (so its operands are as
+/// warm as in back-to-back timings): a slow stretch of a shared machine then
+/// costs every job one timing, not one job all of its, and the medians stay
+/// put from one run of the suite to the next.
+fn time_interleaved(
+    b: &Arc<dyn Backend>,
+    jobs: &[(usize, Call<'_>)],
+    reps: usize,
+) -> Result<Vec<Vec<f64>>, String> {
+    let sync = |t: Tensor| b.download(&t).map(|_| ()).map_err(|e| e.to_string());
+    let mut out = vec![Vec::with_capacity(reps); jobs.len()];
+    for _ in 0..reps {
+        for ((inner, f), samples) in jobs.iter().zip(out.iter_mut()) {
+            sync(f().map_err(|e| e.to_string())?)?;
+            let start = Instant::now();
+            let mut last = None;
+            for _ in 0..(*inner).max(1) {
+                last = Some(f().map_err(|e| e.to_string())?);
+            }
+            if let Some(t) = last {
+                sync(t)?;
+            }
+            samples.push(start.elapsed().as_secs_f64().max(1e-9) / (*inner).max(1) as f64);
+        }
+    }
+    Ok(out)
+}
+
+/// Seconds per call of `f`, [`REPS`] timings of `inner` calls.
 fn time_reps(
     b: &Arc<dyn Backend>,
     inner: usize,
     f: &dyn Fn() -> mlpl_devices::Result<Tensor>,
 ) -> Result<Vec<f64>, String> {
-    let sync = |t: Tensor| b.download(&t).map(|_| ()).map_err(|e| e.to_string());
-    sync(f().map_err(|e| e.to_string())?)?;
-    let mut out = Vec::with_capacity(REPS);
-    for _ in 0..REPS {
-        let start = Instant::now();
-        let mut last = None;
-        for _ in 0..inner {
-            last = Some(f().map_err(|e| e.to_string())?);
-        }
-        if let Some(t) = last {
-            sync(t)?;
-        }
-        out.push(start.elapsed().as_secs_f64().max(1e-9) / inner as f64);
-    }
-    Ok(out)
+    let job: Call<'_> = Box::new(f);
+    let mut out = time_interleaved(b, &[(inner, job)], REPS)?;
+    Ok(out.pop().unwrap_or_default())
 }
 
 fn filled(b: &Arc<dyn Backend>, shape: &[usize]) -> Result<Tensor, String> {
@@ -92,12 +123,13 @@ pub fn call_seconds(b: &Arc<dyn Backend>) -> Result<f64, String> {
 }
 
 /// GEMM throughput at every size of [`GEMM_SIZES`] and every shape of
-/// [`GEMM_SHAPES`].
+/// [`GEMM_SHAPES`], [`GEMM_REPS`] timings each, interleaved.
 pub fn gemm_points(b: &Arc<dyn Backend>) -> Result<Vec<GemmPoint>, String> {
     let call = call_seconds(b)?;
     let squares = GEMM_SIZES.iter().map(|&s| (1, s, s, s, false, false));
-    let mut pts = Vec::new();
-    for (batch, m, k, n, ta, tb) in squares.chain(GEMM_SHAPES.iter().copied()) {
+    let shapes: Vec<_> = squares.chain(GEMM_SHAPES.iter().copied()).collect();
+    let mut jobs: Vec<(usize, Call<'_>)> = Vec::new();
+    for &(batch, m, k, n, ta, tb) in &shapes {
         let stored = |rows: usize, cols: usize, t: bool| {
             let mut shape = if batch > 1 { vec![batch] } else { vec![] };
             shape.extend(if t { [cols, rows] } else { [rows, cols] });
@@ -108,55 +140,130 @@ pub fn gemm_points(b: &Arc<dyn Backend>) -> Result<Vec<GemmPoint>, String> {
         let flops = 2.0 * (batch * m * k * n) as f64;
         // About 2 ms of work per timing at 20 GFLOP/s.
         let inner = ((4e7 / flops) as usize).clamp(1, 2000);
-        let secs = if ta || tb {
-            time_reps(b, inner, &|| b.matmul_t(&x, &y, ta, tb))?
+        let b = b.clone();
+        let f: Call<'_> = if ta || tb {
+            Box::new(move || b.matmul_t(&x, &y, ta, tb))
         } else {
-            time_reps(b, inner, &|| b.matmul(&x, &y))?
+            Box::new(move || b.matmul(&x, &y))
         };
-        let g: Vec<f64> = secs
-            .iter()
-            .map(|t| flops / (t - call).max(0.1 * t) / 1e9)
-            .collect();
-        pts.push(GemmPoint {
-            m: m as u64,
-            k: k as u64,
-            n: n as u64,
-            batch: batch as u64,
-            ta,
-            tb,
-            gflops: Measured::of(&g),
-        });
+        jobs.push((inner, f));
     }
-    Ok(pts)
+    let timings = time_interleaved(b, &jobs, GEMM_REPS)?;
+    Ok(shapes
+        .iter()
+        .zip(timings)
+        .map(|(&(batch, m, k, n, ta, tb), secs)| {
+            let flops = 2.0 * (batch * m * k * n) as f64;
+            let g: Vec<f64> = secs
+                .iter()
+                .map(|t| flops / (t - call).max(0.1 * t) / 1e9)
+                .collect();
+            GemmPoint {
+                m: m as u64,
+                k: k as u64,
+                n: n as u64,
+                batch: batch as u64,
+                ta,
+                tb,
+                gflops: Measured::of(&g),
+            }
+        })
+        .collect())
 }
 
 /// GB/s of `a + b` over 2¹⁶ elements (in cache) and over 2²³ (from memory),
 /// three arrays moved.
 pub fn bandwidths(b: &Arc<dyn Backend>) -> Result<(Measured, Measured), String> {
-    let mut out = Vec::new();
-    for (n, inner) in [(1usize << 16, 64), (1 << 23, 1)] {
-        let x = filled(b, &[n])?;
-        let y = filled(b, &[n])?;
-        let secs = time_reps(b, inner, &|| b.binary(BinaryOp::Add, &x, &y))?;
-        let g: Vec<f64> = secs.iter().map(|t| 12.0 * n as f64 / t / 1e9).collect();
-        out.push(Measured::of(&g));
+    let sizes = [(1usize << 16, 64), (1 << 23, 1)];
+    let mut jobs: Vec<(usize, Call<'_>)> = Vec::new();
+    for (n, inner) in sizes {
+        let (x, y) = (filled(b, &[n])?, filled(b, &[n])?);
+        let b = b.clone();
+        jobs.push((inner, Box::new(move || b.binary(BinaryOp::Add, &x, &y))));
     }
-    Ok((out[0], out[1]))
+    let timings = time_interleaved(b, &jobs, REPS)?;
+    let gbs = |(n, _): (usize, usize), secs: &[f64]| {
+        let g: Vec<f64> = secs.iter().map(|t| 12.0 * n as f64 / t / 1e9).collect();
+        Measured::of(&g)
+    };
+    Ok((gbs(sizes[0], &timings[0]), gbs(sizes[1], &timings[1])))
 }
 
-/// Seconds per element of a transcendental function beyond moving its bytes:
-/// `tanh` and `exp` over 2¹⁴ elements (in cache), both functions' timings
-/// pooled, less the bytes at the in-cache bandwidth `cache_gbs`.
-pub fn transcendental_seconds(b: &Arc<dyn Backend>, cache_gbs: f64) -> Result<Measured, String> {
-    let n = 1usize << 14;
-    let x = filled(b, &[n])?;
-    let moved = 8.0 * n as f64 / (cache_gbs.max(1e-3) * 1e9);
-    let mut per = Vec::new();
-    for op in [UnaryOp::Tanh, UnaryOp::Exp] {
-        let secs = time_reps(b, 16, &|| b.unary(op, &x))?;
-        per.extend(secs.iter().map(|t| (t - moved).max(0.0) / n as f64));
+/// The array sizes each transcendental function is timed at: half the CPU's
+/// parallel threshold (one thread), the threshold (the smallest array its
+/// pool splits: two chunks) and 2²⁰ elements (every thread of a larger
+/// pool). A kernel's evaluations interpolate between them in log size.
+pub const TRANSCENDENTAL_SIZES: [usize; 3] = [
+    mlpl_devices::cpu::PAR_THRESHOLD / 2,
+    mlpl_devices::cpu::PAR_THRESHOLD,
+    1 << 20,
+];
+
+/// Seconds per element of each transcendental function
+/// ([`Transcendental::ALL`]) at each of [`TRANSCENDENTAL_SIZES`], beyond
+/// moving its bytes at the in-cache bandwidth `cache_gbs` (the model adds
+/// those): the forward functions as `unary`, the backward ones as
+/// `unary_backward`, on values in [−3, 3], timed interleaved. Also the
+/// pooled figure of old caches ([`DeviceModel::transcendental_s`]): `tanh`
+/// and `exp` at the smallest size.
+pub fn transcendental_points(
+    b: &Arc<dyn Backend>,
+    cache_gbs: f64,
+) -> Result<(Vec<TranscendentalPoint>, Measured), String> {
+    let mut jobs: Vec<(usize, Call<'_>)> = Vec::new();
+    let mut what = Vec::new();
+    for &n in &TRANSCENDENTAL_SIZES {
+        let data: Vec<f32> = (0..n).map(|i| ((i % 601) as f32 - 300.0) * 0.01).collect();
+        let x = b
+            .upload(&Array::from_vec(vec![n], data).tensor())
+            .map_err(|e| e.to_string())?;
+        let dy = filled(b, &[n])?;
+        // About 2 ms of work per timing at 8 ns per element on one thread.
+        let inner = ((1usize << 18) / n).max(1);
+        for func in Transcendental::ALL {
+            let (op, backward) = match func {
+                Transcendental::Exp => (UnaryOp::Exp, false),
+                Transcendental::Tanh => (UnaryOp::Tanh, false),
+                Transcendental::Gelu => (UnaryOp::Gelu, false),
+                Transcendental::GeluBackward => (UnaryOp::Gelu, true),
+                Transcendental::Silu => (UnaryOp::Silu, false),
+                Transcendental::SiluBackward => (UnaryOp::Silu, true),
+            };
+            let (b, x, dy) = (b.clone(), x.clone(), dy.clone());
+            let f: Call<'_> = if backward {
+                let y = b.unary(op, &x).map_err(|e| e.to_string())?;
+                Box::new(move || b.unary_backward(op, &x, &y, &dy))
+            } else {
+                Box::new(move || b.unary(op, &x))
+            };
+            // Bytes moved: x read and the result written; the backward also
+            // reads y and dy.
+            let bytes = if backward { 16.0 } else { 8.0 } * n as f64;
+            jobs.push((inner, f));
+            what.push((func, n, bytes));
+        }
     }
-    Ok(Measured::of(&per))
+    let timings = time_interleaved(b, &jobs, REPS)?;
+    let mut points = Vec::new();
+    let mut pooled = Vec::new();
+    for ((func, n, bytes), secs) in what.into_iter().zip(timings) {
+        let moved = bytes / (cache_gbs.max(1e-3) * 1e9);
+        let per: Vec<f64> = secs
+            .iter()
+            .map(|t| (t - moved).max(0.1 * t) / n as f64)
+            .collect();
+        if n == TRANSCENDENTAL_SIZES[0]
+            && matches!(func, Transcendental::Exp | Transcendental::Tanh)
+        {
+            pooled.extend(per.iter().copied());
+        }
+        points.push(TranscendentalPoint {
+            func: func.name().to_string(),
+            elems: n as u64,
+            seconds: Measured::of(&per),
+        });
+    }
+    Ok((points, Measured::of(&pooled)))
 }
 
 /// The loop whose kernels time dispatch: a small MLP on 4 rows, where every
@@ -329,29 +436,59 @@ pub fn kernel_times(trace: &str) -> Result<KernelTimes, String> {
     })
 }
 
-/// Measured and modelled work seconds of each kernel of `src`'s first loop:
-/// its timeline's [`kernel_times`] (each call's dispatch taken off, scaled by
-/// the steps' [`KernelTimes::skew`]) and `model`'s without kernel factors.
+/// One kernel name's work in a calibration loop's step: measured, and
+/// modelled in the two parts of [`crate::step_cost::cost::kernel_work_parts`].
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct KernelWork {
+    /// Measured seconds per step, dispatch taken off.
+    pub measured: f64,
+    /// Modelled seconds per step that a kernel factor scales.
+    pub scaled: f64,
+    /// Modelled seconds per step of transcendental evaluations (not scaled).
+    pub evals: f64,
+}
+
+impl KernelWork {
+    /// The factor that makes the model match the measurement: the measured
+    /// time less the evaluations' (at least a tenth of the measured time), ÷
+    /// the scaled part.
+    pub fn ratio(&self) -> f64 {
+        (self.measured - self.evals).max(0.1 * self.measured) / self.scaled
+    }
+}
+
+/// Measured and modelled work of each kernel of `src`'s first loop: its
+/// timeline's [`kernel_times`] (each call's dispatch taken off, scaled by the
+/// steps' [`KernelTimes::skew`]) and `model`'s without kernel factors.
 pub fn kernel_ratios(
     src: &str,
     trace: &str,
     model: &DeviceModel,
-) -> Result<BTreeMap<String, (f64, f64)>, String> {
+) -> Result<BTreeMap<String, KernelWork>, String> {
     let times = kernel_times(trace)?;
     let skew = times.skew();
     let measured = times.kernels;
     let est = loop_estimate(src, model, true)?;
-    let mut modelled: BTreeMap<&str, f64> = BTreeMap::new();
+    let mut modelled: BTreeMap<&str, (f64, f64)> = BTreeMap::new();
     for k in &est.kernels {
-        *modelled.entry(k.name).or_default() +=
-            crate::step_cost::cost::kernel_work_seconds(model, k, |m| m.median);
+        let (scaled, evals) = crate::step_cost::cost::kernel_work_parts(model, k, |m| m.median);
+        let e = modelled.entry(k.name).or_default();
+        e.0 += scaled;
+        e.1 += evals;
     }
     Ok(measured
         .into_iter()
         .filter_map(|(name, (secs, calls))| {
-            let m = *modelled.get(name.as_str())?;
+            let &(scaled, evals) = modelled.get(name.as_str())?;
             let work = skew * (secs - calls * model.dispatch_s.median).max(0.1 * secs);
-            (m > 0.0).then_some((name, (work, m)))
+            (scaled > 0.0).then_some((
+                name,
+                KernelWork {
+                    measured: work,
+                    scaled,
+                    evals,
+                },
+            ))
         })
         .collect())
 }
@@ -407,9 +544,11 @@ pub fn calibrate(
 ) -> Result<DeviceModel, String> {
     let gemm = gemm_points(&backend)?;
     let (cache_bandwidth_gbs, bandwidth_gbs) = bandwidths(&backend)?;
-    let transcendental_s = transcendental_seconds(&backend, cache_bandwidth_gbs.median)?;
+    let (transcendentals, transcendental_s) =
+        transcendental_points(&backend, cache_bandwidth_gbs.median)?;
     let mut model = DeviceModel {
         transcendental_s,
+        transcendentals,
         tile: gemm_tile(kind),
         dispatch_s: Measured::exact(0.0),
         interp_s: Measured::exact(0.0),
@@ -453,18 +592,22 @@ pub fn calibrate(
             Err(e) => return Err(e),
         };
         // Plain products take no factor (their shapes are calibrated).
-        let r: BTreeMap<String, (f64, f64)> = r
+        let r: BTreeMap<String, KernelWork> = r
             .into_iter()
             .filter(|(name, _)| !PLAIN_PRODUCTS.contains(&name.as_str()))
             .collect();
         if src == REFERENCE_LOOP {
-            let (w, m) = r.values().fold((0.0, 0.0), |a, v| (a.0 + v.0, a.1 + v.1));
-            if m > 0.0 {
-                model.step_factor = (w / m).clamp(0.2, 5.0);
+            let all = r.values().fold(KernelWork::default(), |a, v| KernelWork {
+                measured: a.measured + v.measured,
+                scaled: a.scaled + v.scaled,
+                evals: a.evals + v.evals,
+            });
+            if all.scaled > 0.0 {
+                model.step_factor = all.ratio().clamp(0.2, 5.0);
             }
         }
-        for (name, (w, m)) in r {
-            ratios.entry(name).or_default().push(math::log(w / m));
+        for (name, w) in r {
+            ratios.entry(name).or_default().push(math::log(w.ratio()));
         }
     }
     model.kernel_factors = ratios

@@ -8,10 +8,12 @@ use std::sync::Arc;
 
 use mlpl_devices::profile::KernelLog;
 use mlpl_lang::check::query::check_with_facts;
-use mlpl_lang::estimate::calibration::{Calibration, DeviceModel, GemmPoint, Measured};
+use mlpl_lang::estimate::calibration::{
+    Calibration, DeviceModel, GemmPoint, Measured, TranscendentalPoint,
+};
 use mlpl_lang::eval::{Interp, Workspace};
 use mlpl_lang::step_cost::cost::estimate_step;
-use mlpl_lang::step_cost::kernels::{step_kernels, totals};
+use mlpl_lang::step_cost::kernels::{step_kernels, totals, Transcendental};
 use mlpl_lang::train_loops::loops::{train_loops, TrainLoop};
 
 use crate::common::run_value;
@@ -342,6 +344,10 @@ train 3 {
 }
 ";
 
+fn ks_tanh(lp: &TrainLoop) -> Vec<mlpl_lang::step_cost::kernels::Kernel> {
+    step_kernels(&lp.model, &lp.step, &trainable(lp))
+}
+
 #[test]
 fn transcendental_kernels_count_their_evaluations() {
     let lp = first_loop(TANH_MLP);
@@ -372,6 +378,30 @@ fn transcendental_kernels_count_their_evaluations() {
             .sum::<f64>(),
         0.0
     );
+    // Each is costed as its own function: the tanh as `tanh`, the
+    // cross-entropy's as `exp`; a GELU's forward and backward as theirs.
+    let func = |ks: &[mlpl_lang::step_cost::kernels::Kernel], name: &str| {
+        ks.iter().find(|k| k.name == name).map(|k| k.func)
+    };
+    assert_eq!(func(&ks_tanh(&lp), "bias_act"), Some(Transcendental::Tanh));
+    assert_eq!(
+        func(&ks_tanh(&lp), "cross_entropy"),
+        Some(Transcendental::Exp)
+    );
+    let gelu = first_loop(&TANH_MLP.replace("tanh_layer", "gelu_layer"));
+    let ks = step_kernels(&gelu.model, &gelu.step, &trainable(&gelu));
+    assert_eq!(func(&ks, "bias_act"), Some(Transcendental::Gelu));
+    assert_eq!(
+        func(&ks, "bias_act_backward"),
+        Some(Transcendental::GeluBackward)
+    );
+    assert_eq!(
+        ks.iter()
+            .filter(|k| k.name == "bias_act_backward")
+            .map(|k| k.evals)
+            .collect::<Vec<_>>(),
+        vec![200.0 * 16.0]
+    );
     // Each evaluation costs the calibrated seconds.
     let mut m = hand_model();
     let s0 = estimate_step(&lp.model, &lp.frozen, &lp.step, true, &m);
@@ -396,6 +426,7 @@ fn products_cost_whole_tiles_and_kernels_their_factors() {
         },
         out_elems: m * n,
         evals: 0.0,
+        func: Default::default(),
     };
     let mut model = hand_model();
     model.tile = [12, 32];
@@ -461,6 +492,7 @@ fn calibrated_points_count_their_own_padding() {
         },
         out_elems: 64.0,
         evals: 0.0,
+        func: Default::default(),
     };
     let t = kernel_work_seconds(&model, &k, |x| x.median);
     assert!((t - 2.0 * 512.0 / 2e9).abs() < 1e-15, "{t}");
@@ -514,6 +546,7 @@ fn a_large_memory_bound_kernel_is_bounded_by_bandwidth_not_its_factor() {
         work: Work::Memory { bytes },
         out_elems: bytes / 28.0,
         evals: 0.0,
+        func: Default::default(),
     };
     let pick = |x: &Measured| x.median;
     // In cache: the factor times the bytes at the in-cache bandwidth.
@@ -527,6 +560,142 @@ fn a_large_memory_bound_kernel_is_bounded_by_bandwidth_not_its_factor() {
     model.bandwidth_gbs = Measured::exact(40.0);
     let large = kernel_time(&model, &adam(470e6), pick);
     assert!((large - 4.0 * 470e6 / 100e9).abs() < 1e-12, "{large}");
+}
+
+fn point(func: &str, elems: u64, secs: f64) -> TranscendentalPoint {
+    TranscendentalPoint {
+        func: func.into(),
+        elems,
+        seconds: Measured::exact(secs),
+    }
+}
+
+#[test]
+fn transcendental_cost_follows_its_function_and_the_array_size() {
+    let mut m = hand_model();
+    m.transcendental_s = Measured::exact(9e-9);
+    m.transcendentals = vec![
+        // Out of order on purpose: the model sorts by size.
+        point("gelu", 1 << 20, 2e-9),
+        point("gelu", 1 << 14, 8e-9),
+        point("gelu", 1 << 15, 4e-9),
+        point("exp", 1 << 14, 1e-9),
+    ];
+    let s = |f: &str, n: f64| m.transcendental_seconds(f, n, |x| x.median);
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-12 * b;
+    // At and below the smallest array: one thread's figure.
+    assert!(close(s("gelu", 100.0), 8e-9));
+    assert!(close(s("gelu", 16384.0), 8e-9));
+    // At a point, its figure; between two, the log-log interpolation
+    // (halfway in log size: the geometric mean); beyond the largest, its.
+    assert!(close(s("gelu", 32768.0), 4e-9));
+    let mid = (32768.0f64 * 1048576.0).sqrt();
+    assert!(
+        close(s("gelu", mid), (4e-9f64 * 2e-9).sqrt()),
+        "{}",
+        s("gelu", mid)
+    );
+    assert!(close(s("gelu", 1e9), 2e-9));
+    // Falling with the size in between.
+    assert!(s("gelu", 20000.0) < 8e-9 && s("gelu", 20000.0) > 4e-9);
+    // One point: its figure at every size.
+    assert!(close(s("exp", 1e7), 1e-9));
+    // A function without points (a cache written before they were
+    // measured): the pooled figure.
+    assert!(close(s("tanh", 1e6), 9e-9));
+    m.transcendentals.clear();
+    assert!(close(
+        m.transcendental_seconds("gelu", 1e6, |x| x.median),
+        9e-9
+    ));
+}
+
+#[test]
+fn a_kernel_factor_does_not_scale_calibrated_transcendentals() {
+    use mlpl_lang::step_cost::cost::{kernel_time, kernel_work_parts};
+    use mlpl_lang::step_cost::kernels::{Kernel, Work};
+    let mut m = hand_model();
+    m.cache_bandwidth_gbs = Measured::exact(100.0);
+    m.bandwidth_gbs = Measured::exact(100.0);
+    m.transcendental_s = Measured::exact(5e-9);
+    m.kernel_factors.insert("bias_act".into(), 3.0);
+    let n = 500_000.0;
+    let k = Kernel {
+        name: "bias_act",
+        work: Work::Memory { bytes: 8.0 * n },
+        out_elems: n,
+        evals: n,
+        func: Transcendental::Gelu,
+    };
+    let pick = |x: &Measured| x.median;
+    let bytes = 8.0 * n / 100e9;
+    // A cache without per-function figures: the factor scales the pooled
+    // evaluations too, as it was fitted.
+    let (scaled, evals) = kernel_work_parts(&m, &k, pick);
+    assert!((scaled - (bytes + n * 5e-9)).abs() < 1e-15 && evals == 0.0);
+    let t = kernel_time(&m, &k, pick);
+    assert!((t - 3.0 * (bytes + n * 5e-9)).abs() < 1e-12, "{t}");
+    // With the GELU's own figures: the factor scales the bytes only, the
+    // evaluations cost their calibrated seconds at this size.
+    m.transcendentals = vec![point("gelu", 1 << 14, 8e-9), point("gelu", 1 << 20, 2e-9)];
+    let per = m.transcendental_seconds("gelu", n, pick);
+    assert!(per > 2e-9 && per < 8e-9);
+    let (scaled, evals) = kernel_work_parts(&m, &k, pick);
+    assert!((scaled - bytes).abs() < 1e-15);
+    assert!((evals - n * per).abs() < 1e-15);
+    let t = kernel_time(&m, &k, pick);
+    assert!((t - (3.0 * bytes + n * per)).abs() < 1e-12, "{t}");
+    // The same kernel on a small array pays one thread's cost per element.
+    let small = Kernel {
+        work: Work::Memory {
+            bytes: 8.0 * 4096.0,
+        },
+        out_elems: 4096.0,
+        evals: 4096.0,
+        ..k
+    };
+    let (_, evals) = kernel_work_parts(&m, &small, pick);
+    assert!((evals - 4096.0 * 8e-9).abs() < 1e-18);
+}
+
+#[test]
+fn a_kernel_factor_is_fitted_to_the_time_its_evaluations_leave() {
+    use mlpl_lang::train_loops::measure::KernelWork;
+    // 10 µs measured, 4 of them the calibrated evaluations, 2 modelled for
+    // the rest: the factor is 3.
+    let w = KernelWork {
+        measured: 10e-6,
+        scaled: 2e-6,
+        evals: 4e-6,
+    };
+    assert!((w.ratio() - 3.0).abs() < 1e-12);
+    // Evaluations that take more than was measured (noise) leave a tenth.
+    let w = KernelWork { evals: 12e-6, ..w };
+    assert!((w.ratio() - 0.5).abs() < 1e-12);
+}
+
+#[test]
+fn a_cache_without_per_function_figures_still_loads() {
+    // A version 2 model as the previous release wrote it: no
+    // `transcendentals`.
+    let old = DeviceModel::assumed("cpu", 20.0);
+    let mut v = serde_json::to_value(&old).unwrap();
+    assert!(v.get("transcendentals").is_none());
+    v.as_object_mut().unwrap().remove("transcendentals");
+    let text = format!(r#"{{"version":2,"devices":[{{"device":"cpu","gflops":20,"model":{v}}}]}}"#);
+    let cal = Calibration::parse(&text).expect("an older cache parses");
+    let m = cal.entry("cpu").unwrap().device_model();
+    assert!(m.transcendentals.is_empty());
+    assert_eq!(m, old);
+    // With them, they survive a round trip, a function name this release
+    // does not know (a later release's) included.
+    let mut new = old.clone();
+    new.transcendentals = vec![
+        point("gelu", 1 << 14, 8e-9),
+        point("erf_backward", 64, 1e-9),
+    ];
+    let back: DeviceModel = serde_json::from_str(&serde_json::to_string(&new).unwrap()).unwrap();
+    assert_eq!(back, new);
 }
 
 #[test]

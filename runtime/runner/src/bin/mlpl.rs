@@ -13,6 +13,7 @@ use mlpl_lang::check::check_source;
 use mlpl_lang::estimate::calibration::{self, Calibration};
 use mlpl_lang::eval::{Interp, Trace, Workspace};
 use mlpl_lang::step_cost::cost;
+use mlpl_lang::step_cost::kernels::Transcendental;
 use mlpl_lang::train_loops::{loops, measure};
 use mlpl_lang::value::{DeviceTarget, Value};
 use mlpl_runner::serve::{self, ServeConfig};
@@ -912,8 +913,25 @@ fn calibrate(args: CalibrateArgs) -> ExitCode {
                     .max_by_key(|p| p.m);
                 let largest = square.map(|p| p.gflops.median).unwrap_or(best);
                 let size = square.map_or(0, |p| p.m);
+                // Each function's ns per evaluation, smallest to largest array.
+                let funcs: Vec<String> = Transcendental::ALL
+                    .iter()
+                    .map(|f| {
+                        let ns: Vec<String> = model
+                            .transcendentals
+                            .iter()
+                            .filter(|p| p.func == f.name())
+                            .map(|p| sig(p.seconds.median * 1e9))
+                            .collect();
+                        format!("{} {}", f.name(), ns.join("/"))
+                    })
+                    .collect();
+                let sizes: Vec<String> = measure::TRANSCENDENTAL_SIZES
+                    .iter()
+                    .map(|n| n.to_string())
+                    .collect();
                 println!(
-                    "{name}: GEMM {} GFLOP/s at {}³ (best {}), {} µs per kernel replayed, {} µs more interpreted, {} GB/s ({} in cache), {} ns per transcendental, GEMM tile {}×{}, baseline {} MB, step factor {}, step buffers ×{} of activations and ×{} of parameters ({:.1} s)",
+                    "{name}: GEMM {} GFLOP/s at {}³ (best {}), {} µs per kernel replayed, {} µs more interpreted, {} GB/s ({} in cache), {} ns per transcendental ({} ns at {} elements), GEMM tile {}×{}, baseline {} MB, step factor {}, step buffers ×{} of activations and ×{} of parameters ({:.1} s)",
                     sig(largest),
                     size,
                     sig(best),
@@ -922,6 +940,8 @@ fn calibrate(args: CalibrateArgs) -> ExitCode {
                     sig(model.bandwidth_gbs.median),
                     sig(model.cache_bandwidth_gbs.median),
                     sig(model.transcendental_s.median * 1e9),
+                    funcs.join(", "),
+                    sizes.join("/"),
                     model.tile[0],
                     model.tile[1],
                     sig(model.baseline_bytes / 1e6),
@@ -975,7 +995,14 @@ fn calibration_loop(device: &str, src: &str, captured: bool) -> Result<measure::
             let out = cmd.arg(&file).output().map_err(|e| e.to_string())?;
             let text = String::from_utf8_lossy(&out.stderr);
             let p = ProfileLine::parse(&text);
-            let per_step = if captured { p.replayed } else { p.iterations };
+            // A replayed step's median, as the sweep and the refinement
+            // measure a loop (the mean let one slow step of a shared machine
+            // move the dispatch cost); an interpreted loop's mean.
+            let per_step = match (captured, p.replayed_median) {
+                (true, Some(ms)) => Some((1.0, ms)),
+                (true, None) => p.replayed,
+                (false, _) => p.iterations,
+            };
             match per_step {
                 Some((n, ms)) if n > 0.0 => samples.push(ms / 1e3 / n),
                 _ => return Err(format!("unexpected profile output: {}", text.trim())),
@@ -1021,6 +1048,8 @@ struct ProfileLine {
     iterations: Option<(f64, f64)>,
     /// (replayed steps, ms) of its replayed steps.
     replayed: Option<(f64, f64)>,
+    /// The median replayed step, ms.
+    replayed_median: Option<f64>,
     /// The peak RSS line.
     peak_bytes: Option<f64>,
 }
@@ -1041,6 +1070,17 @@ impl ProfileLine {
             iterations: pair(" iterations"),
             // Whatever the program's kind (`(arena)`, `(calls)`, `(graph)`).
             replayed: pair(" replayed from the captured step"),
+            replayed_median: text
+                .lines()
+                .find(|l| l.contains(" replayed from the captured step"))
+                .and_then(|l| {
+                    l.split_once("(median ")?
+                        .1
+                        .split(" ms")
+                        .next()?
+                        .parse()
+                        .ok()
+                }),
             peak_bytes: text
                 .lines()
                 .find_map(|l| l.trim().strip_prefix("peak RSS: "))

@@ -4,7 +4,8 @@
 
 use std::process::Command;
 
-use mlpl_lang::train_loops::measure::{GEMM_SHAPES, GEMM_SIZES};
+use mlpl_lang::step_cost::kernels::Transcendental;
+use mlpl_lang::train_loops::measure::{GEMM_SHAPES, GEMM_SIZES, TRANSCENDENTAL_SIZES};
 
 fn dir(name: &str) -> std::path::PathBuf {
     let d = std::env::temp_dir().join(format!("mlpl-calibrate-{name}-{}", std::process::id()));
@@ -79,6 +80,32 @@ fn writes_the_calibration_cache() {
     assert!(model["arena_factor"].as_f64().unwrap() > 0.0);
     // The per-kernel parts: transcendental cost, the GEMM tile, kernel factors.
     assert!(model["transcendental_s"]["median"].as_f64().unwrap() > 0.0);
+    // Every function at every size, in the suite's order, each positive.
+    let points: Vec<(String, u64, f64)> = model["transcendentals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let s = p["seconds"]["median"].as_f64().unwrap();
+            (
+                p["func"].as_str().unwrap().to_string(),
+                p["elems"].as_u64().unwrap(),
+                s,
+            )
+        })
+        .collect();
+    let expected: Vec<(String, u64)> = TRANSCENDENTAL_SIZES
+        .iter()
+        .flat_map(|&n| Transcendental::ALL.map(|f| (f.name().to_string(), n as u64)))
+        .collect();
+    assert_eq!(
+        points
+            .iter()
+            .map(|p| (p.0.clone(), p.1))
+            .collect::<Vec<_>>(),
+        expected
+    );
+    assert!(points.iter().all(|p| p.2 > 0.0 && p.2 < 1e-5), "{points:?}");
     let tile: Vec<u64> = model["tile"]
         .as_array()
         .unwrap()
