@@ -15,8 +15,9 @@
 //! few minutes) over all 2³² of them.
 //!
 //! The kernels take rows of `x` with an optional bias row added to each
-//! (`bias_act`), and return `false` on the scalar level, where the caller
-//! runs its scalar loop.
+//! (`bias_act`), and return `false` where the caller runs its scalar loop:
+//! on the scalar level, and on AVX2 for the ops whose 8-lane form was no
+//! faster there (`Forward::on_avx2`).
 
 use crate::backend::UnaryOp;
 
@@ -31,6 +32,14 @@ enum Forward {
 }
 
 impl Forward {
+    /// Whether the AVX2 form runs instead of the scalar loop: only where it
+    /// was faster on the AMD EPYC measured (128-bit floating-point units;
+    /// GELU 1.2–1.6×, tanh 2.5–3.1×); exp, sigmoid and SiLU, mostly `exp`,
+    /// ran at 0.8–0.9×, as `exp` alone did (`simd_exp`).
+    fn on_avx2(self) -> bool {
+        matches!(self, Forward::Gelu | Forward::Tanh)
+    }
+
     fn of(op: UnaryOp) -> Option<Forward> {
         Some(match op {
             UnaryOp::Exp => Forward::Exp,
@@ -53,6 +62,12 @@ enum Grad {
 }
 
 impl Grad {
+    /// As [`Forward::on_avx2`]: GELU's (tanh) ran 2.3–2.6× faster, SiLU's
+    /// and erf's (exp) no faster.
+    fn on_avx2(self) -> bool {
+        matches!(self, Grad::Gelu)
+    }
+
     fn of(op: UnaryOp) -> Option<Grad> {
         Some(match op {
             UnaryOp::Gelu => Grad::Gelu,
@@ -81,8 +96,8 @@ pub(crate) fn forward(op: UnaryOp, xs: &[f32], bias: Option<&[f32]>, out: &mut [
         // SAFETY: `isa()` only returns supported levels.
         super::Isa::Avx512 => return unsafe { avx512::forward(f, xs, bias, out) },
         // SAFETY: as above.
-        super::Isa::Avx2 => return unsafe { avx2::forward(f, xs, bias, out) },
-        super::Isa::Scalar => {}
+        super::Isa::Avx2 if f.on_avx2() => return unsafe { avx2::forward(f, xs, bias, out) },
+        super::Isa::Avx2 | super::Isa::Scalar => {}
     }
     let _ = f;
     false
@@ -114,8 +129,8 @@ pub(crate) fn backward(
         // SAFETY: `isa()` only returns supported levels.
         super::Isa::Avx512 => return unsafe { avx512::backward(f, xs, bias, gs, out) },
         // SAFETY: as above.
-        super::Isa::Avx2 => return unsafe { avx2::backward(f, xs, bias, gs, out) },
-        super::Isa::Scalar => {}
+        super::Isa::Avx2 if f.on_avx2() => return unsafe { avx2::backward(f, xs, bias, gs, out) },
+        super::Isa::Avx2 | super::Isa::Scalar => {}
     }
     let _ = f;
     false
