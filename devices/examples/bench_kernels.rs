@@ -52,6 +52,9 @@ fn main() {
     let scores = data(&[32, 256, 256], 7);
     let (_, inv) = be.rms_norm(&x, 1e-8).unwrap();
     let y = be.masked_softmax(&scores, 8.0, true).unwrap();
+    let gelu_y = be.bias_act(&h, &bias, UnaryOp::Gelu).unwrap();
+    let silu_y = be.bias_act(&h, &bias, UnaryOp::Silu).unwrap();
+    let tanh_y = be.unary(UnaryOp::Tanh, &h).unwrap();
     type Kernel<'a> = Box<dyn Fn() -> Vec<Tensor> + 'a>;
     let kernels: Vec<(&str, String, Kernel)> = vec![
         (
@@ -73,6 +76,51 @@ fn main() {
             "gelu",
             format!("[{n}, {f}]"),
             Box::new(|| vec![be.unary(UnaryOp::Gelu, &h).unwrap()]),
+        ),
+        (
+            "sigmoid",
+            format!("[{n}, {f}]"),
+            Box::new(|| vec![be.unary(UnaryOp::Sigmoid, &h).unwrap()]),
+        ),
+        (
+            "silu",
+            format!("[{n}, {f}]"),
+            Box::new(|| vec![be.unary(UnaryOp::Silu, &h).unwrap()]),
+        ),
+        (
+            "tanh",
+            format!("[{n}, {f}]"),
+            Box::new(|| vec![be.unary(UnaryOp::Tanh, &h).unwrap()]),
+        ),
+        (
+            "tanh backward",
+            format!("[{n}, {f}]"),
+            Box::new(|| vec![be.unary_backward(UnaryOp::Tanh, &h, &tanh_y, &h2).unwrap()]),
+        ),
+        (
+            "bias + gelu",
+            format!("[{n}, {f}]"),
+            Box::new(|| vec![be.bias_act(&h, &bias, UnaryOp::Gelu).unwrap()]),
+        ),
+        (
+            "bias + gelu backward (dx, dbias)",
+            format!("[{n}, {f}]"),
+            Box::new(|| {
+                let (dx, db) = be
+                    .bias_act_backward(&h, &bias, &gelu_y, &h2, UnaryOp::Gelu, true)
+                    .unwrap();
+                vec![dx, db.unwrap()]
+            }),
+        ),
+        (
+            "bias + silu backward (dx, dbias)",
+            format!("[{n}, {f}]"),
+            Box::new(|| {
+                let (dx, db) = be
+                    .bias_act_backward(&h, &bias, &silu_y, &h2, UnaryOp::Silu, true)
+                    .unwrap();
+                vec![dx, db.unwrap()]
+            }),
         ),
         (
             "bias + relu",

@@ -10,6 +10,7 @@
 
 use super::isa::vectorised;
 use super::pool;
+use super::simd_act;
 use super::simd_exp;
 use super::{for_chunks, row_chunk, PAR_CHUNK, PAR_THRESHOLD};
 use crate::backend::{BinaryOp, UnaryOp};
@@ -49,22 +50,36 @@ pub(crate) fn unary(op: UnaryOp, x: &Tensor) -> Tensor {
 
 /// Applies `op` to every element of `src`, writing `out` (same length).
 pub(crate) fn unary_into(op: UnaryOp, src: &[f32], out: &mut [f32]) {
+    let wide = if is_arithmetic(op) {
+        Wide::Yes
+    } else {
+        Wide::No
+    };
     match op {
-        UnaryOp::Neg => map_into(src, out, Wide::Yes, |v| -v),
+        UnaryOp::Neg => map_into(src, out, wide, |v| -v),
         UnaryOp::Exp => exp_into(src, out),
-        UnaryOp::Log => map_into(src, out, Wide::No, math::logf),
-        UnaryOp::Sqrt => map_into(src, out, Wide::Yes, f32::sqrt),
-        UnaryOp::Abs => map_into(src, out, Wide::Yes, f32::abs),
-        UnaryOp::Sigmoid => map_into(src, out, Wide::No, sigmoid),
-        UnaryOp::Tanh => map_into(src, out, Wide::No, math::tanhf),
-        UnaryOp::Relu => map_into(src, out, Wide::Yes, |v| if v > 0.0 { v } else { 0.0 }),
-        UnaryOp::Gelu => map_into(src, out, Wide::No, gelu),
-        UnaryOp::Silu => map_into(src, out, Wide::No, |v| v * sigmoid(v)),
-        UnaryOp::Sin => map_into(src, out, Wide::No, math::sinf),
-        UnaryOp::Cos => map_into(src, out, Wide::No, math::cosf),
-        UnaryOp::Erf => map_into(src, out, Wide::No, math::erff),
-        UnaryOp::GeluErf => map_into(src, out, Wide::No, gelu_erf),
+        UnaryOp::Log => map_into(src, out, wide, math::logf),
+        UnaryOp::Sqrt => map_into(src, out, wide, f32::sqrt),
+        UnaryOp::Abs => map_into(src, out, wide, f32::abs),
+        UnaryOp::Sigmoid => act_into(op, src, out, sigmoid),
+        UnaryOp::Tanh => act_into(op, src, out, math::tanhf),
+        UnaryOp::Relu => map_into(src, out, wide, |v| if v > 0.0 { v } else { 0.0 }),
+        UnaryOp::Gelu => act_into(op, src, out, gelu),
+        UnaryOp::Silu => act_into(op, src, out, |v| v * sigmoid(v)),
+        UnaryOp::Sin => map_into(src, out, wide, math::sinf),
+        UnaryOp::Cos => map_into(src, out, wide, math::cosf),
+        UnaryOp::Erf => map_into(src, out, wide, math::erff),
+        UnaryOp::GeluErf => map_into(src, out, wide, gelu_erf),
     }
+}
+
+/// Whether `op` is plain arithmetic (no table look-ups or library calls), so
+/// its loops are worth compiling for the CPU's level ([`vectorised`]).
+pub(crate) fn is_arithmetic(op: UnaryOp) -> bool {
+    matches!(
+        op,
+        UnaryOp::Neg | UnaryOp::Sqrt | UnaryOp::Abs | UnaryOp::Relu
+    )
 }
 
 /// Whether a loop is compiled for the CPU's level ([`vectorised`]): yes for
@@ -99,8 +114,22 @@ fn map_into<F: Fn(f32) -> f32 + Sync>(src: &[f32], out: &mut [f32], wide: Wide, 
     });
 }
 
+/// `f` (the scalar form of `op`) over `src` into `out`, 8 lanes at a time
+/// on AVX2 and AVX-512 (the same bits: see `simd_act.rs`).
+fn act_into<F: Fn(f32) -> f32 + Sync>(op: UnaryOp, src: &[f32], out: &mut [f32], f: F) {
+    assert_eq!(src.len(), out.len(), "unary: output length differs");
+    for_chunks(out, PAR_CHUNK, src.len() >= PAR_THRESHOLD, |start, o| {
+        let s = &src[start..start + o.len()];
+        if !simd_act::forward(op, s, None, o) {
+            for (d, &v) in o.iter_mut().zip(s) {
+                *d = f(v);
+            }
+        }
+    });
+}
+
 /// `math::expf` of every element of `src` into `out`, 8 lanes at a time on
-/// AVX-512 (the same bits: see `simd_exp.rs`).
+/// AVX2 and AVX-512 (the same bits: see `simd_exp.rs`).
 fn exp_into(src: &[f32], out: &mut [f32]) {
     assert_eq!(src.len(), out.len(), "unary: output length differs");
     for_chunks(out, PAR_CHUNK, src.len() >= PAR_THRESHOLD, |start, o| {

@@ -15,6 +15,7 @@ mod pool;
 pub mod program;
 mod reduce;
 mod select;
+mod simd_act;
 mod simd_exp;
 mod subnormals;
 #[cfg(test)]

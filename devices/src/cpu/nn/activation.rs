@@ -3,14 +3,16 @@
 
 use crate::backend::composed::{FRAC_1_SQRT_2, INV_SQRT_2PI, TWO_OVER_SQRT_PI};
 use crate::backend::UnaryOp;
-use crate::cpu::{pool, PAR_CHUNK, PAR_THRESHOLD};
+use crate::cpu::elementwise::is_arithmetic;
+use crate::cpu::isa::vectorised;
+use crate::cpu::{for_chunks, pool, row_chunk, simd_act, PAR_CHUNK, PAR_THRESHOLD};
 use crate::math;
 use crate::tensor::Tensor;
 
 /// √(2/π), the GELU tanh-approximation constant (as in the element-wise kernels).
-const GELU_C: f32 = 0.797_884_6;
+pub(crate) const GELU_C: f32 = 0.797_884_6;
 /// The cubic coefficient of the GELU tanh approximation.
-const GELU_KAPPA: f32 = 0.044_715;
+pub(crate) const GELU_KAPPA: f32 = 0.044_715;
 
 /// Runs `body` with the scalar form of `op` as a closure, so each activation
 /// gets its own monomorphised loop. The closures are those of the element-wise
@@ -185,19 +187,80 @@ pub(crate) fn unary_backward_into(
     gs: &[f32],
     out: &mut [f32],
 ) {
+    grad_into(op, xs, None, ys, gs, out, PAR_CHUNK);
+}
+
+/// Whether the derivative of `op` is plain arithmetic on `x`, `y` and `g`
+/// (compiled for the CPU's level, [`vectorised`]).
+fn grad_is_arithmetic(op: UnaryOp) -> bool {
+    use UnaryOp as U;
+    matches!(
+        op,
+        U::Neg | U::Exp | U::Log | U::Sqrt | U::Abs | U::Sigmoid | U::Tanh | U::Relu
+    )
+}
+
+/// `out[i] = op'(x[i] + bias[i mod n], y[i], g[i])` (no bias: `x[i]`) over
+/// pieces of `chunk` elements (whole bias rows): 8 lanes at a time where
+/// `simd_act` has the derivative, else the scalar closure, compiled for the
+/// CPU's level when it is plain arithmetic.
+fn grad_into(
+    op: UnaryOp,
+    xs: &[f32],
+    bias: Option<&[f32]>,
+    ys: &[f32],
+    gs: &[f32],
+    out: &mut [f32],
+    chunk: usize,
+) {
     let par = xs.len() >= PAR_THRESHOLD;
-    with_unary_grad!(op, |f| crate::cpu::for_chunks(
-        out,
-        PAR_CHUNK,
-        par,
-        |s, o| {
-            let e = s + o.len();
-            for (((d, &xv), &yv), &gv) in o.iter_mut().zip(&xs[s..e]).zip(&ys[s..e]).zip(&gs[s..e])
-            {
+    let wide = grad_is_arithmetic(op);
+    with_unary_grad!(op, |f| for_chunks(out, chunk, par, |s, o| {
+        let e = s + o.len();
+        let (x, y, g) = (&xs[s..e], &ys[s..e], &gs[s..e]);
+        if simd_act::backward(op, x, bias, g, o) {
+            return;
+        }
+        let mut run = || grad_rows(f, x, bias, y, g, o);
+        if wide {
+            vectorised(run)
+        } else {
+            run()
+        }
+    }));
+}
+
+/// The scalar loop of [`grad_into`].
+#[inline(always)]
+fn grad_rows(
+    f: impl Fn(f32, f32, f32) -> f32,
+    xs: &[f32],
+    bias: Option<&[f32]>,
+    ys: &[f32],
+    gs: &[f32],
+    out: &mut [f32],
+) {
+    match bias {
+        None => {
+            for (((d, &xv), &yv), &gv) in out.iter_mut().zip(xs).zip(ys).zip(gs) {
                 *d = f(xv, yv, gv);
             }
         }
-    ));
+        Some(bs) => {
+            let n = bs.len();
+            let rows = out
+                .chunks_mut(n)
+                .zip(xs.chunks(n))
+                .zip(ys.chunks(n))
+                .zip(gs.chunks(n));
+            for (((orow, xrow), yrow), grow) in rows {
+                let it = orow.iter_mut().zip(xrow).zip(bs).zip(yrow).zip(grow);
+                for ((((d, &xv), &bv), &yv), &gv) in it {
+                    *d = f(xv + bv, yv, gv);
+                }
+            }
+        }
+    }
 }
 
 /// Checks that a bias of shape `b` is one row of an `x` of shape `x`: `x` is
@@ -223,26 +286,34 @@ pub(crate) fn bias_act(x: &Tensor, bias: &Tensor, act: UnaryOp) -> Tensor {
     out.into_tensor(x.shape().to_vec())
 }
 
-/// [`bias_act`] of rows `xs` (a multiple of `bs.len()` elements) into `out`.
+/// [`bias_act`] of rows `xs` (a multiple of `bs.len()` elements) into `out`:
+/// 8 lanes at a time where `simd_act` has the activation, else the scalar
+/// closure, compiled for the CPU's level when it is plain arithmetic.
 pub(crate) fn bias_act_into(act: UnaryOp, xs: &[f32], bs: &[f32], out: &mut [f32]) {
     let n = bs.len();
     if n == 0 {
         return;
     }
     let par = xs.len() >= PAR_THRESHOLD;
-    with_unary!(act, |f| crate::cpu::for_chunks(
-        out,
-        crate::cpu::row_chunk(n),
-        par,
-        |s, o| {
-            let e = s + o.len();
+    let wide = is_arithmetic(act);
+    with_unary!(act, |f| for_chunks(out, row_chunk(n), par, |s, o| {
+        let e = s + o.len();
+        if simd_act::forward(act, &xs[s..e], Some(bs), o) {
+            return;
+        }
+        let mut run = || {
             for (orow, xrow) in o.chunks_mut(n).zip(xs[s..e].chunks(n)) {
                 for ((d, &xv), &bv) in orow.iter_mut().zip(xrow).zip(bs) {
                     *d = f(xv + bv);
                 }
             }
+        };
+        if wide {
+            vectorised(run)
+        } else {
+            run()
         }
-    ));
+    }));
 }
 
 /// Gradients of [`bias_act`]: `dx = act'(x + bias)·dy` in one pass, and, when
@@ -285,24 +356,5 @@ pub(crate) fn bias_act_backward_into(
     if n == 0 {
         return;
     }
-    let par = xs.len() >= PAR_THRESHOLD;
-    with_unary_grad!(act, |f| crate::cpu::for_chunks(
-        dx,
-        crate::cpu::row_chunk(n),
-        par,
-        |s, o| {
-            let e = s + o.len();
-            let rows = o
-                .chunks_mut(n)
-                .zip(xs[s..e].chunks(n))
-                .zip(ys[s..e].chunks(n))
-                .zip(gs[s..e].chunks(n));
-            for (((orow, xrow), yrow), grow) in rows {
-                let it = orow.iter_mut().zip(xrow).zip(bs).zip(yrow).zip(grow);
-                for ((((d, &xv), &bv), &yv), &gv) in it {
-                    *d = f(xv + bv, yv, gv);
-                }
-            }
-        }
-    ));
+    grad_into(act, xs, Some(bs), ys, gs, dx, row_chunk(n));
 }
