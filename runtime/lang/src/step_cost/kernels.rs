@@ -736,9 +736,15 @@ fn backward(
                 out.push(gemm("matmul_t", 1.0, r, hid, d));
             }
             out.push(mem("binary", 2.0 * r * d, r * d));
-            for _ in 0..4 {
+            // The product's two gradients (gate·up), then SiLU's derivative
+            // at the gate (autograd's `unary_backward`: one kernel).
+            for _ in 0..2 {
                 out.push(mem("binary", 2.0 * r * hid, r * hid));
             }
+            out.push(
+                mem("unary_backward", 2.0 * r * hid, r * hid)
+                    .with_evals(Transcendental::SiluBackward, r * hid),
+            );
             out.push(gemm("matmul_t", 1.0, hid, r, d));
             out.push(gemm("matmul_t", 1.0, r, d, hid));
             Some(d)

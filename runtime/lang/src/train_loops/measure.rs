@@ -532,6 +532,18 @@ pub fn gemm_tile(kind: &str) -> [u64; 2] {
     }
 }
 
+/// Seconds per kernel of each step time in `steps` beyond `work` seconds of
+/// modelled work, for a step of `kernels` kernels; at least a quarter of the
+/// step's time per kernel, so a model that over-rates the work cannot make
+/// dispatch free.
+pub fn dispatch_per_kernel(steps: &[f64], work: f64, kernels: f64) -> Vec<f64> {
+    let kernels = kernels.max(1.0);
+    steps
+        .iter()
+        .map(|&t| (t - work).max(0.25 * t) / kernels)
+        .collect()
+}
+
 /// Runs the suite on a device of kind `kind` (`backend` is its backend).
 /// `run_loop(src, captured)` runs a calibration loop as the programs to
 /// estimate will run (`mlpl run` in a child process) and reports a [`LoopRun`];
@@ -564,12 +576,16 @@ pub fn calibrate(
         correction: Default::default(),
     };
     // Dispatch and interpretation per kernel, and the baseline, from a loop of
-    // negligible work.
+    // little work: what a step takes beyond its modelled work (the direct
+    // timings above: a tiny product's GEMM point keeps some of its call's
+    // cost), per kernel. Dividing the whole step by its kernels had counted
+    // that work twice for every small loop (an 8-wide MLP on one row
+    // estimated at 2.3× its step).
     let tiny = loop_estimate(DISPATCH_LOOP, &model, true)?;
-    let kernels = tiny.totals.kernels;
+    let (kernels, work) = (tiny.totals.kernels, tiny.work_seconds);
     let (replayed, base_c) = run_loop(DISPATCH_LOOP, true)?;
     let (interpreted, _) = run_loop(DISPATCH_LOOP, false)?;
-    let per_kernel = |s: &[f64]| s.iter().map(|t| t / kernels).collect::<Vec<f64>>();
+    let per_kernel = |s: &[f64]| dispatch_per_kernel(s, work, kernels);
     model.dispatch_s = Measured::of(&per_kernel(&replayed));
     let eager = Measured::of(&per_kernel(&interpreted));
     model.interp_s = Measured {
