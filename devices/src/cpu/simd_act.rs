@@ -9,8 +9,9 @@
 //! `exp` is [`super::simd_exp`]'s `exp8`. `tanh` is CORE-MATH's `tanhf`
 //! (correctly rounded, so one answer on every CPU) in 8 lanes: its branches
 //! on the bits of `x` become selects, and its rational function is evaluated
-//! in f64 with the fused multiply-adds its C source contracts to (the one
-//! way to contract each `a + b·c`). A test compares it with the scalar
+//! in f64 with fused multiply-adds (the build compiles the C source for
+//! baseline x86-64, without them: `.cargo/config.toml`; CORE-MATH's result
+//! is correctly rounded either way). A test compares it with the scalar
 //! function over a stride of every f32, another (ignored by default: a
 //! few minutes) over all 2³² of them.
 //!
