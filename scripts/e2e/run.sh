@@ -92,7 +92,7 @@ console.log(`http://127.0.0.1:${process.env.PORT}/?folder=${encodeURIComponent(p
 echo "e2e: code-server on port $port, workspace $work/workspace"
 start=$(date +%s)
 set +e
-node "$here/driver.mjs" "$shots" "${MLPL_E2E_TIMEOUT:-300}" "$(phase_url test.js)" "$(phase_url reattach.js)"
+node "$here/driver.mjs" "$shots" "${MLPL_E2E_TIMEOUT:-600}" "$(phase_url test.js)" "$(phase_url reattach.js)"
 rc=$?
 set -e
 echo "e2e: finished in $(( $(date +%s) - start )) s; screenshots in $shots"
