@@ -29,6 +29,7 @@ use crate::backend::UnaryOp;
 static EVERY_FORM_ON_AVX2: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// Whether AVX2 runs every 8-lane form ([`EVERY_FORM_ON_AVX2`]; never outside tests).
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 fn every_form_on_avx2() -> bool {
     #[cfg(test)]
     return EVERY_FORM_ON_AVX2.load(std::sync::atomic::Ordering::Relaxed);
@@ -51,6 +52,7 @@ impl Forward {
     /// was faster on the AMD EPYC measured (128-bit floating-point units;
     /// GELU 1.2–1.6×, tanh 2.5–3.1×); exp, sigmoid and SiLU, mostly `exp`,
     /// ran at 0.8–0.9×, as `exp` alone did (`simd_exp`).
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     fn on_avx2(self) -> bool {
         matches!(self, Forward::Gelu | Forward::Tanh) || every_form_on_avx2()
     }
@@ -79,6 +81,7 @@ enum Grad {
 impl Grad {
     /// As [`Forward::on_avx2`]: GELU's (tanh) ran 2.3–2.6× faster, SiLU's
     /// and erf's (exp) no faster.
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     fn on_avx2(self) -> bool {
         matches!(self, Grad::Gelu) || every_form_on_avx2()
     }
