@@ -26,7 +26,8 @@ use crate::backend::UnaryOp;
 /// speed (the same code as AVX-512's, but for `exp8`) are checked on AVX2
 /// machines too. Which path runs never changes a bit.
 #[cfg(test)]
-static EVERY_FORM_ON_AVX2: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+static EVERY_FORM_ON_AVX2: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
 
 /// Whether AVX2 runs every 8-lane form ([`EVERY_FORM_ON_AVX2`]; never outside tests).
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]

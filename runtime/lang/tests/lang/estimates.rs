@@ -680,7 +680,10 @@ fn dispatch_is_what_a_step_takes_beyond_its_modelled_work() {
     // Steps of 10 and 12 µs, 4 µs of them modelled work, 4 kernels: 1.5 and
     // 2 µs a kernel (dividing the whole step would say 2.5 and 3).
     let d = dispatch_per_kernel(&[10e-6, 12e-6], 4e-6, 4.0);
-    assert!((d[0] - 1.5e-6).abs() < 1e-15 && (d[1] - 2e-6).abs() < 1e-15, "{d:?}");
+    assert!(
+        (d[0] - 1.5e-6).abs() < 1e-15 && (d[1] - 2e-6).abs() < 1e-15,
+        "{d:?}"
+    );
     // A model rating the work above the step leaves a quarter of it.
     let d = dispatch_per_kernel(&[10e-6], 20e-6, 4.0);
     assert!((d[0] - 0.625e-6).abs() < 1e-15, "{d:?}");
