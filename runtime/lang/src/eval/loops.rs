@@ -46,13 +46,18 @@ pub fn repeat(it: &mut Interp, count: &Expr, body: &Block) -> Result<Value, Diag
     Ok(last)
 }
 
+/// How many iterations' losses and times a `train` loop reserves room for up
+/// front; beyond that the vectors grow as they fill (a `train 100000000` loop
+/// must not reserve gigabytes before its first step).
+const RESERVED_STEPS: usize = 1 << 16;
+
 /// `train N { body }`: binds `step`, records each iteration's loss and binds
 /// `last_losses` after the loop. The outermost loop of a run captures its step
 /// when it can (see [`super::capture`]): iterations 1 and 2 are recorded, the
 /// rest replayed.
 pub fn train(it: &mut Interp, count: &Expr, body: &Block) -> Result<Value, Diagnostic> {
     let n = loop_count(it, count)?;
-    let mut losses = Vec::with_capacity(n);
+    let mut losses = Vec::with_capacity(n.min(RESERVED_STEPS));
     let mut last = Value::exact(0.0);
     it.train_depth += 1;
     let depth = it.train_depth;
@@ -67,10 +72,13 @@ pub fn train(it: &mut Interp, count: &Expr, body: &Block) -> Result<Value, Diagn
     let mut replay: Option<Replay> = None;
     let loop_started = mlpl_devices::clock::Instant::now();
     let mut replay_wall = std::time::Duration::ZERO;
-    // Each replayed iteration's wall time (room for all, so recording one does
-    // not allocate).
-    let mut replay_times: Vec<std::time::Duration> =
-        Vec::with_capacity(if why_eager.is_none() { n } else { 0 });
+    // Each replayed iteration's wall time (room for the first
+    // `RESERVED_STEPS`, so recording one rarely allocates).
+    let mut replay_times: Vec<std::time::Duration> = Vec::with_capacity(if why_eager.is_none() {
+        n.min(RESERVED_STEPS)
+    } else {
+        0
+    });
     let mut eager_reason = why_eager.clone();
     let mut eager_live_peak = None;
     let result = (|| {
