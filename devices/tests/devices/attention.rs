@@ -214,7 +214,10 @@ fn tiled_bits(case: &Case) -> Vec<u32> {
 
 #[test]
 fn tiled_attention_bits_do_not_depend_on_the_isa_or_the_threads() {
-    // Big enough that the work items go to rayon's threads.
+    // Big enough that the work items go to rayon's threads. With one thread
+    // the backward pass runs in one pass per key/value head, with two or
+    // three as a `dq` pass and a `dk`/`dv` pass (`cpu/nn/attention.rs`,
+    // `one_pass`): the bits must not tell them apart either.
     let case = Case {
         b: 1,
         h: 4,

@@ -17,6 +17,14 @@
 //! one element of the head dimension, so the ISA level (`cpu/isa.rs`) changes
 //! only speed. Work items (a head's query block, or a key/value head's key
 //! tile) are independent and each is computed by one thread.
+//!
+//! Speed: the tile loops compute two query rows at a time (four with
+//! AVX-512) so that rows share each load of a key or value tile, and the
+//! backward pass runs in one pass per key/value head when there are enough
+//! heads for the threads ([`dqkv_head`]: the probabilities of a tile are
+//! computed once for `dq`, `dk` and `dv`, five products per tile instead of
+//! seven); with few heads it runs as a `dq` pass and a `dk`/`dv` pass, whose
+//! items spread over the threads. Both give the same bits.
 
 use crate::attention::{AttentionDims, AttentionSpec};
 #[cfg(target_arch = "x86_64")]
@@ -107,6 +115,15 @@ pub(crate) fn attention_backward(
 /// (the results are the same either way).
 fn parallel(a: &AttentionDims) -> bool {
     a.b * a.h * a.t * a.s * a.d >= PAR_WORK
+}
+
+/// Whether the backward pass runs in one pass per key/value head
+/// ([`dqkv_head`]: five products per tile) rather than a `dq` pass and a
+/// `dk`/`dv` pass (seven: the second recomputes the probabilities): when
+/// there are no threads to share, or enough heads to keep every thread busy.
+/// The results are the same either way.
+fn one_pass(a: &AttentionDims, par: bool) -> bool {
+    !par || a.b * a.kv >= 2 * rayon::current_num_threads()
 }
 
 /// Runs `f(i, piece_a, piece_b)` for the pieces `i` of `x` and `y` cut into
@@ -228,6 +245,36 @@ pub(crate) fn attention_backward_into(
             lse: &lse[bh * t..(bh + 1) * t],
             delta: &delta[bh * t..(bh + 1) * t],
         };
+        if one_pass(a, par) {
+            // One item per key/value head: its key tiles in order, each
+            // adding to dk, dv and the group's dq (the same order of
+            // operations per element as the two passes below).
+            let (gq, kv) = (g * t * d, s * d);
+            let item = |bk: usize, dqg: &mut [f32], dkh: &mut [f32], dvh: &mut [f32]| {
+                let heads = (bk / a.kv) * a.h + (bk % a.kv) * g;
+                let head = |hh: usize| grads(heads + hh, bk);
+                with_tiles(2 * d * KEY_BLOCK, |tiles| {
+                    dqkv_head(a, spec, &head, dqg, dkh, dvh, tiles)
+                });
+            };
+            if par {
+                dq.par_chunks_mut(gq)
+                    .zip(dk.par_chunks_mut(kv))
+                    .zip(dv.par_chunks_mut(kv))
+                    .enumerate()
+                    .for_each(|(bk, ((dqg, dkh), dvh))| item(bk, dqg, dkh, dvh));
+            } else {
+                for (bk, ((dqg, dkh), dvh)) in dq
+                    .chunks_mut(gq)
+                    .zip(dk.chunks_mut(kv))
+                    .zip(dv.chunks_mut(kv))
+                    .enumerate()
+                {
+                    item(bk, dqg, dkh, dvh);
+                }
+            }
+            return;
+        }
         // dq: one item per head and query block.
         let dq_item = |bh: usize, r0: usize, dqb: &mut [f32]| {
             let kvh = (bh / a.h) * a.kv + (bh % a.h) / g;
@@ -303,17 +350,20 @@ fn tile_end(c0: usize, end: usize) -> usize {
 /// (each with FMA) on x86-64 where the CPU has them, else plain code. The
 /// operations are the same at every level; only the vector width changes.
 macro_rules! isa_dispatched {
-    ($(#[$doc:meta])* fn $name:ident = $body:ident($($arg:ident: $ty:ty),*)) => {
+    ($(#[$doc:meta])* fn $name:ident $(<$lt:lifetime>)? = $body:ident($($arg:ident: $ty:ty),*)) => {
         $(#[$doc])*
-        fn $name($($arg: $ty),*) {
+        #[allow(clippy::too_many_arguments)]
+        fn $name $(<$lt>)? ($($arg: $ty),*) {
             #[cfg(target_arch = "x86_64")]
             {
                 #[target_feature(enable = "avx2,fma")]
-                unsafe fn avx2($($arg: $ty),*) {
+                #[allow(clippy::too_many_arguments)]
+                unsafe fn avx2 $(<$lt>)? ($($arg: $ty),*) {
                     $body($($arg),*)
                 }
                 #[target_feature(enable = "avx512f,avx2,fma")]
-                unsafe fn avx512($($arg: $ty),*) {
+                #[allow(clippy::too_many_arguments)]
+                unsafe fn avx512 $(<$lt>)? ($($arg: $ty),*) {
                     $body($($arg),*)
                 }
                 match isa() {
@@ -355,6 +405,16 @@ isa_dispatched! {
     )
 }
 
+isa_dispatched! {
+    /// The gradients of one key/value head: `dk`, `dv` (its rows of `[s, d]`)
+    /// and `dq` of its group's query heads (their rows of `[t, d]`, one head
+    /// after another); `head(hh)` is the operands of the group's `hh`-th head.
+    fn dqkv_head<'a> = dqkv_head_body(
+        a: &AttentionDims, spec: &AttentionSpec, head: &dyn Fn(usize) -> Grads<'a>,
+        dq: &mut [f32], dk: &mut [f32], dv: &mut [f32], tiles: &mut [f32]
+    )
+}
+
 /// `kt` ← the keys `rows` (`[w, d]`, w ≤ [`KEY_BLOCK`]) transposed to
 /// `[d, KEY_BLOCK]`, the columns from `w` on zero.
 #[inline(always)]
@@ -369,58 +429,120 @@ fn transpose_into(rows: &[f32], d: usize, w: usize, kt: &mut [f32]) {
     }
 }
 
-/// `s[j] = Σ_dd x[dd]·kt[dd][j]` for the first `s.len()` keys of a transposed
-/// tile: one FMA chain from +0.0 per key, in increasing `dd` (the whole tile
-/// is computed in registers; the padding columns are dropped).
+/// Query rows computed together by the tile loops: 4 where the vectors are
+/// 16 lanes wide (AVX-512), else 2, so that the accumulators of a pass fill
+/// the registers without spilling. Only speed depends on it.
 #[inline(always)]
-fn dots(x: &[f32], kt: &[f32], s: &mut [f32]) {
-    let mut acc = [0.0f32; KEY_BLOCK];
-    for (dd, &xv) in x.iter().enumerate() {
-        let col: &[f32; KEY_BLOCK] = kt[dd * KEY_BLOCK..(dd + 1) * KEY_BLOCK]
-            .try_into()
-            .expect("a tile column");
-        for (a, &kv) in acc.iter_mut().zip(col) {
-            *a = fma_f32(xv, kv, *a);
-        }
+fn rows_per_pass() -> usize {
+    #[cfg(target_arch = "x86_64")]
+    if isa() == Isa::Avx512 {
+        return 4;
     }
-    let w = s.len();
-    s.copy_from_slice(&acc[..w]);
+    2
 }
 
-/// `acc[e] += Σ_j c[j]·rows[j·d + e]` for the `d = acc.len()` elements: one
-/// fused multiply-add per term, `j` increasing, each element kept in a
-/// register over the terms.
+/// Keys (or head-dimension elements) per register pass of the tile loops.
+const LANES: usize = 32;
+
+/// `s[i][j] = Σ_dd x_i[dd]·kt[dd][j]` for the `n` rows `x_i` of `xs` from row
+/// `r0` (rows of `d`) and every key `j` of a transposed tile: one FMA chain
+/// from +0.0 per score, in increasing `dd`. `R` rows share each load of the
+/// tile.
 #[inline(always)]
-fn weighted_rows(c: &[f32], rows: &[f32], acc: &mut [f32]) {
-    let d = acc.len();
-    let mut e0 = 0;
-    while e0 + 64 <= d {
-        weighted_chunk::<64>(c, rows, d, e0, acc);
-        e0 += 64;
+fn scores_of_rows<const R: usize>(
+    xs: &[f32],
+    r0: usize,
+    n: usize,
+    d: usize,
+    kt: &[f32],
+    s: &mut [[f32; KEY_BLOCK]; QUERY_BLOCK],
+) {
+    let row = |i: usize| &xs[(r0 + i) * d..(r0 + i + 1) * d];
+    let mut i = 0;
+    while i + R <= n {
+        let rows: [&[f32]; R] = std::array::from_fn(|k| row(i + k));
+        dots_of::<R>(&rows, kt, &mut s[i..i + R]);
+        i += R;
     }
-    while e0 + 16 <= d {
-        weighted_chunk::<16>(c, rows, d, e0, acc);
-        e0 += 16;
+    while i < n {
+        dots_of::<1>(&[row(i)], kt, &mut s[i..i + 1]);
+        i += 1;
+    }
+}
+
+/// [`scores_of_rows`] for the `R` rows `x` into `s` (`R` rows of scores).
+#[inline(always)]
+fn dots_of<const R: usize>(x: &[&[f32]; R], kt: &[f32], s: &mut [[f32; KEY_BLOCK]]) {
+    let d = x[0].len();
+    for j0 in (0..KEY_BLOCK).step_by(LANES) {
+        let mut acc = [[0.0f32; LANES]; R];
+        for dd in 0..d {
+            let col: &[f32; LANES] = kt[dd * KEY_BLOCK + j0..dd * KEY_BLOCK + j0 + LANES]
+                .try_into()
+                .expect("a tile column");
+            for (acc, x) in acc.iter_mut().zip(x) {
+                let xv = x[dd];
+                for (a, &kv) in acc.iter_mut().zip(col) {
+                    *a = fma_f32(xv, kv, *a);
+                }
+            }
+        }
+        for (row, acc) in s.iter_mut().zip(&acc) {
+            row[j0..j0 + LANES].copy_from_slice(acc);
+        }
+    }
+}
+
+/// `acc_i[e] += Σ_j c_i[j]·rows[j·d + e]` for `R` rows of weights `c` (of
+/// one length) and the `R` rows of `d` elements of `acc`: one fused
+/// multiply-add per term, `j` increasing, each element kept in a register
+/// over the terms; the `R` rows share each load of `rows`.
+#[inline(always)]
+fn weighted_rows_of<const R: usize>(c: &[&[f32]; R], rows: &[f32], acc: &mut [f32]) {
+    let d = acc.len() / R;
+    let mut e0 = 0;
+    while e0 + LANES <= d {
+        weighted_chunk::<R, LANES>(c, rows, d, e0, acc);
+        e0 += LANES;
+    }
+    while e0 + 8 <= d {
+        weighted_chunk::<R, 8>(c, rows, d, e0, acc);
+        e0 += 8;
     }
     while e0 < d {
-        weighted_chunk::<1>(c, rows, d, e0, acc);
+        weighted_chunk::<R, 1>(c, rows, d, e0, acc);
         e0 += 1;
     }
 }
 
-/// [`weighted_rows`] for elements `e0..e0 + N`.
+/// [`weighted_rows_of`] for elements `e0..e0 + N` of each row.
 #[inline(always)]
-fn weighted_chunk<const N: usize>(c: &[f32], rows: &[f32], d: usize, e0: usize, acc: &mut [f32]) {
-    let mut r: [f32; N] = acc[e0..e0 + N].try_into().expect("N elements");
-    for (j, &cj) in c.iter().enumerate() {
+fn weighted_chunk<const R: usize, const N: usize>(
+    c: &[&[f32]; R],
+    rows: &[f32],
+    d: usize,
+    e0: usize,
+    acc: &mut [f32],
+) {
+    let mut r: [[f32; N]; R] = std::array::from_fn(|k| {
+        acc[k * d + e0..k * d + e0 + N]
+            .try_into()
+            .expect("N elements")
+    });
+    for j in 0..c[0].len() {
         let row: &[f32; N] = rows[j * d + e0..j * d + e0 + N]
             .try_into()
             .expect("N elements");
-        for (a, &x) in r.iter_mut().zip(row) {
-            *a = fma_f32(cj, x, *a);
+        for (r, c) in r.iter_mut().zip(c) {
+            let cj = c[j];
+            for (a, &x) in r.iter_mut().zip(row) {
+                *a = fma_f32(cj, x, *a);
+            }
         }
     }
-    acc[e0..e0 + N].copy_from_slice(&r);
+    for (k, r) in r.iter().enumerate() {
+        acc[k * d + e0..k * d + e0 + N].copy_from_slice(r);
+    }
 }
 
 /// The keys row `r` sees within tile `c0..c1`, relative to `c0` (empty when none).
@@ -451,6 +573,24 @@ fn forward_block_body(
     lse: &mut [f32],
     tiles: &mut [f32],
 ) {
+    match rows_per_pass() {
+        4 => forward_block_rows::<4>(a, spec, head, r0, out, lse, tiles),
+        _ => forward_block_rows::<2>(a, spec, head, r0, out, lse, tiles),
+    }
+}
+
+/// [`forward_block_body`] with the scores and weighted values of `R` query
+/// rows computed together.
+#[inline(always)]
+fn forward_block_rows<const R: usize>(
+    a: &AttentionDims,
+    spec: &AttentionSpec,
+    head: &Head<'_>,
+    r0: usize,
+    out: &mut [f32],
+    lse: &mut [f32],
+    tiles: &mut [f32],
+) {
     let (n, d) = (lse.len(), a.d);
     if n == 0 {
         return;
@@ -462,25 +602,29 @@ fn forward_block_body(
     let (first, _) = a.visible(r0, spec);
     let (_, end) = a.visible(r0 + n - 1, spec);
     let kt = &mut tiles[..d * KEY_BLOCK];
-    let mut srow = [0.0f32; KEY_BLOCK];
+    let mut scores = [[0.0f32; KEY_BLOCK]; QUERY_BLOCK];
+    // The keys each row takes from the tile (relative to its start; empty
+    // when the row sees none or all its scores are −∞).
+    let mut seen = [(0usize, 0usize); QUERY_BLOCK];
     let mut c0 = first;
     while c0 < end {
         let c1 = tile_end(c0, end);
         let w = c1 - c0;
         transpose_into(&head.k[c0 * d..c1 * d], d, w, kt);
+        scores_of_rows::<R>(head.q, r0, n, d, kt, &mut scores);
         for i in 0..n {
             let r = r0 + i;
             let (ja, jz) = seen_in_tile(a, spec, r, c0, c1);
+            seen[i] = (0, 0);
             if ja == jz {
                 continue;
             }
-            let s = &mut srow[..w];
-            dots(&head.q[r * d..(r + 1) * d], kt, s);
-            let mut mx = f32::NEG_INFINITY;
+            let s = &mut scores[i][..w];
+            // The quotients in one loop (it vectorises), then their maximum.
             for x in &mut s[ja..jz] {
                 *x /= spec.divisor;
-                mx = mx.max(*x);
             }
+            let mx = s[ja..jz].iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x));
             let m_new = m[i].max(mx);
             if m_new == f32::NEG_INFINITY {
                 continue;
@@ -489,14 +633,14 @@ fn forward_block_body(
             simd_exp::exp_shifted_in_place(&mut s[ja..jz], m_new);
             let sum: f64 = s[ja..jz].iter().map(|&p| p as f64).sum();
             l[i] = l[i] * corr as f64 + sum;
-            let o = &mut out[i * d..(i + 1) * d];
             if corr != 1.0 {
-                o.iter_mut().for_each(|x| *x *= corr);
+                out[i * d..(i + 1) * d].iter_mut().for_each(|x| *x *= corr);
             }
-            let vs = &head.v[(c0 + ja) * d..(c0 + jz) * d];
-            weighted_rows(&s[ja..jz], vs, o);
             m[i] = m_new;
+            seen[i] = (ja, jz);
         }
+        // Each row's weighted values.
+        add_weighted_rows::<R>(&seen[..n], &scores, &head.v[c0 * d..], out);
         c0 = c1;
     }
     for i in 0..n {
@@ -537,6 +681,22 @@ fn dq_block_body(
     dq: &mut [f32],
     tiles: &mut [f32],
 ) {
+    match rows_per_pass() {
+        4 => dq_block_rows::<4>(a, spec, g, r0, dq, tiles),
+        _ => dq_block_rows::<2>(a, spec, g, r0, dq, tiles),
+    }
+}
+
+/// [`dq_block_body`] with `R` query rows computed together.
+#[inline(always)]
+fn dq_block_rows<const R: usize>(
+    a: &AttentionDims,
+    spec: &AttentionSpec,
+    g: &Grads<'_>,
+    r0: usize,
+    dq: &mut [f32],
+    tiles: &mut [f32],
+) {
     let d = a.d;
     let n = if d == 0 { 0 } else { dq.len() / d };
     if n == 0 {
@@ -545,26 +705,13 @@ fn dq_block_body(
     dq.fill(0.0);
     let (first, _) = a.visible(r0, spec);
     let (_, end) = a.visible(r0 + n - 1, spec);
-    let (kt, vt) = tiles[..2 * d * KEY_BLOCK].split_at_mut(d * KEY_BLOCK);
-    let (mut srow, mut dprow) = ([0.0f32; KEY_BLOCK], [0.0f32; KEY_BLOCK]);
+    let mut blk = BlockGradients::<R>::new();
     let mut c0 = first;
     while c0 < end {
         let c1 = tile_end(c0, end);
-        let w = c1 - c0;
-        transpose_into(&g.k[c0 * d..c1 * d], d, w, kt);
-        transpose_into(&g.v[c0 * d..c1 * d], d, w, vt);
-        for i in 0..n {
-            let r = r0 + i;
-            let (ja, jz) = seen_in_tile(a, spec, r, c0, c1);
-            if ja == jz || g.lse[r] == f32::NEG_INFINITY {
-                continue;
-            }
-            let (s, dp) = (&mut srow[..w], &mut dprow[..w]);
-            dots(&g.q[r * d..(r + 1) * d], kt, s);
-            dots(&g.dout[r * d..(r + 1) * d], vt, dp);
-            tile_gradients(spec, g, r, &mut s[ja..jz], &mut dp[ja..jz]);
-            let ks = &g.k[(c0 + ja) * d..(c0 + jz) * d];
-            weighted_rows(&dp[ja..jz], ks, &mut dq[i * d..(i + 1) * d]);
+        transpose_tiles(g, d, c0, c1, tiles);
+        if blk.compute(a, spec, g, r0, n, (c0, c1), tiles) {
+            add_weighted_rows::<R>(&blk.seen[..n], &blk.ds, &g.k[c0 * d..], dq);
         }
         c0 = c1;
     }
@@ -580,62 +727,275 @@ fn dkv_tile_body(
     dv: &mut [f32],
     tiles: &mut [f32],
 ) {
+    match rows_per_pass() {
+        4 => dkv_tile_rows::<4>(a, spec, g, c0, dk, dv, tiles),
+        _ => dkv_tile_rows::<2>(a, spec, g, c0, dk, dv, tiles),
+    }
+}
+
+/// [`dkv_tile_body`] with `R` query rows (for the probabilities) and `R`
+/// keys (for the gradient rows) computed together.
+#[inline(always)]
+fn dkv_tile_rows<const R: usize>(
+    a: &AttentionDims,
+    spec: &AttentionSpec,
+    g: &Grads<'_>,
+    c0: usize,
+    dk: &mut [f32],
+    dv: &mut [f32],
+    tiles: &mut [f32],
+) {
     let d = a.d;
     let w = if d == 0 { 0 } else { dk.len() / d };
     if w == 0 {
         return;
     }
-    let c1 = c0 + w;
-    let (kt, vt) = tiles[..2 * d * KEY_BLOCK].split_at_mut(d * KEY_BLOCK);
-    transpose_into(&g.k[c0 * d..c1 * d], d, w, kt);
-    transpose_into(&g.v[c0 * d..c1 * d], d, w, vt);
-    // The probabilities and score gradients of a block of query rows, then
-    // each key's gradient rows summed over the block's rows in order.
-    let mut p = [0.0f32; QUERY_BLOCK * KEY_BLOCK];
-    let mut ds = [0.0f32; QUERY_BLOCK * KEY_BLOCK];
-    let mut seen = [(0usize, 0usize); QUERY_BLOCK];
-    let (mut cp, mut cds) = ([0.0f32; QUERY_BLOCK], [0.0f32; QUERY_BLOCK]);
-    let mut rb = 0;
-    while rb < a.t {
+    transpose_tiles(g, d, c0, c0 + w, tiles);
+    let mut blk = BlockGradients::<R>::new();
+    for rb in (0..a.t).step_by(QUERY_BLOCK) {
         let n = QUERY_BLOCK.min(a.t - rb);
+        if blk.compute(a, spec, g, rb, n, (c0, c0 + w), tiles) {
+            blk.add_key_gradients(g, rb, n, w, d, dk, dv);
+        }
+    }
+}
+
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn dqkv_head_body<'a>(
+    a: &AttentionDims,
+    spec: &AttentionSpec,
+    head: &dyn Fn(usize) -> Grads<'a>,
+    dq: &mut [f32],
+    dk: &mut [f32],
+    dv: &mut [f32],
+    tiles: &mut [f32],
+) {
+    match rows_per_pass() {
+        4 => dqkv_head_rows::<4>(a, spec, head, dq, dk, dv, tiles),
+        _ => dqkv_head_rows::<2>(a, spec, head, dq, dk, dv, tiles),
+    }
+}
+
+/// [`dqkv_head_body`] with `R` query rows (for the probabilities and `dq`)
+/// and `R` keys (for `dk`, `dv`) computed together. Per element the order
+/// of operations is that of [`dq_block_body`] (keys in increasing order,
+/// tile after tile) and of [`dkv_tile_body`] (the group's heads, then the
+/// query rows, in increasing order).
+#[inline(always)]
+fn dqkv_head_rows<'a, const R: usize>(
+    a: &AttentionDims,
+    spec: &AttentionSpec,
+    head: &dyn Fn(usize) -> Grads<'a>,
+    dq: &mut [f32],
+    dk: &mut [f32],
+    dv: &mut [f32],
+    tiles: &mut [f32],
+) {
+    let (t, s, d) = (a.t, a.s, a.d);
+    dq.fill(0.0);
+    dk.fill(0.0);
+    dv.fill(0.0);
+    let mut blk = BlockGradients::<R>::new();
+    for c0 in (0..s).step_by(KEY_BLOCK) {
+        let c1 = (c0 + KEY_BLOCK).min(s);
+        transpose_tiles(&head(0), d, c0, c1, tiles);
+        let (dkt, dvt) = (&mut dk[c0 * d..c1 * d], &mut dv[c0 * d..c1 * d]);
+        for hh in 0..a.group() {
+            let g = head(hh);
+            let dqh = &mut dq[hh * t * d..(hh + 1) * t * d];
+            for rb in (0..t).step_by(QUERY_BLOCK) {
+                let n = QUERY_BLOCK.min(t - rb);
+                // Visible ranges grow with the row: skip blocks that end
+                // before the tile or start after it.
+                if a.visible(rb + n - 1, spec).1 <= c0 || a.visible(rb, spec).0 >= c1 {
+                    continue;
+                }
+                if blk.compute(a, spec, &g, rb, n, (c0, c1), tiles) {
+                    blk.add_key_gradients(&g, rb, n, c1 - c0, d, dkt, dvt);
+                    let dq_rows = &mut dqh[rb * d..(rb + n) * d];
+                    add_weighted_rows::<R>(&blk.seen[..n], &blk.ds, &g.k[c0 * d..], dq_rows);
+                }
+            }
+        }
+    }
+}
+
+/// The keys and values of tile `c0..c1` transposed into the two halves of
+/// `tiles` (`[d, KEY_BLOCK]` each).
+#[inline(always)]
+fn transpose_tiles(g: &Grads<'_>, d: usize, c0: usize, c1: usize, tiles: &mut [f32]) {
+    let (kt, vt) = tiles[..2 * d * KEY_BLOCK].split_at_mut(d * KEY_BLOCK);
+    transpose_into(&g.k[c0 * d..c1 * d], d, c1 - c0, kt);
+    transpose_into(&g.v[c0 * d..c1 * d], d, c1 - c0, vt);
+}
+
+/// The probabilities and score gradients of a block of query rows over one
+/// key tile, computed `R` rows at a time.
+struct BlockGradients<const R: usize> {
+    /// Probabilities, a row per query row of the block.
+    p: [[f32; KEY_BLOCK]; QUERY_BLOCK],
+    /// Score gradients `p·(dp − δ)/divisor`.
+    ds: [[f32; KEY_BLOCK]; QUERY_BLOCK],
+    /// The keys each row takes from the tile (relative to its start; empty
+    /// when none, or when the row's logsumexp is −∞).
+    seen: [(usize, usize); QUERY_BLOCK],
+    /// One key's probabilities and score gradients, `R` keys.
+    cp: [[f32; QUERY_BLOCK]; R],
+    cds: [[f32; QUERY_BLOCK]; R],
+}
+
+impl<const R: usize> BlockGradients<R> {
+    #[inline(always)]
+    fn new() -> Self {
+        BlockGradients {
+            p: [[0.0; KEY_BLOCK]; QUERY_BLOCK],
+            ds: [[0.0; KEY_BLOCK]; QUERY_BLOCK],
+            seen: [(0, 0); QUERY_BLOCK],
+            cp: [[0.0; QUERY_BLOCK]; R],
+            cds: [[0.0; QUERY_BLOCK]; R],
+        }
+    }
+
+    /// Rows `rb..rb + n` of head `g` over keys `c0..c1` (transposed in
+    /// `tiles`); false when no row sees any of them.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn compute(
+        &mut self,
+        a: &AttentionDims,
+        spec: &AttentionSpec,
+        g: &Grads<'_>,
+        rb: usize,
+        n: usize,
+        (c0, c1): (usize, usize),
+        tiles: &[f32],
+    ) -> bool {
+        let d = a.d;
         let mut any = false;
-        for i in 0..n {
+        for (i, seen) in self.seen[..n].iter_mut().enumerate() {
             let r = rb + i;
-            seen[i] = seen_in_tile(a, spec, r, c0, c1);
-            let (ja, jz) = seen[i];
-            if ja == jz || g.lse[r] == f32::NEG_INFINITY {
-                seen[i] = (0, 0);
+            *seen = seen_in_tile(a, spec, r, c0, c1);
+            if seen.0 == seen.1 || g.lse[r] == f32::NEG_INFINITY {
+                *seen = (0, 0);
+            } else {
+                any = true;
+            }
+        }
+        if !any {
+            return false;
+        }
+        let (kt, vt) = tiles[..2 * d * KEY_BLOCK].split_at(d * KEY_BLOCK);
+        scores_of_rows::<R>(g.q, rb, n, d, kt, &mut self.p);
+        scores_of_rows::<R>(g.dout, rb, n, d, vt, &mut self.ds);
+        for (i, &(ja, jz)) in self.seen[..n].iter().enumerate() {
+            if ja != jz {
+                tile_gradients(
+                    spec,
+                    g,
+                    rb + i,
+                    &mut self.p[i][ja..jz],
+                    &mut self.ds[i][ja..jz],
+                );
+            }
+        }
+        true
+    }
+
+    /// Adds the block's terms to `dk` and `dv` of the tile's `w` keys (their
+    /// rows of `d`): each key's rows in increasing order, `R` keys at a time
+    /// where they are seen by the same rows.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn add_key_gradients(
+        &mut self,
+        g: &Grads<'_>,
+        rb: usize,
+        n: usize,
+        w: usize,
+        d: usize,
+        dk: &mut [f32],
+        dv: &mut [f32],
+    ) {
+        let seen = &self.seen[..n];
+        let mut j = 0;
+        while j < w {
+            let (i0, m) = rows_seeing(seen, j);
+            if m == 0 {
+                j += 1;
                 continue;
             }
-            any = true;
-            let (s, dp) = (
-                &mut p[i * KEY_BLOCK..i * KEY_BLOCK + w],
-                &mut ds[i * KEY_BLOCK..i * KEY_BLOCK + w],
-            );
-            dots(&g.q[r * d..(r + 1) * d], kt, s);
-            dots(&g.dout[r * d..(r + 1) * d], vt, dp);
-            tile_gradients(spec, g, r, &mut s[ja..jz], &mut dp[ja..jz]);
-        }
-        if any {
-            for j in 0..w {
-                // The rows of the block that see key j (consecutive ones).
-                let mut m = 0;
-                let mut first = None;
-                for (i, &(ja, jz)) in seen[..n].iter().enumerate() {
-                    if ja <= j && j < jz {
-                        first.get_or_insert(i);
-                        cp[m] = p[i * KEY_BLOCK + j];
-                        cds[m] = ds[i * KEY_BLOCK + j];
-                        m += 1;
-                    }
+            let keys = if j + R <= w && (1..R).all(|k| rows_seeing(seen, j + k) == (i0, m)) {
+                R
+            } else {
+                1
+            };
+            for k in 0..keys {
+                for i in 0..m {
+                    self.cp[k][i] = self.p[i0 + i][j + k];
+                    self.cds[k][i] = self.ds[i0 + i][j + k];
                 }
-                let Some(i0) = first else { continue };
-                debug_assert!(seen[i0..i0 + m].iter().all(|&(ja, jz)| ja <= j && j < jz));
-                let rows = (rb + i0) * d..(rb + i0 + m) * d;
-                weighted_rows(&cp[..m], &g.dout[rows.clone()], &mut dv[j * d..(j + 1) * d]);
-                weighted_rows(&cds[..m], &g.q[rows], &mut dk[j * d..(j + 1) * d]);
             }
+            let rows = (rb + i0) * d..(rb + i0 + m) * d;
+            let (dvj, dkj) = (
+                &mut dv[j * d..(j + keys) * d],
+                &mut dk[j * d..(j + keys) * d],
+            );
+            if keys == R {
+                let wp: [&[f32]; R] = std::array::from_fn(|k| &self.cp[k][..m]);
+                let wds: [&[f32]; R] = std::array::from_fn(|k| &self.cds[k][..m]);
+                weighted_rows_of::<R>(&wp, &g.dout[rows.clone()], dvj);
+                weighted_rows_of::<R>(&wds, &g.q[rows], dkj);
+            } else {
+                weighted_rows_of::<1>(&[&self.cp[0][..m]], &g.dout[rows.clone()], dvj);
+                weighted_rows_of::<1>(&[&self.cds[0][..m]], &g.q[rows], dkj);
+            }
+            j += keys;
         }
-        rb += n;
+    }
+}
+
+/// `out_i += Σ_j weights[i][j]·src[j]` over the keys `seen[i]` of each row
+/// `i` (rows of `d` in `out` and in `src`, the tile's rows from its first
+/// key), `R` rows at a time where they take the same keys.
+#[inline(always)]
+fn add_weighted_rows<const R: usize>(
+    seen: &[(usize, usize)],
+    weights: &[[f32; KEY_BLOCK]; QUERY_BLOCK],
+    src: &[f32],
+    out: &mut [f32],
+) {
+    let n = seen.len();
+    let d = if n == 0 { 0 } else { out.len() / n };
+    let mut i = 0;
+    while i < n {
+        let (ja, jz) = seen[i];
+        if ja == jz {
+            i += 1;
+            continue;
+        }
+        let rows = &src[ja * d..jz * d];
+        if i + R <= n && seen[i..i + R].iter().all(|&x| x == (ja, jz)) {
+            let cs: [&[f32]; R] = std::array::from_fn(|k| &weights[i + k][ja..jz]);
+            weighted_rows_of::<R>(&cs, rows, &mut out[i * d..(i + R) * d]);
+            i += R;
+        } else {
+            weighted_rows_of::<1>(&[&weights[i][ja..jz]], rows, &mut out[i * d..(i + 1) * d]);
+            i += 1;
+        }
+    }
+}
+
+/// The rows of a query block (their key ranges `seen`) that see key `j`: `m`
+/// consecutive ones from `i0` (`(0, 0)` when none).
+#[inline(always)]
+fn rows_seeing(seen: &[(usize, usize)], j: usize) -> (usize, usize) {
+    let mut it = seen
+        .iter()
+        .enumerate()
+        .filter(|(_, &(ja, jz))| ja <= j && j < jz);
+    match it.next() {
+        Some((i0, _)) => (i0, 1 + it.count()),
+        None => (0, 0),
     }
 }
