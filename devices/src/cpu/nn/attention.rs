@@ -698,7 +698,7 @@ fn dq_block_rows<const R: usize>(
     tiles: &mut [f32],
 ) {
     let d = a.d;
-    let n = if d == 0 { 0 } else { dq.len() / d };
+    let n = dq.len().checked_div(d).unwrap_or(0);
     if n == 0 {
         return;
     }
@@ -746,7 +746,7 @@ fn dkv_tile_rows<const R: usize>(
     tiles: &mut [f32],
 ) {
     let d = a.d;
-    let w = if d == 0 { 0 } else { dk.len() / d };
+    let w = dk.len().checked_div(d).unwrap_or(0);
     if w == 0 {
         return;
     }
@@ -966,7 +966,7 @@ fn add_weighted_rows<const R: usize>(
     out: &mut [f32],
 ) {
     let n = seen.len();
-    let d = if n == 0 { 0 } else { out.len() / n };
+    let d = out.len().checked_div(n).unwrap_or(0);
     let mut i = 0;
     while i < n {
         let (ja, jz) = seen[i];
