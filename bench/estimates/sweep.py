@@ -242,7 +242,7 @@ def rounds(runs):
                 order.append(r["name"])
             by.setdefault(r["name"], []).append(r)
     med = lambda v: sorted(v)[len(v) // 2] if len(v) % 2 else 0.5 * sum(sorted(v)[len(v) // 2 - 1:len(v) // 2 + 1])
-    merged = []
+    merged = [r for r in runs[0] if "skipped" in r]
     for name in order:
         rs = by[name]
         m = dict(rs[0])
@@ -250,12 +250,13 @@ def rounds(runs):
             m[key] = med([r[key] for r in rs])
         m["time_ratios"] = [r["time_ratio"] for r in rs]
         merged.append(m)
-    print(f"## {len(runs)} rounds: per loop the median over the rounds")
+    print(f"## {len(runs)} rounds: per loop the median over the rounds "
+          "(of each column on its own: a ratio is the median ratio, not the quotient of the medians)")
     print()
     report(merged)
     print()
     print("per loop, time ratio in each round: " + "; ".join(
-        f"{m['name']} " + "/".join(f"{x:.2f}" for x in m["time_ratios"]) for m in merged))
+        f"{m['name']} " + "/".join(f"{x:.2f}" for x in m["time_ratios"]) for m in merged if "time_ratios" in m))
     for i, run in enumerate(runs):
         ok = [r for r in run if "error" not in r and "skipped" not in r]
         tr = sorted(r["time_ratio"] for r in ok)
