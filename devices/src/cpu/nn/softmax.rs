@@ -526,7 +526,11 @@ mod ln_of_sum_tests {
             sums.extend([1.0 + d, 1.0 + 3.0 * d, 1.0 + d * 0.7]);
         }
         let near: f64 = 1.0 + 1.0 / 4096.0;
-        sums.extend([near, f64::from_bits(near.to_bits() - 1), f64::from_bits(near.to_bits() + 1)]);
+        sums.extend([
+            near,
+            f64::from_bits(near.to_bits() - 1),
+            f64::from_bits(near.to_bits() + 1),
+        ]);
         for s in sums {
             assert_eq!(ln_of_sum(s).to_bits(), math::log(s).to_bits(), "{s:e}");
         }

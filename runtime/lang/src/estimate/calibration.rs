@@ -393,7 +393,9 @@ impl DeviceModel {
             return Some(y0);
         }
         let t = (math::log(d) - math::log(x0)) / (math::log(x1) - math::log(x0));
-        Some(math::exp(math::log(y0) + t * (math::log(y1) - math::log(y0))))
+        Some(math::exp(
+            math::log(y0) + t * (math::log(y1) - math::log(y0)),
+        ))
     }
 
     /// Seconds per evaluation of function `func` (a

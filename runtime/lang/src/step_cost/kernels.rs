@@ -572,10 +572,10 @@ fn forward(
             if m.softmax_after {
                 out.push(mem("binary", 2.0 * r * e, r * e));
                 out.push(
-                mem("softmax", r * e, r * e)
-                    .with_evals(Transcendental::Exp, r * e)
-                    .per_row(r),
-            );
+                    mem("softmax", r * e, r * e)
+                        .with_evals(Transcendental::Exp, r * e)
+                        .per_row(r),
+                );
             } else if m.top_k >= 2 {
                 out.push(mem("reduce", r * e, r));
                 out.push(mem("binary", 2.0 * r * e, r * e));
@@ -831,16 +831,18 @@ fn backward(
                 }
                 out.push(gemm("matmul_t", b * h, s, hd, s));
                 out.push(gemm("matmul_t", b * h, hd, s, s));
-                out.push(mem(
-                    if a.causal {
-                        "masked_softmax_backward"
-                    } else {
-                        "softmax_backward"
-                    },
-                    2.0 * scores,
-                    scores,
-                )
-                .per_row(b * h * s));
+                out.push(
+                    mem(
+                        if a.causal {
+                            "masked_softmax_backward"
+                        } else {
+                            "softmax_backward"
+                        },
+                        2.0 * scores,
+                        scores,
+                    )
+                    .per_row(b * h * s),
+                );
                 out.push(gemm("matmul_t", b * h, s, hd, s));
                 out.push(gemm("matmul_t", b * h, s, s, hd));
             }

@@ -289,7 +289,9 @@ pub fn attention_points(b: &Arc<dyn Backend>, call: f64) -> Result<Vec<Attention
         // Small values, so that the softmax is not one-hot.
         let small = |seed: usize| -> Result<Tensor, String> {
             let n: usize = shape.iter().product();
-            let data = (0..n).map(|i| (((i * 7 + seed) % 97) as f32 - 48.0) * 0.002).collect();
+            let data = (0..n)
+                .map(|i| (((i * 7 + seed) % 97) as f32 - 48.0) * 0.002)
+                .collect();
             b.upload(&Array::from_vec(shape.to_vec(), data).tensor())
                 .map_err(|e| e.to_string())
         };

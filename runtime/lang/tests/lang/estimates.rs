@@ -839,7 +839,10 @@ fn attention_work_counts_whole_key_tiles_and_the_causal_half() {
     // The step's fused kernels carry that work, per head and batch row.
     let lp = first_loop(&fused_lm(2));
     let ks = step_kernels(&lp.model, &lp.step, &trainable(&lp));
-    let f = ks.iter().find(|k| k.name == "attention").expect("the fused kernel");
+    let f = ks
+        .iter()
+        .find(|k| k.name == "attention")
+        .expect("the fused kernel");
     assert_eq!(
         f.flops(),
         2.0 * 2.0 * 2.0 * attention_fmas(256, 256, 32, true, None, false)
@@ -880,7 +883,11 @@ fn fused_attention_costs_its_calibrated_rate() {
         causal: true,
         gflops: Measured::exact(g),
     };
-    m.attention = vec![point(false, 16, 10.0), point(false, 64, 40.0), point(true, 64, 30.0)];
+    m.attention = vec![
+        point(false, 16, 10.0),
+        point(false, 64, 40.0),
+        point(true, 64, 30.0),
+    ];
     let g = m.attention_gflops(false, 32.0, pick).unwrap();
     assert!((g - 20.0).abs() < 1e-9, "{g}");
     let t = kernel_seconds(&m, &fwd, pick);
@@ -909,14 +916,20 @@ train 1 {
     let ce = *ks.iter().find(|k| k.name == "cross_entropy").unwrap();
     assert_eq!(ce.rows, 200.0);
     // Element-wise and product kernels have no rows.
-    assert!(ks.iter().filter(|k| k.name != "cross_entropy").all(|k| k.rows == 0.0));
+    assert!(ks
+        .iter()
+        .filter(|k| k.name != "cross_entropy")
+        .all(|k| k.rows == 0.0));
     let pick = |x: &Measured| x.median;
     let mut m = hand_model();
     let before = kernel_time(&m, &ce, pick);
     m.row_s = Measured::exact(80e-9);
     assert!((row_seconds(&m, &ce, pick) - 200.0 * 80e-9).abs() < 1e-18);
     let after = kernel_time(&m, &ce, pick);
-    assert!((after - before - 200.0 * 80e-9).abs() < 1e-15, "{before} {after}");
+    assert!(
+        (after - before - 200.0 * 80e-9).abs() < 1e-15,
+        "{before} {after}"
+    );
     // No kernel factor scales it.
     m.kernel_factors.insert("cross_entropy".into(), 3.0);
     let scaled = kernel_time(&m, &ce, pick);
@@ -933,7 +946,11 @@ train 1 {
         "masked_softmax_backward",
     ] {
         let k = ks.iter().find(|k| k.name == name).expect(name);
-        let rows = if name.contains("softmax") { 4.0 * 2.0 * 8.0 } else { 32.0 };
+        let rows = if name.contains("softmax") {
+            4.0 * 2.0 * 8.0
+        } else {
+            32.0
+        };
         assert_eq!(k.rows, rows, "{name}");
     }
 }
