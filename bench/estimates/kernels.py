@@ -8,7 +8,11 @@ steps) microseconds per step; when the two kernel lists have the same length
 (the estimate lists what step capture records), also the calls whose
 estimate is furthest off, with their operand shapes.
 
-Usage: kernels.py MLPL_BINARY CALIBRATION_FILE SCRIPT [--worst N]
+With `--loop N` it compares the script's N-th `train` loop (1: the first)
+instead: the timeline's steps are split into loops where the step count
+starts again.
+
+Usage: kernels.py MLPL_BINARY CALIBRATION_FILE SCRIPT [--worst N] [--loop N]
 """
 import json
 import math
@@ -22,20 +26,26 @@ import tempfile
 BIN, CAL, SCRIPT = sys.argv[1:4]
 BIN = os.path.abspath(BIN)
 WORST = int(sys.argv[sys.argv.index("--worst") + 1]) if "--worst" in sys.argv else 12
+LOOP = int(sys.argv[sys.argv.index("--loop") + 1]) if "--loop" in sys.argv else 1
 
 
 def estimated():
     out = subprocess.run([BIN, "estimate", "--kernels", "--calibration", CAL, SCRIPT],
                          capture_output=True, text=True, check=True).stdout
+    lines = out.splitlines()
+    heads = [i for i, l in enumerate(lines) if not l.startswith("  ")]
+    if LOOP > len(heads):
+        sys.exit(f"the estimate lists {len(heads)} loops")
+    first = heads[LOOP - 1]
     ks = []
-    for line in out.splitlines()[1:]:
+    for line in lines[first + 1:]:
         if not line.startswith("  "):
             break
         m = re.match(r"\s+(\S+)\s+(\d+) FLOP\s+(\d+) out\s+([\d.e+-]+) (ns|µs|ms|s)", line)
         if m:
             scale = {"ns": 1e-3, "µs": 1.0, "ms": 1e3, "s": 1e6}[m.group(5)]
             ks.append((m.group(1), float(m.group(4)) * scale, float(m.group(2))))
-    return out.splitlines()[0], ks
+    return lines[first], ks
 
 
 def measured():
@@ -46,7 +56,17 @@ def measured():
                        env=env, check=True,
                        cwd=os.path.dirname(os.path.abspath(SCRIPT)))
         ev = json.load(open(tl))["traceEvents"]
-    steps = sorted((e["ts"], e["ts"] + e["dur"]) for e in ev if e.get("cat") == "train_step")
+    every = sorted((e["ts"], e["ts"] + e["dur"], e.get("args", {}).get("step", 0))
+                   for e in ev if e.get("cat") == "train_step")
+    # The loops' steps: a loop starts where the step count does not grow.
+    loops = []
+    for ts, end, n in every:
+        if not loops or n <= loops[-1][-1][2]:
+            loops.append([])
+        loops[-1].append((ts, end, n))
+    if LOOP > len(loops):
+        sys.exit(f"the timeline has {len(loops)} loops")
+    steps = [(ts, end) for ts, end, _ in loops[LOOP - 1]]
     skip = 3 if len(steps) > 4 else 2
     ks = sorted((e["ts"], e["dur"], e["name"], e.get("args", {}).get("inputs"))
                 for e in ev if e.get("cat") == "kernel" and e.get("args", {}).get("replayed"))

@@ -10,6 +10,9 @@ memory, and the fits / does-not-fit verdicts under 0.5 GB and 2 GB.
 
 Usage: sweep.py MLPL_BINARY CALIBRATION_FILE OUT_DIR [--quick]
        sweep.py --report RESULTS_JSON   (the table of a saved run)
+       sweep.py --rounds RESULTS_JSON...  (several rounds, each with its own
+           calibration: per loop the median ratio over the rounds, and each
+           round's distribution)
 
 Verdicts are the editor's (lsp/src/feasibility.rs): "fits" when the estimate
 times 1.25 is within the limit (right when the measured peak is), "does not fit"
@@ -93,6 +96,10 @@ def cases():
         (64, 128, 4, 1), (32, 32, 32, 3), (128, 16, 32, 1), (256, 16, 16, 2),
     ]:
         out.append((f"lm d{d} T{t} B{b} L{depth}", lm(d, t, b, depth, steps=8 if d >= 256 else 12), None))
+    # Longer sequences with several heads: T >= 256 runs the fused attention
+    # kernel (nn/attention.rs, FUSED_MIN_SCORES), which the loops above never do.
+    for d, t, b, depth, heads in [(128, 256, 4, 2, 4), (64, 512, 2, 2, 4), (256, 256, 2, 4, 4)]:
+        out.append((f"lm d{d} T{t} B{b} L{depth} h{heads}", lm(d, t, b, depth, heads=heads, steps=5), None))
     out.append(("lm d64 T32 B8 + metric", lm(64, 32, 8, metric=True), None))
     out.append(("lm d128 T32 B8 swiglu", lm(128, 32, 8, swiglu=True), None))
     for ex in ["tiny_mlp", "tiny_lm", "logistic_regression", "gpt2_block", "llama_block",
@@ -104,7 +111,7 @@ def cases():
     for w, b, depth in [(2048, 128, 2), (3072, 128, 2), (4096, 64, 2), (4096, 128, 3), (5120, 64, 2), (6144, 64, 2)]:
         out.append((f"stress mlp w{w} b{b} L{depth}", mlp(w, b, depth, steps=STRESS_STEPS), None))
     out.append(("stress lm d256 T128 B32", lm(256, 128, 32, steps=STRESS_STEPS), None))
-    return out[:12] + out[24:26] if QUICK else out
+    return out[:12] + out[24:29] if QUICK else out
 
 
 
@@ -165,6 +172,9 @@ def main():
     if sys.argv[1] == "--report":
         report(json.load(open(sys.argv[2])))
         return
+    if sys.argv[1] == "--rounds":
+        rounds([json.load(open(p)) for p in sys.argv[2:]])
+        return
     os.makedirs(OUT, exist_ok=True)
     results = []
     for name, src, data_dir in cases():
@@ -217,6 +227,44 @@ def report(results):
     print(f"capture predicted right for {n - mis} of {n} loops")
     worst = sorted(ok, key=lambda r: abs(__import__('math').log(r['time_ratio'])), reverse=True)[:5]
     print("worst time ratios: " + ", ".join(f"{r['name']} {r['time_ratio']:.2f}" for r in worst))
+
+
+def rounds(runs):
+    """Per loop, the median of its ratios over the rounds (each round had its
+    own calibration), reported like one run; then each round's summary."""
+    by = {}
+    order = []
+    for run in runs:
+        for r in run:
+            if "error" in r or "skipped" in r:
+                continue
+            if r["name"] not in by:
+                order.append(r["name"])
+            by.setdefault(r["name"], []).append(r)
+    med = lambda v: sorted(v)[len(v) // 2] if len(v) % 2 else 0.5 * sum(sorted(v)[len(v) // 2 - 1:len(v) // 2 + 1])
+    merged = [r for r in runs[0] if "skipped" in r]
+    for name in order:
+        rs = by[name]
+        m = dict(rs[0])
+        for key in ["step_s", "est_step_s", "time_ratio", "peak_rss", "est_mem", "mem_ratio"]:
+            m[key] = med([r[key] for r in rs])
+        m["time_ratios"] = [r["time_ratio"] for r in rs]
+        merged.append(m)
+    print(f"## {len(runs)} rounds: per loop the median over the rounds "
+          "(of each column on its own: a ratio is the median ratio, not the quotient of the medians)")
+    print()
+    report(merged)
+    print()
+    print("per loop, time ratio in each round: " + "; ".join(
+        f"{m['name']} " + "/".join(f"{x:.2f}" for x in m["time_ratios"]) for m in merged if "time_ratios" in m))
+    for i, run in enumerate(runs):
+        ok = [r for r in run if "error" not in r and "skipped" not in r]
+        tr = sorted(r["time_ratio"] for r in ok)
+        if not tr:
+            continue
+        t_in = sum(0.67 <= x <= 1.5 for x in tr)
+        print(f"round {i + 1}: time within [0.67, 1.5]: {t_in} of {len(tr)} ({100 * t_in / len(tr):.0f}%), "
+              f"median {tr[len(tr) // 2]:.2f}, range {tr[0]:.2f} – {tr[-1]:.2f}")
 
 
 main()

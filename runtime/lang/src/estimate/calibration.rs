@@ -116,6 +116,27 @@ pub struct TranscendentalPoint {
     pub seconds: Measured,
 }
 
+/// Throughput of the fused attention kernel (one direction) at one
+/// calibrated shape: GFLOP/s of the multiply-adds the model counts for it
+/// (`step_cost::kernels::attention_fmas`, two FLOPs each), so a call of
+/// another shape costs its own count at this rate. Its exponentials, the
+/// transposed tiles and the online softmax are in the rate, not priced apart.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AttentionPoint {
+    /// The backward pass (`attention_backward`), else the forward.
+    pub backward: bool,
+    /// Query heads over the batch (B·H).
+    pub heads: u64,
+    /// Queries (and keys) per head.
+    pub t: u64,
+    /// Head width.
+    pub d: u64,
+    /// Causal.
+    pub causal: bool,
+    /// GFLOP/s of the counted work.
+    pub gflops: Measured,
+}
+
 /// What a measured run taught: measured ÷ estimated, for time and memory, as a
 /// running geometric mean over `runs` runs.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -267,6 +288,18 @@ pub struct DeviceModel {
     /// figures miss for a kernel (strided reads, several passes, reductions).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub kernel_factors: BTreeMap<String, f64>,
+    /// The fused attention kernel's throughput at calibrated shapes
+    /// ([`DeviceModel::attention_gflops`]); without them its calls are costed
+    /// as batches of per-head products at the GEMM points.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attention: Vec<AttentionPoint>,
+    /// Seconds per row of a row-wise kernel (softmax, cross-entropy, norms and
+    /// their backward passes) beyond its bytes and evaluations: setting up
+    /// the row (its maximum, a logarithm or root, a reduction in f64), which
+    /// dominates short rows (`cross_entropy` of 2 classes took about 80 ns a
+    /// row where its bytes said 4). 0 in a cache from before it was measured.
+    #[serde(default)]
+    pub row_s: Measured,
     /// Learnt from measured runs.
     #[serde(default)]
     pub correction: Correction,
@@ -322,8 +355,47 @@ impl DeviceModel {
             param_factor: 2.0,
             step_factor: 1.0,
             kernel_factors: BTreeMap::new(),
+            attention: Vec::new(),
+            row_s: Measured::default(),
             correction: Correction::default(),
         }
+    }
+
+    /// GFLOP/s of the fused attention kernel (its `backward` pass or the
+    /// forward) at head width `d`, from the percentile `pick` of its
+    /// calibrated points ([`DeviceModel::attention`]): interpolated in log
+    /// width and log throughput between the two nearest widths, the nearest
+    /// one's beyond them; `None` without points of that direction.
+    pub fn attention_gflops(
+        &self,
+        backward: bool,
+        d: f64,
+        pick: fn(&Measured) -> f64,
+    ) -> Option<f64> {
+        let mut pts: Vec<(f64, f64)> = self
+            .attention
+            .iter()
+            .filter(|p| p.backward == backward && p.d > 0)
+            .map(|p| (p.d as f64, pick(&p.gflops)))
+            .filter(|(_, g)| g.is_finite() && *g > 0.0)
+            .collect();
+        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let (&first, &last) = (pts.first()?, pts.last()?);
+        if d <= first.0 {
+            return Some(first.1);
+        }
+        if d >= last.0 {
+            return Some(last.1);
+        }
+        let i = pts.partition_point(|p| p.0 <= d);
+        let ((x0, y0), (x1, y1)) = (pts[i - 1], pts[i]);
+        if x1 <= x0 {
+            return Some(y0);
+        }
+        let t = (math::log(d) - math::log(x0)) / (math::log(x1) - math::log(x0));
+        Some(math::exp(
+            math::log(y0) + t * (math::log(y1) - math::log(y0)),
+        ))
     }
 
     /// Seconds per evaluation of function `func` (a

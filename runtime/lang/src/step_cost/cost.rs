@@ -152,7 +152,7 @@ pub fn kernel_time(model: &DeviceModel, k: &Kernel, pick: fn(&Measured) -> f64) 
     let t = model.kernel_factor(k.name) * scaled + evals;
     match k.work {
         Work::Memory { bytes } => t.max(bytes / (bandwidth_gbs(model, bytes, pick) * 1e9)),
-        Work::Gemm { .. } => t,
+        Work::Gemm { .. } | Work::Attention { .. } => t,
     }
 }
 
@@ -181,11 +181,16 @@ pub fn kernel_work_seconds(model: &DeviceModel, k: &Kernel, pick: fn(&Measured) 
 /// it had charged a GELU over 500k elements 4.7× what it took. A model from a
 /// cache without per-function figures (its one pooled figure, fitted with
 /// the factors over it) keeps them in the scaled part, as it was fitted.
+/// The unscaled part also holds a row-wise kernel's per-row setup
+/// ([`row_seconds`]) and, when the device has calibrated it, the whole of a
+/// fused attention call (its counted multiply-adds at the kernel's own
+/// measured rate, [`DeviceModel::attention_gflops`]).
 pub fn kernel_work_parts(
     model: &DeviceModel,
     k: &Kernel,
     pick: fn(&Measured) -> f64,
 ) -> (f64, f64) {
+    let rows = row_seconds(model, k, pick);
     let work = match k.work {
         Work::Gemm {
             batch,
@@ -196,17 +201,58 @@ pub fn kernel_work_parts(
             let (m, n) = (padded(m, model.tile[0]), padded(n, model.tile[1]));
             2.0 * batch * m * inner * n / (gemm_gflops(model, batch, m, inner, n, pick) * 1e9)
         }
+        Work::Attention {
+            heads,
+            t,
+            s,
+            d,
+            fmas,
+            backward,
+        } => {
+            if let Some(g) = model.attention_gflops(backward, d, pick) {
+                // Calibrated on the kernel itself: its exponentials are in
+                // the rate, and no factor fitted on other kernels scales it.
+                return (0.0, 2.0 * fmas / (g * 1e9) + rows);
+            }
+            // Older caches: the counted work at the throughput of per-head
+            // products (two of them forward, seven backward).
+            let batch = heads * if backward { 7.0 } else { 2.0 };
+            let (m, n) = (padded(t, model.tile[0]), padded(s, model.tile[1]));
+            2.0 * fmas / (gemm_gflops(model, batch, m, d, n, pick) * 1e9)
+        }
         Work::Memory { bytes } => bytes / (pick(&model.cache_bandwidth_gbs) * 1e9),
     };
     if k.evals <= 0.0 {
-        return (work, 0.0);
+        return (work, rows);
     }
     let evals = k.evals * model.transcendental_seconds(k.func.name(), k.evals, pick);
     if model.transcendentals.is_empty() {
-        (work + evals, 0.0)
+        (work + evals, rows)
     } else {
-        (work, evals)
+        (work, evals + rows)
     }
+}
+
+/// Seconds of a row-wise kernel's per-row setup: its rows at the calibrated
+/// [`DeviceModel::row_s`] (measured on one thread), spread over the CPU
+/// pool's threads when the kernel is large enough to be split
+/// ([`mlpl_devices::cpu::PAR_THRESHOLD`] elements). Not scaled by a kernel
+/// factor: the factors are fitted to what it leaves of the measured time.
+pub fn row_seconds(model: &DeviceModel, k: &Kernel, pick: fn(&Measured) -> f64) -> f64 {
+    if k.rows <= 0.0 {
+        return 0.0;
+    }
+    let elems = match k.work {
+        // Reads and writes: about twice the array the rows are cut from.
+        Work::Memory { bytes } => bytes / 8.0,
+        _ => k.out_elems,
+    };
+    let threads = if elems >= mlpl_devices::cpu::PAR_THRESHOLD as f64 {
+        pool_threads()
+    } else {
+        1.0
+    };
+    k.rows * pick(&model.row_s).max(0.0) / threads
 }
 
 /// Bytes the CPU's buffer pool holds before it first releases the buffers no
@@ -216,6 +262,18 @@ pub fn kernel_work_parts(
 /// about that much: `moe_block`'s live step peak is 26 MB where its process
 /// holds 100 MB beyond the baseline.
 pub const POOL_SWEEP_BYTES: f64 = mlpl_devices::cpu::POOL_SWEEP_MIN_BYTES as f64;
+
+/// Threads of the CPU backend's pool, as rayon sizes its global pool:
+/// `RAYON_NUM_THREADS` when set to a positive number, else the CPUs this
+/// process may use (1 where that is unknown).
+fn pool_threads() -> f64 {
+    std::env::var("RAYON_NUM_THREADS")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|&n| n > 0)
+        .or_else(|| std::thread::available_parallelism().ok().map(|n| n.get()))
+        .unwrap_or(1) as f64
+}
 
 /// The estimate of one step.
 #[derive(Clone, Debug, PartialEq)]

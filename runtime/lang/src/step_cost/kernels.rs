@@ -33,6 +33,24 @@ pub enum Work {
         /// Bytes moved.
         bytes: f64,
     },
+    /// A fused attention call (`attention`, or `attention_backward` when
+    /// `backward`) over `heads` query heads (batch rows × heads) of `t`
+    /// queries and `s` keys of width `d`, doing `fmas` multiply-adds as the
+    /// tiled kernel computes them ([`attention_fmas`]).
+    Attention {
+        /// Query heads over the batch (B·H).
+        heads: f64,
+        /// Queries per head.
+        t: f64,
+        /// Keys per head.
+        s: f64,
+        /// Head width.
+        d: f64,
+        /// Multiply-adds of the whole call.
+        fmas: f64,
+        /// The backward pass.
+        backward: bool,
+    },
 }
 
 /// One kernel call of a step.
@@ -50,6 +68,10 @@ pub struct Kernel {
     /// The function those evaluations are, costed by its own calibrated
     /// figures ([`Transcendental`]).
     pub func: Transcendental,
+    /// Rows of a row-wise kernel (softmax, cross-entropy, a norm, their
+    /// backward passes), each of which costs a fixed setup beyond its
+    /// elements (`DeviceModel::row_s`); 0 for other kernels.
+    pub rows: f64,
 }
 
 /// The function of a kernel's transcendental evaluations, each calibrated on
@@ -128,6 +150,7 @@ impl Kernel {
     pub fn flops(&self) -> f64 {
         match self.work {
             Work::Gemm { batch, m, k, n } => 2.0 * batch * m * k * n,
+            Work::Attention { fmas, .. } => 2.0 * fmas,
             Work::Memory { .. } => 0.0,
         }
     }
@@ -139,6 +162,11 @@ impl Kernel {
             func,
             ..self
         }
+    }
+
+    /// The kernel as a row-wise one over `rows` rows.
+    fn per_row(self, rows: f64) -> Kernel {
+        Kernel { rows, ..self }
     }
 
     /// The kernel with one evaluation of `func` per output element, when it
@@ -159,6 +187,7 @@ fn gemm(name: &'static str, batch: f64, m: f64, k: f64, n: f64) -> Kernel {
         out_elems: batch * m * n,
         evals: 0.0,
         func: Transcendental::Exp,
+        rows: 0.0,
     }
 }
 
@@ -166,6 +195,89 @@ fn gemm(name: &'static str, batch: f64, m: f64, k: f64, n: f64) -> Kernel {
 /// `attention` kernels (the layer's own rule, `nn::attention::FUSED_MIN_SCORES`).
 fn fused_attention(s: f64) -> bool {
     s * s >= crate::nn::attention::FUSED_MIN_SCORES as f64
+}
+
+/// Keys per tile of the CPU's fused attention kernel
+/// (`mlpl_devices::cpu::nn::attention`, `KEY_BLOCK`): a query row computes
+/// its scores against every key of each tile it sees any key of.
+pub const ATTENTION_KEY_TILE: usize = 64;
+
+/// Multiply-adds of one head of a fused attention call of `t` queries over
+/// `s` keys of width `d` (causal when `causal`, within a `window` when set),
+/// as the tiled kernel computes them: a query row's scores against the whole
+/// of every key tile it sees part of ([`ATTENTION_KEY_TILE`] keys of `d`
+/// each), and its weighted sum over the keys it sees (`d` per key). The
+/// backward pass computes two score rows per tile twice (for `dq`, then for
+/// `dk` and `dv`) and three weighted sums. Causal attention sees about half
+/// the pairs, but the diagonal tiles are computed whole.
+pub fn attention_fmas(
+    t: usize,
+    s: usize,
+    d: usize,
+    causal: bool,
+    window: Option<usize>,
+    backward: bool,
+) -> f64 {
+    let (tiles, pairs) = attention_tiles_and_pairs(t, s, causal, window);
+    let (dots, sums) = if backward { (4.0, 3.0) } else { (1.0, 1.0) };
+    (dots * ATTENTION_KEY_TILE as f64 * tiles + sums * pairs) * d as f64
+}
+
+/// Row-tile pairs (a query row and a key tile it sees part of) and
+/// query-key pairs of one head.
+fn attention_tiles_and_pairs(
+    t: usize,
+    s: usize,
+    causal: bool,
+    window: Option<usize>,
+) -> (f64, f64) {
+    let dims = mlpl_devices::AttentionDims {
+        b: 1,
+        h: 1,
+        kv: 1,
+        t,
+        s,
+        d: 1,
+        sinks: false,
+    };
+    let spec = mlpl_devices::AttentionSpec {
+        divisor: 1.0,
+        causal,
+        window: window.filter(|&w| w > 0),
+    };
+    let tile = ATTENTION_KEY_TILE;
+    let (mut tiles, mut pairs) = (0usize, 0usize);
+    for r in 0..t {
+        let (lo, hi) = dims.visible(r, &spec);
+        if lo < hi {
+            tiles += (hi - 1) / tile - lo / tile + 1;
+            pairs += hi - lo;
+        }
+    }
+    (tiles as f64, pairs as f64)
+}
+
+/// The [`Work::Attention`] of attention layer `a`'s fused kernel on a batch
+/// of `b` sequences of `s` positions (self-attention: `s` queries, `s` keys).
+fn attention_work(a: &Attention, b: f64, s: f64, backward: bool) -> Work {
+    let heads = b * a.heads as f64;
+    let n = s as usize;
+    let fmas = attention_fmas(n, n, a.head_dim(), a.causal, a.window, backward);
+    Work::Attention {
+        heads,
+        t: s,
+        s,
+        d: a.head_dim() as f64,
+        fmas: heads * fmas,
+        backward,
+    }
+}
+
+/// Query-key pairs one head of attention layer `a` sees over `s` positions
+/// (its exponentials).
+fn attention_pairs(a: &Attention, s: f64) -> f64 {
+    let n = s as usize;
+    attention_tiles_and_pairs(n, n, a.causal, a.window).1
 }
 
 /// An attention layer's width, heads, key/value heads, head width and inner
@@ -190,6 +302,7 @@ fn mem(name: &'static str, reads: f64, writes: f64) -> Kernel {
         out_elems: writes,
         evals: 0.0,
         func: Transcendental::Exp,
+        rows: 0.0,
     }
 }
 
@@ -257,7 +370,8 @@ fn loss_kernels(loss: LossKind, r: f64, width: f64, grad: bool, out: &mut Vec<Ke
             // An exponential per logit and a logarithm per row.
             out.push(
                 mem("cross_entropy", n + r, if grad { n + 1.0 } else { 1.0 })
-                    .with_evals(Transcendental::Exp, n + r),
+                    .with_evals(Transcendental::Exp, n + r)
+                    .per_row(r),
             );
             if grad {
                 out.push(mem("upload", 0.0, 1.0));
@@ -320,9 +434,8 @@ fn forward(
                 } else {
                     "unary"
                 };
-                out.push(
-                    mem(name, r * width, r * width).evaluating(Transcendental::forward_of(*a)),
-                );
+                let k = mem(name, r * width, r * width).evaluating(Transcendental::forward_of(*a));
+                out.push(if name == "softmax" { k.per_row(r) } else { k });
             }
             w
         }
@@ -342,7 +455,11 @@ fn forward(
         }
         Layer::RmsNorm(n) => {
             let d = w.unwrap_or(n.dim as f64);
-            out.push(mem("rms_norm", r * d, r * d + r).with_evals(Transcendental::Exp, r));
+            out.push(
+                mem("rms_norm", r * d, r * d + r)
+                    .with_evals(Transcendental::Exp, r)
+                    .per_row(r),
+            );
             if n.gain.is_some() {
                 out.push(mem("binary", r * d + d, r * d));
             }
@@ -350,7 +467,11 @@ fn forward(
         }
         Layer::LayerNorm(n) => {
             let d = w.unwrap_or(n.d as f64);
-            out.push(mem("layer_norm", r * d, r * d + 2.0 * r).with_evals(Transcendental::Exp, r));
+            out.push(
+                mem("layer_norm", r * d, r * d + 2.0 * r)
+                    .with_evals(Transcendental::Exp, r)
+                    .per_row(r),
+            );
             out.push(mem("binary", r * d + d, r * d));
             out.push(mem("binary", r * d + d, r * d));
             Some(d)
@@ -385,18 +506,14 @@ fn forward(
             out.push(mem("permute", r * kv * hd, r * kv * hd));
             out.push(mem("permute", r * kv * hd, r * kv * hd));
             if fused_attention(s) {
-                // Scores and weighted values (two products), out and lse written.
+                // Scores and weighted values tile by tile; out and lse written.
                 out.push(Kernel {
                     name: "attention",
-                    work: Work::Gemm {
-                        batch: 2.0 * b * h,
-                        m: s,
-                        k: hd,
-                        n: s,
-                    },
+                    work: attention_work(a, b, s, false),
                     out_elems: r * q + b * h * s,
-                    evals: b * h * s * s,
+                    evals: b * h * attention_pairs(a, s),
                     func: Transcendental::Exp,
+                    rows: 0.0,
                 });
             } else {
                 out.push(mem("permute", r * kv * hd, r * kv * hd));
@@ -412,7 +529,8 @@ fn forward(
                         scores,
                         scores,
                     )
-                    .with_evals(Transcendental::Exp, scores),
+                    .with_evals(Transcendental::Exp, scores)
+                    .per_row(b * h * s),
                 );
                 out.push(gemm("matmul", b * h, s, s, hd));
             }
@@ -445,11 +563,19 @@ fn forward(
             if m.bias {
                 out.push(mem("binary", 2.0 * r * e, r * e));
             }
-            out.push(mem("softmax", r * e, r * e).with_evals(Transcendental::Exp, r * e));
+            out.push(
+                mem("softmax", r * e, r * e)
+                    .with_evals(Transcendental::Exp, r * e)
+                    .per_row(r),
+            );
             out.push(mem("binary", 2.0 * r * e, r * e));
             if m.softmax_after {
                 out.push(mem("binary", 2.0 * r * e, r * e));
-                out.push(mem("softmax", r * e, r * e).with_evals(Transcendental::Exp, r * e));
+                out.push(
+                    mem("softmax", r * e, r * e)
+                        .with_evals(Transcendental::Exp, r * e)
+                        .per_row(r),
+                );
             } else if m.top_k >= 2 {
                 out.push(mem("reduce", r * e, r));
                 out.push(mem("binary", 2.0 * r * e, r * e));
@@ -637,7 +763,7 @@ fn backward(
         }
         Layer::RmsNorm(n) => {
             let d = w.unwrap_or(n.dim as f64);
-            out.push(mem("rms_norm_backward", 3.0 * r * d, r * d));
+            out.push(mem("rms_norm_backward", 3.0 * r * d, r * d).per_row(r));
             if n.gain.is_some() {
                 out.push(mem("sum_to_shape", r * d, d));
                 out.push(mem("binary", 2.0 * r * d, r * d));
@@ -647,7 +773,7 @@ fn backward(
         }
         Layer::LayerNorm(n) => {
             let d = w.unwrap_or(n.d as f64);
-            out.push(mem("layer_norm_backward", 3.0 * r * d, r * d));
+            out.push(mem("layer_norm_backward", 3.0 * r * d, r * d).per_row(r));
             out.push(mem("sum_to_shape", r * d, d));
             out.push(mem("binary", 2.0 * r * d, r * d));
             out.push(mem("binary", r * d + d, r * d));
@@ -689,19 +815,15 @@ fn backward(
                     out.push(mem("permute", r * n, r * n));
                 }
                 // Scores and dP recomputed twice (dq, then dk and dv), and the
-                // three gradient products: seven products; dq, dk, dv written.
+                // three gradient products; dq, dk, dv written.
                 out.push(Kernel {
                     name: "attention_backward",
-                    work: Work::Gemm {
-                        batch: 7.0 * b * h,
-                        m: s,
-                        k: hd,
-                        n: s,
-                    },
+                    work: attention_work(a, b, s, true),
                     out_elems: r * q + 2.0 * r * kv * hd,
                     // Probabilities recomputed twice from the logsumexp.
-                    evals: 2.0 * b * h * s * s,
+                    evals: 2.0 * b * h * attention_pairs(a, s),
                     func: Transcendental::Exp,
+                    rows: 0.0,
                 });
             } else {
                 for n in [q, kv * hd, kv * hd, kv * hd] {
@@ -709,15 +831,18 @@ fn backward(
                 }
                 out.push(gemm("matmul_t", b * h, s, hd, s));
                 out.push(gemm("matmul_t", b * h, hd, s, s));
-                out.push(mem(
-                    if a.causal {
-                        "masked_softmax_backward"
-                    } else {
-                        "softmax_backward"
-                    },
-                    2.0 * scores,
-                    scores,
-                ));
+                out.push(
+                    mem(
+                        if a.causal {
+                            "masked_softmax_backward"
+                        } else {
+                            "softmax_backward"
+                        },
+                        2.0 * scores,
+                        scores,
+                    )
+                    .per_row(b * h * s),
+                );
                 out.push(gemm("matmul_t", b * h, s, hd, s));
                 out.push(gemm("matmul_t", b * h, s, s, hd));
             }
@@ -766,7 +891,7 @@ fn backward(
             if !first {
                 out.push(gemm("matmul_t", 1.0, r, e, d));
             }
-            out.push(mem("softmax_backward", 2.0 * r * e, r * e));
+            out.push(mem("softmax_backward", 2.0 * r * e, r * e).per_row(r));
             out.push(mem("binary", 2.0 * r * e, r * e));
             // Each token's sum back to its copies (expanded when k ≥ 2) and
             // into the positions; the gates' and outputs' gradients.

@@ -18,9 +18,9 @@ use mlpl_devices::{Backend, BinaryOp, UnaryOp};
 
 use super::loops::train_loops;
 use crate::estimate::calibration::{
-    DeviceModel, GemmPoint, Measured, TranscendentalPoint, PLAIN_PRODUCTS,
+    AttentionPoint, DeviceModel, GemmPoint, Measured, TranscendentalPoint, PLAIN_PRODUCTS,
 };
-use crate::step_cost::kernels::Transcendental;
+use crate::step_cost::kernels::{attention_fmas, Transcendental};
 use crate::value::Array;
 
 /// The square GEMM sizes measured.
@@ -264,6 +264,141 @@ pub fn transcendental_points(
         });
     }
     Ok((points, Measured::of(&pooled)))
+}
+
+/// The fused attention shapes timed, each causal, forward and backward:
+/// `(batch, heads, positions, head width)`. Two head widths of the same work
+/// (a kernel's rate is interpolated between them in log width); 256
+/// positions, the fewest for which the attention layer calls the fused kernel.
+pub const ATTENTION_SHAPES: [(usize, usize, usize, usize); 2] = [(2, 8, 256, 32), (2, 2, 256, 128)];
+
+/// The fused attention kernel's GFLOP/s of the model's counted work
+/// ([`attention_fmas`]) at each of [`ATTENTION_SHAPES`], forward and
+/// backward, [`REPS`] timings each, interleaved, less the cost of a
+/// work-free call `call`.
+pub fn attention_points(b: &Arc<dyn Backend>, call: f64) -> Result<Vec<AttentionPoint>, String> {
+    let mut jobs: Vec<(usize, Call<'_>)> = Vec::new();
+    let mut what = Vec::new();
+    for &(batch, heads, t, d) in &ATTENTION_SHAPES {
+        let spec = mlpl_devices::AttentionSpec {
+            divisor: (d as f32).sqrt(),
+            causal: true,
+            window: None,
+        };
+        let shape = [batch, heads, t, d];
+        // Small values, so that the softmax is not one-hot.
+        let small = |seed: usize| -> Result<Tensor, String> {
+            let n: usize = shape.iter().product();
+            let data = (0..n)
+                .map(|i| (((i * 7 + seed) % 97) as f32 - 48.0) * 0.002)
+                .collect();
+            b.upload(&Array::from_vec(shape.to_vec(), data).tensor())
+                .map_err(|e| e.to_string())
+        };
+        let (q, k, v, dout) = (small(0)?, small(31)?, small(57)?, small(11)?);
+        let sinks = b
+            .upload(&Array::from_vec(vec![0], Vec::new()).tensor())
+            .map_err(|e| e.to_string())?;
+        let (out, lse) = b
+            .attention(&q, &k, &v, &sinks, spec)
+            .map_err(|e| e.to_string())?;
+        let fwd: Call<'_> = {
+            let (b, q, k, v, sinks) = (b.clone(), q.clone(), k.clone(), v.clone(), sinks.clone());
+            Box::new(move || b.attention(&q, &k, &v, &sinks, spec).map(|r| r.0))
+        };
+        let bwd: Call<'_> = {
+            let b = b.clone();
+            Box::new(move || {
+                b.attention_backward(&q, &k, &v, &out, &lse, &dout, spec)
+                    .map(|r| r.0)
+            })
+        };
+        for (backward, f) in [(false, fwd), (true, bwd)] {
+            jobs.push((1, f));
+            let fmas = (batch * heads) as f64 * attention_fmas(t, t, d, true, None, backward);
+            what.push((backward, batch * heads, t, d, fmas));
+        }
+    }
+    let timings = time_interleaved(b, &jobs, REPS)?;
+    Ok(what
+        .into_iter()
+        .zip(timings)
+        .map(|((backward, heads, t, d, fmas), secs)| {
+            let g: Vec<f64> = secs
+                .iter()
+                .map(|s| 2.0 * fmas / (s - call).max(0.1 * s) / 1e9)
+                .collect();
+            AttentionPoint {
+                backward,
+                heads: heads as u64,
+                t: t as u64,
+                d: d as u64,
+                causal: true,
+                gflops: Measured::of(&g),
+            }
+        })
+        .collect())
+}
+
+/// Rows of the row-wise kernels timed for [`row_seconds`]: short rows
+/// ([`ROW_WIDTH`] elements) on one thread, so that the rows' setup is most
+/// of the time.
+pub const ROW_COUNT: usize = 2048;
+/// Elements per row of those kernels.
+pub const ROW_WIDTH: usize = 4;
+
+/// Seconds per row of a row-wise kernel beyond its bytes (at the in-cache
+/// bandwidth `cache_gbs`), its exponentials and logarithms (at `exp_s` each)
+/// and a work-free call `call`: `cross_entropy` with its gradient and
+/// `softmax`, each over [`ROW_COUNT`] rows of [`ROW_WIDTH`], [`REPS`] timings
+/// each, interleaved; each timing is the mean of the two kernels'.
+pub fn row_seconds(
+    b: &Arc<dyn Backend>,
+    cache_gbs: f64,
+    exp_s: f64,
+    call: f64,
+) -> Result<Measured, String> {
+    let (r, w) = (ROW_COUNT, ROW_WIDTH);
+    let x = filled(b, &[r, w])?;
+    let targets = b
+        .upload(&Array::from_vec(vec![r], (0..r).map(|i| (i % w) as f32).collect()).tensor())
+        .map_err(|e| e.to_string())?;
+    let n = (r * w) as f64;
+    // Bytes and evaluations the model already charges (kernels.rs): the
+    // cross-entropy reads the logits and targets and writes the gradient, an
+    // exponential per logit and a logarithm per row; the softmax reads and
+    // writes the array, an exponential per element.
+    let modelled = [
+        (4.0 * (2.0 * n + r as f64 + 1.0), n + r as f64),
+        (8.0 * n, n),
+    ];
+    let jobs: Vec<(usize, Call<'_>)> = vec![
+        (64, {
+            let (b, x, targets) = (b.clone(), x.clone(), targets.clone());
+            Box::new(move || b.cross_entropy(&x, &targets, true).map(|r| r.0))
+        }),
+        (64, {
+            let (b, x) = (b.clone(), x.clone());
+            Box::new(move || b.softmax(&x, 1))
+        }),
+    ];
+    let timings = time_interleaved(b, &jobs, REPS)?;
+    let per: Vec<Vec<f64>> = timings
+        .iter()
+        .zip(modelled)
+        .map(|(secs, (bytes, evals))| {
+            let known = call + bytes / (cache_gbs.max(1e-3) * 1e9) + evals * exp_s;
+            secs.iter()
+                .map(|t| (t - known).max(0.0) / r as f64)
+                .collect()
+        })
+        .collect();
+    let mean: Vec<f64> = per[0]
+        .iter()
+        .zip(&per[1])
+        .map(|(a, b)| 0.5 * (a + b))
+        .collect();
+    Ok(Measured::of(&mean))
 }
 
 /// The loop whose kernels time dispatch: a small MLP on 4 rows, where every
@@ -558,7 +693,11 @@ pub fn calibrate(
     let (cache_bandwidth_gbs, bandwidth_gbs) = bandwidths(&backend)?;
     let (transcendentals, transcendental_s) =
         transcendental_points(&backend, cache_bandwidth_gbs.median)?;
+    let call = call_seconds(&backend)?;
+    let attention = attention_points(&backend, call)?;
     let mut model = DeviceModel {
+        attention,
+        row_s: Measured::exact(0.0),
         transcendental_s,
         transcendentals,
         tile: gemm_tile(kind),
@@ -581,6 +720,8 @@ pub fn calibrate(
     // cost), per kernel. Dividing the whole step by its kernels had counted
     // that work twice for every small loop (an 8-wide MLP on one row
     // estimated at 2.3× its step).
+    let exp_s = model.transcendental_seconds("exp", ROW_COUNT as f64, |m| m.median);
+    model.row_s = row_seconds(&backend, cache_bandwidth_gbs.median, exp_s, call)?;
     let tiny = loop_estimate(DISPATCH_LOOP, &model, true)?;
     let (kernels, work) = (tiny.totals.kernels, tiny.work_seconds);
     let (replayed, base_c) = run_loop(DISPATCH_LOOP, true)?;

@@ -427,6 +427,7 @@ fn products_cost_whole_tiles_and_kernels_their_factors() {
         out_elems: m * n,
         evals: 0.0,
         func: Default::default(),
+        rows: 0.0,
     };
     let mut model = hand_model();
     model.tile = [12, 32];
@@ -493,6 +494,7 @@ fn calibrated_points_count_their_own_padding() {
         out_elems: 64.0,
         evals: 0.0,
         func: Default::default(),
+        rows: 0.0,
     };
     let t = kernel_work_seconds(&model, &k, |x| x.median);
     assert!((t - 2.0 * 512.0 / 2e9).abs() < 1e-15, "{t}");
@@ -547,6 +549,7 @@ fn a_large_memory_bound_kernel_is_bounded_by_bandwidth_not_its_factor() {
         out_elems: bytes / 28.0,
         evals: 0.0,
         func: Default::default(),
+        rows: 0.0,
     };
     let pick = |x: &Measured| x.median;
     // In cache: the factor times the bytes at the in-cache bandwidth.
@@ -626,6 +629,7 @@ fn a_kernel_factor_does_not_scale_calibrated_transcendentals() {
         out_elems: n,
         evals: n,
         func: Transcendental::Gelu,
+        rows: 0.0,
     };
     let pick = |x: &Measured| x.median;
     let bytes = 8.0 * n / 100e9;
@@ -702,6 +706,13 @@ fn a_cache_without_per_function_figures_still_loads() {
     let m = cal.entry("cpu").unwrap().device_model();
     assert!(m.transcendentals.is_empty());
     assert_eq!(m, old);
+    // Nor the fused attention's points or the per-row cost.
+    let mut v = serde_json::to_value(&old).unwrap();
+    assert!(v.get("attention").is_none());
+    v.as_object_mut().unwrap().remove("row_s");
+    let m: DeviceModel = serde_json::from_value(v).expect("a cache without row_s parses");
+    assert!(m.attention.is_empty());
+    assert_eq!(m.row_s, Measured::default());
     // With them, they survive a round trip, a function name this release
     // does not know (a later release's) included.
     let mut new = old.clone();
@@ -789,4 +800,157 @@ fn the_loop_knows_whether_it_will_be_captured() {
     let a = estimate_step(&lp.model, &lp.frozen, &lp.step, true, &m);
     let b = estimate_step(&lp.model, &lp.frozen, &lp.step, lp.captured(), &m);
     assert!(b.seconds.mid > a.seconds.mid);
+}
+
+/// A one-block LM on 256 positions: its attention runs the fused kernel.
+fn fused_lm(heads: usize) -> String {
+    format!(
+        "X = argmax(randn(1, [2, 256, 32]), 2)
+Y = argmax(randn(2, [2, 256, 32]), 2)
+model = chain(embed(32, 64, 0), residual(causal_attention(64, {heads}, 1)), linear(64, 32, 4))
+train 1 {{
+  adam(cross_entropy(apply(model, X), Y), model, 0.001, 0.9, 0.999, 1e-8)
+}}
+"
+    )
+}
+
+#[test]
+fn attention_work_counts_whole_key_tiles_and_the_causal_half() {
+    use mlpl_lang::step_cost::kernels::{attention_fmas, ATTENTION_KEY_TILE};
+    assert_eq!(ATTENTION_KEY_TILE, 64);
+    // Causal over 256 positions: row r sees keys 0..=r, in r / 64 + 1 tiles
+    // (64 rows each of 1, 2, 3, 4 tiles), 256·257/2 pairs.
+    let (tiles, pairs) = (64.0 * 10.0, 256.0 * 257.0 / 2.0);
+    let fwd = attention_fmas(256, 256, 64, true, None, false);
+    assert_eq!(fwd, (64.0 * tiles + pairs) * 64.0);
+    let bwd = attention_fmas(256, 256, 64, true, None, true);
+    assert_eq!(bwd, (4.0 * 64.0 * tiles + 3.0 * pairs) * 64.0);
+    // Without the mask: every row sees all four tiles.
+    let full = attention_fmas(256, 256, 64, false, None, false);
+    assert_eq!(full, (64.0 * 1024.0 + 65536.0) * 64.0);
+    // The causal half costs a little over half (the diagonal tiles are whole).
+    assert!(fwd > 0.5 * full && fwd < 0.7 * full, "{fwd} {full}");
+    // A window of 64 keys: one tile for the first 64 rows and for the rows
+    // whose window is one whole tile (127, 191, 255), two for the others.
+    let w = attention_fmas(256, 256, 64, true, Some(64), false);
+    let (wt, wp) = (64.0 + 3.0 + 189.0 * 2.0, 64.0 * 65.0 / 2.0 + 192.0 * 64.0);
+    assert_eq!(w, (64.0 * wt + wp) * 64.0);
+    // The step's fused kernels carry that work, per head and batch row.
+    let lp = first_loop(&fused_lm(2));
+    let ks = step_kernels(&lp.model, &lp.step, &trainable(&lp));
+    let f = ks
+        .iter()
+        .find(|k| k.name == "attention")
+        .expect("the fused kernel");
+    assert_eq!(
+        f.flops(),
+        2.0 * 2.0 * 2.0 * attention_fmas(256, 256, 32, true, None, false)
+    );
+    assert_eq!(f.evals, 2.0 * 2.0 * pairs);
+    let b = ks.iter().find(|k| k.name == "attention_backward").unwrap();
+    assert_eq!(
+        b.flops(),
+        2.0 * 2.0 * 2.0 * attention_fmas(256, 256, 32, true, None, true)
+    );
+}
+
+#[test]
+fn fused_attention_costs_its_calibrated_rate() {
+    use mlpl_lang::estimate::calibration::AttentionPoint;
+    use mlpl_lang::step_cost::cost::kernel_seconds;
+    let lp = first_loop(&fused_lm(2));
+    let ks = step_kernels(&lp.model, &lp.step, &trainable(&lp));
+    let fwd = *ks.iter().find(|k| k.name == "attention").unwrap();
+    let bwd = *ks.iter().find(|k| k.name == "attention_backward").unwrap();
+    let pick = |x: &Measured| x.median;
+    let mut m = hand_model();
+    m.transcendental_s = Measured::exact(1e-9);
+    // Without calibrated points: per-head products at the GEMM points, scaled
+    // by the kernel's factor, plus the exponentials.
+    let old = kernel_seconds(&m, &fwd, pick);
+    assert!(old.is_finite() && old > 2e-6 + fwd.evals * 1e-9);
+    m.kernel_factors.insert("attention".into(), 5.0);
+    assert!(kernel_seconds(&m, &fwd, pick) > 4.0 * (old - 2e-6 - fwd.evals * 1e-9));
+    // With them: the counted work at the kernel's own rate for its head
+    // width (here 32, interpolated in log width between 16 and 64), no factor
+    // and no separate price for the exponentials.
+    let point = |backward: bool, d: u64, g: f64| AttentionPoint {
+        backward,
+        heads: 16,
+        t: 256,
+        d,
+        causal: true,
+        gflops: Measured::exact(g),
+    };
+    m.attention = vec![
+        point(false, 16, 10.0),
+        point(false, 64, 40.0),
+        point(true, 64, 30.0),
+    ];
+    let g = m.attention_gflops(false, 32.0, pick).unwrap();
+    assert!((g - 20.0).abs() < 1e-9, "{g}");
+    let t = kernel_seconds(&m, &fwd, pick);
+    assert!((t - 2e-6 - fwd.flops() / 20e9).abs() < 1e-15, "{t}");
+    // Beyond the points: the nearest one's rate.
+    let t = kernel_seconds(&m, &bwd, pick);
+    assert!((t - 2e-6 - bwd.flops() / 30e9).abs() < 1e-15, "{t}");
+    // A backward pass does not take the forward's points.
+    m.attention.pop();
+    assert!(m.attention_gflops(true, 32.0, pick).is_none());
+}
+
+#[test]
+fn row_wise_kernels_pay_a_setup_per_row() {
+    use mlpl_lang::step_cost::cost::{kernel_time, row_seconds};
+    // 200 rows of 2 classes (the LoRA example's loss).
+    let src = "X = randn(1, [200, 8])
+y = argmax(randn(2, [200, 2]), 1)
+model = chain(linear(8, 16, 1), relu_layer(), linear(16, 2, 2))
+train 1 {
+  adam(cross_entropy(apply(model, X), y), model, 0.001, 0.9, 0.999, 1e-8)
+}
+";
+    let lp = first_loop(src);
+    let ks = step_kernels(&lp.model, &lp.step, &trainable(&lp));
+    let ce = *ks.iter().find(|k| k.name == "cross_entropy").unwrap();
+    assert_eq!(ce.rows, 200.0);
+    // Element-wise and product kernels have no rows.
+    assert!(ks
+        .iter()
+        .filter(|k| k.name != "cross_entropy")
+        .all(|k| k.rows == 0.0));
+    let pick = |x: &Measured| x.median;
+    let mut m = hand_model();
+    let before = kernel_time(&m, &ce, pick);
+    m.row_s = Measured::exact(80e-9);
+    assert!((row_seconds(&m, &ce, pick) - 200.0 * 80e-9).abs() < 1e-18);
+    let after = kernel_time(&m, &ce, pick);
+    assert!(
+        (after - before - 200.0 * 80e-9).abs() < 1e-15,
+        "{before} {after}"
+    );
+    // No kernel factor scales it.
+    m.kernel_factors.insert("cross_entropy".into(), 3.0);
+    let scaled = kernel_time(&m, &ce, pick);
+    assert!((scaled - 3.0 * before - 200.0 * 80e-9).abs() < 1e-15);
+    // The norms and the attention's softmax are row-wise too.
+    let lp = first_loop(LM);
+    let ks = step_kernels(&lp.model, &lp.step, &trainable(&lp));
+    for name in [
+        "rms_norm",
+        "rms_norm_backward",
+        "layer_norm",
+        "layer_norm_backward",
+        "masked_softmax",
+        "masked_softmax_backward",
+    ] {
+        let k = ks.iter().find(|k| k.name == name).expect(name);
+        let rows = if name.contains("softmax") {
+            4.0 * 2.0 * 8.0
+        } else {
+            32.0
+        };
+        assert_eq!(k.rows, rows, "{name}");
+    }
 }
