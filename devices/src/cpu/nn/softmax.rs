@@ -305,23 +305,6 @@ fn sum_in_order(start: f64, x: &[f32]) -> f64 {
     x.iter().fold(start, |s, &e| s + e as f64)
 }
 
-/// `ln(sum)` for a row's sum of exponentials shifted by its maximum (so
-/// `sum ≥ 1`: the maximum's own term is exactly 1), correctly rounded: the
-/// same bits as `math::log(sum)`. Just above 1 (a confident row: loss between
-/// about 1e-16 and 1e-4) CORE-MATH's `log` takes its slow accurate path on
-/// nearly every call (a 200-row `cross_entropy` took 75 µs instead of 16);
-/// there `log1p(sum − 1)` is computed instead, on its fast path for small
-/// arguments. `sum − 1` is exact for `sum` in [1, 2] (Sterbenz), and both
-/// functions are correctly rounded, so the two give the same float.
-fn ln_of_sum(sum: f64) -> f64 {
-    const NEAR_ONE: f64 = 1.0 + 1.0 / 4096.0;
-    if (1.0..NEAR_ONE).contains(&sum) {
-        core_math::log1p(sum - 1.0)
-    } else {
-        math::log(sum)
-    }
-}
-
 /// [`cross_entropy`] of `src` (`rows × v`) and `t` into `loss` (one element)
 /// and, when given, `grad` (`rows × v`); `losses` is scratch of `rows` elements.
 pub(crate) fn cross_entropy_into(
@@ -361,7 +344,7 @@ pub(crate) fn cross_entropy_into(
                     })
                 }
             };
-            m as f64 + ln_of_sum(sum) - xr[target] as f64
+            m as f64 + math::log(sum) - xr[target] as f64
         })
     };
     match grad {
@@ -504,35 +487,4 @@ pub(crate) fn masked_softmax_backward_into(
             }
         })
     });
-}
-
-#[cfg(test)]
-mod ln_of_sum_tests {
-    use super::ln_of_sum;
-    use crate::math;
-
-    /// The same bits as `math::log` for sums just above 1 (where it takes
-    /// `log1p`), at the switch and beyond it.
-    #[test]
-    fn ln_of_sum_is_log_bit_for_bit() {
-        let mut sums = vec![1.0, 2.0, 1.5, 7.25, 1e6];
-        for k in 0..20_000u64 {
-            sums.push(f64::from_bits(1.0f64.to_bits() + k));
-            // Spread over [1, 1 + 2^-11): both sides of the switch.
-            sums.push(1.0 + (k as f64 * 0.618_033_988_749_895).fract() * 2f64.powi(-11));
-        }
-        for e in 1..=53 {
-            let d = 2f64.powi(-e);
-            sums.extend([1.0 + d, 1.0 + 3.0 * d, 1.0 + d * 0.7]);
-        }
-        let near: f64 = 1.0 + 1.0 / 4096.0;
-        sums.extend([
-            near,
-            f64::from_bits(near.to_bits() - 1),
-            f64::from_bits(near.to_bits() + 1),
-        ]);
-        for s in sums {
-            assert_eq!(ln_of_sum(s).to_bits(), math::log(s).to_bits(), "{s:e}");
-        }
-    }
 }
