@@ -409,3 +409,10 @@ impl Backend for CpuBackend {
         Ok(())
     }
 }
+
+/// Whether the CPU's `attention_backward` on `a` runs in one pass per
+/// key/value head on this thread pool (five products per key tile) rather
+/// than two (seven); cost models count its work from it.
+pub fn attention_backward_in_one_pass(a: &crate::AttentionDims) -> bool {
+    nn::backward_in_one_pass(a)
+}

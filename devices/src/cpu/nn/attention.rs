@@ -126,6 +126,13 @@ fn one_pass(a: &AttentionDims, par: bool) -> bool {
     !par || a.b * a.kv >= 2 * rayon::current_num_threads()
 }
 
+/// Whether `attention_backward` on `a` runs in one pass per key/value head
+/// on this thread pool (see [`one_pass`]); cost models count its products
+/// from it.
+pub fn backward_in_one_pass(a: &AttentionDims) -> bool {
+    one_pass(a, parallel(a))
+}
+
 /// Runs `f(i, piece_a, piece_b)` for the pieces `i` of `x` and `y` cut into
 /// `ax` and `ay` elements (the last ones shorter), in parallel when `par`;
 /// every piece of a buffer has the same index in both. `ax`, `ay` > 0.

@@ -207,20 +207,41 @@ pub const ATTENTION_KEY_TILE: usize = 64;
 /// as the tiled kernel computes them: a query row's scores against the whole
 /// of every key tile it sees part of ([`ATTENTION_KEY_TILE`] keys of `d`
 /// each), and its weighted sum over the keys it sees (`d` per key). The
-/// backward pass computes two score rows per tile twice (for `dq`, then for
-/// `dk` and `dv`) and three weighted sums. Causal attention sees about half
-/// the pairs, but the diagonal tiles are computed whole.
+/// backward pass computes two score rows per tile (the probabilities and
+/// their gradients) and three weighted sums (`dq`, `dk`, `dv`); when it runs
+/// as two passes (`one_pass` false: few heads for the threads) it computes
+/// the score rows twice. Causal attention sees about half the pairs, but the
+/// diagonal tiles are computed whole.
 pub fn attention_fmas(
     t: usize,
     s: usize,
     d: usize,
     causal: bool,
     window: Option<usize>,
-    backward: bool,
+    backward: Option<bool>,
 ) -> f64 {
     let (tiles, pairs) = attention_tiles_and_pairs(t, s, causal, window);
-    let (dots, sums) = if backward { (4.0, 3.0) } else { (1.0, 1.0) };
+    let (dots, sums) = match backward {
+        None => (1.0, 1.0),
+        Some(true) => (2.0, 3.0),
+        Some(false) => (4.0, 3.0),
+    };
     (dots * ATTENTION_KEY_TILE as f64 * tiles + sums * pairs) * d as f64
+}
+
+/// Whether the CPU's attention backward on `b` sequences of `heads` query
+/// and `kv` key/value heads runs in one pass (the argument of
+/// [`attention_fmas`] for a backward call).
+pub fn attention_backward_one_pass(b: usize, heads: usize, kv: usize, t: usize, d: usize) -> bool {
+    mlpl_devices::cpu::attention_backward_in_one_pass(&mlpl_devices::AttentionDims {
+        b,
+        h: heads,
+        kv,
+        t,
+        s: t,
+        d,
+        sinks: false,
+    })
 }
 
 /// Row-tile pairs (a query row and a key tile it sees part of) and
@@ -262,7 +283,15 @@ fn attention_tiles_and_pairs(
 fn attention_work(a: &Attention, b: f64, s: f64, backward: bool) -> Work {
     let heads = b * a.heads as f64;
     let n = s as usize;
-    let fmas = attention_fmas(n, n, a.head_dim(), a.causal, a.window, backward);
+    let one_pass = attention_backward_one_pass(b as usize, a.heads, a.kv_heads, n, a.head_dim());
+    let fmas = attention_fmas(
+        n,
+        n,
+        a.head_dim(),
+        a.causal,
+        a.window,
+        backward.then_some(one_pass),
+    );
     Work::Attention {
         heads,
         t: s,

@@ -20,7 +20,7 @@ use super::loops::train_loops;
 use crate::estimate::calibration::{
     AttentionPoint, DeviceModel, GemmPoint, Measured, TranscendentalPoint, PLAIN_PRODUCTS,
 };
-use crate::step_cost::kernels::{attention_fmas, Transcendental};
+use crate::step_cost::kernels::{attention_backward_one_pass, attention_fmas, Transcendental};
 use crate::value::Array;
 
 /// The square GEMM sizes measured.
@@ -315,7 +315,9 @@ pub fn attention_points(b: &Arc<dyn Backend>, call: f64) -> Result<Vec<Attention
         };
         for (backward, f) in [(false, fwd), (true, bwd)] {
             jobs.push((1, f));
-            let fmas = (batch * heads) as f64 * attention_fmas(t, t, d, true, None, backward);
+            let one_pass = attention_backward_one_pass(batch, heads, heads, t, d);
+            let fmas = (batch * heads) as f64
+                * attention_fmas(t, t, d, true, None, backward.then_some(one_pass));
             what.push((backward, batch * heads, t, d, fmas));
         }
     }

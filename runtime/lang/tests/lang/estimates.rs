@@ -817,23 +817,29 @@ train 1 {{
 
 #[test]
 fn attention_work_counts_whole_key_tiles_and_the_causal_half() {
-    use mlpl_lang::step_cost::kernels::{attention_fmas, ATTENTION_KEY_TILE};
+    use mlpl_lang::step_cost::kernels::{
+        attention_backward_one_pass, attention_fmas, ATTENTION_KEY_TILE,
+    };
     assert_eq!(ATTENTION_KEY_TILE, 64);
     // Causal over 256 positions: row r sees keys 0..=r, in r / 64 + 1 tiles
     // (64 rows each of 1, 2, 3, 4 tiles), 256·257/2 pairs.
     let (tiles, pairs) = (64.0 * 10.0, 256.0 * 257.0 / 2.0);
-    let fwd = attention_fmas(256, 256, 64, true, None, false);
+    let fwd = attention_fmas(256, 256, 64, true, None, None);
     assert_eq!(fwd, (64.0 * tiles + pairs) * 64.0);
-    let bwd = attention_fmas(256, 256, 64, true, None, true);
-    assert_eq!(bwd, (4.0 * 64.0 * tiles + 3.0 * pairs) * 64.0);
+    // The backward pass: two score rows per tile and three weighted sums in
+    // one pass; the score rows twice in two passes.
+    let bwd = attention_fmas(256, 256, 64, true, None, Some(true));
+    assert_eq!(bwd, (2.0 * 64.0 * tiles + 3.0 * pairs) * 64.0);
+    let two = attention_fmas(256, 256, 64, true, None, Some(false));
+    assert_eq!(two, (4.0 * 64.0 * tiles + 3.0 * pairs) * 64.0);
     // Without the mask: every row sees all four tiles.
-    let full = attention_fmas(256, 256, 64, false, None, false);
+    let full = attention_fmas(256, 256, 64, false, None, None);
     assert_eq!(full, (64.0 * 1024.0 + 65536.0) * 64.0);
     // The causal half costs a little over half (the diagonal tiles are whole).
     assert!(fwd > 0.5 * full && fwd < 0.7 * full, "{fwd} {full}");
     // A window of 64 keys: one tile for the first 64 rows and for the rows
     // whose window is one whole tile (127, 191, 255), two for the others.
-    let w = attention_fmas(256, 256, 64, true, Some(64), false);
+    let w = attention_fmas(256, 256, 64, true, Some(64), None);
     let (wt, wp) = (64.0 + 3.0 + 189.0 * 2.0, 64.0 * 65.0 / 2.0 + 192.0 * 64.0);
     assert_eq!(w, (64.0 * wt + wp) * 64.0);
     // The step's fused kernels carry that work, per head and batch row.
@@ -845,13 +851,22 @@ fn attention_work_counts_whole_key_tiles_and_the_causal_half() {
         .expect("the fused kernel");
     assert_eq!(
         f.flops(),
-        2.0 * 2.0 * 2.0 * attention_fmas(256, 256, 32, true, None, false)
+        2.0 * 2.0 * 2.0 * attention_fmas(256, 256, 32, true, None, None)
     );
     assert_eq!(f.evals, 2.0 * 2.0 * pairs);
     let b = ks.iter().find(|k| k.name == "attention_backward").unwrap();
     assert_eq!(
         b.flops(),
-        2.0 * 2.0 * 2.0 * attention_fmas(256, 256, 32, true, None, true)
+        2.0 * 2.0
+            * 2.0
+            * attention_fmas(
+                256,
+                256,
+                32,
+                true,
+                None,
+                Some(attention_backward_one_pass(2, 2, 2, 256, 32))
+            )
     );
 }
 
