@@ -48,7 +48,10 @@ impl Ctx<'_> {
     /// ([`Rule::reads`]); an error for one it declared it does not read and
     /// the tape released.
     pub fn input(&self, i: usize) -> Result<&Tensor> {
-        self.inputs[i].value.as_ref().ok_or_else(|| released(self.k))
+        self.inputs[i]
+            .value
+            .as_ref()
+            .ok_or_else(|| released(self.k))
     }
 
     /// The shape of input `i`.
@@ -263,7 +266,10 @@ impl Tape {
     /// the tape released it (see [`Tape::take_value`]) and nothing else holds
     /// it any more.
     pub fn value(&self, var: Var) -> Result<Tensor> {
-        self.nodes[var.0].slot.get().ok_or_else(|| released(self.k()))
+        self.nodes[var.0]
+            .slot
+            .get()
+            .ok_or_else(|| released(self.k()))
     }
 
     /// The value of `var`, handed to the caller to hold: from now on the tape

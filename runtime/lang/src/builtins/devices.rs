@@ -27,7 +27,12 @@ pub const BUILTINS: &[Builtin] = &[Builtin {
 
 /// The array with its data in `target`'s memory when that device is available (one
 /// counted upload, or download for the CPU); names and tape node are kept.
-fn move_data(c: &mut Call, a: Array, target: DeviceTarget, span: Span) -> Result<Array, Diagnostic> {
+fn move_data(
+    c: &mut Call,
+    a: Array,
+    target: DeviceTarget,
+    span: Span,
+) -> Result<Array, Diagnostic> {
     let Some(t) = a.tensor_ref() else {
         return Ok(a);
     };

@@ -63,9 +63,13 @@ impl Tape {
             Some(s) => self.value(s)?,
             None => self.backend().upload(&none)?,
         };
-        let (out, lse) =
-            self.backend()
-                .attention(&self.value(q)?, &self.value(k)?, &self.value(v)?, &sink_t, spec)?;
+        let (out, lse) = self.backend().attention(
+            &self.value(q)?,
+            &self.value(k)?,
+            &self.value(v)?,
+            &sink_t,
+            spec,
+        )?;
         let mut inputs = vec![q, k, v];
         inputs.extend(sinks);
         Ok(self.record(out, &inputs, Box::new(AttentionRule { spec, lse })))

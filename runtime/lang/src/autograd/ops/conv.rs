@@ -21,7 +21,9 @@ impl Tape {
     /// `y[.., t, c] = Σ_{j<K, j≤t} w[j, c]·x[.., t−j, c]` for `x [.., T, C]` and
     /// `w [K, C]` (shapes validated by the caller).
     pub fn causal_conv(&mut self, x: Var, w: Var) -> Result<Var> {
-        let y = self.backend().causal_conv(&self.value(x)?, &self.value(w)?)?;
+        let y = self
+            .backend()
+            .causal_conv(&self.value(x)?, &self.value(w)?)?;
         Ok(self.record(y, &[x, w], Box::new(CausalConvRule)))
     }
 }

@@ -192,7 +192,8 @@ impl Tape {
         shape[axis] = sa[axis] + sb[axis];
         let k = self.k();
         let pa = k.0.unslice_axis(&self.value(a)?, &shape, axis, 0, 1)?;
-        let pb = k.0.unslice_axis(&self.value(b)?, &shape, axis, sa[axis], 1)?;
+        let pb =
+            k.0.unslice_axis(&self.value(b)?, &shape, axis, sa[axis], 1)?;
         let y = k.add(&pa, &pb)?;
         Ok(self.record(y, &[a, b], Box::new(ConcatAxisRule { axis })))
     }

@@ -110,7 +110,10 @@ fn mlp_taken() -> (Tape, [Var; 4], Var, [Var; 3], Vec<Tensor>) {
         Tensor::from_vec(vec![3, 4], (0..12).map(|i| 0.1 * i as f32 - 0.5).collect()),
         true,
     );
-    let b = t.leaf(Tensor::from_vec(vec![1, 4], vec![0.1, -0.2, 0.0, 0.3]), true);
+    let b = t.leaf(
+        Tensor::from_vec(vec![1, 4], vec![0.1, -0.2, 0.0, 0.3]),
+        true,
+    );
     let w2 = t.leaf(
         Tensor::from_vec(vec![4, 2], (0..8).map(|i| 0.2 - 0.05 * i as f32).collect()),
         true,
