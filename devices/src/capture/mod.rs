@@ -51,3 +51,11 @@ pub fn compile(backend: Arc<dyn Backend>, plan: StepPlan) -> Result<Box<dyn Step
     release::notify(AllocatorEvent::StepCompiled);
     program
 }
+
+/// Tells the allocator hook again, as [`compile`] does, that memory freed
+/// since should go back to the OS before the replays run
+/// ([`AllocatorEvent::StepCompiled`]): for a caller that drops its own copy of
+/// the carried state once the compiled program holds it.
+pub fn released_after_compile() {
+    release::notify(AllocatorEvent::StepCompiled);
+}

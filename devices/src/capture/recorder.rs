@@ -24,6 +24,13 @@ struct State {
     /// Inputs an Adam update overwrote, released from the trace once nothing
     /// else holds them ([`Trace::release_overwritten_inputs`]).
     overwritten: Vec<ValueId>,
+    /// The live bytes after each call ([`State::sample_live`]).
+    samples: Vec<u64>,
+    /// For each input (by position in [`Trace::inputs`]): how many samples
+    /// were taken before the step's kernels first saw it.
+    input_seen_at: Vec<usize>,
+    /// Whether each input holds optimizer state an Adam update overwrites.
+    state_input: Vec<bool>,
 }
 
 impl State {
@@ -61,6 +68,34 @@ impl State {
         });
         self.live_bytes = bytes;
         self.trace.live_peak_bytes = self.trace.live_peak_bytes.max(bytes);
+        self.samples.push(bytes);
+    }
+
+    /// Counts the optimizer state (the `p`, `m`, `v` an Adam update reads)
+    /// as live from the start of the step: the workspace holds it throughout,
+    /// though the kernels see the moments only at the update, and the
+    /// captured step's block holds it throughout too. Raises the live peak
+    /// accordingly.
+    fn count_state_from_start(&mut self) {
+        let mut extra = vec![0i64; self.samples.len() + 1];
+        for (j, (_, t)) in self.trace.inputs.iter().enumerate() {
+            if !self.state_input.get(j).copied().unwrap_or(false) {
+                continue;
+            }
+            let bytes = 4 * t.as_ref().map_or_else(
+                || self.trace.tensors[self.trace.inputs[j].0.index()].numel(),
+                Tensor::numel,
+            ) as i64;
+            // Before it was first seen, it was alive but not counted.
+            extra[0] += bytes;
+            extra[self.input_seen_at[j].min(self.samples.len())] -= bytes;
+        }
+        let mut add = 0i64;
+        for (&s, e) in self.samples.iter().zip(&extra) {
+            add += e;
+            let live = (s as i64 + add).max(0) as u64;
+            self.trace.live_peak_bytes = self.trace.live_peak_bytes.max(live);
+        }
     }
 
     /// The value `t` is: a known value, a view of one (recorded as a
@@ -70,6 +105,8 @@ impl State {
             let i = self.trace.inputs.len();
             let id = self.push_owner(t, Origin::Input(i));
             self.trace.inputs.push((id, Some(t.clone())));
+            self.input_seen_at.push(self.samples.len());
+            self.state_input.push(false);
             return id;
         };
         if self.trace.value(base).shape == t.shape() {
@@ -116,8 +153,9 @@ impl State {
         let ins: Vec<ValueId> = inputs.iter().map(|t| self.value_of(t)).collect();
         for &i in overwritten_inputs(&op) {
             let v = ins[i];
-            if matches!(self.trace.value(v).origin, Origin::Input(_)) {
+            if let Origin::Input(j) = self.trace.value(v).origin {
                 self.overwritten.push(v);
+                self.state_input[j] = true;
             }
         }
         let fresh = outputs
@@ -195,6 +233,7 @@ impl Recorder {
                 }
             }
         }
+        state.count_state_from_start();
         let mut trace = std::mem::take(&mut state.trace);
         drop(state);
         trace.release_overwritten_inputs();

@@ -74,7 +74,10 @@ pub struct Trace {
     pub host_reads: Vec<ValueId>,
     /// The eager step's live peak: the most bytes of tensors seen by the
     /// step's kernels (inputs included, each storage once) that were alive at
-    /// the same time, sampled after every call.
+    /// the same time, sampled after every call, with the optimizer state an
+    /// Adam update reads counted from the start of the step (the workspace
+    /// holds it throughout, though the kernels see the moments only at the
+    /// update).
     pub live_peak_bytes: u64,
 }
 

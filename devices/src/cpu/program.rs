@@ -712,38 +712,14 @@ fn layout(plan: &StepPlan) -> Result<Layout> {
         });
     }
     let len_of = |r: usize| numel_of(shape(ValueId(r as u32)));
-    // Offsets, largest group first: each takes the tightest gap between the
-    // groups already placed that live at the same time as it (best fit), else
-    // the first element above them all.
     let mut glen = vec![0usize; n];
     for r in (0..n).filter(|&r| root[r] == r) {
         glen[group[r]] = glen[group[r]].max(len_of(r));
     }
-    let mut order: Vec<usize> = (0..n).filter(|&g| span[g].is_some()).collect();
-    order.sort_by_key(|&g| (std::cmp::Reverse(glen[g]), g));
-    let mut offset = vec![0usize; n];
-    let mut placed: Vec<(usize, usize, usize, usize)> = Vec::new();
-    let mut arena_len = 0;
-    for &g in &order {
-        let ((s0, e0), size) = (span[g].expect("ordered groups have lifetimes"), glen[g]);
-        let mut taken: Vec<(usize, usize)> = placed
-            .iter()
-            .filter(|&&(s1, e1, _, len)| s0 <= e1 && s1 <= e0 && len > 0)
-            .map(|&(_, _, off, len)| (off, off + len))
-            .collect();
-        taken.sort_unstable();
-        let (mut best, mut top): (Option<(usize, usize)>, usize) = (None, 0);
-        for (start, end) in taken {
-            if start >= top + size && best.is_none_or(|(gap, _)| start - top < gap) {
-                best = Some((start - top, top));
-            }
-            top = top.max(end);
-        }
-        let off = best.map_or(top, |(_, at)| at);
-        offset[g] = off;
-        placed.push((s0, e0, off, size));
-        arena_len = arena_len.max(off + size);
-    }
+    let groups: Vec<(usize, (usize, usize), usize)> = (0..n)
+        .filter_map(|g| span[g].map(|s| (g, s, glen[g])))
+        .collect();
+    let (offset, arena_len) = pack(&groups, n);
     let mut place = vec![Place::Arena(0); n];
     let mut initial = Vec::new();
     let mut aliased = Vec::new();
@@ -813,6 +789,55 @@ fn layout(plan: &StepPlan) -> Result<Layout> {
         value_place,
         readable,
     })
+}
+
+/// Offsets in one block for `groups` (`(id, (first call, last call), length)`;
+/// two groups whose call ranges meet may not overlap): each group, in turn,
+/// takes the tightest gap between the groups already placed that live at the
+/// same time as it (best fit), else the first element above them all. The
+/// groups are tried in a few orders (largest first; largest length × lifetime
+/// first; longest-lived first; earliest first), and the smallest block wins
+/// (the first of equals): no one order packs every step best. Returns each
+/// id's offset (indexed by id, `n` entries) and the block's length.
+fn pack(groups: &[(usize, (usize, usize), usize)], n: usize) -> (Vec<usize>, usize) {
+    type Key = fn(&(usize, (usize, usize), usize)) -> (usize, usize, usize);
+    let orders: [Key; 4] = [
+        |&(g, _, len)| (usize::MAX - len, 0, g),
+        |&(g, (s, e), len)| (usize::MAX - len.saturating_mul(e - s + 1), 0, g),
+        |&(g, (s, e), len)| (usize::MAX - (e - s), usize::MAX - len, g),
+        |&(g, (s, _), len)| (s, usize::MAX - len, g),
+    ];
+    let mut best: Option<(Vec<usize>, usize)> = None;
+    for key in orders {
+        let mut order = groups.to_vec();
+        order.sort_by_key(key);
+        let mut offset = vec![0usize; n];
+        let mut placed: Vec<(usize, usize, usize, usize)> = Vec::with_capacity(order.len());
+        let mut arena_len = 0;
+        for &(g, (s0, e0), size) in &order {
+            let mut taken: Vec<(usize, usize)> = placed
+                .iter()
+                .filter(|&&(s1, e1, _, len)| s0 <= e1 && s1 <= e0 && len > 0)
+                .map(|&(_, _, off, len)| (off, off + len))
+                .collect();
+            taken.sort_unstable();
+            let (mut gap, mut top): (Option<(usize, usize)>, usize) = (None, 0);
+            for (start, end) in taken {
+                if start >= top + size && gap.is_none_or(|(g, _)| start - top < g) {
+                    gap = Some((start - top, top));
+                }
+                top = top.max(end);
+            }
+            let off = gap.map_or(top, |(_, at)| at);
+            offset[g] = off;
+            placed.push((s0, e0, off, size));
+            arena_len = arena_len.max(off + size);
+        }
+        if best.as_ref().is_none_or(|(_, len)| arena_len < *len) {
+            best = Some((offset, arena_len));
+        }
+    }
+    best.unwrap_or_else(|| (vec![0; n], 0))
 }
 
 /// The elements of `slot`.

@@ -1,9 +1,10 @@
-//! The reverse pass: [`Tape::backward`].
+//! The reverse pass: [`Tape::backward`] and [`Tape::backward_releasing`].
 
 use super::grads::Grads;
-use super::tape::{Ctx, Tape, Var};
+use super::tape::{Ctx, Input, Rule, Slot, Tape, Var};
 use mlpl_devices::{Result, Tensor};
 use std::collections::HashMap;
+use std::sync::Arc;
 
 impl Tape {
     /// The gradients of `loss` with respect to every leaf that requires one.
@@ -26,8 +27,60 @@ impl Tape {
     /// The tape is not consumed: `backward` may be called again, for the same
     /// or another loss.
     pub fn backward(&self, loss: Var) -> Result<Grads> {
+        let values = self.nodes.iter().map(|n| n.slot.get()).collect();
+        let rules = self.nodes.iter().map(|n| n.rule.clone()).collect();
+        self.reverse(loss, values, rules)
+    }
+
+    /// [`Tape::backward`], consuming the tape: each value of the loss is
+    /// released as soon as the last rule that reads it has run, and each
+    /// rule's saved state (statistics, indices) once it has run, so the pass
+    /// holds no more than what is still ahead of it (PyTorch's `backward`
+    /// without `retain_graph`). The gradients are the same.
+    pub fn backward_releasing(mut self, loss: Var) -> Result<Grads> {
+        let mut values = Vec::with_capacity(self.nodes.len());
+        let mut rules = Vec::with_capacity(self.nodes.len());
+        for n in &mut self.nodes {
+            values.push(n.slot.get());
+            if !n.is_leaf {
+                if let Slot::Held(t) = &n.slot {
+                    n.slot = Slot::Weak(t.downgrade());
+                }
+            }
+            rules.push(n.rule.take());
+        }
+        self.reverse(loss, values, rules)
+    }
+
+    /// The reverse pass over `values` (each node's value, while alive) and
+    /// `rules` (each node's rule), dropping each value once no rule still to
+    /// run reads it and each rule once it ran: with the tape still holding
+    /// them ([`Tape::backward`]) that frees nothing early.
+    fn reverse(
+        &self,
+        loss: Var,
+        mut values: Vec<Option<Tensor>>,
+        mut rules: Vec<Option<Arc<dyn Rule>>>,
+    ) -> Result<Grads> {
         let k = self.k();
         let n = loss.0 + 1;
+        // How many rules still to run read each value (a leaf's is kept).
+        let mut readers = vec![0usize; self.nodes.len()];
+        for (i, node) in self.nodes.iter().enumerate().take(n) {
+            let Some(rule) = &rules[i] else { continue };
+            let reads = rule.reads();
+            readers[i] += usize::from(reads.out());
+            for (j, v) in node.inputs.iter().enumerate() {
+                readers[v.0] += usize::from(reads.input(j));
+            }
+        }
+        for (i, node) in self.nodes.iter().enumerate() {
+            // Values no rule reads, and those recorded after the loss (not
+            // differentiated), are not needed; leaves are kept.
+            if !node.is_leaf && (i >= n || readers[i] == 0) {
+                values[i] = None;
+            }
+        }
         let mut pending: Vec<Option<Tensor>> = vec![None; n];
         let mut out: HashMap<Var, Tensor> = HashMap::new();
         if self.nodes[loss.0].requires_grad {
@@ -40,21 +93,44 @@ impl Tape {
                 out.insert(Var(i), g);
                 continue;
             }
-            let rule = node
-                .rule
-                .as_ref()
+            let rule = rules[i]
+                .take()
                 .expect("a node that requires a gradient has a rule");
-            let inputs: Vec<&Tensor> = node.inputs.iter().map(|v| self.value(*v)).collect();
+            let inputs: Vec<Input> = node
+                .inputs
+                .iter()
+                .map(|v| Input {
+                    value: values[v.0].clone(),
+                    shape: self.shape(*v).to_vec(),
+                })
+                .collect();
             let need: Vec<bool> = node.inputs.iter().map(|v| self.requires_grad(*v)).collect();
-            let cx = Ctx {
-                k,
-                inputs: &inputs,
-                out: &node.value,
-                need: &need,
+            let dx = {
+                let cx = Ctx {
+                    k,
+                    inputs: &inputs,
+                    out: values[i].as_ref(),
+                    need: &need,
+                };
+                rule.backward(&cx, &g)?
             };
-            let dx = rule.backward(&cx, &g)?;
             drop(g);
-            debug_assert_eq!(dx.len(), node.inputs.len(), "{rule:?}: gradient count");
+            drop(inputs);
+            let reads = rule.reads();
+            drop(rule);
+            // The rule ran: it reads its values no more.
+            if reads.out() {
+                release(&mut values, &mut readers, i, node.is_leaf);
+            }
+            for (j, v) in node.inputs.iter().enumerate() {
+                if reads.input(j) {
+                    release(&mut values, &mut readers, v.0, self.nodes[v.0].is_leaf);
+                }
+            }
+            if readers[i] == 0 {
+                values[i] = None;
+            }
+            debug_assert_eq!(dx.len(), node.inputs.len(), "{i}: gradient count");
             for ((v, d), needed) in node.inputs.iter().zip(dx).zip(&need) {
                 let Some(d) = d else { continue };
                 if !*needed {
@@ -63,7 +139,7 @@ impl Tape {
                 assert_eq!(
                     d.shape(),
                     self.shape(*v),
-                    "{rule:?}: gradient shape differs from its input's"
+                    "node {i}: gradient shape differs from its input's"
                 );
                 pending[v.0] = Some(match pending[v.0].take() {
                     Some(acc) => k.add(&acc, &d)?,
@@ -73,9 +149,18 @@ impl Tape {
         }
         for (i, node) in self.nodes.iter().enumerate() {
             if node.is_leaf && node.requires_grad && !out.contains_key(&Var(i)) {
-                out.insert(Var(i), k.zeros(node.value.shape())?);
+                out.insert(Var(i), k.zeros(self.shape(Var(i)))?);
             }
         }
         Ok(Grads::from_map(out))
+    }
+}
+
+/// One reader of value `v` is done: drops the value (unless a leaf) once no
+/// rule still to run reads it.
+fn release(values: &mut [Option<Tensor>], readers: &mut [usize], v: usize, leaf: bool) {
+    readers[v] = readers[v].saturating_sub(1);
+    if readers[v] == 0 && !leaf {
+        values[v] = None;
     }
 }

@@ -27,7 +27,12 @@ pub const BUILTINS: &[Builtin] = &[Builtin {
 
 /// The array with its data in `target`'s memory when that device is available (one
 /// counted upload, or download for the CPU); names and tape node are kept.
-fn move_data(c: &Call, a: Array, target: DeviceTarget, span: Span) -> Result<Array, Diagnostic> {
+fn move_data(
+    c: &mut Call,
+    a: Array,
+    target: DeviceTarget,
+    span: Span,
+) -> Result<Array, Diagnostic> {
     let Some(t) = a.tensor_ref() else {
         return Ok(a);
     };
@@ -45,6 +50,11 @@ fn move_data(c: &Call, a: Array, target: DeviceTarget, span: Span) -> Result<Arr
     .map_err(|e| device_error(e, "to_device", span))?;
     let mut out = Array::from_tensor(moved).with_names(a.names().map(|n| n.to_vec()));
     if let Some(node) = a.node() {
+        // The loss tape names the moved array's node by the old tensor, which
+        // `out` no longer holds: the tape keeps it.
+        if let Some(t) = c.it.tape.as_mut().filter(|t| t.id == node.tape) {
+            t.tape.keep(node.var);
+        }
         out = out.with_node(node);
     }
     Ok(out)

@@ -26,7 +26,7 @@ use mlpl_devices::capture::{self, Origin, Recorder, StepProgram, Trace, ValueId}
 use mlpl_devices::{Backend, Tensor, WeakTensor};
 
 use super::Interp;
-use crate::value::{Array, Value};
+use crate::value::{Array, Names, Placement, Value};
 use mlpl_diag::{Diagnostic, Span};
 use mlpl_syntax::{walk, Block, Expr, ExprKind, Stmt, StmtKind};
 
@@ -252,9 +252,9 @@ fn host_state_reason(a: &HostState, b: &HostState) -> Option<String> {
 /// Where a replayed value is written back when the loop ends.
 #[derive(Debug)]
 enum Target {
-    /// A variable (the array as the second iteration left it gives the names
-    /// and placement).
-    Binding(String, Array),
+    /// A variable, with the axis names and placement of the array the
+    /// second iteration left in it.
+    Binding(String, Names, Placement),
     /// An optimizer's first moment.
     Moment1((String, String)),
     /// An optimizer's second moment.
@@ -334,7 +334,8 @@ impl Recording {
         for (name, v) in &it.ws.bindings {
             let Value::Array(a) = v else { continue };
             if let Some(id) = a.tensor_ref().and_then(computed) {
-                writeback.push((Target::Binding(name.clone(), a.clone()), id));
+                let names = a.names().map(<[Option<String>]>::to_vec);
+                writeback.push((Target::Binding(name.clone(), names, a.placement()), id));
             }
         }
         for (key, s) in &it.ws.optim {
@@ -406,8 +407,10 @@ impl Replay {
         for (target, id) in &self.writeback {
             let t = self.program.tensor(*id).map_err(dev)?;
             match target {
-                Target::Binding(name, a) => {
-                    let a = a.clone().with_tensor(t);
+                Target::Binding(name, names, placement) => {
+                    let a = Array::from_tensor(t)
+                        .with_names(names.clone())
+                        .with_placement(*placement);
                     it.ws.bindings.insert(name.clone(), Value::Array(a));
                 }
                 Target::Moment1(key) => {
@@ -433,6 +436,38 @@ impl Replay {
             }
             LastValue::Fixed(v) => v,
         })
+    }
+
+    /// Stops the workspace holding the state the program carries from step
+    /// to step in its own block (the variables and optimizer moments
+    /// [`Replay::finish`] writes back): as the second recorded iteration left
+    /// it, that state would otherwise be held twice for the whole replayed
+    /// loop. Until `finish`, those variables are unbound and those moments
+    /// empty; nothing reads them while the program replays. Only for a
+    /// program with its own block (`arena_bytes`): one that runs calls on
+    /// device tensors keeps the workspace as it is.
+    pub fn release_carried(&self, it: &mut Interp) {
+        if self.program.arena_bytes().is_none() {
+            return;
+        }
+        for (target, _) in &self.writeback {
+            match target {
+                Target::Binding(name, ..) => {
+                    it.ws.bindings.remove(name);
+                }
+                Target::Moment1(key) => {
+                    if let Some(s) = it.ws.optim.get_mut(key) {
+                        s.m = Tensor::zeros(vec![0]);
+                    }
+                }
+                Target::Moment2(key) => {
+                    if let Some(s) = it.ws.optim.get_mut(key) {
+                        s.v = None;
+                    }
+                }
+            }
+        }
+        capture::released_after_compile();
     }
 
     /// Iterations replayed so far.

@@ -111,6 +111,7 @@ pub fn train(it: &mut Interp, count: &Expr, body: &Block) -> Result<Value, Diagn
                             match rec.second_done(it, trace, &value, lr) {
                                 Ok(r) => {
                                     let m = memory(Some(&r));
+                                    r.release_carried(it);
                                     replay = Some(r);
                                     report_mode_with(it, depth, None, false, body, m);
                                 }

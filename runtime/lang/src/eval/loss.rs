@@ -66,7 +66,10 @@ pub fn record(
 ) -> Result<Array, Diagnostic> {
     let t = it.tape.as_mut().expect("a loss tape is being recorded");
     let var = f(&mut t.tape).map_err(|e| crate::errors::device_error(e, op, span))?;
-    let value = t.tape.value(var).clone();
+    let value = t
+        .tape
+        .take_value(var)
+        .map_err(|e| crate::errors::device_error(e, op, span))?;
     Ok(Array::from_tensor(value).with_node(TapeNode { tape: t.id, var }))
 }
 
@@ -134,7 +137,7 @@ pub fn evaluate(
     if let Some(lv) = loss_var {
         let mut all = t
             .tape
-            .backward(lv)
+            .backward_releasing(lv)
             .map_err(|e| crate::errors::device_error(e, "backward", loss.span))?;
         for name in wanted {
             if let Some(&leaf) = t.leaves.get(name) {

@@ -967,7 +967,15 @@ fn backward(
             for ch in children {
                 let fuse = prev_biased_linear
                     && matches!(**ch, Layer::Activation(a) if a != Activation::Softmax);
-                if fuse {
+                if fuse && matches!(**ch, Layer::Activation(Activation::Relu)) {
+                    // ReLU is differentiated from its output alone
+                    // (`unary_backward`), before the linear's bias sum.
+                    if let Some(sum) = out.pop() {
+                        let n = sum.out_elems * r;
+                        out.push(mem("unary_backward", 2.0 * n, n));
+                        out.push(sum);
+                    }
+                } else if fuse {
                     // `bias_act_backward` replaces the activation's backward and
                     // the bias sum of the linear before it.
                     if let (Some(k), Layer::Activation(a)) = (out.last_mut(), &**ch) {

@@ -139,7 +139,7 @@ fn dense(it: &mut Interp, case: &Case) -> (Tensor, Tensor, HashMap<String, Tenso
     let logits = t.matmul(x2, r).unwrap();
     let logits = add(&mut t, logits, 0);
     let p = t.softmax(logits, 1).unwrap();
-    let (mask, counts) = choose(&t.value(p).to_vec(), n, e, k);
+    let (mask, counts) = choose(&t.value(p).unwrap().to_vec(), n, e, k);
     let keep: Vec<f32> = mask
         .iter()
         .map(|&c| if c == 1.0 { 0.0 } else { -1e30 })
@@ -199,7 +199,7 @@ fn dense(it: &mut Interp, case: &Case) -> (Tensor, Tensor, HashMap<String, Tenso
         .iter()
         .map(|(name, v)| (name.clone(), grads.get(*v).unwrap().clone()))
         .collect();
-    (t.value(y).clone(), t.value(aux).clone(), by_name, counts)
+    (t.value(y).unwrap(), t.value(aux).unwrap(), by_name, counts)
 }
 
 /// Routed and dense agree bit for bit; returns the tokens per expert.

@@ -169,14 +169,23 @@ fn step_memory(src: &str) -> (mlpl_devices::capture::ArenaBytes, u64) {
     (arena, s.eager_live_peak.expect("the loop was recorded"))
 }
 
+/// The arena holds what the eager step holds alive at once, within 1%: the
+/// eager step now frees each value after its last reader (the loss tape keeps
+/// only what backward rules read), so both hold the same values at their
+/// peaks, and one block can only approach the most bytes alive at once
+/// (packing leaves gaps).
+fn assert_within_eager_peak(arena: mlpl_devices::capture::ArenaBytes, eager: u64) {
+    assert!(
+        arena.total() <= eager + eager / 100,
+        "arena {arena:?} ({} bytes) over the eager live peak {eager} by more than 1%",
+        arena.total()
+    );
+}
+
 #[test]
 fn a_captured_tiny_lm_holds_no_more_than_its_eager_step() {
     let (arena, eager) = step_memory(TINY_LM);
-    assert!(
-        arena.total() <= eager,
-        "arena {arena:?} ({} bytes) over the eager live peak {eager}",
-        arena.total()
-    );
+    assert_within_eager_peak(arena, eager);
     // X and Y (7 windows of 16 each) are read in place, not copied.
     assert!(arena.aliased >= 2 * 7 * 16 * 4, "{arena:?}");
 }
@@ -192,11 +201,7 @@ train 5 {
 }
 "#;
     let (arena, eager) = step_memory(src);
-    assert!(
-        arena.total() <= eager,
-        "arena {arena:?} ({} bytes) over the eager live peak {eager}",
-        arena.total()
-    );
+    assert_within_eager_peak(arena, eager);
     assert!(arena.aliased >= (512 + 256) * 4, "{arena:?}");
 }
 

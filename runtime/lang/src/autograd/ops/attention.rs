@@ -20,18 +20,19 @@ struct AttentionRule {
 impl Rule for AttentionRule {
     fn backward(&self, cx: &Ctx<'_>, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
         let k = cx.k;
-        let [q, kk, v] = [cx.inputs[0], cx.inputs[1], cx.inputs[2]];
+        let [q, kk, v] = [cx.input(0)?, cx.input(1)?, cx.input(2)?];
         let mut grads = vec![None; cx.inputs.len()];
         if cx.need[..3].iter().any(|&n| n) {
             let (dq, dk, dv) =
-                k.0.attention_backward(q, kk, v, cx.out, &self.lse, g, self.spec)?;
+                k.0.attention_backward(q, kk, v, cx.out()?, &self.lse, g, self.spec)?;
             for ((slot, grad), &need) in grads.iter_mut().zip([dq, dk, dv]).zip(cx.need) {
                 *slot = need.then_some(grad);
             }
         }
-        if let (Some(sinks), true) = (cx.inputs.get(3), cx.need.get(3) == Some(&true)) {
+        if cx.inputs.len() > 3 && cx.need.get(3) == Some(&true) {
+            let sinks = cx.input(3)?;
             let h = sinks.numel();
-            let delta = k.reduce(ReduceOp::Sum, &k.mul(g, cx.out)?, Some(3))?;
+            let delta = k.reduce(ReduceOp::Sum, &k.mul(g, cx.out()?)?, Some(3))?;
             let sink_p = k.un(
                 mlpl_devices::UnaryOp::Exp,
                 &k.sub(&sinks.reshape(vec![1, h, 1]), &self.lse)?,
@@ -59,12 +60,16 @@ impl Tape {
     ) -> Result<Var> {
         let none = Tensor::zeros(vec![0]);
         let sink_t = match sinks {
-            Some(s) => self.value(s).clone(),
+            Some(s) => self.value(s)?,
             None => self.backend().upload(&none)?,
         };
-        let (out, lse) =
-            self.backend()
-                .attention(self.value(q), self.value(k), self.value(v), &sink_t, spec)?;
+        let (out, lse) = self.backend().attention(
+            &self.value(q)?,
+            &self.value(k)?,
+            &self.value(v)?,
+            &sink_t,
+            spec,
+        )?;
         let mut inputs = vec![q, k, v];
         inputs.extend(sinks);
         Ok(self.record(out, &inputs, Box::new(AttentionRule { spec, lse })))

@@ -4,9 +4,13 @@
 //! Forward: the backend's `bias_act`. Backward: its `bias_act_backward`, which
 //! recomputes `x + bias` (the sum is not kept) and returns `dx` and the bias
 //! gradient summed over the rows. The values are those of `add` followed by
-//! `unary`, without the intermediate node.
+//! `unary`, without the intermediate node. ReLU's derivative is a function of
+//! its output, so for ReLU only the output is kept (`unary_backward` on it and
+//! `sum_to_shape`, which the fused kernel's bias gradient matches bit for
+//! bit), as PyTorch's ReLU saves only its result.
 
-use crate::autograd::tape::{Ctx, Rule, Tape, Var};
+use super::elementwise::relu_backward;
+use crate::autograd::tape::{Ctx, Reads, Rule, Tape, Var};
 use mlpl_devices::{Result, Tensor, UnaryOp};
 
 /// Backward of [`Tape::bias_act`]: the activation.
@@ -17,11 +21,31 @@ struct BiasActRule {
 
 impl Rule for BiasActRule {
     fn backward(&self, cx: &Ctx<'_>, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
-        let (x, bias) = (cx.inputs[0], cx.inputs[1]);
+        if self.act == UnaryOp::Relu {
+            // relu′(x + b) = [x + b > 0] = [y > 0]: the same bits from the
+            // output alone, so neither `x` nor the bias is kept for backward.
+            let be = cx.k.0;
+            let dx = relu_backward(be, cx.out()?, g)?;
+            let dbias = if cx.need[1] {
+                Some(be.sum_to_shape(&dx, cx.shape(1))?)
+            } else {
+                None
+            };
+            return Ok(vec![cx.need[0].then_some(dx), dbias]);
+        }
+        let (x, bias) = (cx.input(0)?, cx.input(1)?);
         let (dx, dbias) =
             cx.k.0
-                .bias_act_backward(x, bias, cx.out, g, self.act, cx.need[1])?;
+                .bias_act_backward(x, bias, cx.out()?, g, self.act, cx.need[1])?;
         Ok(vec![cx.need[0].then_some(dx), dbias])
+    }
+
+    fn reads(&self) -> Reads {
+        if self.act == UnaryOp::Relu {
+            Reads::NONE.and_out()
+        } else {
+            Reads::ALL
+        }
     }
 }
 
@@ -42,7 +66,7 @@ impl Tape {
         );
         let y = self
             .backend()
-            .bias_act(self.value(x), self.value(bias), act)?;
+            .bias_act(&self.value(x)?, &self.value(bias)?, act)?;
         Ok(self.record(y, &[x, bias], Box::new(BiasActRule { act })))
     }
 }

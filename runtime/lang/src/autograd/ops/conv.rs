@@ -12,7 +12,7 @@ struct CausalConvRule;
 
 impl Rule for CausalConvRule {
     fn backward(&self, cx: &Ctx<'_>, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
-        let (dx, dw) = cx.k.0.causal_conv_backward(cx.inputs[0], cx.inputs[1], g)?;
+        let (dx, dw) = cx.k.0.causal_conv_backward(cx.input(0)?, cx.input(1)?, g)?;
         Ok(vec![Some(dx), Some(dw)])
     }
 }
@@ -21,7 +21,9 @@ impl Tape {
     /// `y[.., t, c] = Σ_{j<K, j≤t} w[j, c]·x[.., t−j, c]` for `x [.., T, C]` and
     /// `w [K, C]` (shapes validated by the caller).
     pub fn causal_conv(&mut self, x: Var, w: Var) -> Result<Var> {
-        let y = self.backend().causal_conv(self.value(x), self.value(w))?;
+        let y = self
+            .backend()
+            .causal_conv(&self.value(x)?, &self.value(w)?)?;
         Ok(self.record(y, &[x, w], Box::new(CausalConvRule)))
     }
 }

@@ -26,8 +26,8 @@
 //! | erf | g·(2/√π)·e^(−x²) |
 //! | gelu_erf (exact) | g·(Φ(x) + x·φ(x)), Φ(x) = ½(1 + erf(x/√2)), φ(x) = e^(−x²/2)/√(2π) |
 
-use crate::autograd::tape::{Ctx, Rule, Tape, Var};
-use mlpl_devices::{broadcast_shapes, BinaryOp, Result, Tensor, UnaryOp};
+use crate::autograd::tape::{Ctx, Reads, Rule, Tape, Var};
+use mlpl_devices::{broadcast_shapes, Backend, BinaryOp, Result, Tensor, UnaryOp};
 
 /// Backward of a differentiable binary op.
 #[derive(Debug)]
@@ -38,7 +38,7 @@ struct BinaryRule {
 impl Rule for BinaryRule {
     fn backward(&self, cx: &Ctx<'_>, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
         let k = cx.k;
-        let (a, b, y) = (cx.inputs[0], cx.inputs[1], cx.out);
+        let (sa, sb) = (cx.shape(0), cx.shape(1));
         let (na, nb) = (cx.need[0], cx.need[1]);
         let (da, db) = match self.op {
             BinaryOp::Add => (na.then(|| g.clone()), nb.then(|| g.clone())),
@@ -47,19 +47,28 @@ impl Rule for BinaryRule {
                 if nb { Some(k.neg(g)?) } else { None },
             ),
             BinaryOp::Mul => (
-                if na { Some(k.mul(g, b)?) } else { None },
-                if nb { Some(k.mul(g, a)?) } else { None },
+                if na {
+                    Some(k.mul(g, cx.input(1)?)?)
+                } else {
+                    None
+                },
+                if nb {
+                    Some(k.mul(g, cx.input(0)?)?)
+                } else {
+                    None
+                },
             ),
             BinaryOp::Div => {
-                let gb = k.div(g, b)?;
+                let gb = k.div(g, cx.input(1)?)?;
                 let db = if nb {
-                    Some(k.neg(&k.mul(&gb, y)?)?)
+                    Some(k.neg(&k.mul(&gb, cx.out()?)?)?)
                 } else {
                     None
                 };
                 (na.then_some(gb), db)
             }
             BinaryOp::Pow => {
+                let (a, b) = (cx.input(0)?, cx.input(1)?);
                 let da = if na {
                     let p = k.bin(BinaryOp::Pow, a, &k.add_s(b, -1.0)?)?;
                     Some(k.mul(g, &k.mul(b, &p)?)?)
@@ -83,9 +92,18 @@ impl Rule for BinaryRule {
             op => unreachable!("{op:?} is not differentiable"),
         };
         Ok(vec![
-            da.map(|d| k.reduce_to(&d, a.shape())).transpose()?,
-            db.map(|d| k.reduce_to(&d, b.shape())).transpose()?,
+            da.map(|d| k.reduce_to(&d, sa)).transpose()?,
+            db.map(|d| k.reduce_to(&d, sb)).transpose()?,
         ])
+    }
+
+    fn reads(&self) -> Reads {
+        match self.op {
+            BinaryOp::Add | BinaryOp::Sub => Reads::NONE,
+            BinaryOp::Mul => Reads::inputs(&[0, 1]),
+            BinaryOp::Div => Reads::inputs(&[1]).and_out(),
+            _ => Reads::ALL,
+        }
     }
 }
 
@@ -98,9 +116,26 @@ struct UnaryRule {
 
 impl Rule for UnaryRule {
     fn backward(&self, cx: &Ctx<'_>, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
-        let dx = cx.k.0.unary_backward(self.op, cx.inputs[0], cx.out, g)?;
+        let dx = match self.op {
+            UnaryOp::Relu => relu_backward(cx.k.0, cx.out()?, g)?,
+            op => cx.k.0.unary_backward(op, cx.input(0)?, cx.out()?, g)?,
+        };
         Ok(vec![Some(dx)])
     }
+
+    fn reads(&self) -> Reads {
+        match self.op {
+            UnaryOp::Relu => Reads::NONE.and_out(),
+            _ => Reads::ALL,
+        }
+    }
+}
+
+/// ReLU's `dx` from its output `y` alone: `g·[x > 0]` is `g·[y > 0]` for every
+/// `x` (NaN and ±0 included, since `y` is `x` where `x > 0` and 0 elsewhere),
+/// so `unary_backward` given `y` for `x` gives the same bits.
+pub(super) fn relu_backward(be: &dyn Backend, y: &Tensor, g: &Tensor) -> Result<Tensor> {
+    be.unary_backward(UnaryOp::Relu, y, y, g)
 }
 
 impl Tape {
@@ -122,7 +157,7 @@ impl Tape {
             broadcast_shapes(sa, sb).is_some(),
             "{op:?}: shapes {sa:?} and {sb:?} do not broadcast"
         );
-        let y = self.k().bin(op, self.value(a), self.value(b))?;
+        let y = self.k().bin(op, &self.value(a)?, &self.value(b)?)?;
         Ok(self.record(y, &[a, b], Box::new(BinaryRule { op })))
     }
 
@@ -154,7 +189,7 @@ impl Tape {
 
     /// A unary element-wise function (every [`UnaryOp`] is differentiable).
     pub fn unary(&mut self, op: UnaryOp, x: Var) -> Result<Var> {
-        let y = self.k().un(op, self.value(x))?;
+        let y = self.k().un(op, &self.value(x)?)?;
         Ok(self.record(y, &[x], Box::new(UnaryRule { op })))
     }
 

@@ -3,7 +3,7 @@
 //! Backward: `scatter_add_rows(ids, g, V)`, which sums the gradients of rows
 //! selected more than once.
 
-use crate::autograd::tape::{Ctx, Rule, Tape, Var};
+use crate::autograd::tape::{Ctx, Reads, Rule, Tape, Var};
 use mlpl_devices::{Result, Tensor};
 
 /// Backward of [`Tape::gather_rows`]: the ids and the table's row count.
@@ -18,6 +18,10 @@ impl Rule for GatherRule {
         let dt = cx.k.0.scatter_add_rows(&self.ids, g, self.vocab)?;
         Ok(vec![Some(dt)])
     }
+
+    fn reads(&self) -> Reads {
+        Reads::NONE
+    }
 }
 
 impl Tape {
@@ -29,7 +33,7 @@ impl Tape {
         let s = self.shape(table);
         assert_eq!(s.len(), 2, "gather_rows: table {s:?} is not [V, d]");
         let vocab = s[0];
-        let y = self.backend().gather_rows(self.value(table), ids)?;
+        let y = self.backend().gather_rows(&self.value(table)?, ids)?;
         let rule = GatherRule {
             ids: ids.clone(),
             vocab,

@@ -7,7 +7,7 @@
 //! the forward of concat is composed as two `scatter_add_rows` into
 //! `[len(a) + len(b), 1]` and an `add`.
 
-use crate::autograd::tape::{Ctx, Rule, Tape, Var};
+use crate::autograd::tape::{Ctx, Reads, Rule, Tape, Var};
 use mlpl_devices::{Result, Tensor};
 
 /// The element count of `shape` (1 for `[]`).
@@ -21,7 +21,11 @@ struct ReshapeRule;
 
 impl Rule for ReshapeRule {
     fn backward(&self, cx: &Ctx<'_>, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
-        Ok(vec![Some(g.reshape(cx.inputs[0].shape().to_vec()))])
+        Ok(vec![Some(g.reshape(cx.shape(0).to_vec()))])
+    }
+
+    fn reads(&self) -> Reads {
+        Reads::NONE
     }
 }
 
@@ -34,6 +38,10 @@ struct PermuteRule {
 impl Rule for PermuteRule {
     fn backward(&self, cx: &Ctx<'_>, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
         Ok(vec![Some(cx.k.0.permute(g, &self.inverse)?)])
+    }
+
+    fn reads(&self) -> Reads {
+        Reads::NONE
     }
 }
 
@@ -55,8 +63,8 @@ impl Rule for ConcatRule {
             Ok(Some(be.gather_rows(&g2, ids)?.reshape(x.shape().to_vec())))
         };
         Ok(vec![
-            part(cx.need[0], &self.ids_a, cx.inputs[0])?,
-            part(cx.need[1], &self.ids_b, cx.inputs[1])?,
+            part(cx.need[0], &self.ids_a, cx.input(0)?)?,
+            part(cx.need[1], &self.ids_b, cx.input(1)?)?,
         ])
     }
 }
@@ -68,7 +76,7 @@ impl Tape {
     pub fn reshape(&mut self, x: Var, shape: Vec<usize>) -> Result<Var> {
         let xs = self.shape(x);
         assert_eq!(numel(&shape), numel(xs), "reshape: {xs:?} to {shape:?}");
-        let y = self.value(x).reshape(shape);
+        let y = self.value(x)?.reshape(shape);
         Ok(self.record(y, &[x], Box::new(ReshapeRule)))
     }
 
@@ -86,7 +94,7 @@ impl Tape {
             );
             inverse[p] = i;
         }
-        let y = self.backend().permute(self.value(x), perm)?;
+        let y = self.backend().permute(&self.value(x)?, perm)?;
         Ok(self.record(y, &[x], Box::new(PermuteRule { inverse })))
     }
 
@@ -124,7 +132,7 @@ impl Tape {
             k.0.upload(&Tensor::from_vec(vec![len], v))
         };
         let (ids_a, ids_b) = (ids(0, na)?, ids(na, nb)?);
-        let (va, vb) = (self.value(a), self.value(b));
+        let (va, vb) = (self.value(a)?, self.value(b)?);
         let pa = k.0.scatter_add_rows(&ids_a, &va.reshape(vec![na, 1]), n)?;
         let pb = k.0.scatter_add_rows(&ids_b, &vb.reshape(vec![nb, 1]), n)?;
         let y = k.add(&pa, &pb)?.reshape(vec![n]);

@@ -7,7 +7,7 @@
 //! (the common `[B, T, d]·[d, n]` layer case), `db` is one GEMM over the
 //! flattened rows instead: `reshape(a, [B·T, k])ᵀ · reshape(g, [B·T, n])`.
 
-use crate::autograd::tape::{Ctx, Rule, Tape, Var};
+use crate::autograd::tape::{Ctx, Reads, Rule, Tape, Var};
 use mlpl_devices::{broadcast_shapes, Result, Tensor};
 
 /// Backward of [`Tape::matmul`].
@@ -17,7 +17,7 @@ struct MatmulRule;
 impl Rule for MatmulRule {
     fn backward(&self, cx: &Ctx<'_>, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
         let k = cx.k;
-        let (a, b) = (cx.inputs[0], cx.inputs[1]);
+        let (a, b) = (cx.input(0)?, cx.input(1)?);
         let be = k.0;
         let da = if cx.need[0] {
             let d = be.matmul_t(g, b, false, true)?;
@@ -40,6 +40,10 @@ impl Rule for MatmulRule {
             None
         };
         Ok(vec![da, db])
+    }
+
+    fn reads(&self) -> Reads {
+        Reads::inputs(&[0, 1])
     }
 }
 
@@ -70,7 +74,7 @@ impl Tape {
             broadcast_shapes(&sa[..sa.len() - 2], &sb[..sb.len() - 2]).is_some(),
             "matmul: batch axes of {sa:?} and {sb:?} do not broadcast"
         );
-        let y = self.backend().matmul(self.value(a), self.value(b))?;
+        let y = self.backend().matmul(&self.value(a)?, &self.value(b)?)?;
         Ok(self.record(y, &[a, b], Box::new(MatmulRule)))
     }
 }

@@ -23,7 +23,7 @@ struct MaskRule {
 impl Rule for MaskRule {
     fn backward(&self, cx: &Ctx<'_>, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
         let k = cx.k;
-        let dx = k.reduce_to(&k.mul(g, &self.keep)?, cx.inputs[0].shape())?;
+        let dx = k.reduce_to(&k.mul(g, &self.keep)?, cx.shape(0))?;
         Ok(vec![Some(dx)])
     }
 }
@@ -39,7 +39,7 @@ impl Rule for MaskedSoftmaxRule {
     fn backward(&self, cx: &Ctx<'_>, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
         let dx =
             cx.k.0
-                .masked_softmax_backward(cx.out, g, self.divisor, self.causal)?;
+                .masked_softmax_backward(cx.out()?, g, self.divisor, self.causal)?;
         Ok(vec![Some(dx)])
     }
 }
@@ -59,7 +59,7 @@ impl Tape {
         );
         let y = self
             .backend()
-            .masked_softmax(self.value(x), divisor, causal)?;
+            .masked_softmax(&self.value(x)?, divisor, causal)?;
         let rule = Box::new(MaskedSoftmaxRule { divisor, causal });
         Ok(self.record(y, &[x], rule))
     }
@@ -77,7 +77,7 @@ impl Tape {
         assert!(value.is_finite(), "mask_fill: value {value} is not finite");
         let k = self.k();
         let keep = k.rsub_s(1.0, mask)?;
-        let y = k.add(&k.mul(self.value(x), &keep)?, &k.mul_s(mask, value)?)?;
+        let y = k.add(&k.mul(&self.value(x)?, &keep)?, &k.mul_s(mask, value)?)?;
         Ok(self.record(y, &[x], Box::new(MaskRule { keep })))
     }
 

@@ -37,7 +37,7 @@ struct ExpertMatmulRule;
 impl Rule for ExpertMatmulRule {
     fn backward(&self, cx: &Ctx<'_>, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
         let be = cx.k.0;
-        let (x, w) = (cx.inputs[0], cx.inputs[1]);
+        let (x, w) = (cx.input(0)?, cx.input(1)?);
         let dx = if cx.need[0] {
             Some(be.matmul_t(g, w, false, true)?)
         } else {
@@ -84,7 +84,7 @@ impl Tape {
     pub fn dispatch(&mut self, x: Var, rows: &Tensor, slots: &Tensor) -> Result<Var> {
         let s = self.shape(x);
         assert_eq!(s.len(), 2, "dispatch: x {s:?} is not [n, d]");
-        let y = self.backend().gather_rows(self.value(x), rows)?;
+        let y = self.backend().gather_rows(&self.value(x)?, rows)?;
         let rule = DispatchRule {
             slots: slots.clone(),
         };
@@ -103,7 +103,7 @@ impl Tape {
             sx.len() == 4 && sw.len() == 3 && sx[1] == sw[0] && sx[3] == sw[1],
             "expert_matmul: x {sx:?} and w {sw:?} are not [C, E, m, a] and [E, a, b]"
         );
-        let y = self.backend().matmul(self.value(x), self.value(w))?;
+        let y = self.backend().matmul(&self.value(x)?, &self.value(w)?)?;
         Ok(self.record(y, &[x, w], Box::new(ExpertMatmulRule)))
     }
 }

@@ -6,7 +6,7 @@
 //! of `x` times the incoming gradient);
 //! cross-entropy → the `dlogits` the fused forward kernel returned, times `g`.
 
-use crate::autograd::tape::{Ctx, Rule, Tape, Var};
+use crate::autograd::tape::{Ctx, Reads, Rule, Tape, Var};
 use mlpl_devices::{ReduceOp, Result, Tensor, UnaryOp};
 
 /// Backward of [`Tape::softmax`] and [`Tape::log_softmax`].
@@ -19,7 +19,7 @@ struct SoftmaxRule {
 impl Rule for SoftmaxRule {
     fn backward(&self, cx: &Ctx<'_>, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
         let k = cx.k;
-        let y = cx.out;
+        let y = cx.out()?;
         let dx = if self.log {
             let mut keep = y.shape().to_vec();
             keep[self.axis] = 1;
@@ -41,10 +41,10 @@ struct LogSumExpRule {
 impl Rule for LogSumExpRule {
     fn backward(&self, cx: &Ctx<'_>, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
         let k = cx.k;
-        let x = cx.inputs[0];
+        let x = cx.input(0)?;
         let mut keep = x.shape().to_vec();
         keep[self.axis] = 1;
-        let y = cx.out.reshape(keep.clone());
+        let y = cx.out()?.reshape(keep.clone());
         let softmax = k.un(UnaryOp::Exp, &k.sub(x, &y)?)?;
         Ok(vec![Some(k.mul(&softmax, &g.reshape(keep))?)])
     }
@@ -60,6 +60,10 @@ impl Rule for CrossEntropyRule {
     fn backward(&self, cx: &Ctx<'_>, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
         Ok(vec![Some(cx.k.mul(&self.dlogits, g)?)])
     }
+
+    fn reads(&self) -> Reads {
+        Reads::NONE
+    }
 }
 
 impl Tape {
@@ -71,7 +75,7 @@ impl Tape {
             "softmax: axis {axis} out of range for shape {s:?}"
         );
         let be = self.backend();
-        let xv = self.value(x);
+        let xv = &self.value(x)?;
         let y = if log {
             be.log_softmax(xv, axis)?
         } else {
@@ -99,7 +103,7 @@ impl Tape {
             axis < s.len(),
             "logsumexp: axis {axis} out of range for shape {s:?}"
         );
-        let y = self.backend().logsumexp(self.value(x), axis)?;
+        let y = self.backend().logsumexp(&self.value(x)?, axis)?;
         Ok(self.record(y, &[x], Box::new(LogSumExpRule { axis })))
     }
 
@@ -122,7 +126,7 @@ impl Tape {
         let want = self.requires_grad(logits);
         let (loss, dlogits) = self
             .backend()
-            .cross_entropy(self.value(logits), targets, want)?;
+            .cross_entropy(&self.value(logits)?, targets, want)?;
         // Without `want`, nothing is saved: `record` drops the rule at once.
         let dlogits = dlogits.unwrap_or_else(|| Tensor::scalar(0.0));
         let rule = Box::new(CrossEntropyRule { dlogits });

@@ -4,7 +4,7 @@
 //! Both use the backend's fused forward and backward kernels; the forward's
 //! per-row statistics are all the rules keep.
 
-use crate::autograd::tape::{Ctx, Rule, Tape, Var};
+use crate::autograd::tape::{Ctx, Reads, Rule, Tape, Var};
 use mlpl_devices::{Result, Tensor};
 
 /// Backward of [`Tape::rms_norm`]: the saved `inv_rms` per row.
@@ -15,8 +15,12 @@ struct RmsNormRule {
 
 impl Rule for RmsNormRule {
     fn backward(&self, cx: &Ctx<'_>, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
-        let dx = cx.k.0.rms_norm_backward(cx.inputs[0], &self.inv_rms, g)?;
+        let dx = cx.k.0.rms_norm_backward(cx.input(0)?, &self.inv_rms, g)?;
         Ok(vec![Some(dx)])
+    }
+
+    fn reads(&self) -> Reads {
+        Reads::inputs(&[0])
     }
 }
 
@@ -31,21 +35,25 @@ impl Rule for LayerNormRule {
     fn backward(&self, cx: &Ctx<'_>, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
         let dx =
             cx.k.0
-                .layer_norm_backward(cx.inputs[0], &self.mean, &self.inv_std, g)?;
+                .layer_norm_backward(cx.input(0)?, &self.mean, &self.inv_std, g)?;
         Ok(vec![Some(dx)])
+    }
+
+    fn reads(&self) -> Reads {
+        Reads::inputs(&[0])
     }
 }
 
 impl Tape {
     /// `x / √(mean(x²) + eps)` over the last axis.
     pub fn rms_norm(&mut self, x: Var, eps: f32) -> Result<Var> {
-        let (y, inv_rms) = self.backend().rms_norm(self.value(x), eps)?;
+        let (y, inv_rms) = self.backend().rms_norm(&self.value(x)?, eps)?;
         Ok(self.record(y, &[x], Box::new(RmsNormRule { inv_rms })))
     }
 
     /// `(x − mean) / √(var + eps)` over the last axis (biased variance).
     pub fn layer_norm(&mut self, x: Var, eps: f32) -> Result<Var> {
-        let (y, mean, inv_std) = self.backend().layer_norm(self.value(x), eps)?;
+        let (y, mean, inv_std) = self.backend().layer_norm(&self.value(x)?, eps)?;
         Ok(self.record(y, &[x], Box::new(LayerNormRule { mean, inv_std })))
     }
 }

@@ -28,7 +28,7 @@ struct ReduceRule {
 impl Rule for ReduceRule {
     fn backward(&self, cx: &Ctx<'_>, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
         let k = cx.k;
-        let x = cx.inputs[0];
+        let x = cx.input(0)?;
         let keep = keepdim_shape(x.shape(), self.axis);
         let gk = g.reshape(keep.clone());
         let dx = match self.op {
@@ -68,7 +68,7 @@ impl Tape {
             let s = self.shape(x);
             assert!(a < s.len(), "{op:?}: axis {a} out of range for shape {s:?}");
         }
-        let y = self.k().reduce(op, self.value(x), axis)?;
+        let y = self.k().reduce(op, &self.value(x)?, axis)?;
         Ok(self.record(y, &[x], Box::new(ReduceRule { op, axis })))
     }
 

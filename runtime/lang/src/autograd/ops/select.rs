@@ -23,7 +23,7 @@ struct SelectRule;
 
 impl Rule for SelectRule {
     fn backward(&self, cx: &Ctx<'_>, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
-        let (k, c) = (cx.k, cx.inputs[0]);
+        let (k, c) = (cx.k, cx.input(0)?);
         let part = |i: usize| -> Result<Option<Tensor>> {
             if !cx.need[i] {
                 return Ok(None);
@@ -34,7 +34,7 @@ impl Rule for SelectRule {
             } else {
                 k.0.select(c, &zero, g)?
             };
-            Ok(Some(k.reduce_to(&d, cx.inputs[i].shape())?))
+            Ok(Some(k.reduce_to(&d, cx.shape(i))?))
         };
         Ok(vec![None, part(1)?, part(2)?])
     }
@@ -50,7 +50,7 @@ struct ExtremumRule {
 impl Rule for ExtremumRule {
     fn backward(&self, cx: &Ctx<'_>, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
         let k = cx.k;
-        let (a, b) = (cx.inputs[0], cx.inputs[1]);
+        let (a, b) = (cx.input(0)?, cx.input(1)?);
         // `wins` is 1 where a is chosen outright, `loses` where b is.
         let (gt, lt) = (k.bin(BinaryOp::Gt, a, b)?, k.bin(BinaryOp::Lt, a, b)?);
         let (wins, loses) = match self.op {
@@ -81,7 +81,7 @@ struct ClampRule {
 
 impl Rule for ClampRule {
     fn backward(&self, cx: &Ctx<'_>, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
-        let (k, x) = (cx.k, cx.inputs[0]);
+        let (k, x) = (cx.k, cx.input(0)?);
         let below = k.bin(BinaryOp::Lt, x, &k.constant(self.lo)?)?;
         let above = k.bin(BinaryOp::Gt, x, &k.constant(self.hi)?)?;
         let keep = k.mul(&k.rsub_s(1.0, &below)?, &k.rsub_s(1.0, &above)?)?;
@@ -99,7 +99,7 @@ struct SliceRule {
 
 impl Rule for SliceRule {
     fn backward(&self, cx: &Ctx<'_>, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
-        let shape = cx.inputs[0].shape();
+        let shape = cx.shape(0);
         let dx =
             cx.k.0
                 .unslice_axis(g, shape, self.axis, self.start, self.step)?;
@@ -116,8 +116,8 @@ struct ConcatAxisRule {
 impl Rule for ConcatAxisRule {
     fn backward(&self, cx: &Ctx<'_>, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
         let be = cx.k.0;
-        let na = cx.inputs[0].shape()[self.axis];
-        let nb = cx.inputs[1].shape()[self.axis];
+        let na = cx.shape(0)[self.axis];
+        let nb = cx.shape(1)[self.axis];
         Ok(vec![
             if cx.need[0] {
                 Some(be.slice_axis(g, self.axis, 0, 1, na)?)
@@ -139,7 +139,7 @@ impl Tape {
     pub fn select(&mut self, cond: Var, a: Var, b: Var) -> Result<Var> {
         let y = self
             .backend()
-            .select(self.value(cond), self.value(a), self.value(b))?;
+            .select(&self.value(cond)?, &self.value(a)?, &self.value(b)?)?;
         Ok(self.record(y, &[cond, a, b], Box::new(SelectRule)))
     }
 
@@ -154,7 +154,7 @@ impl Tape {
     }
 
     fn extremum(&mut self, op: BinaryOp, a: Var, b: Var) -> Result<Var> {
-        let y = self.k().bin(op, self.value(a), self.value(b))?;
+        let y = self.k().bin(op, &self.value(a)?, &self.value(b)?)?;
         Ok(self.record(y, &[a, b], Box::new(ExtremumRule { op })))
     }
 
@@ -162,7 +162,7 @@ impl Tape {
     /// gradient (`g` where lo ≤ x ≤ hi, else 0).
     pub fn clamp(&mut self, x: Var, lo: f32, hi: f32) -> Result<Var> {
         let k = self.k();
-        let low = k.bin(BinaryOp::Max, self.value(x), &k.constant(lo)?)?;
+        let low = k.bin(BinaryOp::Max, &self.value(x)?, &k.constant(lo)?)?;
         let y = k.bin(BinaryOp::Min, &low, &k.constant(hi)?)?;
         Ok(self.record(y, &[x], Box::new(ClampRule { lo, hi })))
     }
@@ -179,7 +179,7 @@ impl Tape {
     ) -> Result<Var> {
         let y = self
             .backend()
-            .slice_axis(self.value(x), axis, start, step, len)?;
+            .slice_axis(&self.value(x)?, axis, start, step, len)?;
         Ok(self.record(y, &[x], Box::new(SliceRule { axis, start, step })))
     }
 
@@ -191,8 +191,9 @@ impl Tape {
         let mut shape = sa.clone();
         shape[axis] = sa[axis] + sb[axis];
         let k = self.k();
-        let pa = k.0.unslice_axis(self.value(a), &shape, axis, 0, 1)?;
-        let pb = k.0.unslice_axis(self.value(b), &shape, axis, sa[axis], 1)?;
+        let pa = k.0.unslice_axis(&self.value(a)?, &shape, axis, 0, 1)?;
+        let pb =
+            k.0.unslice_axis(&self.value(b)?, &shape, axis, sa[axis], 1)?;
         let y = k.add(&pa, &pb)?;
         Ok(self.record(y, &[a, b], Box::new(ConcatAxisRule { axis })))
     }

@@ -135,7 +135,7 @@ fn run(inputs: &[Tensor], f: &dyn Fn(&mut Tape, &[Var]) -> Result<Var>) -> Vec<T
     let yp = t.mul(y, p).unwrap();
     let loss = t.sum(yp, None).unwrap();
     let g = t.backward(loss).unwrap();
-    let mut out = vec![t.value(y).clone()];
+    let mut out = vec![t.value(y).unwrap()];
     out.extend(vs.iter().map(|v| g[*v].clone()));
     out
 }

@@ -53,6 +53,6 @@ fn concat_vectors() {
     let x = t.leaf(Tensor::from_vec(vec![2], vec![1.0, 2.0]), false);
     let y = t.leaf(Tensor::from_vec(vec![3], vec![3.0, 4.0, 5.0]), false);
     let c = t.concat(x, y).unwrap();
-    assert_eq!(t.value(c).shape(), &[5]);
-    assert_eq!(t.value(c).host(), &[1.0, 2.0, 3.0, 4.0, 5.0]);
+    assert_eq!(t.value(c).unwrap().shape(), &[5]);
+    assert_eq!(t.value(c).unwrap().host(), &[1.0, 2.0, 3.0, 4.0, 5.0]);
 }

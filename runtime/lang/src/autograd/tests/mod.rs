@@ -163,6 +163,7 @@ pub(super) fn check_with(
         let y = f(&mut t, &vs).expect("forward");
         assert!(!t.requires_grad(y));
         t.value(y)
+            .unwrap()
             .host()
             .iter()
             .zip(proj.host())

@@ -106,7 +106,7 @@ fn mask_fill_and_causal_mask() {
                 } else {
                     (x.host()[i], 1.0)
                 };
-                assert_eq!(t.value(c).host()[i], want_v);
+                assert_eq!(t.value(c).unwrap().host()[i], want_v);
                 assert_eq!(g[v].host()[i], want_g);
             }
         }

@@ -2,7 +2,7 @@
 //! which leaves get gradients, and that backward runs on the tape's backend.
 
 use super::assert_close;
-use crate::autograd::Tape;
+use crate::autograd::{Tape, Var};
 use mlpl_devices::{cpu, Backend, CpuBackend, Tensor};
 use std::sync::Arc;
 
@@ -93,4 +93,94 @@ fn backward_runs_on_the_tape_backend() {
     // sum → expand (1), softmax_backward (1), matmul: 2 GEMMs on transposed
     // operands (`matmul_t`, which reads or copies the transpose itself).
     assert!(be.counters().kernel_launches - before >= 4);
+}
+
+/// `relu(x·w + b)·w2`, summed, with every op's value taken by the caller as
+/// the interpreter takes it (`Tape::take_value`); returns the tape, the
+/// leaves, the loss, the values of the matrix product, of the bias
+/// activation and of the second product, and the caller's handles.
+#[allow(clippy::type_complexity)]
+fn mlp_taken() -> (Tape, [Var; 4], Var, [Var; 3], Vec<Tensor>) {
+    let mut t = Tape::new(cpu());
+    let x = t.leaf(
+        Tensor::from_vec(vec![2, 3], vec![0.5, -1.0, 2.0, 0.0, 1.5, -0.5]),
+        true,
+    );
+    let w = t.leaf(
+        Tensor::from_vec(vec![3, 4], (0..12).map(|i| 0.1 * i as f32 - 0.5).collect()),
+        true,
+    );
+    let b = t.leaf(
+        Tensor::from_vec(vec![1, 4], vec![0.1, -0.2, 0.0, 0.3]),
+        true,
+    );
+    let w2 = t.leaf(
+        Tensor::from_vec(vec![4, 2], (0..8).map(|i| 0.2 - 0.05 * i as f32).collect()),
+        true,
+    );
+    let mut held = Vec::new();
+    let y = t.matmul(x, w).unwrap();
+    held.push(t.take_value(y).unwrap());
+    let h = t.bias_act(y, b, mlpl_devices::UnaryOp::Relu).unwrap();
+    held.push(t.take_value(h).unwrap());
+    let z = t.matmul(h, w2).unwrap();
+    held.push(t.take_value(z).unwrap());
+    let l = t.sum(z, None).unwrap();
+    held.push(t.take_value(l).unwrap());
+    (t, [x, w, b, w2], l, [y, h, z], held)
+}
+
+#[test]
+fn the_tape_keeps_only_what_backward_rules_read() {
+    let (t, _, _, [y, h, z], held) = mlp_taken();
+    // While the caller holds them, every value is there.
+    assert!(t.value(y).is_ok() && t.value(h).is_ok() && t.value(z).is_ok());
+    drop(held);
+    // The products' rules read their inputs, not their results; ReLU's
+    // reads only its result: `x·w` is freed, `h` is kept for the second
+    // product's (and ReLU's own) rule, `h·w2` for the sum's (which reads
+    // everything, the default).
+    assert!(t.value(y).is_err(), "x·w is read by no rule");
+    assert_eq!(t.value(h).unwrap().shape(), &[2, 4]);
+    assert_eq!(t.value(z).unwrap().shape(), &[2, 2]);
+    assert_eq!(t.shape(y), &[2, 4]);
+}
+
+#[test]
+fn a_releasing_backward_gives_the_same_gradients_as_a_retained_one() {
+    let (t, leaves, l, _, held) = mlp_taken();
+    drop(held);
+    let kept = t.backward(l).unwrap();
+    let released = t.backward_releasing(l).unwrap();
+    for v in leaves {
+        assert_eq!(kept[v].shape(), released[v].shape());
+        let bits = |g: &Tensor| g.host().iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&kept[v]), bits(&released[v]), "{v:?}");
+    }
+}
+
+#[test]
+fn relu_differentiated_from_its_output_matches_the_fused_kernel_bit_for_bit() {
+    // x + b hits +0, -0, tiny, negative and NaN values.
+    let x = Tensor::from_vec(
+        vec![2, 4],
+        vec![0.0, -0.0, 1e-30, -2.0, f32::NAN, 3.0, -1e-30, 0.5],
+    );
+    let b = Tensor::from_vec(vec![1, 4], vec![0.0, 0.0, 0.0, 1.0]);
+    let g = Tensor::from_vec(
+        vec![2, 4],
+        vec![1.0, f32::INFINITY, -2.0, f32::NAN, 4.0, 5.0, 6.0, -7.0],
+    );
+    let be = cpu();
+    let y = be.bias_act(&x, &b, mlpl_devices::UnaryOp::Relu).unwrap();
+    let (dx, db) = be
+        .bias_act_backward(&x, &b, &y, &g, mlpl_devices::UnaryOp::Relu, true)
+        .unwrap();
+    let dx2 = be
+        .unary_backward(mlpl_devices::UnaryOp::Relu, &y, &y, &g)
+        .unwrap();
+    let db2 = be.sum_to_shape(&dx2, &[1, 4]).unwrap();
+    let bits = |t: &Tensor| t.host().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&dx), bits(&dx2));
+    assert_eq!(bits(&db.unwrap()), bits(&db2));
 }
