@@ -352,10 +352,13 @@ fn tile_end(c0: usize, end: usize) -> usize {
     ((c0 / KEY_BLOCK + 1) * KEY_BLOCK).min(end)
 }
 
-/// Generates `$name`, which runs `$body` (an `#[inline(always)]` function of
-/// the same arguments) compiled for the ISA level in force: AVX-512 or AVX2
-/// (each with FMA) on x86-64 where the CPU has them, else plain code. The
-/// operations are the same at every level; only the vector width changes.
+/// Generates `$name`, which runs `$body::<R>` (an `#[inline(always)]`
+/// function of the same arguments, computing `R` query rows or keys
+/// together) compiled for the ISA level in force: AVX-512 with `R` = 4, or
+/// AVX2 with `R` = 2 (each with FMA) on x86-64 where the CPU has them, else
+/// plain code with `R` = 2, so that a pass's accumulators fill the registers
+/// without spilling. The operations on each element are the same at every
+/// level; only speed changes.
 macro_rules! isa_dispatched {
     ($(#[$doc:meta])* fn $name:ident $(<$lt:lifetime>)? = $body:ident($($arg:ident: $ty:ty),*)) => {
         $(#[$doc])*
@@ -366,12 +369,12 @@ macro_rules! isa_dispatched {
                 #[target_feature(enable = "avx2,fma")]
                 #[allow(clippy::too_many_arguments)]
                 unsafe fn avx2 $(<$lt>)? ($($arg: $ty),*) {
-                    $body($($arg),*)
+                    $body::<2>($($arg),*)
                 }
                 #[target_feature(enable = "avx512f,avx2,fma")]
                 #[allow(clippy::too_many_arguments)]
                 unsafe fn avx512 $(<$lt>)? ($($arg: $ty),*) {
-                    $body($($arg),*)
+                    $body::<4>($($arg),*)
                 }
                 match isa() {
                     // SAFETY: `isa()` is only ever a level this CPU supports.
@@ -381,7 +384,7 @@ macro_rules! isa_dispatched {
                     Isa::Scalar => {}
                 }
             }
-            $body($($arg),*)
+            $body::<2>($($arg),*)
         }
     };
 }
@@ -389,7 +392,7 @@ macro_rules! isa_dispatched {
 isa_dispatched! {
     /// The forward pass of query rows `r0..r0 + lse.len()` of one head into
     /// `out` (their rows of `[t, d]`) and `lse`.
-    fn forward_block = forward_block_body(
+    fn forward_block = forward_block_rows(
         a: &AttentionDims, spec: &AttentionSpec, head: &Head<'_>, r0: usize,
         out: &mut [f32], lse: &mut [f32], tiles: &mut [f32]
     )
@@ -397,7 +400,7 @@ isa_dispatched! {
 
 isa_dispatched! {
     /// `dq` of query rows `r0..` of one head (their rows of `[t, d]`).
-    fn dq_block = dq_block_body(
+    fn dq_block = dq_block_rows(
         a: &AttentionDims, spec: &AttentionSpec, g: &Grads<'_>, r0: usize, dq: &mut [f32],
         tiles: &mut [f32]
     )
@@ -406,7 +409,7 @@ isa_dispatched! {
 isa_dispatched! {
     /// Adds one query head's terms to `dk` and `dv` of key tile `c0..` (their
     /// rows of `[s, d]`).
-    fn dkv_tile = dkv_tile_body(
+    fn dkv_tile = dkv_tile_rows(
         a: &AttentionDims, spec: &AttentionSpec, g: &Grads<'_>, c0: usize,
         dk: &mut [f32], dv: &mut [f32], tiles: &mut [f32]
     )
@@ -416,7 +419,7 @@ isa_dispatched! {
     /// The gradients of one key/value head: `dk`, `dv` (its rows of `[s, d]`)
     /// and `dq` of its group's query heads (their rows of `[t, d]`, one head
     /// after another); `head(hh)` is the operands of the group's `hh`-th head.
-    fn dqkv_head<'a> = dqkv_head_body(
+    fn dqkv_head<'a> = dqkv_head_rows(
         a: &AttentionDims, spec: &AttentionSpec, head: &dyn Fn(usize) -> Grads<'a>,
         dq: &mut [f32], dk: &mut [f32], dv: &mut [f32], tiles: &mut [f32]
     )
@@ -434,18 +437,6 @@ fn transpose_into(rows: &[f32], d: usize, w: usize, kt: &mut [f32]) {
             kt[dd * KEY_BLOCK + j] = x;
         }
     }
-}
-
-/// Query rows computed together by the tile loops: 4 where the vectors are
-/// 16 lanes wide (AVX-512), else 2, so that the accumulators of a pass fill
-/// the registers without spilling. Only speed depends on it.
-#[inline(always)]
-fn rows_per_pass() -> usize {
-    #[cfg(target_arch = "x86_64")]
-    if isa() == Isa::Avx512 {
-        return 4;
-    }
-    2
 }
 
 /// Keys (or head-dimension elements) per register pass of the tile loops.
@@ -570,23 +561,7 @@ fn seen_in_tile(
     }
 }
 
-#[inline(always)]
-fn forward_block_body(
-    a: &AttentionDims,
-    spec: &AttentionSpec,
-    head: &Head<'_>,
-    r0: usize,
-    out: &mut [f32],
-    lse: &mut [f32],
-    tiles: &mut [f32],
-) {
-    match rows_per_pass() {
-        4 => forward_block_rows::<4>(a, spec, head, r0, out, lse, tiles),
-        _ => forward_block_rows::<2>(a, spec, head, r0, out, lse, tiles),
-    }
-}
-
-/// [`forward_block_body`] with the scores and weighted values of `R` query
+/// [`forward_block`] with the scores and weighted values of `R` query
 /// rows computed together.
 #[inline(always)]
 fn forward_block_rows<const R: usize>(
@@ -679,22 +654,7 @@ fn tile_gradients(spec: &AttentionSpec, g: &Grads<'_>, r: usize, s: &mut [f32], 
     }
 }
 
-#[inline(always)]
-fn dq_block_body(
-    a: &AttentionDims,
-    spec: &AttentionSpec,
-    g: &Grads<'_>,
-    r0: usize,
-    dq: &mut [f32],
-    tiles: &mut [f32],
-) {
-    match rows_per_pass() {
-        4 => dq_block_rows::<4>(a, spec, g, r0, dq, tiles),
-        _ => dq_block_rows::<2>(a, spec, g, r0, dq, tiles),
-    }
-}
-
-/// [`dq_block_body`] with `R` query rows computed together.
+/// [`dq_block`] with `R` query rows computed together.
 #[inline(always)]
 fn dq_block_rows<const R: usize>(
     a: &AttentionDims,
@@ -724,23 +684,7 @@ fn dq_block_rows<const R: usize>(
     }
 }
 
-#[inline(always)]
-fn dkv_tile_body(
-    a: &AttentionDims,
-    spec: &AttentionSpec,
-    g: &Grads<'_>,
-    c0: usize,
-    dk: &mut [f32],
-    dv: &mut [f32],
-    tiles: &mut [f32],
-) {
-    match rows_per_pass() {
-        4 => dkv_tile_rows::<4>(a, spec, g, c0, dk, dv, tiles),
-        _ => dkv_tile_rows::<2>(a, spec, g, c0, dk, dv, tiles),
-    }
-}
-
-/// [`dkv_tile_body`] with `R` query rows (for the probabilities) and `R`
+/// [`dkv_tile`] with `R` query rows (for the probabilities) and `R`
 /// keys (for the gradient rows) computed together.
 #[inline(always)]
 fn dkv_tile_rows<const R: usize>(
@@ -767,27 +711,10 @@ fn dkv_tile_rows<const R: usize>(
     }
 }
 
-#[inline(always)]
-#[allow(clippy::too_many_arguments)]
-fn dqkv_head_body<'a>(
-    a: &AttentionDims,
-    spec: &AttentionSpec,
-    head: &dyn Fn(usize) -> Grads<'a>,
-    dq: &mut [f32],
-    dk: &mut [f32],
-    dv: &mut [f32],
-    tiles: &mut [f32],
-) {
-    match rows_per_pass() {
-        4 => dqkv_head_rows::<4>(a, spec, head, dq, dk, dv, tiles),
-        _ => dqkv_head_rows::<2>(a, spec, head, dq, dk, dv, tiles),
-    }
-}
-
-/// [`dqkv_head_body`] with `R` query rows (for the probabilities and `dq`)
+/// [`dqkv_head`] with `R` query rows (for the probabilities and `dq`)
 /// and `R` keys (for `dk`, `dv`) computed together. Per element the order
-/// of operations is that of [`dq_block_body`] (keys in increasing order,
-/// tile after tile) and of [`dkv_tile_body`] (the group's heads, then the
+/// of operations is that of [`dq_block`] (keys in increasing order,
+/// tile after tile) and of [`dkv_tile`] (the group's heads, then the
 /// query rows, in increasing order).
 #[inline(always)]
 fn dqkv_head_rows<'a, const R: usize>(
