@@ -756,9 +756,9 @@ mod tests {
         assert_eq!(e.params, 32.0 * 128.0 + 128.0 + 128.0 * 8.0 + 8.0);
         let d = &e.devices[0];
         assert!(d.profile.calibrated);
-        // Kernels, as a recorded step lists them: 3 forward + 3 loss + 6 backward
-        // + 4 Adam updates.
-        assert_eq!(d.step.totals.kernels, 16.0);
+        // Kernels, as a recorded step lists them: 3 forward + 3 loss + 7 backward
+        // (the ReLU's from its output, then the bias's sum) + 4 Adam updates.
+        assert_eq!(d.step.totals.kernels, 17.0);
         // GEMM FLOPs: forward 2·64·(32·128 + 128·8), backward twice that but no
         // input gradient for the first layer (2·64·32·128 less).
         let fwd = 2.0 * 64.0 * (32.0 * 128.0 + 128.0 * 8.0);
@@ -767,7 +767,7 @@ mod tests {
             fwd + 2.0 * fwd - 2.0 * 64.0 * 32.0 * 128.0
         );
         // At 1 GFLOP/s, 1 GB/s and 1 µs per kernel the step is exactly this:
-        let secs = 16.0 * 1e-6 + d.step.totals.flops / 1e9 + d.step.totals.bytes / 1e9;
+        let secs = 17.0 * 1e-6 + d.step.totals.flops / 1e9 + d.step.totals.bytes / 1e9;
         assert!(
             (d.step.seconds.mid - secs).abs() < 1e-12,
             "{} vs {secs}",
