@@ -90,7 +90,14 @@ pub fn train(it: &mut Interp, count: &Expr, body: &Block) -> Result<Value, Diagn
                 let took = started.elapsed();
                 replay_wall += took;
                 replay_times.push(took);
-                loss?
+                let loss = loss?;
+                if r.replayed() == 1 {
+                    // The program now holds the carried state (before its
+                    // first run it cannot give it back, so a loop cancelled
+                    // then keeps the workspace's).
+                    r.release_carried(it);
+                }
+                loss
             } else {
                 it.bind("step", Value::exact(step as f64), false);
                 last = match recording.as_mut() {
@@ -111,7 +118,6 @@ pub fn train(it: &mut Interp, count: &Expr, body: &Block) -> Result<Value, Diagn
                             match rec.second_done(it, trace, &value, lr) {
                                 Ok(r) => {
                                     let m = memory(Some(&r));
-                                    r.release_carried(it);
                                     replay = Some(r);
                                     report_mode_with(it, depth, None, false, body, m);
                                 }

@@ -225,7 +225,8 @@ fn cancel_stops_training_at_a_step_boundary() {
     let st = &s.workspace().optim[&("adam".to_string(), "W".to_string())];
     assert_eq!(st.steps, last_step);
     // The session is usable again, and a new run is not cancelled.
-    assert_eq!(s.run("after", &req("sum(W)")).status, RunStatus::Ok);
+    let after = s.run("after", &req("sum(W)"));
+    assert_eq!(after.status, RunStatus::Ok, "{after:?}");
 }
 
 #[test]
