@@ -19,6 +19,7 @@
 //! the caller's memory.
 
 mod microkernel;
+mod row_slabs;
 mod sgemm;
 mod split_k;
 

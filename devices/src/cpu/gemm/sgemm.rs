@@ -24,14 +24,15 @@
 //! panels and runs the micro-kernel over every tile. Operands are read through
 //! row and column strides, so a transposed operand is never copied first.
 //!
-//! Three variants change only who computes what, never an element's
+//! Four variants change only who computes what, never an element's
 //! operations: a row-major A is read in place, or copied row by row when its
 //! rows would alias in the L1 cache ([`reads_a_in_place`]), not transposed into
 //! panels; a single-threaded product that is small, or has a small output and a
 //! row-major B, skips packing ([`sgemm_direct`]); a multi-threaded product with a
 //! small output and several `KC` blocks is split by runs of blocks instead of by
 //! tiles, the later runs' blocks kept apart and added in block order
-//! (`split_k.rs`).
+//! (`split_k.rs`); one with enough rows for every thread is split into one slab
+//! of rows per thread, each a single-threaded product (`row_slabs.rs`).
 //!
 //! # Memory
 //! Packing buffers are kept per thread (up to [`KEPT`] of each kind) and sized
@@ -39,6 +40,7 @@
 //! blocking, products allocate nothing; [`warm_thread`] makes them up front.
 
 use super::microkernel::{Microkernel, Operands};
+use super::row_slabs;
 use super::split_k::{sgemm_split_k, split_runs};
 use crate::cpu::for_chunks;
 use crate::cpu::isa::isa;
@@ -321,6 +323,10 @@ pub(super) fn sgemm_with(
     }
     if let Some(runs) = split_runs(m, n, k, threads) {
         return sgemm_split_k(kernel, blocking, runs, product, c);
+    }
+    let slabs = row_slabs::slabs(m, kernel.mr, threads);
+    if slabs > 1 {
+        return row_slabs::sgemm_row_slabs(kernel, blocking, slabs, product, c);
     }
     let GemmBlocking { mc, nc } = blocking.for_kernel(&kernel);
     let (mr, nr) = (kernel.mr, kernel.nr);
@@ -719,6 +725,11 @@ mod tests {
             (40, 250, 512),
             // Split by blocks of k on 2 and 3 threads: runs of 2 and 1 blocks.
             (20, 30, 3 * KC + 5),
+            // Split into row slabs on 2 threads (and on 3 for the first),
+            // slab edges inside a block of `mc` rows; the second has two
+            // blocks of k and an output too large to split by them.
+            (400, 40, 200),
+            (264, 500, KC + 3),
         ];
         let blockings = [
             GemmBlocking::DEFAULT,
