@@ -8,7 +8,7 @@ use std::collections::HashSet;
 use crate::estimate::calibration::{DeviceModel, Measured};
 use crate::nn::layers::Layer;
 use crate::step_cost::kernels::{
-    routes_on_host, step_kernels, totals, Kernel, StepShape, Totals, Work,
+    routes_on_host, step_kernels, totals, GemmLayout, Kernel, StepShape, Totals, Work,
 };
 
 /// A range `[lo, hi]` around a central value.
@@ -36,6 +36,11 @@ impl Range {
 /// The calibrated shapes nearest a product whose throughputs are averaged.
 const NEAREST: usize = 4;
 
+/// The squared distance [`gemm_gflops`] adds between a product and a
+/// calibrated point of another [`GemmLayout`]: as far as a factor of e² in one
+/// size, so that a product takes its own layout's points where any lie near.
+const LAYOUT_DISTANCE2: f64 = 4.0;
+
 /// GFLOP/s of `batch` products `[m, k]·[k, n]` (`m` and `n` padded to whole
 /// tiles by the caller), from the calibrated shapes' percentile `pick`.
 ///
@@ -44,7 +49,8 @@ const NEAREST: usize = 4;
 /// tokens), or a batch of 64 small products, runs far from a square one. So
 /// each calibrated point (squares, the step-like shapes of
 /// `train_loops::measure::GEMM_SHAPES`) is a position in log rows, log inner
-/// size, log columns and log batch, and the product's throughput is the
+/// size, log columns and log batch, a point of another [`GemmLayout`] further by
+/// [`LAYOUT_DISTANCE2`], and the product's throughput is the
 /// weighted geometric mean of its [`NEAREST`] points' (weights 1 / distance²;
 /// a point at the product's own shape is taken as is). Beyond the points it
 /// is the nearest ones' (no extrapolation); below the smallest point's work
@@ -60,9 +66,10 @@ pub fn gemm_gflops(
     m: f64,
     k: f64,
     n: f64,
+    layout: GemmLayout,
     pick: fn(&Measured) -> f64,
 ) -> f64 {
-    let pts: Vec<([f64; 4], f64, f64)> = model
+    let pts: Vec<([f64; 4], f64, f64, f64)> = model
         .gemm
         .iter()
         .filter_map(|p| {
@@ -75,16 +82,25 @@ pub fn gemm_gflops(
             let (pm, pn) = (padded(m, model.tile[0]), padded(n, model.tile[1]));
             let g = pick(&p.gflops) * pm * pn / (m * n);
             let at = [math::log(pm), math::log(k), math::log(pn), math::log(b)];
-            (g > 0.0 && g.is_finite()).then_some((at, b * pm * k * pn, g))
+            let other = GemmLayout::of(p.ta, p.tb) != layout;
+            let apart = if other { LAYOUT_DISTANCE2 } else { 0.0 };
+            (g > 0.0 && g.is_finite()).then_some((at, apart, b * pm * k * pn, g))
         })
         .collect();
-    let Some(smallest) = pts.iter().min_by(|a, b| a.1.total_cmp(&b.1)) else {
+    // The least work calibrated, among the product's own layout's points
+    // when it has any.
+    let own = pts.iter().any(|p| p.1 == 0.0);
+    let Some(smallest) = pts
+        .iter()
+        .filter(|p| !own || p.1 == 0.0)
+        .min_by(|a, b| a.2.total_cmp(&b.2))
+    else {
         return 1.0;
     };
     let b = batch.max(1.0);
     let w = (b * m * k * n).max(1.0);
-    if w <= smallest.1 {
-        return smallest.2 * math::pow(w / smallest.1, 0.5);
+    if w <= smallest.2 {
+        return smallest.3 * math::pow(w / smallest.2, 0.5);
     }
     let q = [
         math::log(m.max(1.0)),
@@ -94,9 +110,9 @@ pub fn gemm_gflops(
     ];
     let mut near: Vec<(f64, f64)> = pts
         .iter()
-        .map(|(at, _, g)| {
+        .map(|(at, apart, _, g)| {
             let d2: f64 = at.iter().zip(&q).map(|(a, b)| (a - b) * (a - b)).sum();
-            (d2, *g)
+            (d2 + apart, *g)
         })
         .collect();
     near.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -197,9 +213,11 @@ pub fn kernel_work_parts(
             m,
             k: inner,
             n,
+            layout,
         } => {
             let (m, n) = (padded(m, model.tile[0]), padded(n, model.tile[1]));
-            2.0 * batch * m * inner * n / (gemm_gflops(model, batch, m, inner, n, pick) * 1e9)
+            let g = gemm_gflops(model, batch, m, inner, n, layout, pick);
+            2.0 * batch * m * inner * n / (g * 1e9)
         }
         Work::Attention {
             heads,
@@ -218,7 +236,7 @@ pub fn kernel_work_parts(
             // products (two of them forward, seven backward).
             let batch = heads * if backward { 7.0 } else { 2.0 };
             let (m, n) = (padded(t, model.tile[0]), padded(s, model.tile[1]));
-            2.0 * fmas / (gemm_gflops(model, batch, m, d, n, pick) * 1e9)
+            2.0 * fmas / (gemm_gflops(model, batch, m, d, n, GemmLayout::Plain, pick) * 1e9)
         }
         Work::Memory { bytes } => bytes / (pick(&model.cache_bandwidth_gbs) * 1e9),
     };

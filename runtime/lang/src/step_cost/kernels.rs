@@ -27,6 +27,8 @@ pub enum Work {
         k: f64,
         /// Columns.
         n: f64,
+        /// Which operand is read transposed.
+        layout: GemmLayout,
     },
     /// A memory-bound kernel reading and writing `bytes` in all.
     Memory {
@@ -51,6 +53,37 @@ pub enum Work {
         /// The backward pass.
         backward: bool,
     },
+}
+
+/// Which operand of a product is stored transposed (read through strides):
+/// a weight gradient `xᵀ·g` reads its left one, an input gradient `g·Wᵀ` its
+/// right one. At few rows or a short inner size the three run at very
+/// different speeds (a layer's input gradient on one row at a third of its
+/// forward's), so each is costed from calibrated points of its own layout.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum GemmLayout {
+    /// Both operands as stored.
+    #[default]
+    Plain,
+    /// The left operand transposed.
+    TransposedA,
+    /// The right operand transposed.
+    TransposedB,
+    /// Both transposed.
+    TransposedAB,
+}
+
+impl GemmLayout {
+    /// The layout reading the left operand transposed when `ta`, the right
+    /// one when `tb`.
+    pub fn of(ta: bool, tb: bool) -> GemmLayout {
+        match (ta, tb) {
+            (false, false) => GemmLayout::Plain,
+            (true, false) => GemmLayout::TransposedA,
+            (false, true) => GemmLayout::TransposedB,
+            (true, true) => GemmLayout::TransposedAB,
+        }
+    }
 }
 
 /// One kernel call of a step.
@@ -149,7 +182,7 @@ impl Kernel {
     /// FLOPs of a GEMM (0 for memory-bound kernels).
     pub fn flops(&self) -> f64 {
         match self.work {
-            Work::Gemm { batch, m, k, n } => 2.0 * batch * m * k * n,
+            Work::Gemm { batch, m, k, n, .. } => 2.0 * batch * m * k * n,
             Work::Attention { fmas, .. } => 2.0 * fmas,
             Work::Memory { .. } => 0.0,
         }
@@ -179,11 +212,41 @@ impl Kernel {
     }
 }
 
-/// A GEMM kernel `name` of `batch` products `[m, k]·[k, n]`.
+/// A GEMM kernel `name` of `batch` products `[m, k]·[k, n]`, both operands as
+/// stored.
 fn gemm(name: &'static str, batch: f64, m: f64, k: f64, n: f64) -> Kernel {
+    gemm_laid_out(name, batch, m, k, n, GemmLayout::Plain)
+}
+
+/// A weight gradient `xᵀ·g`: `[m, k]·[k, n]` reading the left operand transposed.
+fn gemm_ta(m: f64, k: f64, n: f64) -> Kernel {
+    gemm_laid_out("matmul_t", 1.0, m, k, n, GemmLayout::TransposedA)
+}
+
+/// An input gradient `g·Wᵀ` (or a product with a transposed weight):
+/// `[m, k]·[k, n]` reading the right operand transposed.
+fn gemm_tb(m: f64, k: f64, n: f64) -> Kernel {
+    gemm_laid_out("matmul_t", 1.0, m, k, n, GemmLayout::TransposedB)
+}
+
+/// A GEMM kernel `name` of `batch` products `[m, k]·[k, n]` in `layout`.
+fn gemm_laid_out(
+    name: &'static str,
+    batch: f64,
+    m: f64,
+    k: f64,
+    n: f64,
+    layout: GemmLayout,
+) -> Kernel {
     Kernel {
         name,
-        work: Work::Gemm { batch, m, k, n },
+        work: Work::Gemm {
+            batch,
+            m,
+            k,
+            n,
+            layout,
+        },
         out_elems: batch * m * n,
         evals: 0.0,
         func: Transcendental::Exp,
@@ -474,7 +537,7 @@ fn forward(
         }
         Layer::Unembed(e) => {
             let (d, v) = (e.d as f64, e.vocab as f64);
-            out.push(gemm("matmul_t", 1.0, r, d, v));
+            out.push(gemm_tb(r, d, v));
             Some(v)
         }
         Layer::PosEmbed(p) => {
@@ -546,7 +609,14 @@ fn forward(
                 });
             } else {
                 out.push(mem("permute", r * kv * hd, r * kv * hd));
-                out.push(gemm("matmul", b * h, s, hd, s));
+                out.push(gemm_laid_out(
+                    "matmul",
+                    b * h,
+                    s,
+                    hd,
+                    s,
+                    GemmLayout::TransposedB,
+                ));
                 let scores = b * h * s * s;
                 out.push(
                     mem(
@@ -737,9 +807,9 @@ fn backward(
         Layer::Linear(l) => {
             let (i, o) = (l.inp as f64, l.out as f64);
             // Reversed later: dW = xᵀ·g, then dx = g·Wᵀ, then the bias sum.
-            out.push(gemm("matmul_t", 1.0, i, r, o));
+            out.push(gemm_ta(i, r, o));
             if !first {
-                out.push(gemm("matmul_t", 1.0, r, o, i));
+                out.push(gemm_tb(r, o, i));
             }
             if l.bias {
                 out.push(mem("sum_to_shape", r * o, o));
@@ -750,16 +820,16 @@ fn backward(
             // Reversed later: the base's dW and dx, the scale's gradient, dB and
             // d(x·A), dA and the adapters' dx, the two dx summed, the bias sum.
             let (i, o, k) = (l.base.inp as f64, l.base.out as f64, l.rank as f64);
-            out.push(gemm("matmul_t", 1.0, i, r, o));
+            out.push(gemm_ta(i, r, o));
             if !first {
-                out.push(gemm("matmul_t", 1.0, r, o, i));
+                out.push(gemm_tb(r, o, i));
             }
             out.push(mem("binary", r * o, r * o));
-            out.push(gemm("matmul_t", 1.0, k, r, o));
-            out.push(gemm("matmul_t", 1.0, r, o, k));
-            out.push(gemm("matmul_t", 1.0, i, r, k));
+            out.push(gemm_ta(k, r, o));
+            out.push(gemm_tb(r, o, k));
+            out.push(gemm_ta(i, r, k));
             if !first {
-                out.push(gemm("matmul_t", 1.0, r, k, i));
+                out.push(gemm_tb(r, k, i));
                 out.push(mem("binary", 2.0 * r * i, r * i));
             }
             if l.base.bias {
@@ -781,8 +851,8 @@ fn backward(
         }
         Layer::Unembed(e) => {
             let (d, v) = (e.d as f64, e.vocab as f64);
-            out.push(gemm("matmul_t", 1.0, v, r, d));
-            out.push(gemm("matmul_t", 1.0, r, v, d));
+            out.push(gemm_ta(v, r, d));
+            out.push(gemm_tb(r, v, d));
             Some(v)
         }
         Layer::PosEmbed(p) => {
@@ -826,8 +896,8 @@ fn backward(
             out.push(mem("binary", 2.0 * r * d, r * d));
             out.push(mem("binary", 2.0 * r * d, r * d));
             for n in [q, kv * hd, kv * hd] {
-                out.push(gemm("matmul_t", 1.0, d, r, n));
-                out.push(gemm("matmul_t", 1.0, r, n, d));
+                out.push(gemm_ta(d, r, n));
+                out.push(gemm_tb(r, n, d));
             }
             if a.bias {
                 for n in [q, kv * hd, kv * hd] {
@@ -858,8 +928,22 @@ fn backward(
                 for n in [q, kv * hd, kv * hd, kv * hd] {
                     out.push(mem("permute", r * n, r * n));
                 }
-                out.push(gemm("matmul_t", b * h, s, hd, s));
-                out.push(gemm("matmul_t", b * h, hd, s, s));
+                out.push(gemm_laid_out(
+                    "matmul_t",
+                    b * h,
+                    s,
+                    hd,
+                    s,
+                    GemmLayout::TransposedB,
+                ));
+                out.push(gemm_laid_out(
+                    "matmul_t",
+                    b * h,
+                    hd,
+                    s,
+                    s,
+                    GemmLayout::TransposedA,
+                ));
                 out.push(
                     mem(
                         if a.causal {
@@ -872,12 +956,26 @@ fn backward(
                     )
                     .per_row(b * h * s),
                 );
-                out.push(gemm("matmul_t", b * h, s, hd, s));
-                out.push(gemm("matmul_t", b * h, s, s, hd));
+                out.push(gemm_laid_out(
+                    "matmul_t",
+                    b * h,
+                    s,
+                    hd,
+                    s,
+                    GemmLayout::TransposedB,
+                ));
+                out.push(gemm_laid_out(
+                    "matmul_t",
+                    b * h,
+                    s,
+                    s,
+                    hd,
+                    GemmLayout::TransposedA,
+                ));
             }
             out.push(mem("permute", r * q, r * q));
-            out.push(gemm("matmul_t", 1.0, q, r, d));
-            out.push(gemm("matmul_t", 1.0, r, d, q));
+            out.push(gemm_ta(q, r, d));
+            out.push(gemm_tb(r, d, q));
             if a.bias {
                 out.push(mem("sum_to_shape", r * d, d));
             }
@@ -886,8 +984,8 @@ fn backward(
         Layer::SwiGlu(sw) => {
             let (d, hid) = (sw.d as f64, sw.hidden as f64);
             for _ in 0..2 {
-                out.push(gemm("matmul_t", 1.0, d, r, hid));
-                out.push(gemm("matmul_t", 1.0, r, hid, d));
+                out.push(gemm_ta(d, r, hid));
+                out.push(gemm_tb(r, hid, d));
             }
             out.push(mem("binary", 2.0 * r * d, r * d));
             // The product's two gradients (gate·up), then SiLU's derivative
@@ -899,8 +997,8 @@ fn backward(
                 mem("unary_backward", 2.0 * r * hid, r * hid)
                     .with_evals(Transcendental::SiluBackward, r * hid),
             );
-            out.push(gemm("matmul_t", 1.0, hid, r, d));
-            out.push(gemm("matmul_t", 1.0, r, d, hid));
+            out.push(gemm_ta(hid, r, d));
+            out.push(gemm_tb(r, d, hid));
             Some(d)
         }
         Layer::Moe(m) => {
@@ -916,9 +1014,9 @@ fn backward(
                 out.push(mem("sum_to_shape", pos * hid, e * hid));
                 out.push(mem("sum_to_shape", pos * d, e * d));
             }
-            out.push(gemm("matmul_t", 1.0, d, r, e));
+            out.push(gemm_ta(d, r, e));
             if !first {
-                out.push(gemm("matmul_t", 1.0, r, e, d));
+                out.push(gemm_tb(r, e, d));
             }
             out.push(mem("softmax_backward", 2.0 * r * e, r * e).per_row(r));
             out.push(mem("binary", 2.0 * r * e, r * e));
@@ -934,8 +1032,22 @@ fn backward(
             out.push(mem("sum_to_shape", pos * d, pos));
             out.push(mem("scatter_add_rows", pos, r * e));
             // Weight gradients sum each expert's positions over the blocks.
-            out.push(gemm("matmul_t", e, hid, blocks * width, d));
-            out.push(gemm("matmul_t", be, width, d, hid));
+            out.push(gemm_laid_out(
+                "matmul_t",
+                e,
+                hid,
+                blocks * width,
+                d,
+                GemmLayout::TransposedA,
+            ));
+            out.push(gemm_laid_out(
+                "matmul_t",
+                be,
+                width,
+                d,
+                hid,
+                GemmLayout::TransposedB,
+            ));
             for _ in 0..2 {
                 out.push(mem("binary", 2.0 * pos * hid, pos * hid));
             }
@@ -945,9 +1057,23 @@ fn backward(
             };
             out.push(mem("unary_backward", 2.0 * pos * hid, pos * hid).with_evals(gate, pos * hid));
             for _ in 0..2 {
-                out.push(gemm("matmul_t", e, d, blocks * width, hid));
+                out.push(gemm_laid_out(
+                    "matmul_t",
+                    e,
+                    d,
+                    blocks * width,
+                    hid,
+                    GemmLayout::TransposedA,
+                ));
                 if !first {
-                    out.push(gemm("matmul_t", be, width, hid, d));
+                    out.push(gemm_laid_out(
+                        "matmul_t",
+                        be,
+                        width,
+                        hid,
+                        d,
+                        GemmLayout::TransposedB,
+                    ));
                     // Each token's copies summed (`dispatch`).
                     out.push(mem("gather_rows", rk * d, rk * d));
                     out.push(mem("reduce", rk * d, r * d));

@@ -34,8 +34,10 @@ pub const GEMM_SIZES: &[usize] = &[8, 16, 32, 64, 128, 256, 512, 1024];
 /// layer `[tokens, d]·[d, 4d]` (the same three), a classifier head's two
 /// gradients (10 classes: single-threaded products reading a transposed
 /// operand in place ran at 1–5 GFLOP/s where squares of the same work ran at
-/// 100), a layer on one row (its forward and its weight gradient, an outer
-/// product), and attention's batches of small per-head products. Their throughput is far from a square product's
+/// 100), a layer on one row and on 32 rows (its forward, its weight
+/// gradient, an outer product on one row, and its input gradient, which reads
+/// a transposed weight at a third of the forward's speed on one row), and
+/// attention's batches of small per-head products. Their throughput is far from a square product's
 /// of the same work (docs/estimates.md), which the model cannot derive.
 pub const GEMM_SHAPES: &[(usize, usize, usize, usize, bool, bool)] = &[
     (1, 64, 2048, 2048, false, false),
@@ -48,6 +50,11 @@ pub const GEMM_SHAPES: &[(usize, usize, usize, usize, bool, bool)] = &[
     (1, 512, 10, 256, false, true),
     (1, 1, 1024, 1024, false, false),
     (1, 1024, 1, 1024, true, false),
+    (1, 1, 1024, 1024, false, true),
+    (1, 1, 256, 256, false, true),
+    (1, 256, 1, 256, true, false),
+    (1, 32, 256, 256, false, true),
+    (1, 256, 32, 256, true, false),
     (64, 32, 16, 32, false, true),
     (64, 32, 32, 16, false, false),
     (16, 128, 64, 128, false, true),
@@ -267,10 +274,18 @@ pub fn transcendental_points(
 }
 
 /// The fused attention shapes timed, each causal, forward and backward:
-/// `(batch, heads, positions, head width)`. Two head widths of the same work
-/// (a kernel's rate is interpolated between them in log width); 256
-/// positions, the fewest for which the attention layer calls the fused kernel.
-pub const ATTENTION_SHAPES: [(usize, usize, usize, usize); 2] = [(2, 8, 256, 32), (2, 2, 256, 128)];
+/// `(batch, heads, positions, head width)`. Four head widths (a kernel's
+/// rate is interpolated between them in log width): on a 2-core AVX-512 Xeon
+/// the backward ran at 52–57 GFLOP/s of its counted work at width 16 and at
+/// 21–25 from 32 to 128, whatever the positions (256 to 1024), so the rate is
+/// a function of the width. 256 positions, the fewest for which the
+/// attention layer calls the fused kernel.
+pub const ATTENTION_SHAPES: [(usize, usize, usize, usize); 4] = [
+    (2, 4, 256, 16),
+    (2, 8, 256, 32),
+    (2, 4, 256, 64),
+    (2, 2, 256, 128),
+];
 
 /// The fused attention kernel's GFLOP/s of the model's counted work
 /// ([`attention_fmas`]) at each of [`ATTENTION_SHAPES`], forward and

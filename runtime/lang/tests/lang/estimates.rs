@@ -425,6 +425,7 @@ fn products_cost_whole_tiles_and_kernels_their_factors() {
             m,
             k,
             n,
+            layout: Default::default(),
         },
         out_elems: m * n,
         evals: 0.0,
@@ -492,6 +493,7 @@ fn calibrated_points_count_their_own_padding() {
             m: 8.0,
             k: 8.0,
             n: 8.0,
+            layout: Default::default(),
         },
         out_elems: 64.0,
         evals: 0.0,
@@ -505,6 +507,7 @@ fn calibrated_points_count_their_own_padding() {
 #[test]
 fn products_take_the_throughput_of_the_nearest_calibrated_shapes() {
     use mlpl_lang::step_cost::cost::gemm_gflops;
+    use mlpl_lang::step_cost::kernels::GemmLayout::{Plain, TransposedA, TransposedB};
     // Squares, and a wide layer on 64 rows measured far slower than a square
     // product of its work.
     let mut model = hand_model();
@@ -514,7 +517,7 @@ fn products_take_the_throughput_of_the_nearest_calibrated_shapes() {
         GemmPoint::plain(512, 512, 512, Measured::exact(200.0)),
         GemmPoint::plain(64, 2048, 2048, Measured::exact(50.0)),
     ];
-    let g = |m: f64, k: f64, n: f64| gemm_gflops(&model, 1.0, m, k, n, |x| x.median);
+    let g = |m: f64, k: f64, n: f64| gemm_gflops(&model, 1.0, m, k, n, Plain, |x| x.median);
     // A calibrated shape is taken as measured.
     assert_eq!(g(512.0, 512.0, 512.0), 200.0);
     assert_eq!(g(64.0, 2048.0, 2048.0), 50.0);
@@ -533,8 +536,24 @@ fn products_take_the_throughput_of_the_nearest_calibrated_shapes() {
         batch: 64,
         ..GemmPoint::plain(32, 16, 32, Measured::exact(20.0))
     });
-    let batched = gemm_gflops(&model, 64.0, 32.0, 16.0, 32.0, |x| x.median);
+    let batched = gemm_gflops(&model, 64.0, 32.0, 16.0, 32.0, Plain, |x| x.median);
     assert_eq!(batched, 20.0);
+    // A layer's input gradient on one row (its weight read transposed) takes
+    // the transposed point near it, not the plain forward of the same shape.
+    model.gemm = vec![
+        GemmPoint::plain(1, 256, 256, Measured::exact(10.0)),
+        GemmPoint {
+            tb: true,
+            ..GemmPoint::plain(1, 256, 256, Measured::exact(3.0))
+        },
+        GemmPoint::plain(512, 512, 512, Measured::exact(200.0)),
+    ];
+    let at = |layout| gemm_gflops(&model, 1.0, 1.0, 256.0, 256.0, layout, |x| x.median);
+    assert_eq!(at(Plain), 10.0);
+    assert_eq!(at(TransposedB), 3.0);
+    // A layout with no point of its own takes the other layouts' points.
+    let ta = at(TransposedA);
+    assert!((3.0..=10.0).contains(&ta), "{ta}");
 }
 
 #[test]
