@@ -18,8 +18,8 @@
 //! only speed. Work items (a head's query block, or a key/value head's key
 //! tile) are independent and each is computed by one thread.
 //!
-//! Speed: the tile loops compute two query rows at a time (four with
-//! AVX-512) so that rows share each load of a key or value tile, and the
+//! Speed: the tile loops compute two query rows at a time so that rows share
+//! each load of a key or value tile, and the
 //! backward pass runs in one pass per key/value head when there are enough
 //! heads for the threads ([`dqkv_head`]: the probabilities of a tile are
 //! computed once for `dq`, `dk` and `dv`, five products per tile instead of
@@ -354,11 +354,13 @@ fn tile_end(c0: usize, end: usize) -> usize {
 
 /// Generates `$name`, which runs `$body::<R>` (an `#[inline(always)]`
 /// function of the same arguments, computing `R` query rows or keys
-/// together) compiled for the ISA level in force: AVX-512 with `R` = 4, or
-/// AVX2 with `R` = 2 (each with FMA) on x86-64 where the CPU has them, else
-/// plain code with `R` = 2, so that a pass's accumulators fill the registers
-/// without spilling. The operations on each element are the same at every
-/// level; only speed changes.
+/// together) compiled for the ISA level in force: AVX-512 or AVX2 (each with
+/// FMA) on x86-64 where the CPU has them, else plain code, all with `R` = 2.
+/// `R` = 4 with AVX-512 (meant to fill its 32 registers) was 3–5× slower than
+/// `R` = 2 on an AVX-512 Xeon (`bench_attention`, T = 1024, head width 64:
+/// 95 ms against 19 ms forward + backward), so every level takes 2. The
+/// operations on each element are the same for every `R` and level; only
+/// speed changes.
 macro_rules! isa_dispatched {
     ($(#[$doc:meta])* fn $name:ident $(<$lt:lifetime>)? = $body:ident($($arg:ident: $ty:ty),*)) => {
         $(#[$doc])*
@@ -369,12 +371,12 @@ macro_rules! isa_dispatched {
                 #[target_feature(enable = "avx2,fma")]
                 #[allow(clippy::too_many_arguments)]
                 unsafe fn avx2 $(<$lt>)? ($($arg: $ty),*) {
-                    $body::<2>($($arg),*)
+                    $body::<ROWS>($($arg),*)
                 }
                 #[target_feature(enable = "avx512f,avx2,fma")]
                 #[allow(clippy::too_many_arguments)]
                 unsafe fn avx512 $(<$lt>)? ($($arg: $ty),*) {
-                    $body::<4>($($arg),*)
+                    $body::<ROWS>($($arg),*)
                 }
                 match isa() {
                     // SAFETY: `isa()` is only ever a level this CPU supports.
@@ -384,10 +386,13 @@ macro_rules! isa_dispatched {
                     Isa::Scalar => {}
                 }
             }
-            $body::<2>($($arg),*)
+            $body::<ROWS>($($arg),*)
         }
     };
 }
+
+/// Query rows (or keys) a tile pass computes together at every level.
+const ROWS: usize = 2;
 
 isa_dispatched! {
     /// The forward pass of query rows `r0..r0 + lse.len()` of one head into
