@@ -13,8 +13,7 @@
 //! element's operations: same bits.
 
 use super::microkernel::Microkernel;
-use super::sgemm::{sgemm_with, GemmBlocking, MatRef, Product};
-use rayon::prelude::*;
+use super::sgemm::{for_each_task, sgemm_with, GemmBlocking, MatRef, Product, SharedC};
 
 /// Rows of C per thread from which a product is split into slabs.
 pub(super) const MIN_ROWS: usize = 128;
@@ -40,12 +39,10 @@ pub(super) fn sgemm_row_slabs(
     let Product { m, n, a, .. } = product;
     let tiles = m.div_ceil(kernel.mr);
     let start = |t: usize| (t * tiles / slabs * kernel.mr).min(m);
-    let mut parts = Vec::with_capacity(slabs);
-    let mut rest = &mut c[..m * n];
-    for t in 0..slabs {
+    let c = SharedC(c[..m * n].as_mut_ptr());
+    // Tasks over a range, not a collected list: a product allocates nothing.
+    for_each_task(slabs, true, |t| {
         let (i0, i1) = (start(t), start(t + 1));
-        let (slab, tail) = rest.split_at_mut((i1 - i0) * n);
-        rest = tail;
         let sub = Product {
             m: i1 - i0,
             a: MatRef {
@@ -54,12 +51,11 @@ pub(super) fn sgemm_row_slabs(
             },
             ..product
         };
-        parts.push((sub, slab));
-    }
-    parts
-        .into_par_iter()
-        .with_max_len(1)
-        .for_each(|(sub, slab)| sgemm_with(kernel, blocking, 1, sub, slab));
+        // SAFETY: slab t alone writes rows i0..i1 of C (the slabs are
+        // consecutive and disjoint), and C is not read meanwhile.
+        let slab = unsafe { std::slice::from_raw_parts_mut(c.at(i0 * n), (i1 - i0) * n) };
+        sgemm_with(kernel, blocking, 1, sub, slab);
+    });
 }
 
 #[cfg(test)]

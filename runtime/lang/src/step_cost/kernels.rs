@@ -928,22 +928,11 @@ fn backward(
                 for n in [q, kv * hd, kv * hd, kv * hd] {
                     out.push(mem("permute", r * n, r * n));
                 }
-                out.push(gemm_laid_out(
-                    "matmul_t",
-                    b * h,
-                    s,
-                    hd,
-                    s,
-                    GemmLayout::TransposedB,
-                ));
-                out.push(gemm_laid_out(
-                    "matmul_t",
-                    b * h,
-                    hd,
-                    s,
-                    s,
-                    GemmLayout::TransposedA,
-                ));
+                // The per-head products' gradients: two before the softmax's
+                // backward and two after, each pair one of each layout.
+                let per_head = |m, k, n, layout| gemm_laid_out("matmul_t", b * h, m, k, n, layout);
+                out.push(per_head(s, hd, s, GemmLayout::TransposedB));
+                out.push(per_head(hd, s, s, GemmLayout::TransposedA));
                 out.push(
                     mem(
                         if a.causal {
@@ -956,22 +945,8 @@ fn backward(
                     )
                     .per_row(b * h * s),
                 );
-                out.push(gemm_laid_out(
-                    "matmul_t",
-                    b * h,
-                    s,
-                    hd,
-                    s,
-                    GemmLayout::TransposedB,
-                ));
-                out.push(gemm_laid_out(
-                    "matmul_t",
-                    b * h,
-                    s,
-                    s,
-                    hd,
-                    GemmLayout::TransposedA,
-                ));
+                out.push(per_head(s, hd, s, GemmLayout::TransposedB));
+                out.push(per_head(s, s, hd, GemmLayout::TransposedA));
             }
             out.push(mem("permute", r * q, r * q));
             out.push(gemm_ta(q, r, d));
@@ -1032,22 +1007,14 @@ fn backward(
             out.push(mem("sum_to_shape", pos * d, pos));
             out.push(mem("scatter_add_rows", pos, r * e));
             // Weight gradients sum each expert's positions over the blocks.
-            out.push(gemm_laid_out(
-                "matmul_t",
-                e,
-                hid,
-                blocks * width,
-                d,
-                GemmLayout::TransposedA,
-            ));
-            out.push(gemm_laid_out(
-                "matmul_t",
-                be,
-                width,
-                d,
-                hid,
-                GemmLayout::TransposedB,
-            ));
+            // An expert's weight gradient (its positions over the blocks)
+            // and a block's input gradient.
+            let weight_grad =
+                |i, o| gemm_laid_out("matmul_t", e, i, blocks * width, o, GemmLayout::TransposedA);
+            let input_grad =
+                |i, o| gemm_laid_out("matmul_t", be, width, i, o, GemmLayout::TransposedB);
+            out.push(weight_grad(hid, d));
+            out.push(input_grad(d, hid));
             for _ in 0..2 {
                 out.push(mem("binary", 2.0 * pos * hid, pos * hid));
             }
@@ -1057,23 +1024,9 @@ fn backward(
             };
             out.push(mem("unary_backward", 2.0 * pos * hid, pos * hid).with_evals(gate, pos * hid));
             for _ in 0..2 {
-                out.push(gemm_laid_out(
-                    "matmul_t",
-                    e,
-                    d,
-                    blocks * width,
-                    hid,
-                    GemmLayout::TransposedA,
-                ));
+                out.push(weight_grad(d, hid));
                 if !first {
-                    out.push(gemm_laid_out(
-                        "matmul_t",
-                        be,
-                        width,
-                        hid,
-                        d,
-                        GemmLayout::TransposedB,
-                    ));
+                    out.push(input_grad(hid, d));
                     // Each token's copies summed (`dispatch`).
                     out.push(mem("gather_rows", rk * d, rk * d));
                     out.push(mem("reduce", rk * d, r * d));
