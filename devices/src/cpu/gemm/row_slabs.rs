@@ -18,17 +18,16 @@ use super::sgemm::{for_each_task, sgemm_with, GemmBlocking, MatRef, Product, Sha
 /// Rows of C per thread from which a product is split into slabs.
 pub(super) const MIN_ROWS: usize = 128;
 
-/// The number of slabs for a product of `m` rows on `threads` threads (0: do
-/// not split into slabs).
-pub(super) fn slabs(m: usize, mr: usize, threads: usize) -> usize {
-    if threads < 2 || m / threads < MIN_ROWS || m.div_ceil(mr) < threads {
-        return 0;
-    }
-    threads
+/// Whether a product of `m` rows on `threads` threads is split into one slab
+/// per thread.
+pub(super) fn takes_slabs(m: usize, threads: usize) -> bool {
+    threads >= 2 && m / threads >= MIN_ROWS
 }
 
 /// `C = A·B` as `slabs` single-threaded products of consecutive rows, each a
-/// whole number of the kernel's tiles but the last, on rayon threads.
+/// whole number of the kernel's tiles but the last, on rayon threads (every
+/// slab non-empty: the caller checked [`takes_slabs`], so each has at least
+/// [`MIN_ROWS`] rows, more than a tile).
 pub(super) fn sgemm_row_slabs(
     kernel: Microkernel,
     blocking: GemmBlocking,
@@ -64,10 +63,10 @@ mod tests {
 
     #[test]
     fn slabs_need_enough_rows_per_thread() {
-        assert_eq!(slabs(1024, 12, 2), 2);
-        assert_eq!(slabs(256, 12, 2), 2);
-        assert_eq!(slabs(255, 12, 2), 0, "fewer than MIN_ROWS rows a thread");
-        assert_eq!(slabs(4096, 12, 1), 0, "one thread");
-        assert_eq!(slabs(400, 4, 3), 3);
+        assert!(takes_slabs(1024, 2));
+        assert!(takes_slabs(256, 2));
+        assert!(!takes_slabs(255, 2), "fewer than MIN_ROWS rows a thread");
+        assert!(!takes_slabs(4096, 1), "one thread");
+        assert!(takes_slabs(400, 3));
     }
 }

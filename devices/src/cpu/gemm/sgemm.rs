@@ -324,9 +324,8 @@ pub(super) fn sgemm_with(
     if let Some(runs) = split_runs(m, n, k, threads) {
         return sgemm_split_k(kernel, blocking, runs, product, c);
     }
-    let slabs = row_slabs::slabs(m, kernel.mr, threads);
-    if slabs > 1 {
-        return row_slabs::sgemm_row_slabs(kernel, blocking, slabs, product, c);
+    if row_slabs::takes_slabs(m, threads) {
+        return row_slabs::sgemm_row_slabs(kernel, blocking, threads, product, c);
     }
     let GemmBlocking { mc, nc } = blocking.for_kernel(&kernel);
     let (mr, nr) = (kernel.mr, kernel.nr);

@@ -69,7 +69,16 @@ pub fn gemm_gflops(
     layout: GemmLayout,
     pick: fn(&Measured) -> f64,
 ) -> f64 {
-    let pts: Vec<([f64; 4], f64, f64, f64)> = model
+    /// A calibrated point: its position (log padded rows, inner size, padded
+    /// columns, batch), its extra squared distance for another layout, its
+    /// padded work and its throughput over that work.
+    struct Point {
+        at: [f64; 4],
+        apart: f64,
+        work: f64,
+        gflops: f64,
+    }
+    let pts: Vec<Point> = model
         .gemm
         .iter()
         .filter_map(|p| {
@@ -83,8 +92,12 @@ pub fn gemm_gflops(
             let g = pick(&p.gflops) * pm * pn / (m * n);
             let at = [math::log(pm), math::log(k), math::log(pn), math::log(b)];
             let other = GemmLayout::of(p.ta, p.tb) != layout;
-            let apart = if other { LAYOUT_DISTANCE2 } else { 0.0 };
-            (g > 0.0 && g.is_finite()).then_some((at, apart, b * pm * k * pn, g))
+            (g > 0.0 && g.is_finite()).then_some(Point {
+                at,
+                apart: if other { LAYOUT_DISTANCE2 } else { 0.0 },
+                work: b * pm * k * pn,
+                gflops: g,
+            })
         })
         .collect();
     // The least work calibrated (of the product's own layout among equals):
@@ -93,14 +106,14 @@ pub fn gemm_gflops(
     // 160-FLOP gradient 2.6 µs and put the sweep's smallest loops 2.5× over).
     let Some(smallest) = pts
         .iter()
-        .min_by(|a, b| a.2.total_cmp(&b.2).then(a.1.total_cmp(&b.1)))
+        .min_by(|a, b| a.work.total_cmp(&b.work).then(a.apart.total_cmp(&b.apart)))
     else {
         return 1.0;
     };
     let b = batch.max(1.0);
     let w = (b * m * k * n).max(1.0);
-    if w <= smallest.2 {
-        return smallest.3 * math::pow(w / smallest.2, 0.5);
+    if w <= smallest.work {
+        return smallest.gflops * math::pow(w / smallest.work, 0.5);
     }
     let q = [
         math::log(m.max(1.0)),
@@ -110,9 +123,9 @@ pub fn gemm_gflops(
     ];
     let mut near: Vec<(f64, f64)> = pts
         .iter()
-        .map(|(at, apart, _, g)| {
-            let d2: f64 = at.iter().zip(&q).map(|(a, b)| (a - b) * (a - b)).sum();
-            (d2 + apart, *g)
+        .map(|p| {
+            let d2: f64 = p.at.iter().zip(&q).map(|(a, b)| (a - b) * (a - b)).sum();
+            (d2 + p.apart, p.gflops)
         })
         .collect();
     near.sort_by(|a, b| a.0.total_cmp(&b.0));

@@ -37,8 +37,9 @@ pub const GEMM_SIZES: &[usize] = &[8, 16, 32, 64, 128, 256, 512, 1024];
 /// 100), a layer on one row and on 32 rows (its forward, its weight
 /// gradient, an outer product on one row, and its input gradient, which reads
 /// a transposed weight at a third of the forward's speed on one row), and
-/// attention's batches of small per-head products. Their throughput is far from a square product's
-/// of the same work (docs/estimates.md), which the model cannot derive.
+/// attention's batches of small per-head products. Their throughput is far
+/// from a square product's of the same work (docs/estimates.md), which the
+/// model cannot derive.
 pub const GEMM_SHAPES: &[(usize, usize, usize, usize, bool, bool)] = &[
     (1, 64, 2048, 2048, false, false),
     (1, 2048, 64, 2048, true, false),
