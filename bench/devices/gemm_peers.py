@@ -55,7 +55,7 @@ def main():
     if who == "torch":
         import torch
 
-        torch.set_num_threads(2)
+        torch.set_num_threads(int(__import__("os").environ.get("PEER_THREADS", "2")))
         asarray, mm = torch.from_numpy, torch.mm
     elif who == "numpy":
         asarray, mm = (lambda a: a), np.matmul

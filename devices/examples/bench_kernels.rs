@@ -128,6 +128,16 @@ fn main() {
             Box::new(|| vec![be.bias_act(&h, &bias, UnaryOp::Relu).unwrap()]),
         ),
         (
+            "bias gradient (column sums)",
+            format!("[{n}, {f}] → [{f}]"),
+            Box::new(|| vec![be.sum_to_shape(&h, &[f]).unwrap()]),
+        ),
+        (
+            "bias gradient (column sums)",
+            format!("[{n}, {v}] → [{v}]"),
+            Box::new(|| vec![be.sum_to_shape(&logits, &[v]).unwrap()]),
+        ),
+        (
             "rms_norm",
             format!("[{n}, {d}]"),
             Box::new(|| {

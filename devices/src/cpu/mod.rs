@@ -9,6 +9,7 @@
 mod elementwise;
 mod gemm;
 mod isa;
+pub mod lane_sum;
 mod layout;
 mod nn;
 mod pool;

@@ -1,7 +1,9 @@
-//! RMS norm and layer norm over the last axis, forward and backward.
+//! RMS norm and layer norm over the last axis, forward and backward. Row sums
+//! are in f64, in the lane order of `cpu/lane_sum.rs`.
 
 use super::{map_rows, map_rows_with, no_side};
 use crate::cpu::isa::vectorised;
+use crate::cpu::lane_sum::{sum_map, sum_map2};
 use crate::cpu::{pool, PAR_THRESHOLD};
 use crate::shape::rows_of;
 use crate::tensor::Tensor;
@@ -37,7 +39,7 @@ pub(crate) fn rms_norm_into(
         |r, o, inv, _| {
             vectorised(|| {
                 let xr = &src[r * d..(r + 1) * d];
-                let ms = xr.iter().map(|&v| v as f64 * v as f64).sum::<f64>() / d.max(1) as f64;
+                let ms = sum_map(xr, |v| v as f64 * v as f64) / d.max(1) as f64;
                 let k = (1.0 / (ms + eps as f64).sqrt()) as f32;
                 for (a, &v) in o.iter_mut().zip(xr) {
                     *a = v * k;
@@ -69,11 +71,7 @@ pub(crate) fn rms_norm_backward_into(
         vectorised(|| {
             let (xr, gr) = (&src[r * d..(r + 1) * d], &g[r * d..(r + 1) * d]);
             let ri = inv[r];
-            let dot = xr
-                .iter()
-                .zip(gr)
-                .map(|(&a, &b)| a as f64 * b as f64)
-                .sum::<f64>();
+            let dot = sum_map2(xr, gr, |a, b| a as f64 * b as f64);
             let k = (ri as f64).powi(3) * dot / d.max(1) as f64;
             let k = k as f32;
             for ((a, &xv), &gv) in o.iter_mut().zip(xr).zip(gr) {
@@ -117,8 +115,8 @@ pub(crate) fn layer_norm_into(
             vectorised(|| {
                 let xr = &src[r * d..(r + 1) * d];
                 let n = d.max(1) as f64;
-                let mu = xr.iter().map(|&v| v as f64).sum::<f64>() / n;
-                let var = xr.iter().map(|&v| (v as f64 - mu).powi(2)).sum::<f64>() / n;
+                let mu = sum_map(xr, |v| v as f64) / n;
+                let var = sum_map(xr, |v| (v as f64 - mu).powi(2)) / n;
                 let s = 1.0 / (var + eps as f64).sqrt();
                 for (a, &v) in o.iter_mut().zip(xr) {
                     *a = ((v as f64 - mu) * s) as f32;
@@ -169,11 +167,8 @@ pub(crate) fn layer_norm_backward_into(
             let (xr, gr) = (&src[r * d..(r + 1) * d], &g[r * d..(r + 1) * d]);
             let (m, s) = (mu[r], inv[r]);
             let n = d.max(1) as f64;
-            let (mut sg, mut sgx) = (0.0f64, 0.0f64);
-            for (&xv, &gv) in xr.iter().zip(gr) {
-                sg += gv as f64;
-                sgx += gv as f64 * ((xv - m) * s) as f64;
-            }
+            let sg = sum_map(gr, |gv| gv as f64);
+            let sgx = sum_map2(xr, gr, |xv, gv| gv as f64 * ((xv - m) * s) as f64);
             let (mg, mgx) = ((sg / n) as f32, (sgx / n) as f32);
             for ((a, &xv), &gv) in o.iter_mut().zip(xr).zip(gr) {
                 *a = s * (gv - mg - (xv - m) * s * mgx);

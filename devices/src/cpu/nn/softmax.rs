@@ -1,22 +1,19 @@
 //! Softmax-family row kernels: softmax and log-softmax (and backward), the
 //! fused cross-entropy forward and backward, and the masked (attention) softmax.
-//! Rows subtract their maximum before exponentiating and sum in f64, in order.
+//! Rows subtract their maximum before exponentiating and sum in f64 in the
+//! lane order of `cpu/lane_sum.rs`; sums down a column (softmax over an axis
+//! that is not the last) run in index order.
 
 use super::{map_rows, map_rows_with, no_side, split_at_axis};
 use crate::backend::CAUSAL_FILL;
 use crate::cpu::isa::vectorised;
+use crate::cpu::lane_sum::{row_max, sum_map, sum_map2, LaneSum};
 use crate::cpu::simd_exp;
 use crate::cpu::{pool, PAR_THRESHOLD};
 use crate::math;
 use crate::shape::reduced_shape;
 use crate::tensor::Tensor;
 use rayon::prelude::*;
-
-/// Largest element, ignoring NaN (a NaN still poisons the sums that follow).
-#[inline]
-fn row_max(x: &[f32]) -> f32 {
-    x.iter().copied().fold(f32::NEG_INFINITY, f32::max)
-}
 
 /// The scratch elements (f32, f64) the softmax kernels need for `(outer, n,
 /// inner)`: per-column statistics when the axis is not the last one.
@@ -58,7 +55,9 @@ pub(crate) fn softmax_into(
             vectorised(|| {
                 let xr = &src[r * n..(r + 1) * n];
                 let m = row_max(xr);
-                let sum = exp_shifted_sum(0.0, xr, m, o);
+                let mut sum = LaneSum::ZERO;
+                exp_shifted_sum(&mut sum, xr, m, o);
+                let sum = sum.total();
                 if log {
                     let shift = m + (math::log(sum) as f32);
                     for (d, &v) in o.iter_mut().zip(xr) {
@@ -144,7 +143,7 @@ pub(crate) fn logsumexp_into(
         map_rows(out, outer, 1, par, |r, o| {
             let xr = &src[r * n..(r + 1) * n];
             let m = row_max(xr);
-            let s = xr.iter().fold(0.0f64, |s, &v| s + math::expf(v - m) as f64);
+            let s = sum_map(xr, |v| math::expf(v - m) as f64);
             o[0] = m + (math::log(s) as f32);
         });
     } else {
@@ -207,8 +206,7 @@ pub(crate) fn softmax_backward_into(
             let range = o * n * inner..(o + 1) * n * inner;
             let (yp, gp) = (&ys[range.clone()], &gs[range]);
             if inner == 1 {
-                let dot: f64 = yp.iter().zip(gp).map(|(&a, &b)| a as f64 * b as f64).sum();
-                let dot = dot as f32;
+                let dot = sum_map2(yp, gp, |a, b| a as f64 * b as f64) as f32;
                 for ((d, &yv), &gv) in plane.iter_mut().zip(yp).zip(gp) {
                     *d = yv * (gv - dot);
                 }
@@ -292,17 +290,15 @@ pub(crate) fn cross_entropy(
     (Tensor::scalar(loss[0]), grad)
 }
 
-/// `dst[i] = e^(src[i] − m)`, then `start` plus the elements of `dst` in f64,
-/// one at a time in index order (two passes, so that the first one
-/// vectorises; the same bits as one).
-fn exp_shifted_sum(start: f64, src: &[f32], m: f32, dst: &mut [f32]) -> f64 {
+/// `dst[i] = e^(src[i] − m)`, each added to `sum` (in f64, in the lane order).
+fn exp_shifted_sum(sum: &mut LaneSum, src: &[f32], m: f32, dst: &mut [f32]) {
     simd_exp::exp_shifted(src, m, dst);
-    sum_in_order(start, &dst[..src.len()])
+    sum.add_map(&dst[..src.len()], |e| e as f64);
 }
 
-/// `start` plus the elements of `x` in f64, one at a time in index order.
-fn sum_in_order(start: f64, x: &[f32]) -> f64 {
-    x.iter().fold(start, |s, &e| s + e as f64)
+/// The elements of a row of `e^(x − m)` summed in f64 in the lane order.
+fn exp_sum(e: &[f32]) -> f64 {
+    sum_map(e, |v| v as f64)
 }
 
 /// [`cross_entropy`] of `src` (`rows × v`) and `t` into `loss` (one element)
@@ -330,18 +326,21 @@ pub(crate) fn cross_entropy_into(
             let target = t[r] as usize;
             let sum: f64 = match grad {
                 Some(g) => {
-                    let s = exp_shifted_sum(0.0, xr, m, g);
+                    let mut s = LaneSum::ZERO;
+                    exp_shifted_sum(&mut s, xr, m, g);
+                    let s = s.total();
                     let k = (1.0 / s) as f32 * scale;
                     g.iter_mut().for_each(|d| *d *= k);
                     g[target] -= scale;
                     s
                 }
                 None => {
-                    let mut buf = [0.0f32; 256];
-                    xr.chunks(buf.len()).fold(0.0f64, |s, c| {
-                        let b = &mut buf[..c.len()];
-                        exp_shifted_sum(s, c, m, b)
-                    })
+                    // Pieces of 256 (a multiple of the lanes): the same sum.
+                    let (mut s, mut buf) = (LaneSum::ZERO, [0.0f32; 256]);
+                    for c in xr.chunks(buf.len()) {
+                        exp_shifted_sum(&mut s, c, m, &mut buf[..c.len()]);
+                    }
+                    s.total()
                 }
             };
             m as f64 + math::log(sum) - xr[target] as f64
@@ -435,7 +434,7 @@ pub(crate) fn masked_softmax_into(
                 s
             };
             simd_exp::exp_shifted_in_place(&mut o[..live], m);
-            let sum = sum_in_order(0.0, &o[..live]);
+            let sum = exp_sum(&o[..live]);
             o[live..].fill(0.0);
             let inv = (1.0 / sum) as f32;
             o.iter_mut().for_each(|d| *d *= inv);
@@ -478,8 +477,7 @@ pub(crate) fn masked_softmax_backward_into(
     map_rows(out, rows, s, ys.len() >= PAR_THRESHOLD, |row, o| {
         vectorised(|| {
             let (yr, gr) = (&ys[row * s..(row + 1) * s], &gs[row * s..(row + 1) * s]);
-            let dot: f64 = yr.iter().zip(gr).map(|(&a, &b)| a as f64 * b as f64).sum();
-            let dot = dot as f32;
+            let dot = sum_map2(yr, gr, |a, b| a as f64 * b as f64) as f32;
             let kept = kept_columns(row, t, s, causal);
             for (j, ((d, &yv), &gv)) in o.iter_mut().zip(yr).zip(gr).enumerate() {
                 let v = yv * (gv - dot);

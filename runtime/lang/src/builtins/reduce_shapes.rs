@@ -19,7 +19,9 @@ enum Op {
     LogSumExp,
 }
 
-fn apply(op: Op, lane: &[f64]) -> f64 {
+/// `op` over one lane; `last` when the lane runs along the last axis (no
+/// later axis longer than 1), where the kernels sum rows in their lane order.
+fn apply(op: Op, lane: &[f64], last: bool) -> f64 {
     match op {
         Op::Sum => lane.iter().sum(),
         Op::Prod => lane.iter().product(),
@@ -33,25 +35,27 @@ fn apply(op: Op, lane: &[f64]) -> f64 {
             }
             best as f64
         }
-        Op::LogSumExp => logsumexp_lane(lane),
+        Op::LogSumExp => logsumexp_lane(lane, last),
     }
 }
 
 /// The logsumexp of one lane exactly as the CPU kernel computes it (float32
-/// maximum and `expf`, the sum in float64): the checker's constant and the
+/// maximum and `expf`, the sum in float64: in the kernels' lane order along
+/// the last axis, else in index order): the checker's constant and the
 /// runtime's value agree bit for bit. A one-element lane is its element.
-fn logsumexp_lane(lane: &[f64]) -> f64 {
-    use mlpl_devices::math;
+fn logsumexp_lane(lane: &[f64], last: bool) -> f64 {
+    use mlpl_devices::{cpu::lane_sum::sum_map, math};
     if let [v] = lane {
         return *v;
     }
-    let m = lane
-        .iter()
-        .map(|&v| v as f32)
-        .fold(f32::NEG_INFINITY, f32::max);
-    let s = lane
-        .iter()
-        .fold(0.0f64, |s, &v| s + math::expf(v as f32 - m) as f64);
+    let x: Vec<f32> = lane.iter().map(|&v| v as f32).collect();
+    let m = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let term = |v: f32| math::expf(v - m) as f64;
+    let s = if last {
+        sum_map(&x, term)
+    } else {
+        x.iter().fold(0.0f64, |s, &v| s + term(v))
+    };
     (m + math::log(s) as f32) as f64
 }
 
@@ -68,7 +72,7 @@ fn reduced(op: Op, x: &AbsArray, axis: Option<usize>, has_axis: bool) -> AbsArra
     };
     let mut out = match (has_axis, axis) {
         (false, _) => {
-            let c = x.constant.as_ref().map(|c| vec![round(apply(op, c))]);
+            let c = x.constant.as_ref().map(|c| vec![round(apply(op, c, true))]);
             AbsArray::any_scalar().with_constant(c)
         }
         (true, None) => {
@@ -87,8 +91,11 @@ fn reduced(op: Op, x: &AbsArray, axis: Option<usize>, has_axis: bool) -> AbsArra
             a.names = names;
             a.origin = x.origin;
             let c = match (&x.constant, x.known_shape()) {
-                (Some(c), Some(s)) => fold_axis(c, &s, ax, |l| apply(op, l))
-                    .map(|v| v.into_iter().map(round).collect()),
+                (Some(c), Some(s)) => {
+                    let last = s[ax + 1..].iter().all(|&n| n == 1);
+                    fold_axis(c, &s, ax, |l| apply(op, l, last))
+                        .map(|v| v.into_iter().map(round).collect())
+                }
                 _ => None,
             };
             a.with_constant(c)
