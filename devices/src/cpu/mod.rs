@@ -21,11 +21,13 @@ mod simd_exp;
 mod subnormals;
 #[cfg(test)]
 mod tests;
+mod warm_workers;
 
 pub use gemm::{gemm_blocking, gemm_tile, set_gemm_blocking, GemmBlocking, KC};
 pub use isa::{best_isa, force_isa, isa, supported_isas, Isa};
 pub use pool::SWEEP_MIN_BYTES as POOL_SWEEP_MIN_BYTES;
 pub use subnormals::flushing_subnormals;
+pub use warm_workers::WarmWorkers;
 
 use crate::attention::AttentionSpec;
 use crate::backend::{
