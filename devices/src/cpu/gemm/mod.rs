@@ -19,8 +19,8 @@
 //! the caller's memory.
 
 mod microkernel;
-mod row_slabs;
 mod sgemm;
+mod slabs;
 mod split_k;
 
 pub(crate) use sgemm::warm_thread;

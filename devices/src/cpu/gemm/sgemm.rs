@@ -31,8 +31,9 @@
 //! row-major B, skips packing ([`sgemm_direct`]); a multi-threaded product with a
 //! small output and several `KC` blocks is split by runs of blocks instead of by
 //! tiles, the later runs' blocks kept apart and added in block order
-//! (`split_k.rs`); one with enough rows for every thread is split into one slab
-//! of rows per thread, each a single-threaded product (`row_slabs.rs`).
+//! (`split_k.rs`); one with enough rows or columns for every thread is split
+//! into one slab of rows or of columns per thread, each a single-threaded
+//! product (`slabs.rs`).
 //!
 //! # Memory
 //! Packing buffers are kept per thread (up to [`KEPT`] of each kind) and sized
@@ -40,7 +41,7 @@
 //! blocking, products allocate nothing; [`warm_thread`] makes them up front.
 
 use super::microkernel::{Microkernel, Operands};
-use super::row_slabs;
+use super::slabs;
 use super::split_k::{sgemm_split_k, split_runs};
 use crate::cpu::for_chunks;
 use crate::cpu::isa::isa;
@@ -294,11 +295,19 @@ pub(crate) fn sgemm(
     } else {
         1
     };
-    let product = Product { m, n, k, a, b };
+    let product = Product {
+        m,
+        n,
+        k,
+        a,
+        b,
+        ldc: n,
+    };
     sgemm_with(Microkernel::of(isa()), gemm_blocking(), threads, product, c);
 }
 
-/// The operands of `C = A·B`: `A` `m × k`, `B` `k × n` (`m`, `n`, `k` > 0).
+/// The operands of `C = A·B`: `A` `m × k`, `B` `k × n` (`m`, `n`, `k` > 0),
+/// and the row stride of C (`ldc ≥ n`; `n` but for a slab of C's columns).
 #[derive(Clone, Copy)]
 pub(super) struct Product<'a> {
     pub(super) m: usize,
@@ -306,6 +315,7 @@ pub(super) struct Product<'a> {
     pub(super) k: usize,
     pub(super) a: MatRef<'a>,
     pub(super) b: MatRef<'a>,
+    pub(super) ldc: usize,
 }
 
 /// [`sgemm`] with a given kernel and blocking, split for `threads` threads
@@ -317,15 +327,15 @@ pub(super) fn sgemm_with(
     product: Product,
     c: &mut [f32],
 ) {
-    let Product { m, n, k, a, b } = product;
+    let Product { m, n, k, a, b, ldc } = product;
     if threads == 1 && reads_in_place(product) {
         return sgemm_direct(kernel, product, c);
     }
     if let Some(runs) = split_runs(m, n, k, threads) {
         return sgemm_split_k(kernel, blocking, runs, product, c);
     }
-    if row_slabs::takes_slabs(m, threads) {
-        return row_slabs::sgemm_row_slabs(kernel, blocking, threads, product, c);
+    if let Some(split) = slabs::split(product, !reads_a_in_place(a), threads) {
+        return slabs::sgemm_slabs(kernel, blocking, threads, split, product, c);
     }
     let GemmBlocking { mc, nc } = blocking.for_kernel(&kernel);
     let (mr, nr) = (kernel.mr, kernel.nr);
@@ -395,8 +405,8 @@ pub(super) fn sgemm_with(
                                         b: bp.as_ptr(),
                                         brs: nr,
                                     },
-                                    shared_c.at(i * n + j),
-                                    n,
+                                    shared_c.at(i * ldc + j),
+                                    ldc,
                                     rows,
                                     cols,
                                     accumulate,
@@ -503,7 +513,7 @@ const ROW_PAD: usize = 16;
 /// longer (a copy costs far less than the transposition into panels), and the
 /// kernel reads the copy the same way. Only speed depends on it (the kernel's
 /// operations are the same).
-fn reads_a_in_place(a: MatRef) -> bool {
+pub(super) fn reads_a_in_place(a: MatRef) -> bool {
     a.cs == 1 && a.rs % 512 != 0
 }
 
@@ -545,7 +555,7 @@ fn reads_in_place(product: Product) -> bool {
 /// zero-padded, into small panels, each once per block of `k`. Same operations
 /// per element as the packed path, so the same bits.
 fn sgemm_direct(kernel: Microkernel, product: Product, c: &mut [f32]) {
-    let Product { m, n, k, a, b } = product;
+    let Product { m, n, k, a, b, ldc } = product;
     let (mr, nr) = (kernel.mr, kernel.nr);
     let c = SharedC(c.as_mut_ptr());
     with_buffer(&A_BUFFERS, mr * KC, |apanel| {
@@ -583,7 +593,7 @@ fn sgemm_direct(kernel: Microkernel, product: Product, c: &mut [f32]) {
                         // columns j..j+nr inside the matrices (checked by
                         // `sgemm`); edge tiles read their packed panels; the
                         // tile of C lies inside C; `kernel`'s level is supported.
-                        unsafe { (kernel.run)(kc, x, c.at(i * n + j), n, rows, cols, pc > 0) };
+                        unsafe { (kernel.run)(kc, x, c.at(i * ldc + j), ldc, rows, cols, pc > 0) };
                     }
                 }
             }
@@ -729,6 +739,10 @@ mod tests {
             // blocks of k and an output too large to split by them.
             (400, 40, 200),
             (264, 500, KC + 3),
+            // Split into column slabs on 2 threads when A is packed (A
+            // transposed): 150 columns a thread, the second slab's edge tile
+            // partial (one block of k, so not split by blocks of k).
+            (40, 300, 200),
         ];
         let blockings = [
             GemmBlocking::DEFAULT,
@@ -752,7 +766,14 @@ mod tests {
                         for threads in [1, 2, 3] {
                             let mut c = vec![f32::NAN; m * n];
                             let kernel = Microkernel::of(isa);
-                            let product = Product { m, n, k, a, b };
+                            let product = Product {
+                                m,
+                                n,
+                                k,
+                                a,
+                                b,
+                                ldc: n,
+                            };
                             sgemm_with(kernel, blocking, threads, product, &mut c);
                             let got: Vec<u32> = c.iter().map(|v| v.to_bits()).collect();
                             assert!(

@@ -61,7 +61,8 @@ pub(super) fn sgemm_split_k(
     product: Product,
     c: &mut [f32],
 ) {
-    let Product { m, n, k, .. } = product;
+    let Product { m, n, k, ldc, .. } = product;
+    assert_eq!(ldc, n, "split_k: C's rows are whole rows");
     let out = m * n;
     let blocks = k.div_ceil(KC);
     let start = |t: usize| run_start(t, blocks, runs);
@@ -109,6 +110,7 @@ fn columns(product: Product, p0: usize, p1: usize) -> Product {
     Product {
         m,
         n,
+        ldc: n,
         k: p1 - p0,
         a: MatRef {
             data: &a.data[p0 * a.cs..],
