@@ -13,12 +13,17 @@
 //! increasing order (the GEMM's contract, so for `D ≤ 256` the same bits as
 //! the composed `q·kᵀ`); a weighted sum of values or gradients adds one key's
 //! (or query's) term at a time in increasing order, each a fused
-//! multiply-add; row sums are sequential in f64. A SIMD lane holds one key or
+//! multiply-add; row sums are in f64 in the lane order of `lane_sum` (as the
+//! softmax kernels sum), row maxima exact. A SIMD lane holds one key or
 //! one element of the head dimension, so the ISA level (`cpu/isa.rs`) changes
 //! only speed. Work items (a head's query block, or a key/value head's key
 //! tile) are independent and each is computed by one thread.
 //!
-//! Speed: the tile loops compute two query rows at a time so that rows share
+//! Speed: the forward pass transposes every key tile once per call (not once
+//! per query block), divides by a power-of-two divisor as a product with its
+//! exact reciprocal, and takes its row maxima and sums over independent
+//! lanes rather than one chain of dependent operations per row; the tile
+//! loops compute two query rows at a time so that rows share
 //! each load of a key or value tile, and the
 //! backward pass runs in one pass per key/value head when there are enough
 //! heads for the threads ([`dqkv_head`]: the probabilities of a tile are
@@ -29,6 +34,7 @@
 use crate::attention::{AttentionDims, AttentionSpec};
 #[cfg(target_arch = "x86_64")]
 use crate::cpu::isa::{isa, Isa};
+use crate::cpu::lane_sum::{row_max, sum_map, sum_map2};
 use crate::cpu::pool;
 use crate::cpu::simd_exp;
 use crate::math::{self, fma_f32};
@@ -184,18 +190,41 @@ pub(crate) fn attention_into(
     if t == 0 || a.b * a.h == 0 {
         return;
     }
+    let par = parallel(a);
+    // Every key/value head's keys, transposed once into tiles for all the
+    // query blocks that read them.
+    let head_tiles = a.s.div_ceil(KEY_BLOCK) * d * KEY_BLOCK;
+    let mut kt = pool::scratch(a.b * a.kv * head_tiles);
+    if head_tiles > 0 {
+        let transpose_head = |kvh: usize, kth: &mut [f32]| {
+            let keys = &k[kvh * a.s * d..(kvh + 1) * a.s * d];
+            for (tile, kt) in kth.chunks_mut(d * KEY_BLOCK).enumerate() {
+                let c0 = tile * KEY_BLOCK;
+                let c1 = (c0 + KEY_BLOCK).min(a.s);
+                transpose_into(&keys[c0 * d..c1 * d], d, c1 - c0, kt);
+            }
+        };
+        if par {
+            kt.par_chunks_mut(head_tiles)
+                .enumerate()
+                .for_each(|(kvh, kth)| transpose_head(kvh, kth));
+        } else {
+            for (kvh, kth) in kt.chunks_mut(head_tiles).enumerate() {
+                transpose_head(kvh, kth);
+            }
+        }
+    }
+    let kt = &kt[..];
     let item = |bh: usize, qb: usize, o: &mut [f32], l: &mut [f32]| {
         let (bi, h) = (bh / a.h, bh % a.h);
         let kvh = bi * a.kv + h / g;
         let head = Head {
             q: &q[bh * t * d..(bh + 1) * t * d],
-            k: &k[kvh * a.s * d..(kvh + 1) * a.s * d],
+            kt: &kt[kvh * head_tiles..(kvh + 1) * head_tiles],
             v: &v[kvh * a.s * d..(kvh + 1) * a.s * d],
             sink: a.sinks.then(|| sinks[h]),
         };
-        with_tiles(2 * d * KEY_BLOCK, |tiles| {
-            forward_block(a, spec, &head, qb * QUERY_BLOCK, o, l, tiles)
-        });
+        forward_block(a, spec, &head, qb * QUERY_BLOCK, o, l)
     };
     if d == 0 {
         // No values: only the logsumexp of zero scores.
@@ -207,7 +236,7 @@ pub(crate) fn attention_into(
         return;
     }
     // Query blocks never straddle two heads: cut each head's rows on its own.
-    let (par, rows) = (parallel(a), t * d);
+    let rows = t * d;
     for_pieces(out, rows, lse, t, par, |bh, o, l| {
         for_pieces(o, QUERY_BLOCK * d, l, QUERY_BLOCK, par, |qb, ob, lb| {
             item(bh, qb, ob, lb)
@@ -234,14 +263,12 @@ pub(crate) fn attention_backward_into(
     let par = parallel(a);
     DELTA.with(|cell| {
         let mut delta = cell.borrow_mut();
-        // Σ dout∘out per query row, summed in f64 in increasing order.
+        // Σ dout∘out per query row, summed in f64 in the lane order
+        // (`lane_sum`).
         delta.clear();
         delta.extend((0..a.b * a.h * t).map(|r| {
             let (o, go) = (&out[r * d..(r + 1) * d], &dout[r * d..(r + 1) * d]);
-            o.iter()
-                .zip(go)
-                .map(|(&x, &y)| x as f64 * y as f64)
-                .sum::<f64>() as f32
+            sum_map2(o, go, |x, y| x as f64 * y as f64) as f32
         }));
         let delta = &delta[..];
         let grads = |bh: usize, kvh: usize| Grads {
@@ -328,10 +355,11 @@ pub(crate) fn attention_backward_into(
 }
 
 /// One query head's operands: its queries `[t, d]`, its key/value head's keys
-/// and values `[s, d]`, and its sink logit.
+/// transposed into tiles (`[⌈s / KEY_BLOCK⌉, d, KEY_BLOCK]`, the last one's
+/// columns past `s` zero) and values `[s, d]`, and its sink logit.
 struct Head<'a> {
     q: &'a [f32],
-    k: &'a [f32],
+    kt: &'a [f32],
     v: &'a [f32],
     sink: Option<f32>,
 }
@@ -399,7 +427,7 @@ isa_dispatched! {
     /// `out` (their rows of `[t, d]`) and `lse`.
     fn forward_block = forward_block_rows(
         a: &AttentionDims, spec: &AttentionSpec, head: &Head<'_>, r0: usize,
-        out: &mut [f32], lse: &mut [f32], tiles: &mut [f32]
+        out: &mut [f32], lse: &mut [f32]
     )
 }
 
@@ -597,7 +625,6 @@ fn forward_block_rows<const R: usize, const L: usize>(
     r0: usize,
     out: &mut [f32],
     lse: &mut [f32],
-    tiles: &mut [f32],
 ) {
     let (n, d) = (lse.len(), a.d);
     if n == 0 {
@@ -609,16 +636,15 @@ fn forward_block_rows<const R: usize, const L: usize>(
     out.fill(0.0);
     let (first, _) = a.visible(r0, spec);
     let (_, end) = a.visible(r0 + n - 1, spec);
-    let kt = &mut tiles[..d * KEY_BLOCK];
     let mut scores = [[0.0f32; KEY_BLOCK]; QUERY_BLOCK];
     // The keys each row takes from the tile (relative to its start; empty
     // when the row sees none or all its scores are −∞).
     let mut seen = [(0usize, 0usize); QUERY_BLOCK];
-    let mut c0 = first;
+    // Whole tiles: a row's scores are the same wherever its key sits in one.
+    let mut c0 = first - first % KEY_BLOCK;
     while c0 < end {
         let c1 = tile_end(c0, end);
-        let w = c1 - c0;
-        transpose_into(&head.k[c0 * d..c1 * d], d, w, kt);
+        let kt = &head.kt[c0 * d..(c0 + KEY_BLOCK) * d];
         scores_of_rows::<R, L>(head.q, r0, n, d, kt, &mut scores);
         for i in 0..n {
             let r = r0 + i;
@@ -627,20 +653,15 @@ fn forward_block_rows<const R: usize, const L: usize>(
             if ja == jz {
                 continue;
             }
-            let s = &mut scores[i][..w];
-            // The quotients in one loop (it vectorises), then their maximum.
-            for x in &mut s[ja..jz] {
-                *x /= spec.divisor;
-            }
-            let mx = s[ja..jz].iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x));
-            let m_new = m[i].max(mx);
+            let s = &mut scores[i][ja..jz];
+            divide_all(s, spec.divisor);
+            let m_new = m[i].max(row_max(s));
             if m_new == f32::NEG_INFINITY {
                 continue;
             }
             let corr = math::expf(m[i] - m_new);
-            simd_exp::exp_shifted_in_place(&mut s[ja..jz], m_new);
-            let sum: f64 = s[ja..jz].iter().map(|&p| p as f64).sum();
-            l[i] = l[i] * corr as f64 + sum;
+            simd_exp::exp_shifted_in_place(s, m_new);
+            l[i] = l[i] * corr as f64 + sum_map(s, |p| p as f64);
             if corr != 1.0 {
                 out[i * d..(i + 1) * d].iter_mut().for_each(|x| *x *= corr);
             }
@@ -664,6 +685,27 @@ fn forward_block_rows<const R: usize, const L: usize>(
     }
 }
 
+/// `x[i] /= divisor` for every `i`; by a product with the reciprocal when
+/// the divisor is a power of two whose reciprocal is a normal float (the
+/// same bits: both round the same real number, and a product takes one
+/// cycle where a division takes several).
+#[inline(always)]
+fn divide_all(x: &mut [f32], divisor: f32) {
+    match exact_reciprocal(divisor) {
+        Some(r) => x.iter_mut().for_each(|v| *v *= r),
+        None => x.iter_mut().for_each(|v| *v /= divisor),
+    }
+}
+
+/// `1 / x` when `x` and it are normal powers of two (so `y · (1 / x)` is
+/// `y / x` exactly, rounding included).
+#[inline(always)]
+fn exact_reciprocal(x: f32) -> Option<f32> {
+    const MANTISSA: u32 = (1 << 23) - 1;
+    let r = 1.0 / x;
+    (x.is_normal() && r.is_normal() && x.to_bits() & MANTISSA == 0).then_some(r)
+}
+
 /// The probabilities `p` (in place of the scores `s`) and `ds = p·(dp − δ)/divisor`
 /// (in place of `dp`) of row `r` over keys `ja..jz` of a tile.
 #[inline(always)]
@@ -671,13 +713,12 @@ fn tile_gradients(spec: &AttentionSpec, g: &Grads<'_>, r: usize, s: &mut [f32], 
     let (lse, delta) = (g.lse[r], g.delta[r]);
     // p = expf(x / divisor − lse): the quotients first, then the exps 8
     // lanes at a time (`simd_exp`, the same bits).
-    for x in s.iter_mut() {
-        *x /= spec.divisor;
-    }
+    divide_all(s, spec.divisor);
     simd_exp::exp_shifted_in_place(s, lse);
     for (&p, y) in s.iter().zip(dp.iter_mut()) {
-        *y = p * (*y - delta) / spec.divisor;
+        *y = p * (*y - delta);
     }
+    divide_all(dp, spec.divisor);
 }
 
 /// [`dq_block`] with `R` query rows computed together.
