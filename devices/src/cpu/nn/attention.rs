@@ -537,32 +537,35 @@ fn dots_of<const R: usize, const L: usize>(
     }
 }
 
-/// `acc_i[e] += Σ_j c_i[j]·rows[j·d + e]` for `R` rows of weights `c` (of
-/// one length) and the `R` rows of `d` elements of `acc`: one fused
-/// multiply-add per term, `j` increasing, each element kept in a register
-/// over the terms; the `R` rows share each load of `rows`.
+/// `acc_i[e] += Σ_j w(i, j)·rows[j·d + e]` for `R` rows `i` of `terms`
+/// weights each (`w(i, j)`: row `i`'s weight of term `j`) and the `R` rows
+/// of `d` elements of `acc`: one fused multiply-add per term, `j`
+/// increasing, each element kept in a register over the terms; the `R`
+/// rows share each load of `rows`.
 #[inline(always)]
 fn weighted_rows_of<const R: usize, const L: usize>(
-    c: &[&[f32]; R],
+    terms: usize,
+    w: impl Fn(usize, usize) -> f32 + Copy,
     rows: &[f32],
     acc: &mut [f32],
 ) {
     let d = acc.len() / R;
+    let rows = &rows[..terms * d];
     let mut e0 = 0;
     while e0 + L <= d {
-        weighted_chunk::<R, L>(c, rows, d, e0, acc);
+        weighted_chunk::<R, L>(terms, w, rows, d, e0, acc);
         e0 += L;
     }
     while e0 + LANES <= d {
-        weighted_chunk::<R, LANES>(c, rows, d, e0, acc);
+        weighted_chunk::<R, LANES>(terms, w, rows, d, e0, acc);
         e0 += LANES;
     }
     while e0 + 8 <= d {
-        weighted_chunk::<R, 8>(c, rows, d, e0, acc);
+        weighted_chunk::<R, 8>(terms, w, rows, d, e0, acc);
         e0 += 8;
     }
     while e0 < d {
-        weighted_chunk::<R, 1>(c, rows, d, e0, acc);
+        weighted_chunk::<R, 1>(terms, w, rows, d, e0, acc);
         e0 += 1;
     }
 }
@@ -570,7 +573,8 @@ fn weighted_rows_of<const R: usize, const L: usize>(
 /// [`weighted_rows_of`] for elements `e0..e0 + N` of each row.
 #[inline(always)]
 fn weighted_chunk<const R: usize, const N: usize>(
-    c: &[&[f32]; R],
+    terms: usize,
+    w: impl Fn(usize, usize) -> f32 + Copy,
     rows: &[f32],
     d: usize,
     e0: usize,
@@ -581,12 +585,12 @@ fn weighted_chunk<const R: usize, const N: usize>(
             .try_into()
             .expect("N elements")
     });
-    for j in 0..c[0].len() {
+    for j in 0..terms {
         let row: &[f32; N] = rows[j * d + e0..j * d + e0 + N]
             .try_into()
             .expect("N elements");
-        for (r, c) in r.iter_mut().zip(c) {
-            let cj = c[j];
+        for (k, r) in r.iter_mut().enumerate() {
+            let cj = w(k, j);
             for (a, &x) in r.iter_mut().zip(row) {
                 *a = fma_f32(cj, x, *a);
             }
@@ -841,9 +845,6 @@ struct BlockGradients<const R: usize, const L: usize> {
     /// The keys each row takes from the tile (relative to its start; empty
     /// when none, or when the row's logsumexp is −∞).
     seen: [(usize, usize); QUERY_BLOCK],
-    /// One key's probabilities and score gradients, `R` keys.
-    cp: [[f32; QUERY_BLOCK]; R],
-    cds: [[f32; QUERY_BLOCK]; R],
 }
 
 impl<const R: usize, const L: usize> BlockGradients<R, L> {
@@ -853,8 +854,6 @@ impl<const R: usize, const L: usize> BlockGradients<R, L> {
             p: [[0.0; KEY_BLOCK]; QUERY_BLOCK],
             ds: [[0.0; KEY_BLOCK]; QUERY_BLOCK],
             seen: [(0, 0); QUERY_BLOCK],
-            cp: [[0.0; QUERY_BLOCK]; R],
-            cds: [[0.0; QUERY_BLOCK]; R],
         }
     }
 
@@ -919,37 +918,49 @@ impl<const R: usize, const L: usize> BlockGradients<R, L> {
         dv: &mut [f32],
     ) {
         let seen = &self.seen[..n];
+        // The rows that see key `j`: all of them or none where every row
+        // takes the same keys (the tiles inside the causal triangle).
+        let uniform = seen.iter().all(|&x| x == seen[0]);
+        let rows_of_key = |j: usize| {
+            if uniform {
+                let (ja, jz) = seen[0];
+                if ja <= j && j < jz {
+                    (0, n)
+                } else {
+                    (0, 0)
+                }
+            } else {
+                rows_seeing(seen, j)
+            }
+        };
         let mut j = 0;
         while j < w {
-            let (i0, m) = rows_seeing(seen, j);
+            let (i0, m) = rows_of_key(j);
             if m == 0 {
                 j += 1;
                 continue;
             }
-            let keys = if j + R <= w && (1..R).all(|k| rows_seeing(seen, j + k) == (i0, m)) {
+            let keys = if j + R <= w && (1..R).all(|k| rows_of_key(j + k) == (i0, m)) {
                 R
             } else {
                 1
             };
-            for k in 0..keys {
-                for i in 0..m {
-                    self.cp[k][i] = self.p[i0 + i][j + k];
-                    self.cds[k][i] = self.ds[i0 + i][j + k];
-                }
-            }
             let rows = (rb + i0) * d..(rb + i0 + m) * d;
             let (dvj, dkj) = (
                 &mut dv[j * d..(j + keys) * d],
                 &mut dk[j * d..(j + keys) * d],
             );
+            // Key `j + k`'s weight of query row `i0 + i`: a column of the
+            // block, read in place.
+            let (p, ds) = (&self.p[i0..i0 + m], &self.ds[i0..i0 + m]);
+            let wp = |k: usize, i: usize| p[i][j + k];
+            let wds = |k: usize, i: usize| ds[i][j + k];
             if keys == R {
-                let wp: [&[f32]; R] = std::array::from_fn(|k| &self.cp[k][..m]);
-                let wds: [&[f32]; R] = std::array::from_fn(|k| &self.cds[k][..m]);
-                weighted_rows_of::<R, L>(&wp, &g.dout[rows.clone()], dvj);
-                weighted_rows_of::<R, L>(&wds, &g.q[rows], dkj);
+                weighted_rows_of::<R, L>(m, wp, &g.dout[rows.clone()], dvj);
+                weighted_rows_of::<R, L>(m, wds, &g.q[rows], dkj);
             } else {
-                weighted_rows_of::<1, L>(&[&self.cp[0][..m]], &g.dout[rows.clone()], dvj);
-                weighted_rows_of::<1, L>(&[&self.cds[0][..m]], &g.q[rows], dkj);
+                weighted_rows_of::<1, L>(m, wp, &g.dout[rows.clone()], dvj);
+                weighted_rows_of::<1, L>(m, wds, &g.q[rows], dkj);
             }
             j += keys;
         }
@@ -975,13 +986,16 @@ fn add_weighted_rows<const R: usize, const L: usize>(
             i += 1;
             continue;
         }
-        let rows = &src[ja * d..jz * d];
+        let (rows, terms) = (&src[ja * d..jz * d], jz - ja);
         if i + R <= n && seen[i..i + R].iter().all(|&x| x == (ja, jz)) {
-            let cs: [&[f32]; R] = std::array::from_fn(|k| &weights[i + k][ja..jz]);
-            weighted_rows_of::<R, L>(&cs, rows, &mut out[i * d..(i + R) * d]);
+            let w = &weights[i..i + R];
+            let weight = |k: usize, j: usize| w[k][ja + j];
+            weighted_rows_of::<R, L>(terms, weight, rows, &mut out[i * d..(i + R) * d]);
             i += R;
         } else {
-            weighted_rows_of::<1, L>(&[&weights[i][ja..jz]], rows, &mut out[i * d..(i + 1) * d]);
+            let w = &weights[i][ja..jz];
+            let weight = |_: usize, j: usize| w[j];
+            weighted_rows_of::<1, L>(terms, weight, rows, &mut out[i * d..(i + 1) * d]);
             i += 1;
         }
     }
