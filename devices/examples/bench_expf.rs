@@ -5,6 +5,8 @@
 
 use std::hint::black_box;
 use std::time::Instant;
+#[path = "support/alloc.rs"]
+mod alloc;
 
 fn time(name: &str, xs: &[f32], f: impl Fn(f32) -> f32) {
     let mut best = f64::INFINITY;

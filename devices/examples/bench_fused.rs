@@ -18,6 +18,8 @@
 
 use mlpl_devices::{Backend, BinaryOp, CpuBackend, Tensor, UnaryOp, Unfused, CAUSAL_FILL};
 use std::hint::black_box;
+#[path = "support/alloc.rs"]
+mod alloc;
 #[path = "support/timing.rs"]
 mod timing;
 

@@ -22,6 +22,8 @@
 
 use mlpl_devices::{Backend, BinaryOp, CpuBackend, Tensor};
 use std::hint::black_box;
+#[path = "support/alloc.rs"]
+mod alloc;
 #[path = "support/timing.rs"]
 mod timing;
 

@@ -12,6 +12,8 @@
 
 use mlpl_devices::cpu::{force_isa, supported_isas, Isa};
 use mlpl_devices::{Backend, BinaryOp, CpuBackend, Tensor, UnaryOp};
+#[path = "support/alloc.rs"]
+mod alloc;
 #[path = "support/timing.rs"]
 mod timing;
 

@@ -15,6 +15,8 @@ use mlpl_devices::capture::{BackendReplay, StepProgram};
 use mlpl_devices::{Backend, CpuBackend};
 use std::sync::Arc;
 use std::time::Instant;
+#[path = "support/alloc.rs"]
+mod alloc;
 
 /// Median of `xs` (sorted in place).
 fn median(xs: &mut [f64]) -> f64 {

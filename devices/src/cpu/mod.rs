@@ -11,6 +11,7 @@ mod gemm;
 mod isa;
 pub mod lane_sum;
 mod layout;
+pub mod line_aligned;
 mod nn;
 mod pool;
 pub mod program;
@@ -25,6 +26,7 @@ mod warm_workers;
 
 pub use gemm::{gemm_blocking, gemm_tile, set_gemm_blocking, GemmBlocking, KC};
 pub use isa::{best_isa, force_isa, isa, supported_isas, Isa};
+pub use line_aligned::LineAligned;
 pub use pool::SWEEP_MIN_BYTES as POOL_SWEEP_MIN_BYTES;
 pub use subnormals::flushing_subnormals;
 pub use warm_workers::WarmWorkers;

@@ -27,9 +27,11 @@ use mlpl_syntax::lexer::decode_source;
 
 /// mimalloc: the checker and the interpreter allocate many small, short-lived
 /// values, which it serves markedly faster than the system allocator
-/// (docs/benchmarks.md, static checker).
+/// (docs/benchmarks.md, static checker); large blocks (tensor data) start on
+/// a cache line (`LineAligned`), as the SIMD kernels read them best.
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: mlpl_devices::cpu::LineAligned<mimalloc::MiMalloc> =
+    mlpl_devices::cpu::LineAligned(mimalloc::MiMalloc);
 
 /// mimalloc's around step capture (`mlpl_devices::capture::release`): while a
 /// step is recorded (every value a fresh allocation), freed pages go back to
