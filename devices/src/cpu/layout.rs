@@ -1,6 +1,7 @@
 //! Layout kernels: axis permutation and summing a broadcast gradient back down
 //! to an operand's shape.
 
+use super::transpose::transpose;
 use super::{for_chunks, pool, reduce, row_chunk, PAR_THRESHOLD};
 use crate::shape::{broadcast_strides, coalesce, contiguous_strides, offset_of};
 use crate::tensor::{numel_of, Tensor};
@@ -129,12 +130,8 @@ pub(crate) fn permute_into(plan: &PermutePlan, src: &[f32], out: &mut [f32]) {
                 // Tiles of BAND x TILE keep both the reads and the writes in cache.
                 for j0 in (0..row).step_by(TILE) {
                     let j1 = (j0 + TILE).min(row);
-                    for t in 0..bq {
-                        let d = &mut dst[t * row + j0..t * row + j1];
-                        for (jj, v) in d.iter_mut().enumerate() {
-                            *v = src[base + (j0 + jj) * s_last + t];
-                        }
-                    }
+                    let from = &src[base + j0 * s_last..];
+                    transpose(from, s_last, j1 - j0, bq, &mut dst[j0..], row);
                 }
             };
             if par {

@@ -22,6 +22,7 @@ mod simd_exp;
 mod subnormals;
 #[cfg(test)]
 mod tests;
+mod transpose;
 mod warm_workers;
 
 pub use gemm::{gemm_blocking, gemm_tile, set_gemm_blocking, GemmBlocking, KC};

@@ -753,6 +753,8 @@ fn permute_matches_reference() {
         (vec![4, 64, 8, 33], vec![0, 2, 1, 3]),
         (vec![4, 64, 8, 33], vec![0, 2, 3, 1]),
         (vec![40, 41, 42], vec![2, 1, 0]),
+        // Attention's keys turned for `Q·Kᵀ`: whole 8 x 8 blocks.
+        (vec![6, 1, 32, 256], vec![0, 1, 3, 2]),
     ];
     for (shape, perm) in cases {
         let x = rand_t(&shape, 51);

@@ -45,6 +45,7 @@ use super::slabs;
 use super::split_k::{sgemm_split_k, split_runs};
 use crate::cpu::for_chunks;
 use crate::cpu::isa::isa;
+use crate::cpu::transpose::transpose;
 use rayon::prelude::*;
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -189,12 +190,9 @@ fn pack_panel(
             panel[p * width..p * width + live].copy_from_slice(&x.data[start..start + live]);
         }
     } else if x.cs == 1 {
-        for r in 0..live {
-            let start = (r0 + r) * x.rs + p0;
-            for (p, &v) in x.data[start..start + kc].iter().enumerate() {
-                panel[p * width + r] = v;
-            }
-        }
+        // Rows along k: the panel is their transpose.
+        let src = &x.data[r0 * x.rs + p0..];
+        transpose(src, x.rs, live, kc, panel, width);
     } else {
         for p in 0..kc {
             for r in 0..live {

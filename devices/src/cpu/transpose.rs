@@ -1,0 +1,172 @@
+//! Transposing a block of floats, in 8 × 8 blocks of AVX registers where the
+//! CPU has AVX2.
+//!
+//! Two kernels move data this way: the GEMM packing a transposed B (`dX =
+//! dY·Wᵀ`, attention's `Q·Kᵀ`), whose panel wants `NR` columns side by side
+//! for each `k` while they are stored as rows along `k`, and `permute` swapping
+//! the last two axes. Moved one float at a time, the packing cost more than
+//! attention's small products themselves (`[32, 256]·[256, 32]`, 64 of them a
+//! step at T = 32). Only data moves: results do not change.
+
+use crate::cpu::isa::{isa, Isa};
+
+/// Writes the transpose of the `rows × cols` block at the start of `src` (row
+/// stride `rs`) to `dst` (row stride `ds`): `dst[c·ds + r] = src[r·rs + c]`.
+/// In AVX blocks unless the process runs at the scalar level.
+///
+/// Panics when `src` or `dst` is too short for its block.
+pub(crate) fn transpose(
+    src: &[f32],
+    rs: usize,
+    rows: usize,
+    cols: usize,
+    dst: &mut [f32],
+    ds: usize,
+) {
+    transpose_with(isa() != Isa::Scalar, src, rs, rows, cols, dst, ds);
+}
+
+/// [`transpose`], in AVX blocks when `avx` is set (the CPU has AVX2).
+fn transpose_with(
+    avx: bool,
+    src: &[f32],
+    rs: usize,
+    rows: usize,
+    cols: usize,
+    dst: &mut [f32],
+    ds: usize,
+) {
+    if rows == 0 || cols == 0 {
+        return;
+    }
+    assert!(
+        src.len() > (rows - 1) * rs + cols - 1 && dst.len() > (cols - 1) * ds + rows - 1,
+        "transpose: a {rows} x {cols} block does not fit its slices"
+    );
+    let (rows8, cols8) = (rows / 8 * 8, cols / 8 * 8);
+    #[cfg(target_arch = "x86_64")]
+    if avx && rows8 > 0 && cols8 > 0 {
+        for r in (0..rows8).step_by(8) {
+            for c in (0..cols8).step_by(8) {
+                // SAFETY: the caller checked AVX2; rows r..r + 8 and columns
+                // c..c + 8 lie inside the block, which the assert keeps inside
+                // both slices.
+                unsafe {
+                    transpose_8x8(
+                        src.as_ptr().add(r * rs + c),
+                        rs,
+                        dst.as_mut_ptr().add(c * ds + r),
+                        ds,
+                    )
+                };
+            }
+        }
+        one_at_a_time(src, rs, 0..rows8, cols8..cols, dst, ds);
+        one_at_a_time(src, rs, rows8..rows, 0..cols, dst, ds);
+        return;
+    }
+    let _ = (avx, rows8, cols8);
+    one_at_a_time(src, rs, 0..rows, 0..cols, dst, ds);
+}
+
+/// Moves the elements of `rows × cols` one float at a time.
+fn one_at_a_time(
+    src: &[f32],
+    rs: usize,
+    rows: std::ops::Range<usize>,
+    cols: std::ops::Range<usize>,
+    dst: &mut [f32],
+    ds: usize,
+) {
+    for r in rows {
+        for c in cols.clone() {
+            dst[c * ds + r] = src[r * rs + c];
+        }
+    }
+}
+
+/// Writes the transpose of the 8 × 8 block at `src` (row stride `rs`) to `dst`
+/// (row stride `ds`).
+///
+/// # Safety
+/// The CPU has AVX2; rows `0..8` of 8 floats at `src` (stride `rs`) are
+/// readable and those at `dst` (stride `ds`) writable.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn transpose_8x8(src: *const f32, rs: usize, dst: *mut f32, ds: usize) {
+    use std::arch::x86_64::*;
+    let row = |i: usize| _mm256_loadu_ps(src.add(i * rs));
+    let (a0, a1, a2, a3) = (row(0), row(1), row(2), row(3));
+    let (a4, a5, a6, a7) = (row(4), row(5), row(6), row(7));
+    // Pairs of rows interleaved, then pairs of pairs: each 128-bit half then
+    // holds 4 consecutive rows of one column.
+    let (t0, t1) = (_mm256_unpacklo_ps(a0, a1), _mm256_unpackhi_ps(a0, a1));
+    let (t2, t3) = (_mm256_unpacklo_ps(a2, a3), _mm256_unpackhi_ps(a2, a3));
+    let (t4, t5) = (_mm256_unpacklo_ps(a4, a5), _mm256_unpackhi_ps(a4, a5));
+    let (t6, t7) = (_mm256_unpacklo_ps(a6, a7), _mm256_unpackhi_ps(a6, a7));
+    let u0 = _mm256_shuffle_ps::<0x44>(t0, t2);
+    let u1 = _mm256_shuffle_ps::<0xEE>(t0, t2);
+    let u2 = _mm256_shuffle_ps::<0x44>(t1, t3);
+    let u3 = _mm256_shuffle_ps::<0xEE>(t1, t3);
+    let u4 = _mm256_shuffle_ps::<0x44>(t4, t6);
+    let u5 = _mm256_shuffle_ps::<0xEE>(t4, t6);
+    let u6 = _mm256_shuffle_ps::<0x44>(t5, t7);
+    let u7 = _mm256_shuffle_ps::<0xEE>(t5, t7);
+    // Low halves give columns 0..4, high halves columns 4..8.
+    let out = [
+        _mm256_permute2f128_ps::<0x20>(u0, u4),
+        _mm256_permute2f128_ps::<0x20>(u1, u5),
+        _mm256_permute2f128_ps::<0x20>(u2, u6),
+        _mm256_permute2f128_ps::<0x20>(u3, u7),
+        _mm256_permute2f128_ps::<0x31>(u0, u4),
+        _mm256_permute2f128_ps::<0x31>(u1, u5),
+        _mm256_permute2f128_ps::<0x31>(u2, u6),
+        _mm256_permute2f128_ps::<0x31>(u3, u7),
+    ];
+    for (j, v) in out.into_iter().enumerate() {
+        _mm256_storeu_ps(dst.add(j * ds), v);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blocks_and_edges_are_transposed_with_and_without_avx() {
+        let rs = 70;
+        let src: Vec<f32> = (0..40 * rs).map(|i| i as f32).collect();
+        #[cfg(target_arch = "x86_64")]
+        let ways = if std::arch::is_x86_feature_detected!("avx2") {
+            vec![false, true]
+        } else {
+            vec![false]
+        };
+        #[cfg(not(target_arch = "x86_64"))]
+        let ways = vec![false];
+        for avx in ways {
+            for (at, rows, cols, ds) in [
+                (0, 32, 64, 32),
+                (3 * rs + 5, 32, 61, 32),
+                (rs + 2, 13, 17, 16),
+                (8 * rs, 5, 7, 8),
+                (9, 12, 40, 12),
+                (0, 16, 16, 19),
+                (0, 1, 1, 1),
+            ] {
+                let mut dst = vec![-1.0; cols * ds];
+                transpose_with(avx, &src[at..], rs, rows, cols, &mut dst, ds);
+                for c in 0..cols {
+                    for r in 0..ds {
+                        let want = if r < rows { src[at + r * rs + c] } else { -1.0 };
+                        assert_eq!(
+                            dst[c * ds + r],
+                            want,
+                            "avx {avx}: {rows} x {cols} at {at}, column {c}, lane {r}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
