@@ -8,7 +8,12 @@
 //! and read through strides, as `Backend::matmul_t` takes the backward's
 //! operands). Without cases: square products n = 64..1024 (`nxnxn.nn`).
 //!
-//! The program's thread is worker 0 of rayon's pool, as in `mlpl run`.
+//! The program's thread is worker 0 of rayon's pool, as in `mlpl run`, and
+//! the other workers are kept polling for work between calls
+//! ([`WarmWorkers`](mlpl_devices::cpu::WarmWorkers)), as during `mlpl run`'s
+//! `train` loops and as OpenMP's threads spin in the peers' libraries
+//! (`MLPL_WARM_WORKERS=0`: they sleep when idle, and each product first waits
+//! for them to wake).
 //! With `MLPL_BENCH_CLOCK=thread` and one thread (`RAYON_NUM_THREADS=1`), calls
 //! are timed in the thread's CPU time, which leaves out the time the machine's
 //! other work takes the core: the way to compare two builds on a loaded machine.
@@ -179,6 +184,7 @@ fn main() {
             .collect();
     }
     let be = CpuBackend::new();
+    let _warm = mlpl_devices::cpu::WarmWorkers::new();
     for case in cases {
         let Case { m, n, k, ta, tb } = case;
         let (a, b) = (data(m * k, 1), data(k * n, 2));
