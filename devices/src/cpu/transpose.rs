@@ -8,6 +8,7 @@
 //! attention's small products themselves (`[32, 256]·[256, 32]`, 64 of them a
 //! step at T = 32). Only data moves: results do not change.
 
+#[cfg(target_arch = "x86_64")]
 use crate::cpu::isa::{isa, Isa};
 
 /// Writes the transpose of the `rows × cols` block at the start of `src` (row
@@ -23,19 +24,6 @@ pub(crate) fn transpose(
     dst: &mut [f32],
     ds: usize,
 ) {
-    transpose_with(isa() != Isa::Scalar, src, rs, rows, cols, dst, ds);
-}
-
-/// [`transpose`], in AVX blocks when `avx` is set (the CPU has AVX2).
-fn transpose_with(
-    avx: bool,
-    src: &[f32],
-    rs: usize,
-    rows: usize,
-    cols: usize,
-    dst: &mut [f32],
-    ds: usize,
-) {
     if rows == 0 || cols == 0 {
         return;
     }
@@ -43,14 +31,14 @@ fn transpose_with(
         src.len() > (rows - 1) * rs + cols - 1 && dst.len() > (cols - 1) * ds + rows - 1,
         "transpose: a {rows} x {cols} block does not fit its slices"
     );
-    let (rows8, cols8) = (rows / 8 * 8, cols / 8 * 8);
     #[cfg(target_arch = "x86_64")]
-    if avx && rows8 > 0 && cols8 > 0 {
+    if isa() != Isa::Scalar && rows >= 8 && cols >= 8 {
+        let (rows8, cols8) = (rows / 8 * 8, cols / 8 * 8);
         for r in (0..rows8).step_by(8) {
             for c in (0..cols8).step_by(8) {
-                // SAFETY: the caller checked AVX2; rows r..r + 8 and columns
-                // c..c + 8 lie inside the block, which the assert keeps inside
-                // both slices.
+                // SAFETY: every level but Scalar implies AVX2; rows r..r + 8
+                // and columns c..c + 8 lie inside the block, which the assert
+                // keeps inside both slices.
                 unsafe {
                     transpose_8x8(
                         src.as_ptr().add(r * rs + c),
@@ -65,7 +53,6 @@ fn transpose_with(
         one_at_a_time(src, rs, rows8..rows, 0..cols, dst, ds);
         return;
     }
-    let _ = (avx, rows8, cols8);
     one_at_a_time(src, rs, 0..rows, 0..cols, dst, ds);
 }
 
@@ -132,41 +119,43 @@ unsafe fn transpose_8x8(src: *const f32, rs: usize, dst: *mut f32, ds: usize) {
 mod tests {
     use super::*;
 
-    #[test]
-    fn blocks_and_edges_are_transposed_with_and_without_avx() {
+    /// The transpose of `rows × cols` at `at` of a 40 × 70 matrix, written by
+    /// `write` into `cols` rows of `ds` lanes (the others left at -1), checked.
+    fn check(at: usize, rows: usize, cols: usize, ds: usize, write: impl Fn(&[f32], &mut [f32])) {
         let rs = 70;
         let src: Vec<f32> = (0..40 * rs).map(|i| i as f32).collect();
-        #[cfg(target_arch = "x86_64")]
-        let ways = if std::arch::is_x86_feature_detected!("avx2") {
-            vec![false, true]
-        } else {
-            vec![false]
-        };
-        #[cfg(not(target_arch = "x86_64"))]
-        let ways = vec![false];
-        for avx in ways {
-            for (at, rows, cols, ds) in [
-                (0, 32, 64, 32),
-                (3 * rs + 5, 32, 61, 32),
-                (rs + 2, 13, 17, 16),
-                (8 * rs, 5, 7, 8),
-                (9, 12, 40, 12),
-                (0, 16, 16, 19),
-                (0, 1, 1, 1),
-            ] {
-                let mut dst = vec![-1.0; cols * ds];
-                transpose_with(avx, &src[at..], rs, rows, cols, &mut dst, ds);
-                for c in 0..cols {
-                    for r in 0..ds {
-                        let want = if r < rows { src[at + r * rs + c] } else { -1.0 };
-                        assert_eq!(
-                            dst[c * ds + r],
-                            want,
-                            "avx {avx}: {rows} x {cols} at {at}, column {c}, lane {r}"
-                        );
-                    }
-                }
+        let mut dst = vec![-1.0; cols * ds];
+        write(&src[at..], &mut dst);
+        for c in 0..cols {
+            for r in 0..ds {
+                let want = if r < rows { src[at + r * rs + c] } else { -1.0 };
+                assert_eq!(
+                    dst[c * ds + r],
+                    want,
+                    "{rows} x {cols} at {at}, column {c}, lane {r}"
+                );
             }
+        }
+    }
+
+    #[test]
+    fn blocks_and_edges_are_transposed_at_this_level_and_one_at_a_time() {
+        let rs = 70;
+        for (at, rows, cols, ds) in [
+            (0, 32, 64, 32),
+            (3 * rs + 5, 32, 61, 32),
+            (rs + 2, 13, 17, 16),
+            (8 * rs, 5, 7, 8),
+            (9, 12, 40, 12),
+            (0, 16, 16, 19),
+            (0, 1, 1, 1),
+        ] {
+            check(at, rows, cols, ds, |s, d| {
+                transpose(s, rs, rows, cols, d, ds)
+            });
+            check(at, rows, cols, ds, |s, d| {
+                one_at_a_time(s, rs, 0..rows, 0..cols, d, ds)
+            });
         }
     }
 }
