@@ -17,6 +17,10 @@
 //! With `MLPL_BENCH_CLOCK=thread` and one thread (`RAYON_NUM_THREADS=1`), calls
 //! are timed in the thread's CPU time, which leaves out the time the machine's
 //! other work takes the core: the way to compare two builds on a loaded machine.
+//! With `MLPL_BENCH_COPIES=N` the calls cycle through `N` copies of each
+//! case's operands (8 MiB or more in all: out of the L2 cache), as the products
+//! of a training step read operands that earlier kernels left in memory; the
+//! default, 1, times operands that stay in the cache between calls.
 //! With `--compare` it also times, interleaved case by case, MLPL's GEMM at
 //! every instruction-set level the CPU supports (`mlpl-avx512`, `mlpl-avx2`,
 //! `mlpl-scalar` up to 256³, all threads) and the engines it could use instead:
@@ -99,6 +103,15 @@ impl Case {
         let b = if self.tb { (1, self.k) } else { (self.n, 1) };
         (a, b)
     }
+}
+
+/// `MLPL_BENCH_COPIES` (at least 1; 1 when unset or invalid).
+fn operand_copies() -> usize {
+    std::env::var("MLPL_BENCH_COPIES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1)
+        .max(1)
 }
 
 fn gemm_crate(case: Case, a: &[f32], b: &[f32], c: &mut [f32], par: gemm::Parallelism) {
@@ -195,8 +208,24 @@ fn main() {
             Tensor::from_vec(sb, b.clone()),
         );
         let label = case.label();
+        let copies: Vec<(Tensor, Tensor)> = (1..operand_copies())
+            .map(|_| {
+                (
+                    Tensor::from_vec(xa.shape().to_vec(), a.clone()),
+                    Tensor::from_vec(xb.shape().to_vec(), b.clone()),
+                )
+            })
+            .collect();
+        let next = std::cell::Cell::new(0usize);
         let run = || {
-            black_box(be.matmul_t(&xa, &xb, ta, tb).unwrap());
+            let i = next.get();
+            next.set((i + 1) % (copies.len() + 1));
+            let (xa, xb) = if i == 0 {
+                (&xa, &xb)
+            } else {
+                (&copies[i - 1].0, &copies[i - 1].1)
+            };
+            black_box(be.matmul_t(xa, xb, ta, tb).unwrap());
         };
         println!(
             "mlpl matmul {label} {:.2}",

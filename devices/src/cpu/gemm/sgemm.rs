@@ -171,73 +171,124 @@ fn pack_panel(
     width: usize,
     panel: &mut [f32],
 ) {
-    if x.rs == 1 && live == width {
-        // Whole panels of the kernels' widths copied with fixed-size moves (a
-        // `memcpy` call per step cost a third of a narrow product).
-        match width {
-            4 => return pack_lines::<4>(x, r0, p0, kc, panel),
-            6 => return pack_lines::<6>(x, r0, p0, kc, panel),
-            8 => return pack_lines::<8>(x, r0, p0, kc, panel),
-            12 => return pack_lines::<12>(x, r0, p0, kc, panel),
-            16 => return pack_lines::<16>(x, r0, p0, kc, panel),
-            32 => return pack_lines::<32>(x, r0, p0, kc, panel),
-            _ => {}
-        }
-    }
+    debug_assert!(live <= width);
+    pack_panels(x, r0, live, p0, kc, width, panel);
+}
+
+/// Packs rows `r0..r0 + rows`, columns `p0..p0 + kc` of `x` into
+/// `rows.div_ceil(width)` panels of `width` lanes one after the other (panel
+/// `q`, element `(p, r)` at `q·width·kc + p·width + r`), missing lanes of the
+/// last zero.
+///
+/// When `x`'s rows are its contiguous dimension (`x.rs == 1`: a row-major B,
+/// or a transposed A), the panels are filled in the order of `x`'s memory, one
+/// line `p` at a time across all of them: the reads are one sequential stream
+/// (the hardware prefetchers follow it when `x` comes from memory, as in a
+/// training step) instead of one short strided piece per line per panel. When
+/// `x` is read along `k` (`x.cs == 1`), each panel is a transposition of its
+/// rows.
+fn pack_panels(
+    x: MatRef,
+    r0: usize,
+    rows: usize,
+    p0: usize,
+    kc: usize,
+    width: usize,
+    out: &mut [f32],
+) {
+    let out = &mut out[..rows.div_ceil(width) * width * kc];
     if x.rs == 1 {
-        for p in 0..kc {
-            let start = (p0 + p) * x.cs + r0;
-            panel[p * width..p * width + live].copy_from_slice(&x.data[start..start + live]);
-        }
-    } else if x.cs == 1 {
-        // Rows along k: the panel is their transpose.
-        let src = &x.data[r0 * x.rs + p0..];
-        transpose(src, x.rs, live, kc, panel, width);
-    } else {
-        for p in 0..kc {
-            for r in 0..live {
-                panel[p * width + r] = x.at(r0 + r, p0 + p);
+        // Whole panels of the kernels' widths are copied with fixed-size moves
+        // (a `memcpy` call per line cost a third of a narrow product).
+        return match width {
+            4 => pack_lines::<4>(x, r0, rows, p0, kc, out),
+            6 => pack_lines::<6>(x, r0, rows, p0, kc, out),
+            8 => pack_lines::<8>(x, r0, rows, p0, kc, out),
+            12 => pack_lines::<12>(x, r0, rows, p0, kc, out),
+            16 => pack_lines::<16>(x, r0, rows, p0, kc, out),
+            32 => pack_lines::<32>(x, r0, rows, p0, kc, out),
+            _ => pack_lines_any(x, r0, rows, p0, kc, width, out),
+        };
+    }
+    for (q, panel) in out.chunks_exact_mut(width * kc).enumerate() {
+        let (first, live) = (r0 + q * width, width.min(rows - q * width));
+        if x.cs == 1 {
+            // Rows along k: the panel is their transpose.
+            let src = &x.data[first * x.rs + p0..];
+            transpose(src, x.rs, live, kc, panel, width);
+        } else {
+            for p in 0..kc {
+                for r in 0..live {
+                    panel[p * width + r] = x.at(first + r, p0 + p);
+                }
             }
         }
-    }
-    if live < width {
-        for p in 0..kc {
-            panel[p * width + live..(p + 1) * width].fill(0.0);
+        if live < width {
+            for line in panel.chunks_exact_mut(width) {
+                line[live..].fill(0.0);
+            }
         }
     }
 }
 
-/// [`pack_panel`] of `W` rows stored contiguously (`x.rs == 1`), all live.
+/// [`pack_panels`] of an `x` whose rows are contiguous (`x.rs == 1`), for
+/// panels `W` lanes wide, line by line.
 #[inline]
-fn pack_lines<const W: usize>(x: MatRef, r0: usize, p0: usize, kc: usize, panel: &mut [f32]) {
-    for (p, dst) in panel[..kc * W].chunks_exact_mut(W).enumerate() {
+fn pack_lines<const W: usize>(
+    x: MatRef,
+    r0: usize,
+    rows: usize,
+    p0: usize,
+    kc: usize,
+    out: &mut [f32],
+) {
+    let (whole, tail) = (rows / W, rows % W);
+    for p in 0..kc {
         let start = (p0 + p) * x.cs + r0;
-        let src: &[f32; W] = x.data[start..start + W].try_into().expect("W floats");
-        dst.copy_from_slice(src);
+        let line = &x.data[start..start + rows];
+        for (q, src) in line.chunks_exact(W).enumerate() {
+            let src: &[f32; W] = src.try_into().expect("W floats");
+            out[q * W * kc + p * W..][..W].copy_from_slice(src);
+        }
+        if tail > 0 {
+            let dst = &mut out[whole * W * kc + p * W..][..W];
+            dst[..tail].copy_from_slice(&line[whole * W..]);
+            dst[tail..].fill(0.0);
+        }
+    }
+}
+
+/// [`pack_lines`] for any width.
+fn pack_lines_any(
+    x: MatRef,
+    r0: usize,
+    rows: usize,
+    p0: usize,
+    kc: usize,
+    width: usize,
+    out: &mut [f32],
+) {
+    for p in 0..kc {
+        let start = (p0 + p) * x.cs + r0;
+        let line = &x.data[start..start + rows];
+        for (q, src) in line.chunks(width).enumerate() {
+            let dst = &mut out[q * width * kc + p * width..][..width];
+            dst[..src.len()].copy_from_slice(src);
+            dst[src.len()..].fill(0.0);
+        }
     }
 }
 
 /// Packs rows `i0..i0 + rows`, columns `p0..p0 + kc` of `a` into `mr`-row
 /// panels (panel `q`, element `(p, r)` at `q·mr·kc + p·mr + r`).
 fn pack_a(a: MatRef, i0: usize, rows: usize, p0: usize, kc: usize, mr: usize, out: &mut [f32]) {
-    for (q, panel) in out.chunks_exact_mut(mr * kc).enumerate() {
-        let r0 = i0 + q * mr;
-        pack_panel(a, r0, mr.min(i0 + rows - r0), p0, kc, mr, panel);
-    }
+    pack_panels(a, i0, rows, p0, kc, mr, out);
 }
 
-/// Packs rows `p0..p0 + kc`, columns `j0..j0 + live` of `b` into one `nr`-wide
-/// panel (element `(p, j)` at `p·nr + j`).
-fn pack_b_panel(
-    b: MatRef,
-    p0: usize,
-    kc: usize,
-    j0: usize,
-    live: usize,
-    nr: usize,
-    panel: &mut [f32],
-) {
-    pack_panel(b.t(), j0, live, p0, kc, nr, panel);
+/// Packs rows `p0..p0 + kc`, columns `j0..j0 + cols` of `b` into `nr`-wide
+/// panels (panel `q`, element `(p, j)` at `q·nr·kc + p·nr + j`).
+fn pack_b(b: MatRef, p0: usize, kc: usize, j0: usize, cols: usize, nr: usize, out: &mut [f32]) {
+    pack_panels(b.t(), j0, cols, p0, kc, nr, out);
 }
 
 /// Floats of B packed from which packing is split across threads.
@@ -354,12 +405,17 @@ pub(super) fn sgemm_with(
             let block_cap = mc * if copies_rows { lda } else { kc };
             with_buffer(&B_BUFFERS, nc * KC, |bpack| {
                 let bpack = &mut bpack[..panels * nr * kc];
-                let pack = |q: usize, panel: &mut [f32]| {
-                    let j0 = jc + q * nr;
-                    pack_b_panel(b, pc, kc, j0, nr.min(n - j0), nr, panel);
-                };
+                // Each thread packs a run of whole panels.
                 let par_pack = threads > 1 && panels > 1 && kc * ncb >= PAR_PACK;
-                for_chunks(bpack, nr * kc, par_pack, |at, p| pack(at / (nr * kc), p));
+                let per_pack = if par_pack {
+                    panels.div_ceil(threads)
+                } else {
+                    panels
+                };
+                for_chunks(bpack, per_pack * nr * kc, par_pack, |at, run| {
+                    let j0 = jc + at / kc;
+                    pack_b(b, pc, kc, j0, (run.len() / kc).min(n - j0), nr, run);
+                });
                 let bpack = &*bpack;
                 let row_blocks = m.div_ceil(mc);
                 let groups = panel_groups(row_blocks, panels, threads);
@@ -570,7 +626,7 @@ fn sgemm_direct(kernel: Microkernel, product: Product, c: &mut [f32]) {
                     let (bp, brs) = if cols == nr && b.cs == 1 {
                         (b.data[pc * b.rs + j..].as_ptr(), b.rs)
                     } else {
-                        pack_b_panel(b, pc, kc, j, cols, nr, &mut bpanel[..nr * kc]);
+                        pack_b(b, pc, kc, j, cols, nr, &mut bpanel[..nr * kc]);
                         (bpanel.as_ptr(), nr)
                     };
                     for i in (0..m).step_by(mr) {
@@ -712,6 +768,48 @@ mod tests {
                 (x as f32 / u32::MAX as f32 - 0.5) * 3.7
             })
             .collect()
+    }
+
+    #[test]
+    fn panels_hold_each_element_once_at_its_place_and_zeros_past_the_rows() {
+        // `x` is 40 x 37 (rows x k) read three ways: rows contiguous (the
+        // line-by-line path), k contiguous (transpositions), neither.
+        let (rows_all, k_all) = (40, 37);
+        let vals = data(rows_all * k_all * 2, 7);
+        let layouts = [(1, rows_all), (k_all, 1), (2 * k_all, 2)];
+        for (rs, cs) in layouts {
+            let x = MatRef {
+                data: &vals,
+                rs,
+                cs,
+            };
+            for width in [4, 12, 32, 5] {
+                for (r0, rows, p0, kc) in [(0, 40usize, 0, 37), (3, 29, 5, 20), (7, 1, 36, 1)] {
+                    let panels = rows.div_ceil(width);
+                    let mut out = vec![f32::NAN; panels * width * kc + 3];
+                    pack_panels(x, r0, rows, p0, kc, width, &mut out);
+                    for q in 0..panels {
+                        for p in 0..kc {
+                            for r in 0..width {
+                                let got = out[q * width * kc + p * width + r];
+                                let row = q * width + r;
+                                let want = if row < rows {
+                                    x.at(r0 + row, p0 + p)
+                                } else {
+                                    0.0
+                                };
+                                assert_eq!(
+                                    got.to_bits(),
+                                    want.to_bits(),
+                                    "strides ({rs}, {cs}), width {width}, panel {q}, p {p}, lane {r}"
+                                );
+                            }
+                        }
+                    }
+                    assert!(out[panels * width * kc..].iter().all(|v| v.is_nan()));
+                }
+            }
+        }
     }
 
     #[test]
