@@ -26,8 +26,8 @@
 //!
 //! Four variants change only who computes what, never an element's
 //! operations: a row-major A is read in place, or copied row by row when its
-//! rows would alias in the L1 cache ([`reads_a_in_place`]), not transposed into
-//! panels; a single-threaded product that is small, or has a small output and a
+//! rows would alias in the L1 cache, not transposed into panels, unless the
+//! product is wide enough to amortise the transposition ([`a_tiles`]); a single-threaded product that is small, or has a small output and a
 //! row-major B, skips packing ([`sgemm_direct`]); a multi-threaded product with a
 //! small output and several `KC` blocks is split by runs of blocks instead of by
 //! tiles, the later runs' blocks kept apart and added in block order
@@ -383,16 +383,17 @@ pub(super) fn sgemm_with(
     if let Some(runs) = split_runs(m, n, k, threads) {
         return sgemm_split_k(kernel, blocking, runs, product, c);
     }
-    if let Some(split) = slabs::split(product, !reads_a_in_place(a), threads) {
+    let a_tiles = a_tiles(a, n);
+    if let Some(split) = slabs::split(product, a_tiles != ATiles::InPlace, threads) {
         return slabs::sgemm_slabs(kernel, blocking, threads, split, product, c);
     }
     let GemmBlocking { mc, nc } = blocking.for_kernel(&kernel);
     let (mr, nr) = (kernel.mr, kernel.nr);
     let mc = balanced_mc(m, mc, mr, threads);
-    let in_place = reads_a_in_place(a);
+    let in_place = a_tiles == ATiles::InPlace;
     // A row-major A that is not read in place is copied row by row to rows
     // `lda` floats apart (no aliasing), not transposed into panels.
-    let copies_rows = a.cs == 1 && !in_place;
+    let copies_rows = a_tiles == ATiles::CopiedRows;
     let shared_c = SharedC(c.as_mut_ptr());
     for jc in (0..n).step_by(nc) {
         let ncb = nc.min(n - jc);
@@ -552,23 +553,45 @@ fn balanced_mc(m: usize, mc: usize, mr: usize, threads: usize) -> usize {
 }
 
 /// Floats between the rows of a row-major A copied row by row (see
-/// [`reads_a_in_place`]) beyond the `kc` of a row: 16 floats, one cache line,
+/// [`a_tiles`]) beyond the `kc` of a row: 16 floats, one cache line,
 /// so that rows `KC + 16` floats apart fall into different sets of the L1
 /// cache.
 const ROW_PAD: usize = 16;
 
-/// Whether the packed path reads the full row tiles of `a` where they are
-/// instead of packing them: when A is row-major, packing is a transposition
-/// that costs about a quarter of a narrow product (`[2048, 512]·[512, 128]`),
-/// while the kernel reads a tile's rows just as well in place. Not when the row
-/// stride is a multiple of 512 floats: a tile's 12 rows, 2 KiB or a multiple
-/// of 4 KiB apart, then fall into one or two sets of the L1 cache and evict
-/// each other; such an A is copied row by row to rows [`ROW_PAD`] floats
-/// longer (a copy costs far less than the transposition into panels), and the
-/// kernel reads the copy the same way. Only speed depends on it (the kernel's
-/// operations are the same).
-pub(super) fn reads_a_in_place(a: MatRef) -> bool {
-    a.cs == 1 && a.rs % 512 != 0
+/// How the packed path gets the row tiles of A to the micro-kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum ATiles {
+    /// Read where they are (a row-major A).
+    InPlace,
+    /// A row-major A copied row by row to rows [`ROW_PAD`] floats longer.
+    CopiedRows,
+    /// Packed into `MR`-row panels (a transposition for a row-major A).
+    Panels,
+}
+
+/// Columns of C from which a row-major A is packed into panels too.
+const PANELS_FROM_N: usize = 512;
+
+/// How the packed path reads A for a product with `n` columns.
+///
+/// A row-major A is read in place: packing it is a transposition, and for a
+/// narrow product (few panels of B to amortise it over) that costs more than
+/// the kernel gains from panels (`[2048, 256]·[256, 256]`: 0.97× with
+/// panels). Its rows are copied instead when the row stride is a multiple of
+/// 512 floats (a tile's 12 rows, 2 KiB or a multiple of 4 KiB apart, fall into
+/// one or two sets of the L1 cache and evict each other). From
+/// [`PANELS_FROM_N`] columns on it is packed into panels like any other A: the
+/// kernel reads one stream of 12 floats a step instead of 12 rows, and the
+/// transposition is shared by 16 panels of B or more (2-core AVX-512 Xeon,
+/// best of 3 interleaved rounds: `[2048, 1024]·[1024, 256]` 1.08×,
+/// `[2048, 256]·[1024, 256]ᵀ` 1.11×, 1024³ 1.07× on 2 threads; 1.02–1.13× on
+/// one). Only speed depends on it (the kernel's operations are the same).
+pub(super) fn a_tiles(a: MatRef, n: usize) -> ATiles {
+    match (a.cs == 1, n >= PANELS_FROM_N) {
+        (true, false) if a.rs % 512 != 0 => ATiles::InPlace,
+        (true, false) => ATiles::CopiedRows,
+        _ => ATiles::Panels,
+    }
 }
 
 /// Groups of B's panels a `row_blocks × panels` product's tasks split each
@@ -839,6 +862,9 @@ mod tests {
             // transposed): 150 columns a thread, the second slab's edge tile
             // partial (one block of k, so not split by blocks of k).
             (40, 300, 200),
+            // Wide enough that a row-major A is packed into panels too
+            // (`PANELS_FROM_N`), its last tile partial.
+            (30, PANELS_FROM_N + 8, 300),
         ];
         let blockings = [
             GemmBlocking::DEFAULT,
@@ -944,18 +970,20 @@ mod tests {
     }
 
     #[test]
-    fn a_row_major_a_is_read_in_place_unless_its_rows_alias_in_the_cache() {
+    fn a_row_major_a_is_read_in_place_unless_its_rows_alias_or_the_product_is_wide() {
         let data = [0.0f32; 4];
         let a = |rs, cs| MatRef {
             data: &data,
             rs,
             cs,
         };
-        assert!(reads_a_in_place(a(128, 1)));
-        assert!(reads_a_in_place(a(280, 1)));
-        assert!(!reads_a_in_place(a(512, 1)));
-        assert!(!reads_a_in_place(a(2048, 1)));
-        assert!(!reads_a_in_place(a(1, 128)));
+        assert_eq!(a_tiles(a(128, 1), 256), ATiles::InPlace);
+        assert_eq!(a_tiles(a(280, 1), 511), ATiles::InPlace);
+        assert_eq!(a_tiles(a(512, 1), 256), ATiles::CopiedRows);
+        assert_eq!(a_tiles(a(2048, 1), 280), ATiles::CopiedRows);
+        assert_eq!(a_tiles(a(256, 1), PANELS_FROM_N), ATiles::Panels);
+        assert_eq!(a_tiles(a(1024, 1), 1024), ATiles::Panels);
+        assert_eq!(a_tiles(a(1, 128), 256), ATiles::Panels);
     }
 
     #[test]
