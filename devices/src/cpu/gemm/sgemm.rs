@@ -352,7 +352,13 @@ pub(crate) fn sgemm(
         b,
         ldc: n,
     };
-    sgemm_with(Microkernel::of(isa()), gemm_blocking(), threads, product, c);
+    sgemm_with(
+        Microkernel::for_rows(isa(), m),
+        gemm_blocking(),
+        threads,
+        product,
+        c,
+    );
 }
 
 /// The operands of `C = A·B`: `A` `m × k`, `B` `k × n` (`m`, `n`, `k` > 0),
@@ -883,11 +889,17 @@ mod tests {
                 let want: Vec<u32> = (0..m * n)
                     .map(|e| contract(a, b, e / n, e % n, k).to_bits())
                     .collect();
-                for isa in supported_isas() {
+                // Each level's kernel, and the one `sgemm` picks for `m` rows
+                // when it differs (8-row tiles at AVX-512).
+                let kernels = supported_isas().into_iter().flat_map(|isa| {
+                    let (main, for_m) = (Microkernel::of(isa), Microkernel::for_rows(isa, m));
+                    std::iter::once((isa, main))
+                        .chain((for_m.mr != main.mr).then_some((isa, for_m)))
+                });
+                for (isa, kernel) in kernels {
                     for blocking in blockings {
                         for threads in [1, 2, 3] {
                             let mut c = vec![f32::NAN; m * n];
-                            let kernel = Microkernel::of(isa);
                             let product = Product {
                                 m,
                                 n,
@@ -901,7 +913,8 @@ mod tests {
                             assert!(
                                 got == want,
                                 "{m}x{k} · {k}x{n} (transposed: {ta}, {tb}) differs from the \
-                                 contract on {isa}, {blocking:?}, {threads} threads"
+                                 contract on {isa} ({}-row tiles), {blocking:?}, {threads} threads",
+                                kernel.mr
                             );
                         }
                     }
@@ -909,6 +922,24 @@ mod tests {
             }
         }
         assert!(supported_isas().contains(&Isa::Scalar));
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn few_rows_get_short_tiles_where_they_pad_fewer_rows() {
+        use super::super::microkernel::short_rows_up_to;
+        let rows = |isa, m| Microkernel::for_rows(isa, m).mr;
+        let limit = short_rows_up_to(Isa::Avx512);
+        assert_eq!(rows(Isa::Avx512, 32), 8);
+        assert_eq!(rows(Isa::Avx512, 8), 8);
+        assert_eq!(rows(Isa::Avx512, 36), 12);
+        assert_eq!(rows(Isa::Avx512, 48), 12);
+        assert_eq!(rows(Isa::Avx512, limit), 8);
+        assert_eq!(rows(Isa::Avx512, limit + 8), 12);
+        assert_eq!(rows(Isa::Avx2, 32), 4);
+        assert_eq!(rows(Isa::Avx2, 36), 6);
+        assert_eq!(rows(Isa::Avx2, short_rows_up_to(Isa::Avx2) + 4), 6);
+        assert_eq!(rows(Isa::Scalar, 33), Microkernel::of(Isa::Scalar).mr);
     }
 
     #[test]
