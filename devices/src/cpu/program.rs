@@ -279,7 +279,7 @@ fn kernel_of(op: &Op, ins: &[&[usize]]) -> Result<Kernel> {
             let dims = nn::split_at_axis(ins[0], *axis);
             let n = nn::softmax_scratch_lens(dims);
             slices(op, (0, n), move |x, o, s| {
-                nn::logsumexp_into(x[0], dims, &mut o[0], &mut s.f64s[..n])
+                nn::logsumexp_into(x[0], dims, o[0], &mut s.f64s[..n])
             })
         }
         Op::SoftmaxBackward { axis } => Kernel::SoftmaxBackward {
@@ -310,13 +310,13 @@ fn kernel_of(op: &Op, ins: &[&[usize]]) -> Result<Kernel> {
             let t = ins[0].last().copied().unwrap_or(1);
             let (orders, heads, rows, seed) = (orders.clone(), *heads, *rows, *seed);
             slices(op, (0, 0), move |x, o, _| {
-                nn::engram_hash_into(x[0], t, &orders, heads, rows, seed, &mut o[0])
+                nn::engram_hash_into(x[0], t, &orders, heads, rows, seed, o[0])
             })
         }
         Op::CausalConv => {
             let dims = nn::conv_dims(ins[0]);
             slices(op, (0, 0), move |x, o, _| {
-                nn::causal_conv_into(x[0], x[1], dims, &mut o[0])
+                nn::causal_conv_into(x[0], x[1], dims, o[0])
             })
         }
         Op::CausalConvBackward => {
@@ -370,7 +370,7 @@ fn kernel_of(op: &Op, ins: &[&[usize]]) -> Result<Kernel> {
             let plan = select::SelectPlan::new([ins[0], ins[1], ins[2]])
                 .ok_or_else(|| unsupported(format!("select shapes {ins:?} do not broadcast")))?;
             slices(op, (0, 0), move |x, o, _| {
-                select::select_into(&plan, x[0], x[1], x[2], &mut o[0])
+                select::select_into(&plan, x[0], x[1], x[2], o[0])
             })
         }
         Op::SliceAxis {
@@ -381,7 +381,7 @@ fn kernel_of(op: &Op, ins: &[&[usize]]) -> Result<Kernel> {
         } => {
             let plan = select::SlicePlan::new(ins[0], *axis, *start, *step, *len);
             slices(op, (0, 0), move |x, o, _| {
-                select::slice_into(&plan, x[0], &mut o[0])
+                select::slice_into(&plan, x[0], o[0])
             })
         }
         Op::UnsliceAxis {
@@ -392,7 +392,7 @@ fn kernel_of(op: &Op, ins: &[&[usize]]) -> Result<Kernel> {
         } => {
             let plan = select::SlicePlan::new(shape, *axis, *start, *step, ins[0][*axis]);
             slices(op, (0, 0), move |x, o, _| {
-                select::unslice_into(&plan, x[0], &mut o[0])
+                select::unslice_into(&plan, x[0], o[0])
             })
         }
         Op::AdamUpdate { step } => Kernel::Adam(*step),

@@ -594,7 +594,7 @@ const PANELS_FROM_N: usize = 512;
 /// one). Only speed depends on it (the kernel's operations are the same).
 pub(super) fn a_tiles(a: MatRef, n: usize) -> ATiles {
     match (a.cs == 1, n >= PANELS_FROM_N) {
-        (true, false) if a.rs % 512 != 0 => ATiles::InPlace,
+        (true, false) if !a.rs.is_multiple_of(512) => ATiles::InPlace,
         (true, false) => ATiles::CopiedRows,
         _ => ATiles::Panels,
     }
@@ -954,7 +954,7 @@ mod tests {
             (300, 144, 12, 2),
         ] {
             let b = balanced_mc(m, mc, mr, threads);
-            assert!(b % mr == 0 && b <= mc && b > 0, "{m}, {mc}: {b}");
+            assert!(b.is_multiple_of(mr) && b <= mc && b > 0, "{m}, {mc}: {b}");
             let blocks = m.div_ceil(b);
             assert_eq!(
                 blocks % threads,
