@@ -297,76 +297,68 @@ macro_rules! simd_kernel {
     };
 }
 
+/// An AVX2 kernel of `rows` × 16 tiles.
+#[cfg(target_arch = "x86_64")]
+macro_rules! avx2_kernel {
+    ($rows:literal) => {
+        simd_kernel! {
+            feature: "avx2,fma",
+            vector: __m256,
+            lanes: 8,
+            rows: $rows,
+            vectors: 2,
+            zero: _mm256_setzero_ps,
+            splat: _mm256_set1_ps,
+            load: _mm256_loadu_ps,
+            store: _mm256_storeu_ps,
+            fmadd: _mm256_fmadd_ps,
+            add: _mm256_add_ps,
+        }
+    };
+}
+
+/// An AVX-512 kernel of `rows` × 32 tiles.
+#[cfg(target_arch = "x86_64")]
+macro_rules! avx512_kernel {
+    ($rows:literal) => {
+        simd_kernel! {
+            feature: "avx512f,fma",
+            vector: __m512,
+            lanes: 16,
+            rows: $rows,
+            vectors: 2,
+            zero: _mm512_setzero_ps,
+            splat: _mm512_set1_ps,
+            load: _mm512_loadu_ps,
+            store: _mm512_storeu_ps,
+            fmadd: _mm512_fmadd_ps,
+            add: _mm512_add_ps,
+        }
+    };
+}
+
 /// 6 × 16 tiles in 12 of the 16 ymm registers.
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
-    simd_kernel! {
-        feature: "avx2,fma",
-        vector: __m256,
-        lanes: 8,
-        rows: 6,
-        vectors: 2,
-        zero: _mm256_setzero_ps,
-        splat: _mm256_set1_ps,
-        load: _mm256_loadu_ps,
-        store: _mm256_storeu_ps,
-        fmadd: _mm256_fmadd_ps,
-        add: _mm256_add_ps,
-    }
+    avx2_kernel!(6);
 }
 
 /// 12 × 32 tiles in 24 of the 32 zmm registers.
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
-    simd_kernel! {
-        feature: "avx512f,fma",
-        vector: __m512,
-        lanes: 16,
-        rows: 12,
-        vectors: 2,
-        zero: _mm512_setzero_ps,
-        splat: _mm512_set1_ps,
-        load: _mm512_loadu_ps,
-        store: _mm512_storeu_ps,
-        fmadd: _mm512_fmadd_ps,
-        add: _mm512_add_ps,
-    }
+    avx512_kernel!(12);
 }
 
 /// 8 × 32 tiles in 16 zmm registers: for products of few rows (see
 /// [`Microkernel::for_rows`]).
 #[cfg(target_arch = "x86_64")]
 mod avx512_short {
-    simd_kernel! {
-        feature: "avx512f,fma",
-        vector: __m512,
-        lanes: 16,
-        rows: 8,
-        vectors: 2,
-        zero: _mm512_setzero_ps,
-        splat: _mm512_set1_ps,
-        load: _mm512_loadu_ps,
-        store: _mm512_storeu_ps,
-        fmadd: _mm512_fmadd_ps,
-        add: _mm512_add_ps,
-    }
+    avx512_kernel!(8);
 }
 
 /// 4 × 16 tiles in 8 ymm registers: for products of few rows (see
 /// [`Microkernel::for_rows`]).
 #[cfg(target_arch = "x86_64")]
 mod avx2_short {
-    simd_kernel! {
-        feature: "avx2,fma",
-        vector: __m256,
-        lanes: 8,
-        rows: 4,
-        vectors: 2,
-        zero: _mm256_setzero_ps,
-        splat: _mm256_set1_ps,
-        load: _mm256_loadu_ps,
-        store: _mm256_storeu_ps,
-        fmadd: _mm256_fmadd_ps,
-        add: _mm256_add_ps,
-    }
+    avx2_kernel!(4);
 }

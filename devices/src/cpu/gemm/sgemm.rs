@@ -199,16 +199,17 @@ fn pack_panels(
     let out = &mut out[..rows.div_ceil(width) * width * kc];
     if x.rs == 1 {
         // Whole panels of the kernels' widths are copied with fixed-size moves
-        // (a `memcpy` call per line cost a third of a narrow product).
-        return match width {
-            4 => pack_lines::<4>(x, r0, rows, p0, kc, out),
-            6 => pack_lines::<6>(x, r0, rows, p0, kc, out),
-            8 => pack_lines::<8>(x, r0, rows, p0, kc, out),
-            12 => pack_lines::<12>(x, r0, rows, p0, kc, out),
-            16 => pack_lines::<16>(x, r0, rows, p0, kc, out),
-            32 => pack_lines::<32>(x, r0, rows, p0, kc, out),
-            _ => pack_lines_any(x, r0, rows, p0, kc, width, out),
-        };
+        // (a `memcpy` call per line cost a third of a narrow product); other
+        // widths (none of the kernels') take the element-wise loop below.
+        match width {
+            4 => return pack_lines::<4>(x, r0, rows, p0, kc, out),
+            6 => return pack_lines::<6>(x, r0, rows, p0, kc, out),
+            8 => return pack_lines::<8>(x, r0, rows, p0, kc, out),
+            12 => return pack_lines::<12>(x, r0, rows, p0, kc, out),
+            16 => return pack_lines::<16>(x, r0, rows, p0, kc, out),
+            32 => return pack_lines::<32>(x, r0, rows, p0, kc, out),
+            _ => {}
+        }
     }
     for (q, panel) in out.chunks_exact_mut(width * kc).enumerate() {
         let (first, live) = (r0 + q * width, width.min(rows - q * width));
@@ -254,27 +255,6 @@ fn pack_lines<const W: usize>(
             let dst = &mut out[whole * W * kc + p * W..][..W];
             dst[..tail].copy_from_slice(&line[whole * W..]);
             dst[tail..].fill(0.0);
-        }
-    }
-}
-
-/// [`pack_lines`] for any width.
-fn pack_lines_any(
-    x: MatRef,
-    r0: usize,
-    rows: usize,
-    p0: usize,
-    kc: usize,
-    width: usize,
-    out: &mut [f32],
-) {
-    for p in 0..kc {
-        let start = (p0 + p) * x.cs + r0;
-        let line = &x.data[start..start + rows];
-        for (q, src) in line.chunks(width).enumerate() {
-            let dst = &mut out[q * width * kc + p * width..][..width];
-            dst[..src.len()].copy_from_slice(src);
-            dst[src.len()..].fill(0.0);
         }
     }
 }
