@@ -5,7 +5,9 @@
 # BLOCKSxHEADS-dD-TT-bB (blocks, heads, width d, window T, B windows a step).
 # Runs interleaved (one round = every implementation once per configuration) and
 # reports, per configuration, the median ms/step over the rounds, the ratio to
-# the fastest peer, the peak memory of each process above its RSS before the
+# the fastest peer (of the medians, and the median and range over rounds of
+# the ratio within each round, which a machine whose speed drifts during the
+# run moves less), the peak memory of each process above its RSS before the
 # first step, and the GFLOP/s achieved; every table is stamped with the CPU
 # model from lscpu. MLPL is measured captured (the default) and interpreted
 # (--no-capture). Not part of CI. Installs the peers into bench/.venv-peers on
@@ -20,6 +22,7 @@
 #   STEPS=30        timed steps of 1-block models; BIG_STEPS=5 for the others
 #   WARMUP=3        untimed steps of the peers first (default 3; 2 for BIG_STEPS < 10)
 #   MLX_BIG_STEPS=2 timed steps of MLX on the multi-block models (after 1 warm-up)
+#   RESULTS=FILE    also keep the raw results (one JSON line per run, in run order)
 # Run time on a 2-core machine, estimated from the step times: about 4 minutes a
 # round for the tiny LM (DS=...), 10-12 for everything, of which MLX's CPU
 # backend takes about 5 on the large models (IMPLS without mlx to skip it).
@@ -135,6 +138,7 @@ for r in $(seq "$ROUNDS"); do
     done
   done
 done
+if [ -n "${RESULTS:-}" ]; then cp "$OUT" "$RESULTS"; fi
 echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'); $(nproc) cores; $(date -u +%F) $START-$(date -u +%H:%M) UTC; $ROUNDS rounds"
 echo "$("$VENV/bin/python" -c 'import torch, jax, mlx.core as mx; print(f"torch {torch.__version__}, jax {jax.__version__}, mlx {mx.__version__}")' 2>/dev/null || echo 'peer versions unknown'); GEMM peak (MLPL's GEMM, square f32, best of n = 64..1024): $PEAK GFLOP/s"
 python3 - "$OUT" "$PEAK" "$IMPLS" <<'PY'
@@ -155,10 +159,27 @@ def flops(config):
 def median(config, impl, key):
     v = [r[key] for r in rows if r["config"] == config and r["impl"] == impl and key in r]
     return statistics.median(v) if v else None
+# The n-th result of an (impl, config) pair is from round n.
+seen = {}
+for r in rows:
+    key = (r["impl"], r["config"])
+    r["round"] = seen[key] = seen.get(key, 0) + 1
+def paired(config):
+    """Median (min, max) over rounds of MLPL's time over the fastest peer's in
+    the same round: a machine whose speed drifts during the run moves both."""
+    per = {}
+    for r in rows:
+        if r["config"] == config and "ms_per_step" in r:
+            per.setdefault(r["round"], {})[r["impl"]] = r["ms_per_step"]
+    ratios = [t["mlpl"] / min(t[p] for p in peers if p in t) for t in per.values()
+              if "mlpl" in t and any(p in t for p in peers)]
+    if not ratios:
+        return "n/a"
+    return f"{statistics.median(ratios):.2f} ({min(ratios):.2f}–{max(ratios):.2f})"
 def table(title, key, fmt, ratio):
     print(f"\n{title}\n")
-    print("| config | " + " | ".join(impls) + (" | MLPL ÷ fastest peer |" if ratio else " |"))
-    print("|---" * (len(impls) + 1 + bool(ratio)) + "|")
+    print("| config | " + " | ".join(impls) + (" | MLPL ÷ fastest peer | same round, median (range) |" if ratio else " |"))
+    print("|---" * (len(impls) + 1 + 2 * bool(ratio)) + "|")
     for c in configs:
         med = {i: median(c, i, key) for i in impls}
         cells = [fmt(med[i]) if med[i] is not None else "failed" for i in impls]
@@ -167,6 +188,7 @@ def table(title, key, fmt, ratio):
             pm = {i: med[i] for i in peers if med[i] is not None}
             best = min(pm, key=pm.get) if pm else None
             line += f" | {med['mlpl'] / pm[best]:.2f} ({best})" if best and med.get("mlpl") else " | n/a"
+            line += f" | {paired(c)}"
         print(line + " |")
 table("Median ms/step (config: BLOCKSxHEADS-dD-TT-bB):", "ms_per_step", lambda v: f"{v:.2f}", True)
 table("Peak memory above the RSS before the first step, MiB (median over rounds):", "peak_mb", lambda v: f"{v:.0f}", False)
