@@ -49,11 +49,13 @@ pub const PAR_THRESHOLD: usize = 32 * 1024;
 pub(crate) const PAR_CHUNK: usize = 16 * 1024;
 
 /// Runs `f(start, chunk)` over `out` split into pieces of `chunk` elements
-/// (`chunk` > 0), in parallel when `parallel` is set and there is more than one
-/// piece. `start` is the element index of the piece's first element.
-pub(crate) fn for_chunks<F>(out: &mut [f32], chunk: usize, parallel: bool, f: F)
+/// (`chunk` > 0), in parallel on the kernels' threads when `parallel` is set
+/// and there is more than one piece. `start` is the element index of the
+/// piece's first element.
+pub fn for_chunks<T, F>(out: &mut [T], chunk: usize, parallel: bool, f: F)
 where
-    F: Fn(usize, &mut [f32]) + Sync,
+    T: Send,
+    F: Fn(usize, &mut [T]) + Sync,
 {
     if parallel && out.len() > chunk {
         out.par_chunks_mut(chunk)
