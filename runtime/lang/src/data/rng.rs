@@ -45,15 +45,10 @@ impl Xorshift64 {
     /// A standard normal draw by Box–Muller, consuming two fresh uniforms u1 then
     /// u2: `sqrt(-2 ln max(u1, 1e-300)) · cos(2π u2)`.
     pub fn normal(&mut self) -> f64 {
-        let u1 = self.uniform();
+        let u1 = self.uniform().max(1e-300);
         let u2 = self.uniform();
-        box_muller(u1, u2)
+        (-2.0 * math::log(u1)).sqrt() * math::cos(2.0 * std::f64::consts::PI * u2)
     }
-}
-
-/// Box–Muller of two uniforms in [0, 1): `sqrt(-2 ln max(u1, 1e-300)) · cos(2π u2)`.
-fn box_muller(u1: f64, u2: f64) -> f64 {
-    (-2.0 * math::log(u1.max(1e-300))).sqrt() * math::cos(2.0 * std::f64::consts::PI * u2)
 }
 
 /// SplitMix64 mixing of LANGUAGE §13.3 (all arithmetic wrapping).
