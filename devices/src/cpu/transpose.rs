@@ -1,5 +1,6 @@
 //! Transposing a block of floats, in 8 × 8 blocks of AVX registers where the
-//! CPU has AVX2.
+//! CPU has AVX2 (and 4 × 8 blocks for the last rows, as in the GEMM's 12-row
+//! panels of A).
 //!
 //! Two kernels move data this way: the GEMM packing a transposed B (`dX =
 //! dY·Wᵀ`, attention's `Q·Kᵀ`), whose panel wants `NR` columns side by side
@@ -49,8 +50,24 @@ pub(crate) fn transpose(
                 };
             }
         }
-        one_at_a_time(src, rs, 0..rows8, cols8..cols, dst, ds);
-        one_at_a_time(src, rs, rows8..rows, 0..cols, dst, ds);
+        // Four rows left (a 12-row panel of A: a third of its elements) go
+        // in 4 × 8 blocks rather than one float at a time.
+        let rows4 = rows8 + (rows - rows8) / 4 * 4;
+        if rows4 > rows8 {
+            for c in (0..cols8).step_by(8) {
+                // SAFETY: as above, for rows rows8..rows8 + 4.
+                unsafe {
+                    transpose_4x8(
+                        src.as_ptr().add(rows8 * rs + c),
+                        rs,
+                        dst.as_mut_ptr().add(c * ds + rows8),
+                        ds,
+                    )
+                };
+            }
+        }
+        one_at_a_time(src, rs, 0..rows4, cols8..cols, dst, ds);
+        one_at_a_time(src, rs, rows4..rows, 0..cols, dst, ds);
         return;
     }
     one_at_a_time(src, rs, 0..rows, 0..cols, dst, ds);
@@ -115,6 +132,33 @@ unsafe fn transpose_8x8(src: *const f32, rs: usize, dst: *mut f32, ds: usize) {
     }
 }
 
+/// Writes the transpose of the 4 × 8 block at `src` (row stride `rs`) to `dst`
+/// (8 rows of 4 floats, row stride `ds`).
+///
+/// # Safety
+/// The CPU has AVX2; rows `0..4` of 8 floats at `src` (stride `rs`) are
+/// readable and rows `0..8` of 4 floats at `dst` (stride `ds`) writable.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn transpose_4x8(src: *const f32, rs: usize, dst: *mut f32, ds: usize) {
+    use std::arch::x86_64::*;
+    let row = |i: usize| _mm256_loadu_ps(src.add(i * rs));
+    let (a0, a1, a2, a3) = (row(0), row(1), row(2), row(3));
+    let (t0, t1) = (_mm256_unpacklo_ps(a0, a1), _mm256_unpackhi_ps(a0, a1));
+    let (t2, t3) = (_mm256_unpacklo_ps(a2, a3), _mm256_unpackhi_ps(a2, a3));
+    // Each holds column j in its low half and column j + 4 in its high half.
+    let cols = [
+        _mm256_shuffle_ps::<0x44>(t0, t2),
+        _mm256_shuffle_ps::<0xEE>(t0, t2),
+        _mm256_shuffle_ps::<0x44>(t1, t3),
+        _mm256_shuffle_ps::<0xEE>(t1, t3),
+    ];
+    for (j, v) in cols.into_iter().enumerate() {
+        _mm_storeu_ps(dst.add(j * ds), _mm256_castps256_ps128(v));
+        _mm_storeu_ps(dst.add((j + 4) * ds), _mm256_extractf128_ps::<1>(v));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -148,6 +192,8 @@ mod tests {
             (8 * rs, 5, 7, 8),
             (9, 12, 40, 12),
             (0, 16, 16, 19),
+            (3 * rs + 1, 15, 23, 16),
+            (2 * rs + 3, 28, 67, 30),
             (0, 1, 1, 1),
         ] {
             check(at, rows, cols, ds, |s, d| {
