@@ -31,7 +31,7 @@ if [ -z "${CASES:-}" ]; then
     # forward: q/k/v/o projection, MLP up, MLP down, logits
     CASES+=" ${N}x${d}x${d}.nn ${N}x${f}x${d}.nn ${N}x${d}x${f}.nn ${N}x${V}x${d}.nn"
     # backward: dX = dY·Wᵀ (B transposed), dW = Xᵀ·dY (A transposed)
-    CASES+=" ${N}x${d}x${f}.nt ${N}x${f}x${d}.nt ${N}x${d}x${V}.nt"
+    CASES+=" ${N}x${d}x${d}.nt ${N}x${d}x${f}.nt ${N}x${f}x${d}.nt ${N}x${d}x${V}.nt"
     CASES+=" ${d}x${d}x${N}.tn ${d}x${f}x${N}.tn ${f}x${d}x${N}.tn ${d}x${V}x${N}.tn"
   done
 fi
