@@ -105,12 +105,16 @@ fn maybe_vectorised(wide: Wide, f: impl FnOnce()) {
 fn map_into<F: Fn(f32) -> f32 + Sync>(src: &[f32], out: &mut [f32], wide: Wide, f: F) {
     assert_eq!(src.len(), out.len(), "unary: output length differs");
     for_chunks(out, PAR_CHUNK, src.len() >= PAR_THRESHOLD, |start, o| {
-        maybe_vectorised(wide, || {
-            let len = o.len();
-            for (d, &s) in o.iter_mut().zip(&src[start..start + len]) {
-                *d = f(s);
-            }
-        })
+        maybe_vectorised(
+            wide,
+            #[inline(always)]
+            || {
+                let len = o.len();
+                for (d, &s) in o.iter_mut().zip(&src[start..start + len]) {
+                    *d = f(s);
+                }
+            },
+        )
     });
 }
 
@@ -293,59 +297,79 @@ where
     let par = n >= PAR_THRESHOLD;
     match plan {
         Broadcast::Same => for_chunks(out, PAR_CHUNK, par, |s, o| {
-            maybe_vectorised(wide, || {
-                let (ca, cb) = (&xa[s..s + o.len()], &xb[s..s + o.len()]);
-                for ((d, &x), &y) in o.iter_mut().zip(ca).zip(cb) {
-                    *d = f(x, y);
-                }
-            })
+            maybe_vectorised(
+                wide,
+                #[inline(always)]
+                || {
+                    let (ca, cb) = (&xa[s..s + o.len()], &xb[s..s + o.len()]);
+                    for ((d, &x), &y) in o.iter_mut().zip(ca).zip(cb) {
+                        *d = f(x, y);
+                    }
+                },
+            )
         }),
         Broadcast::ScalarB => {
             let y = xb[0];
             for_chunks(out, PAR_CHUNK, par, |s, o| {
-                maybe_vectorised(wide, || {
-                    let len = o.len();
-                    for (d, &x) in o.iter_mut().zip(&xa[s..s + len]) {
-                        *d = f(x, y);
-                    }
-                })
+                maybe_vectorised(
+                    wide,
+                    #[inline(always)]
+                    || {
+                        let len = o.len();
+                        for (d, &x) in o.iter_mut().zip(&xa[s..s + len]) {
+                            *d = f(x, y);
+                        }
+                    },
+                )
             });
         }
         Broadcast::ScalarA => {
             let x = xa[0];
             for_chunks(out, PAR_CHUNK, par, |s, o| {
-                maybe_vectorised(wide, || {
-                    let len = o.len();
-                    for (d, &y) in o.iter_mut().zip(&xb[s..s + len]) {
-                        *d = f(x, y);
-                    }
-                })
+                maybe_vectorised(
+                    wide,
+                    #[inline(always)]
+                    || {
+                        let len = o.len();
+                        for (d, &y) in o.iter_mut().zip(&xb[s..s + len]) {
+                            *d = f(x, y);
+                        }
+                    },
+                )
             });
         }
         Broadcast::BlockB => {
             let row = xb.len();
             for_chunks(out, row_chunk(row), par, |s, o| {
-                maybe_vectorised(wide, || {
-                    let len = o.len();
-                    for (orow, arow) in o.chunks_mut(row).zip(xa[s..s + len].chunks(row)) {
-                        for ((d, &x), &y) in orow.iter_mut().zip(arow).zip(xb) {
-                            *d = f(x, y);
+                maybe_vectorised(
+                    wide,
+                    #[inline(always)]
+                    || {
+                        let len = o.len();
+                        for (orow, arow) in o.chunks_mut(row).zip(xa[s..s + len].chunks(row)) {
+                            for ((d, &x), &y) in orow.iter_mut().zip(arow).zip(xb) {
+                                *d = f(x, y);
+                            }
                         }
-                    }
-                })
+                    },
+                )
             });
         }
         Broadcast::BlockA => {
             let row = xa.len();
             for_chunks(out, row_chunk(row), par, |s, o| {
-                maybe_vectorised(wide, || {
-                    let len = o.len();
-                    for (orow, brow) in o.chunks_mut(row).zip(xb[s..s + len].chunks(row)) {
-                        for ((d, &x), &y) in orow.iter_mut().zip(xa).zip(brow) {
-                            *d = f(x, y);
+                maybe_vectorised(
+                    wide,
+                    #[inline(always)]
+                    || {
+                        let len = o.len();
+                        for (orow, brow) in o.chunks_mut(row).zip(xb[s..s + len].chunks(row)) {
+                            for ((d, &x), &y) in orow.iter_mut().zip(xa).zip(brow) {
+                                *d = f(x, y);
+                            }
                         }
-                    }
-                })
+                    },
+                )
             });
         }
         Broadcast::Strided { shape, strides } => strided(xa, xb, shape, strides, out, wide, f),
@@ -371,9 +395,11 @@ fn strided<F>(
     let outer = &shape[..r - 1];
     let (oa, ob) = (&strides[0][..r - 1], &strides[1][..r - 1]);
     for_chunks(out, row_chunk(row), out.len() >= PAR_THRESHOLD, |s, o| {
-        maybe_vectorised(wide, || {
-            strided_rows(xa, xb, (row, ia, ib), outer, (oa, ob), s, o, f)
-        })
+        maybe_vectorised(
+            wide,
+            #[inline(always)]
+            || strided_rows(xa, xb, (row, ia, ib), outer, (oa, ob), s, o, f),
+        )
     });
 }
 

@@ -7,6 +7,7 @@
 //! always read in order. Full reductions sum fixed-size chunks and combine the
 //! partial results in order, so the result does not depend on the thread count.
 
+use super::isa::vectorised;
 use super::{pool, PAR_CHUNK, PAR_THRESHOLD};
 use crate::backend::ReduceOp;
 use crate::shape::reduced_shape;
@@ -125,34 +126,11 @@ where
         } else if !out.is_empty() {
             let width = column_block(outer, inner, par);
             let block = |o: usize, c0: usize, dst: &mut [f32]| {
-                let mut acc = [self.init; COL_BLOCK];
-                let (acc, w) = (&mut acc[..dst.len()], dst.len());
-                let row = |j: usize| {
-                    let base = (o * n + j) * inner + c0;
-                    &x[base..base + w]
-                };
-                // Four rows per pass over the accumulators (each column still
-                // takes its rows one at a time, in order): a quarter of the
-                // accumulator loads and stores.
-                let quads = n / 4 * 4;
-                for j in (0..quads).step_by(4) {
-                    let (r0, r1, r2, r3) = (row(j), row(j + 1), row(j + 2), row(j + 3));
-                    let rows = r0.iter().zip(r1).zip(r2).zip(r3);
-                    for (a, (((&v0, &v1), &v2), &v3)) in acc.iter_mut().zip(rows) {
-                        let mut v = (self.step)(*a, v0, j);
-                        v = (self.step)(v, v1, j + 1);
-                        v = (self.step)(v, v2, j + 2);
-                        *a = (self.step)(v, v3, j + 3);
-                    }
-                }
-                for j in quads..n {
-                    for (a, &v) in acc.iter_mut().zip(row(j)) {
-                        *a = (self.step)(*a, v, j);
-                    }
-                }
-                for (d, &a) in dst.iter_mut().zip(acc.iter()) {
-                    *d = (self.finish)(a, n);
-                }
+                let at = (o * n * inner + c0, inner);
+                vectorised(
+                    #[inline(always)]
+                    || self.columns_into(x, at, n, dst),
+                )
             };
             if par {
                 out.par_chunks_mut(inner).enumerate().for_each(|(o, r)| {
@@ -167,6 +145,37 @@ where
                     }
                 }
             }
+        }
+    }
+
+    /// The folds of `dst.len()` adjacent columns over `n` rows, the first row's
+    /// first element at `x[start]`, rows `stride` floats apart, into `dst`.
+    #[inline(always)]
+    fn columns_into(&self, x: &[f32], (start, stride): (usize, usize), n: usize, dst: &mut [f32]) {
+        let mut acc = [self.init; COL_BLOCK];
+        let (acc, w) = (&mut acc[..dst.len()], dst.len());
+        let row = |j: usize| &x[start + j * stride..start + j * stride + w];
+        // Four rows per pass over the accumulators (each column still takes
+        // its rows one at a time, in order): a quarter of the accumulator
+        // loads and stores.
+        let quads = n / 4 * 4;
+        for j in (0..quads).step_by(4) {
+            let (r0, r1, r2, r3) = (row(j), row(j + 1), row(j + 2), row(j + 3));
+            let rows = r0.iter().zip(r1).zip(r2).zip(r3);
+            for (a, (((&v0, &v1), &v2), &v3)) in acc.iter_mut().zip(rows) {
+                let mut v = (self.step)(*a, v0, j);
+                v = (self.step)(v, v1, j + 1);
+                v = (self.step)(v, v2, j + 2);
+                *a = (self.step)(v, v3, j + 3);
+            }
+        }
+        for j in quads..n {
+            for (a, &v) in acc.iter_mut().zip(row(j)) {
+                *a = (self.step)(*a, v, j);
+            }
+        }
+        for (d, &a) in dst.iter_mut().zip(acc.iter()) {
+            *d = (self.finish)(a, n);
         }
     }
 

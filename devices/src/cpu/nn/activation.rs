@@ -221,11 +221,13 @@ fn grad_into(
         if simd_act::backward(op, x, bias, g, o) {
             return;
         }
-        let mut run = || grad_rows(f, x, bias, y, g, o);
         if wide {
-            vectorised(run)
+            vectorised(
+                #[inline(always)]
+                || grad_rows(f, x, bias, y, g, o),
+            )
         } else {
-            run()
+            grad_rows(f, x, bias, y, g, o)
         }
     }));
 }
@@ -301,19 +303,26 @@ pub(crate) fn bias_act_into(act: UnaryOp, xs: &[f32], bs: &[f32], out: &mut [f32
         if simd_act::forward(act, &xs[s..e], Some(bs), o) {
             return;
         }
-        let mut run = || {
-            for (orow, xrow) in o.chunks_mut(n).zip(xs[s..e].chunks(n)) {
-                for ((d, &xv), &bv) in orow.iter_mut().zip(xrow).zip(bs) {
-                    *d = f(xv + bv);
-                }
-            }
-        };
+        let x = &xs[s..e];
         if wide {
-            vectorised(run)
+            vectorised(
+                #[inline(always)]
+                || bias_act_rows(&f, x, bs, o),
+            )
         } else {
-            run()
+            bias_act_rows(&f, x, bs, o)
         }
     }));
+}
+
+/// The scalar loop of [`bias_act_into`]: `out = f(x + bias)` row by row.
+#[inline(always)]
+fn bias_act_rows(f: impl Fn(f32) -> f32, xs: &[f32], bs: &[f32], out: &mut [f32]) {
+    for (orow, xrow) in out.chunks_mut(bs.len()).zip(xs.chunks(bs.len())) {
+        for ((d, &xv), &bv) in orow.iter_mut().zip(xrow).zip(bs) {
+            *d = f(xv + bv);
+        }
+    }
 }
 
 /// Gradients of [`bias_act`]: `dx = act'(x + bias)·dy` in one pass, and, when

@@ -37,15 +37,18 @@ pub(crate) fn rms_norm_into(
         inv,
         &mut unit,
         |r, o, inv, _| {
-            vectorised(|| {
-                let xr = &src[r * d..(r + 1) * d];
-                let ms = sum_map(xr, |v| v as f64 * v as f64) / d.max(1) as f64;
-                let k = (1.0 / (ms + eps as f64).sqrt()) as f32;
-                for (a, &v) in o.iter_mut().zip(xr) {
-                    *a = v * k;
-                }
-                inv[0] = k;
-            })
+            vectorised(
+                #[inline(always)]
+                || {
+                    let xr = &src[r * d..(r + 1) * d];
+                    let ms = sum_map(xr, |v| v as f64 * v as f64) / d.max(1) as f64;
+                    let k = (1.0 / (ms + eps as f64).sqrt()) as f32;
+                    for (a, &v) in o.iter_mut().zip(xr) {
+                        *a = v * k;
+                    }
+                    inv[0] = k;
+                },
+            )
         },
     );
 }
@@ -68,16 +71,19 @@ pub(crate) fn rms_norm_backward_into(
 ) {
     assert_eq!(inv.len(), rows, "rms_norm_backward: inv_rms is not [rows]");
     map_rows(dx, rows, d, src.len() >= PAR_THRESHOLD, |r, o| {
-        vectorised(|| {
-            let (xr, gr) = (&src[r * d..(r + 1) * d], &g[r * d..(r + 1) * d]);
-            let ri = inv[r];
-            let dot = sum_map2(xr, gr, |a, b| a as f64 * b as f64);
-            let k = (ri as f64).powi(3) * dot / d.max(1) as f64;
-            let k = k as f32;
-            for ((a, &xv), &gv) in o.iter_mut().zip(xr).zip(gr) {
-                *a = ri * gv - k * xv;
-            }
-        })
+        vectorised(
+            #[inline(always)]
+            || {
+                let (xr, gr) = (&src[r * d..(r + 1) * d], &g[r * d..(r + 1) * d]);
+                let ri = inv[r];
+                let dot = sum_map2(xr, gr, |a, b| a as f64 * b as f64);
+                let k = (ri as f64).powi(3) * dot / d.max(1) as f64;
+                let k = k as f32;
+                for ((a, &xv), &gv) in o.iter_mut().zip(xr).zip(gr) {
+                    *a = ri * gv - k * xv;
+                }
+            },
+        )
     });
 }
 
@@ -112,18 +118,21 @@ pub(crate) fn layer_norm_into(
         mean,
         inv,
         |r, o, mean, inv| {
-            vectorised(|| {
-                let xr = &src[r * d..(r + 1) * d];
-                let n = d.max(1) as f64;
-                let mu = sum_map(xr, |v| v as f64) / n;
-                let var = sum_map(xr, |v| (v as f64 - mu).powi(2)) / n;
-                let s = 1.0 / (var + eps as f64).sqrt();
-                for (a, &v) in o.iter_mut().zip(xr) {
-                    *a = ((v as f64 - mu) * s) as f32;
-                }
-                mean[0] = mu as f32;
-                inv[0] = s as f32;
-            })
+            vectorised(
+                #[inline(always)]
+                || {
+                    let xr = &src[r * d..(r + 1) * d];
+                    let n = d.max(1) as f64;
+                    let mu = sum_map(xr, |v| v as f64) / n;
+                    let var = sum_map(xr, |v| (v as f64 - mu).powi(2)) / n;
+                    let s = 1.0 / (var + eps as f64).sqrt();
+                    for (a, &v) in o.iter_mut().zip(xr) {
+                        *a = ((v as f64 - mu) * s) as f32;
+                    }
+                    mean[0] = mu as f32;
+                    inv[0] = s as f32;
+                },
+            )
         },
     );
 }
@@ -163,16 +172,19 @@ pub(crate) fn layer_norm_backward_into(
         "layer_norm_backward: stats are not [rows]"
     );
     map_rows(dx, rows, d, src.len() >= PAR_THRESHOLD, |r, o| {
-        vectorised(|| {
-            let (xr, gr) = (&src[r * d..(r + 1) * d], &g[r * d..(r + 1) * d]);
-            let (m, s) = (mu[r], inv[r]);
-            let n = d.max(1) as f64;
-            let sg = sum_map(gr, |gv| gv as f64);
-            let sgx = sum_map2(xr, gr, |xv, gv| gv as f64 * ((xv - m) * s) as f64);
-            let (mg, mgx) = ((sg / n) as f32, (sgx / n) as f32);
-            for ((a, &xv), &gv) in o.iter_mut().zip(xr).zip(gr) {
-                *a = s * (gv - mg - (xv - m) * s * mgx);
-            }
-        })
+        vectorised(
+            #[inline(always)]
+            || {
+                let (xr, gr) = (&src[r * d..(r + 1) * d], &g[r * d..(r + 1) * d]);
+                let (m, s) = (mu[r], inv[r]);
+                let n = d.max(1) as f64;
+                let sg = sum_map(gr, |gv| gv as f64);
+                let sgx = sum_map2(xr, gr, |xv, gv| gv as f64 * ((xv - m) * s) as f64);
+                let (mg, mgx) = ((sg / n) as f32, (sgx / n) as f32);
+                for ((a, &xv), &gv) in o.iter_mut().zip(xr).zip(gr) {
+                    *a = s * (gv - mg - (xv - m) * s * mgx);
+                }
+            },
+        )
     });
 }

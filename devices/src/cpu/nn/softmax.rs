@@ -52,22 +52,25 @@ pub(crate) fn softmax_into(
     let par = src.len() >= PAR_THRESHOLD;
     if inner == 1 {
         map_rows(out, outer, n, par, |r, o| {
-            vectorised(|| {
-                let xr = &src[r * n..(r + 1) * n];
-                let m = row_max(xr);
-                let mut sum = LaneSum::ZERO;
-                exp_shifted_sum(&mut sum, xr, m, o);
-                let sum = sum.total();
-                if log {
-                    let shift = m + (math::log(sum) as f32);
-                    for (d, &v) in o.iter_mut().zip(xr) {
-                        *d = v - shift;
+            vectorised(
+                #[inline(always)]
+                || {
+                    let xr = &src[r * n..(r + 1) * n];
+                    let m = row_max(xr);
+                    let mut sum = LaneSum::ZERO;
+                    exp_shifted_sum(&mut sum, xr, m, o);
+                    let sum = sum.total();
+                    if log {
+                        let shift = m + (math::log(sum) as f32);
+                        for (d, &v) in o.iter_mut().zip(xr) {
+                            *d = v - shift;
+                        }
+                    } else {
+                        let inv = (1.0 / sum) as f32;
+                        o.iter_mut().for_each(|d| *d *= inv);
                     }
-                } else {
-                    let inv = (1.0 / sum) as f32;
-                    o.iter_mut().for_each(|d| *d *= inv);
-                }
-            })
+                },
+            )
         });
     } else {
         map_rows_with(out, outer, n * inner, par, m, sum, |o, plane, m, sum| {
@@ -202,32 +205,36 @@ pub(crate) fn softmax_backward_into(
     let mut unit = no_side(outer);
     let dot: &mut [f64] = if inner == 1 { &mut [] } else { dot };
     let plane = |o: usize, plane: &mut [f32], dot: &mut [f64]| {
-        vectorised(|| {
-            let range = o * n * inner..(o + 1) * n * inner;
-            let (yp, gp) = (&ys[range.clone()], &gs[range]);
-            if inner == 1 {
-                let dot = sum_map2(yp, gp, |a, b| a as f64 * b as f64) as f32;
-                for ((d, &yv), &gv) in plane.iter_mut().zip(yp).zip(gp) {
-                    *d = yv * (gv - dot);
-                }
-            } else {
-                dot.fill(0.0);
-                for (yr, gr) in yp.chunks(inner).zip(gp.chunks(inner)) {
-                    for ((s, &yv), &gv) in dot.iter_mut().zip(yr).zip(gr) {
-                        *s += yv as f64 * gv as f64;
+        vectorised(
+            #[inline(always)]
+            || {
+                let range = o * n * inner..(o + 1) * n * inner;
+                let (yp, gp) = (&ys[range.clone()], &gs[range]);
+                if inner == 1 {
+                    let dot = sum_map2(yp, gp, |a, b| a as f64 * b as f64) as f32;
+                    for ((d, &yv), &gv) in plane.iter_mut().zip(yp).zip(gp) {
+                        *d = yv * (gv - dot);
+                    }
+                } else {
+                    dot.fill(0.0);
+                    for (yr, gr) in yp.chunks(inner).zip(gp.chunks(inner)) {
+                        for ((s, &yv), &gv) in dot.iter_mut().zip(yr).zip(gr) {
+                            *s += yv as f64 * gv as f64;
+                        }
+                    }
+                    for ((orow, yr), gr) in plane
+                        .chunks_mut(inner)
+                        .zip(yp.chunks(inner))
+                        .zip(gp.chunks(inner))
+                    {
+                        for (((d, &yv), &gv), &s) in orow.iter_mut().zip(yr).zip(gr).zip(dot.iter())
+                        {
+                            *d = yv * (gv - s as f32);
+                        }
                     }
                 }
-                for ((orow, yr), gr) in plane
-                    .chunks_mut(inner)
-                    .zip(yp.chunks(inner))
-                    .zip(gp.chunks(inner))
-                {
-                    for (((d, &yv), &gv), &s) in orow.iter_mut().zip(yr).zip(gr).zip(dot.iter()) {
-                        *d = yv * (gv - s as f32);
-                    }
-                }
-            }
-        })
+            },
+        )
     };
     if inner == 1 {
         map_rows(out, outer, n, par, |o, p| plane(o, p, &mut []));
@@ -320,31 +327,34 @@ pub(crate) fn cross_entropy_into(
     let scale = 1.0 / rows.max(1) as f32;
     let par = src.len() >= PAR_THRESHOLD;
     let row_loss = |r: usize, grad: Option<&mut [f32]>| -> f64 {
-        vectorised(|| {
-            let xr = &src[r * v..(r + 1) * v];
-            let m = row_max(xr);
-            let target = t[r] as usize;
-            let sum: f64 = match grad {
-                Some(g) => {
-                    let mut s = LaneSum::ZERO;
-                    exp_shifted_sum(&mut s, xr, m, g);
-                    let s = s.total();
-                    let k = (1.0 / s) as f32 * scale;
-                    g.iter_mut().for_each(|d| *d *= k);
-                    g[target] -= scale;
-                    s
-                }
-                None => {
-                    // Pieces of 256 (a multiple of the lanes): the same sum.
-                    let (mut s, mut buf) = (LaneSum::ZERO, [0.0f32; 256]);
-                    for c in xr.chunks(buf.len()) {
-                        exp_shifted_sum(&mut s, c, m, &mut buf[..c.len()]);
+        vectorised(
+            #[inline(always)]
+            || {
+                let xr = &src[r * v..(r + 1) * v];
+                let m = row_max(xr);
+                let target = t[r] as usize;
+                let sum: f64 = match grad {
+                    Some(g) => {
+                        let mut s = LaneSum::ZERO;
+                        exp_shifted_sum(&mut s, xr, m, g);
+                        let s = s.total();
+                        let k = (1.0 / s) as f32 * scale;
+                        g.iter_mut().for_each(|d| *d *= k);
+                        g[target] -= scale;
+                        s
                     }
-                    s.total()
-                }
-            };
-            m as f64 + math::log(sum) - xr[target] as f64
-        })
+                    None => {
+                        // Pieces of 256 (a multiple of the lanes): the same sum.
+                        let (mut s, mut buf) = (LaneSum::ZERO, [0.0f32; 256]);
+                        for c in xr.chunks(buf.len()) {
+                            exp_shifted_sum(&mut s, c, m, &mut buf[..c.len()]);
+                        }
+                        s.total()
+                    }
+                };
+                m as f64 + math::log(sum) - xr[target] as f64
+            },
+        )
     };
     match grad {
         Some(g) => {
@@ -414,31 +424,34 @@ pub(crate) fn masked_softmax_into(
         return;
     }
     map_rows(out, rows, s, src.len() >= PAR_THRESHOLD, |row, o| {
-        vectorised(|| {
-            let xr = &src[row * s..(row + 1) * s];
-            let kept = kept_columns(row, t, s, causal);
-            for (d, &v) in o[..kept].iter_mut().zip(xr) {
-                *d = v / divisor;
-            }
-            // The composed mask `v·0 + fill` (NaN where v is not finite).
-            let mut finite = true;
-            for (d, &v) in o[kept..].iter_mut().zip(&xr[kept..]) {
-                *d = (v / divisor) * 0.0 + CAUSAL_FILL;
-                finite &= !d.is_nan();
-            }
-            let m = row_max(o);
-            // exp(CAUSAL_FILL − m) is exactly 0 when the argument is below −200.
-            let live = if finite && CAUSAL_FILL - m < -200.0 {
-                kept
-            } else {
-                s
-            };
-            simd_exp::exp_shifted_in_place(&mut o[..live], m);
-            let sum = exp_sum(&o[..live]);
-            o[live..].fill(0.0);
-            let inv = (1.0 / sum) as f32;
-            o.iter_mut().for_each(|d| *d *= inv);
-        })
+        vectorised(
+            #[inline(always)]
+            || {
+                let xr = &src[row * s..(row + 1) * s];
+                let kept = kept_columns(row, t, s, causal);
+                for (d, &v) in o[..kept].iter_mut().zip(xr) {
+                    *d = v / divisor;
+                }
+                // The composed mask `v·0 + fill` (NaN where v is not finite).
+                let mut finite = true;
+                for (d, &v) in o[kept..].iter_mut().zip(&xr[kept..]) {
+                    *d = (v / divisor) * 0.0 + CAUSAL_FILL;
+                    finite &= !d.is_nan();
+                }
+                let m = row_max(o);
+                // exp(CAUSAL_FILL − m) is exactly 0 when the argument is below −200.
+                let live = if finite && CAUSAL_FILL - m < -200.0 {
+                    kept
+                } else {
+                    s
+                };
+                simd_exp::exp_shifted_in_place(&mut o[..live], m);
+                let sum = exp_sum(&o[..live]);
+                o[live..].fill(0.0);
+                let inv = (1.0 / sum) as f32;
+                o.iter_mut().for_each(|d| *d *= inv);
+            },
+        )
     });
 }
 
@@ -475,14 +488,17 @@ pub(crate) fn masked_softmax_backward_into(
         return;
     }
     map_rows(out, rows, s, ys.len() >= PAR_THRESHOLD, |row, o| {
-        vectorised(|| {
-            let (yr, gr) = (&ys[row * s..(row + 1) * s], &gs[row * s..(row + 1) * s]);
-            let dot = sum_map2(yr, gr, |a, b| a as f64 * b as f64) as f32;
-            let kept = kept_columns(row, t, s, causal);
-            for (j, ((d, &yv), &gv)) in o.iter_mut().zip(yr).zip(gr).enumerate() {
-                let v = yv * (gv - dot);
-                *d = if j < kept { v } else { v * 0.0 } / divisor;
-            }
-        })
+        vectorised(
+            #[inline(always)]
+            || {
+                let (yr, gr) = (&ys[row * s..(row + 1) * s], &gs[row * s..(row + 1) * s]);
+                let dot = sum_map2(yr, gr, |a, b| a as f64 * b as f64) as f32;
+                let kept = kept_columns(row, t, s, causal);
+                for (j, ((d, &yv), &gv)) in o.iter_mut().zip(yr).zip(gr).enumerate() {
+                    let v = yv * (gv - dot);
+                    *d = if j < kept { v } else { v * 0.0 } / divisor;
+                }
+            },
+        )
     });
 }
