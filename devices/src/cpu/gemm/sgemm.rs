@@ -44,7 +44,7 @@ use super::microkernel::{Microkernel, Operands};
 use super::slabs;
 use super::split_k::{sgemm_split_k, split_runs};
 use crate::cpu::for_chunks;
-use crate::cpu::isa::isa;
+use crate::cpu::isa::{isa, vectorised};
 use crate::cpu::transpose::transpose;
 use rayon::prelude::*;
 use std::cell::RefCell;
@@ -197,20 +197,37 @@ fn pack_panels(
     out: &mut [f32],
 ) {
     let out = &mut out[..rows.div_ceil(width) * width * kc];
-    if x.rs == 1 {
+    if x.rs == 1 && matches!(width, 4 | 6 | 8 | 12 | 16 | 32) {
         // Whole panels of the kernels' widths are copied with fixed-size moves
-        // (a `memcpy` call per line cost a third of a narrow product); other
-        // widths (none of the kernels') take the element-wise loop below.
-        match width {
-            4 => return pack_lines::<4>(x, r0, rows, p0, kc, out),
-            6 => return pack_lines::<6>(x, r0, rows, p0, kc, out),
-            8 => return pack_lines::<8>(x, r0, rows, p0, kc, out),
-            12 => return pack_lines::<12>(x, r0, rows, p0, kc, out),
-            16 => return pack_lines::<16>(x, r0, rows, p0, kc, out),
-            32 => return pack_lines::<32>(x, r0, rows, p0, kc, out),
-            _ => {}
-        }
+        // (a `memcpy` call per line cost a third of a narrow product), in the
+        // level's registers; other widths (none of the kernels') take the
+        // element-wise loop of `pack_transposed`.
+        return vectorised(
+            #[inline(always)]
+            || match width {
+                4 => pack_lines::<4>(x, r0, rows, p0, kc, out),
+                6 => pack_lines::<6>(x, r0, rows, p0, kc, out),
+                8 => pack_lines::<8>(x, r0, rows, p0, kc, out),
+                12 => pack_lines::<12>(x, r0, rows, p0, kc, out),
+                16 => pack_lines::<16>(x, r0, rows, p0, kc, out),
+                _ => pack_lines::<32>(x, r0, rows, p0, kc, out),
+            },
+        );
     }
+    pack_transposed(x, r0, rows, p0, kc, width, out)
+}
+
+/// [`pack_panels`] of an `x` read along `k` (or of a width no kernel has):
+/// each panel is the transposition of its rows.
+fn pack_transposed(
+    x: MatRef,
+    r0: usize,
+    rows: usize,
+    p0: usize,
+    kc: usize,
+    width: usize,
+    out: &mut [f32],
+) {
     for (q, panel) in out.chunks_exact_mut(width * kc).enumerate() {
         let (first, live) = (r0 + q * width, width.min(rows - q * width));
         if x.cs == 1 {
@@ -234,7 +251,7 @@ fn pack_panels(
 
 /// [`pack_panels`] of an `x` whose rows are contiguous (`x.rs == 1`), for
 /// panels `W` lanes wide, line by line.
-#[inline]
+#[inline(always)]
 fn pack_lines<const W: usize>(
     x: MatRef,
     r0: usize,
