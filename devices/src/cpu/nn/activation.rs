@@ -307,10 +307,10 @@ pub(crate) fn bias_act_into(act: UnaryOp, xs: &[f32], bs: &[f32], out: &mut [f32
         if wide {
             vectorised(
                 #[inline(always)]
-                || bias_act_rows(&f, x, bs, o),
+                || bias_act_rows(f, x, bs, o),
             )
         } else {
-            bias_act_rows(&f, x, bs, o)
+            bias_act_rows(f, x, bs, o)
         }
     }));
 }
