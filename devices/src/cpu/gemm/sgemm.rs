@@ -201,7 +201,7 @@ fn pack_panels(
         // Whole panels of the kernels' widths are copied with fixed-size moves
         // (a `memcpy` call per line cost a third of a narrow product), in the
         // level's registers; other widths (none of the kernels') take the
-        // element-wise loop of `pack_transposed`.
+        // element-wise loop below.
         return vectorised(
             #[inline(always)]
             || match width {
@@ -214,20 +214,6 @@ fn pack_panels(
             },
         );
     }
-    pack_transposed(x, r0, rows, p0, kc, width, out)
-}
-
-/// [`pack_panels`] of an `x` read along `k` (or of a width no kernel has):
-/// each panel is the transposition of its rows.
-fn pack_transposed(
-    x: MatRef,
-    r0: usize,
-    rows: usize,
-    p0: usize,
-    kc: usize,
-    width: usize,
-    out: &mut [f32],
-) {
     for (q, panel) in out.chunks_exact_mut(width * kc).enumerate() {
         let (first, live) = (r0 + q * width, width.min(rows - q * width));
         if x.cs == 1 {
