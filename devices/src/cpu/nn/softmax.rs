@@ -298,12 +298,14 @@ pub(crate) fn cross_entropy(
 }
 
 /// `dst[i] = e^(src[i] − m)`, each added to `sum` (in f64, in the lane order).
+#[inline(always)]
 fn exp_shifted_sum(sum: &mut LaneSum, src: &[f32], m: f32, dst: &mut [f32]) {
     simd_exp::exp_shifted(src, m, dst);
     sum.add_map(&dst[..src.len()], |e| e as f64);
 }
 
 /// The elements of a row of `e^(x − m)` summed in f64 in the lane order.
+#[inline(always)]
 fn exp_sum(e: &[f32]) -> f64 {
     sum_map(e, |v| v as f64)
 }
