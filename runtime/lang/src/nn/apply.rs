@@ -184,6 +184,17 @@ impl Forward<'_> {
     /// The matrix product of two arrays whose shapes the caller has checked
     /// (rank ≥ 2, batch axes broadcast).
     pub fn mm(&mut self, a: &Array, b: &Array) -> Result<Array, Diagnostic> {
+        self.product(a, b, false)
+    }
+
+    /// `a·bᵀ` (`b`'s last two axes swapped, `b` read in place) for arrays whose
+    /// shapes the caller has checked (rank ≥ 2, batch axes broadcast).
+    pub fn mm_nt(&mut self, a: &Array, b: &Array) -> Result<Array, Diagnostic> {
+        self.product(a, b, true)
+    }
+
+    /// [`Forward::mm`], or [`Forward::mm_nt`] when `transpose_b`.
+    fn product(&mut self, a: &Array, b: &Array, transpose_b: bool) -> Result<Array, Diagnostic> {
         let (ta, tb) = (a.tensor(), b.tensor());
         let mut shape: Vec<usize> = match (ta.rank(), tb.rank()) {
             (ra, rb) if ra >= 2 && rb >= 2 => {
@@ -192,12 +203,17 @@ impl Forward<'_> {
             }
             _ => Vec::new(),
         };
+        let n_axis = if transpose_b { 2 } else { 1 };
         shape.extend([
             ta.shape()[ta.rank().saturating_sub(2)],
-            tb.shape()[tb.rank() - 1],
+            tb.shape()[tb.rank().saturating_sub(n_axis)],
         ]);
         ops::check_size("matmul", &shape, self.span)?;
-        ops::matmul_raw(self.it, &ta, a, &tb, b, self.span)
+        if transpose_b {
+            ops::matmul_nt_raw(self.it, &ta, a, &tb, b, self.span)
+        } else {
+            ops::matmul_raw(self.it, &ta, a, &tb, b, self.span)
+        }
     }
 
     /// `x` `[…, w]` as rows `[R, w]`, with its leading shape and names.

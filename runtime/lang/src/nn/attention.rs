@@ -184,8 +184,8 @@ fn probabilities_of(
         past,
     } = sc;
     let h = a.heads;
-    let kt = ops::permute(f.it, kk, &[0, 1, 2, 4, 3], f.span)?;
-    let scores = f.mm(q, &kt)?;
+    // q·kᵀ with the keys read transposed where they are (no copy).
+    let scores = f.mm_nt(q, kk)?;
     // With cached keys, the new queries are the last positions: one new query
     // sees every key; a first (prefill) step is square.
     let causal = a.causal && (past == 0 || t > 1);

@@ -608,9 +608,9 @@ fn forward(
                     rows: 0.0,
                 });
             } else {
-                out.push(mem("permute", r * kv * hd, r * kv * hd));
+                // q·kᵀ, the keys read transposed in place.
                 out.push(gemm_laid_out(
-                    "matmul",
+                    "matmul_t",
                     b * h,
                     s,
                     hd,
@@ -925,11 +925,12 @@ fn backward(
                     rows: 0.0,
                 });
             } else {
-                for n in [q, kv * hd, kv * hd, kv * hd] {
+                for n in [q, kv * hd, kv * hd] {
                     out.push(mem("permute", r * n, r * n));
                 }
                 // The per-head products' gradients: two before the softmax's
-                // backward and two after, each pair one of each layout.
+                // backward (one of each transposed layout) and two after it,
+                // dq = dS·k plain and dk = dSᵀ·q.
                 let per_head = |m, k, n, layout| gemm_laid_out("matmul_t", b * h, m, k, n, layout);
                 out.push(per_head(s, hd, s, GemmLayout::TransposedB));
                 out.push(per_head(hd, s, s, GemmLayout::TransposedA));
@@ -945,7 +946,7 @@ fn backward(
                     )
                     .per_row(b * h * s),
                 );
-                out.push(per_head(s, hd, s, GemmLayout::TransposedB));
+                out.push(gemm("matmul", b * h, s, s, hd));
                 out.push(per_head(s, s, hd, GemmLayout::TransposedA));
             }
             out.push(mem("permute", r * q, r * q));

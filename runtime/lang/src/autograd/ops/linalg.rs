@@ -6,6 +6,10 @@
 //! `sum_to_shape` over the broadcast batch axes. When `b` is a plain matrix
 //! (the common `[B, T, d]·[d, n]` layer case), `db` is one GEMM over the
 //! flattened rows instead: `reshape(a, [B·T, k])ᵀ · reshape(g, [B·T, n])`.
+//!
+//! [`Tape::matmul_nt`] is `a·bᵀ` with `b` read transposed in place (attention's
+//! `q·kᵀ`): the same bits as permuting `b` and multiplying, without the copy
+//! of `b` forward or of its gradient backward.
 
 use crate::autograd::tape::{Ctx, Reads, Rule, Tape, Var};
 use mlpl_devices::{broadcast_shapes, Result, Tensor};
@@ -47,6 +51,36 @@ impl Rule for MatmulRule {
     }
 }
 
+/// Backward of [`Tape::matmul_nt`]: `y = a·bᵀ` with `a: [..., m, k]`, `b:
+/// [..., n, k]`; `da = g·b`, `db = gᵀ·a`, each summed back to its operand's
+/// shape over the broadcast batch axes.
+#[derive(Debug)]
+struct MatmulNtRule;
+
+impl Rule for MatmulNtRule {
+    fn backward(&self, cx: &Ctx<'_>, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
+        let k = cx.k;
+        let (a, b) = (cx.input(0)?, cx.input(1)?);
+        let da = if cx.need[0] {
+            let d = k.0.matmul(g, b)?;
+            Some(k.reduce_to(&d, a.shape())?)
+        } else {
+            None
+        };
+        let db = if cx.need[1] {
+            let d = k.0.matmul_t(g, a, true, false)?;
+            Some(k.reduce_to(&d, b.shape())?)
+        } else {
+            None
+        };
+        Ok(vec![da, db])
+    }
+
+    fn reads(&self) -> Reads {
+        Reads::inputs(&[0, 1])
+    }
+}
+
 impl Tape {
     /// Matrix product `a: [..., m, k]` · `b: [..., k, n]` → `[batch..., m, n]`,
     /// both of rank ≥ 2, with the leading (batch) axes broadcast (LANGUAGE §10.4).
@@ -76,5 +110,34 @@ impl Tape {
         );
         let y = self.backend().matmul(&self.value(a)?, &self.value(b)?)?;
         Ok(self.record(y, &[a, b], Box::new(MatmulRule)))
+    }
+
+    /// `a·bᵀ` for `a: [..., m, k]` and `b: [..., n, k]` → `[batch..., m, n]`
+    /// (batch axes broadcast), `b` read transposed where it is: bit for bit
+    /// [`Tape::matmul`] of `a` and `b` with its last two axes swapped, and so
+    /// are the gradients (every product sums in the GEMM's one order,
+    /// whatever its operands' layouts).
+    ///
+    /// Panics if an operand has rank < 2, the inner sizes differ, or the batch
+    /// axes do not broadcast.
+    pub fn matmul_nt(&mut self, a: Var, b: Var) -> Result<Var> {
+        let (sa, sb) = (self.shape(a), self.shape(b));
+        assert!(
+            sa.len() >= 2 && sb.len() >= 2,
+            "matmul_nt: operands {sa:?} and {sb:?} must have rank >= 2"
+        );
+        assert_eq!(
+            sa[sa.len() - 1],
+            sb[sb.len() - 1],
+            "matmul_nt: inner sizes of {sa:?} and {sb:?}ᵀ differ"
+        );
+        assert!(
+            broadcast_shapes(&sa[..sa.len() - 2], &sb[..sb.len() - 2]).is_some(),
+            "matmul_nt: batch axes of {sa:?} and {sb:?} do not broadcast"
+        );
+        let y = self
+            .backend()
+            .matmul_t(&self.value(a)?, &self.value(b)?, false, true)?;
+        Ok(self.record(y, &[a, b], Box::new(MatmulNtRule)))
     }
 }

@@ -19,6 +19,30 @@ pub fn matmul_raw(
     b_arr: &Array,
     span: Span,
 ) -> Result<Array, Diagnostic> {
+    product_raw(it, [(a, a_arr), (b, b_arr)], false, span)
+}
+
+/// [`matmul_raw`] of `a` and `b` with `b`'s last two axes swapped (`a·bᵀ`),
+/// `b` read in place, never copied; the caller has checked shapes and names.
+pub fn matmul_nt_raw(
+    it: &mut Interp,
+    a: &Tensor,
+    a_arr: &Array,
+    b: &Tensor,
+    b_arr: &Array,
+    span: Span,
+) -> Result<Array, Diagnostic> {
+    product_raw(it, [(a, a_arr), (b, b_arr)], true, span)
+}
+
+/// `a·b`, or `a·bᵀ` when `transpose_b`: on the loss tape when an operand is on
+/// it, else straight on the backend.
+fn product_raw(
+    it: &mut Interp,
+    [(a, a_arr), (b, b_arr)]: [(&Tensor, &Array); 2],
+    transpose_b: bool,
+    span: Span,
+) -> Result<Array, Diagnostic> {
     let (backend, placement) = placement_for(it, "matmul", &[(a_arr, span), (b_arr, span)])?;
     let out = if loss::any_live(it, &[a_arr, b_arr]) {
         let va = loss::var_of(it, a_arr);
@@ -35,14 +59,19 @@ pub fn matmul_raw(
             } else {
                 vb
             };
-            t.matmul(va, vb)
+            if transpose_b {
+                t.matmul_nt(va, vb)
+            } else {
+                t.matmul(va, vb)
+            }
         })?
     } else {
-        Array::from_tensor(
-            backend
-                .matmul(a, b)
-                .map_err(|e| device_error(e, "matmul", span))?,
-        )
+        let y = if transpose_b {
+            backend.matmul_t(a, b, false, true)
+        } else {
+            backend.matmul(a, b)
+        };
+        Array::from_tensor(y.map_err(|e| device_error(e, "matmul", span))?)
     };
     Ok(out.with_placement(placement))
 }
