@@ -209,11 +209,7 @@ impl Forward<'_> {
             tb.shape()[tb.rank().saturating_sub(n_axis)],
         ]);
         ops::check_size("matmul", &shape, self.span)?;
-        if transpose_b {
-            ops::matmul_nt_raw(self.it, &ta, a, &tb, b, self.span)
-        } else {
-            ops::matmul_raw(self.it, &ta, a, &tb, b, self.span)
-        }
+        ops::product_raw(self.it, [(&ta, a), (&tb, b)], transpose_b, self.span)
     }
 
     /// `x` `[…, w]` as rows `[R, w]`, with its leading shape and names.

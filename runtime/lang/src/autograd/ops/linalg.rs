@@ -14,9 +14,12 @@
 use crate::autograd::tape::{Ctx, Reads, Rule, Tape, Var};
 use mlpl_devices::{broadcast_shapes, Result, Tensor};
 
-/// Backward of [`Tape::matmul`].
+/// Backward of [`Tape::matmul`] and [`Tape::matmul_nt`].
 #[derive(Debug)]
-struct MatmulRule;
+struct MatmulRule {
+    /// `y = a·bᵀ` ([`Tape::matmul_nt`]) rather than `a·b`.
+    transpose_b: bool,
+}
 
 impl Rule for MatmulRule {
     fn backward(&self, cx: &Ctx<'_>, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
@@ -24,54 +27,31 @@ impl Rule for MatmulRule {
         let (a, b) = (cx.input(0)?, cx.input(1)?);
         let be = k.0;
         let da = if cx.need[0] {
-            let d = be.matmul_t(g, b, false, true)?;
-            Some(k.reduce_to(&d, a.shape())?)
-        } else {
-            None
-        };
-        let db = if cx.need[1] {
-            if b.rank() == 2 && a.rank() > 2 {
-                let (kk, n) = (b.shape()[0], b.shape()[1]);
-                let rows: usize = a.shape()[..a.rank() - 1].iter().product();
-                let a2 = a.reshape(vec![rows, kk]);
-                let g2 = g.reshape(vec![rows, n]);
-                Some(be.matmul_t(&a2, &g2, true, false)?)
+            // a·b: g·bᵀ; a·bᵀ: g·b.
+            let d = if self.transpose_b {
+                be.matmul(g, b)?
             } else {
-                let d = be.matmul_t(a, g, true, false)?;
-                Some(k.reduce_to(&d, b.shape())?)
-            }
-        } else {
-            None
-        };
-        Ok(vec![da, db])
-    }
-
-    fn reads(&self) -> Reads {
-        Reads::inputs(&[0, 1])
-    }
-}
-
-/// Backward of [`Tape::matmul_nt`]: `y = a·bᵀ` with `a: [..., m, k]`, `b:
-/// [..., n, k]`; `da = g·b`, `db = gᵀ·a`, each summed back to its operand's
-/// shape over the broadcast batch axes.
-#[derive(Debug)]
-struct MatmulNtRule;
-
-impl Rule for MatmulNtRule {
-    fn backward(&self, cx: &Ctx<'_>, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
-        let k = cx.k;
-        let (a, b) = (cx.input(0)?, cx.input(1)?);
-        let da = if cx.need[0] {
-            let d = k.0.matmul(g, b)?;
+                be.matmul_t(g, b, false, true)?
+            };
             Some(k.reduce_to(&d, a.shape())?)
         } else {
             None
         };
-        let db = if cx.need[1] {
-            let d = k.0.matmul_t(g, a, true, false)?;
-            Some(k.reduce_to(&d, b.shape())?)
-        } else {
+        let db = if !cx.need[1] {
             None
+        } else if self.transpose_b {
+            // a·bᵀ: gᵀ·a.
+            let d = be.matmul_t(g, a, true, false)?;
+            Some(k.reduce_to(&d, b.shape())?)
+        } else if b.rank() == 2 && a.rank() > 2 {
+            let (kk, n) = (b.shape()[0], b.shape()[1]);
+            let rows: usize = a.shape()[..a.rank() - 1].iter().product();
+            let a2 = a.reshape(vec![rows, kk]);
+            let g2 = g.reshape(vec![rows, n]);
+            Some(be.matmul_t(&a2, &g2, true, false)?)
+        } else {
+            let d = be.matmul_t(a, g, true, false)?;
+            Some(k.reduce_to(&d, b.shape())?)
         };
         Ok(vec![da, db])
     }
@@ -94,22 +74,7 @@ impl Tape {
     /// Panics if an operand has rank < 2, the inner sizes differ, or the batch
     /// axes do not broadcast.
     pub fn matmul(&mut self, a: Var, b: Var) -> Result<Var> {
-        let (sa, sb) = (self.shape(a), self.shape(b));
-        assert!(
-            sa.len() >= 2 && sb.len() >= 2,
-            "matmul: operands {sa:?} and {sb:?} must have rank >= 2 (reshape vectors first)"
-        );
-        assert_eq!(
-            sa[sa.len() - 1],
-            sb[sb.len() - 2],
-            "matmul: inner sizes of {sa:?} and {sb:?} differ"
-        );
-        assert!(
-            broadcast_shapes(&sa[..sa.len() - 2], &sb[..sb.len() - 2]).is_some(),
-            "matmul: batch axes of {sa:?} and {sb:?} do not broadcast"
-        );
-        let y = self.backend().matmul(&self.value(a)?, &self.value(b)?)?;
-        Ok(self.record(y, &[a, b], Box::new(MatmulRule)))
+        self.product(a, b, false)
     }
 
     /// `a·bᵀ` for `a: [..., m, k]` and `b: [..., n, k]` → `[batch..., m, n]`
@@ -121,23 +86,34 @@ impl Tape {
     /// Panics if an operand has rank < 2, the inner sizes differ, or the batch
     /// axes do not broadcast.
     pub fn matmul_nt(&mut self, a: Var, b: Var) -> Result<Var> {
+        self.product(a, b, true)
+    }
+
+    /// [`Tape::matmul`], or [`Tape::matmul_nt`] when `transpose_b`.
+    fn product(&mut self, a: Var, b: Var, transpose_b: bool) -> Result<Var> {
+        let op = if transpose_b { "matmul_nt" } else { "matmul" };
         let (sa, sb) = (self.shape(a), self.shape(b));
         assert!(
             sa.len() >= 2 && sb.len() >= 2,
-            "matmul_nt: operands {sa:?} and {sb:?} must have rank >= 2"
+            "{op}: operands {sa:?} and {sb:?} must have rank >= 2 (reshape vectors first)"
         );
+        let inner_b = sb[sb.len() - if transpose_b { 1 } else { 2 }];
         assert_eq!(
             sa[sa.len() - 1],
-            sb[sb.len() - 1],
-            "matmul_nt: inner sizes of {sa:?} and {sb:?}ᵀ differ"
+            inner_b,
+            "{op}: inner sizes of {sa:?} and {sb:?} differ"
         );
         assert!(
             broadcast_shapes(&sa[..sa.len() - 2], &sb[..sb.len() - 2]).is_some(),
-            "matmul_nt: batch axes of {sa:?} and {sb:?} do not broadcast"
+            "{op}: batch axes of {sa:?} and {sb:?} do not broadcast"
         );
-        let y = self
-            .backend()
-            .matmul_t(&self.value(a)?, &self.value(b)?, false, true)?;
-        Ok(self.record(y, &[a, b], Box::new(MatmulNtRule)))
+        let (va, vb) = (self.value(a)?, self.value(b)?);
+        let y = if transpose_b {
+            self.backend().matmul_t(&va, &vb, false, true)?
+        } else {
+            self.backend().matmul(&va, &vb)?
+        };
+        let rule = MatmulRule { transpose_b };
+        Ok(self.record(y, &[a, b], Box::new(rule)))
     }
 }

@@ -22,22 +22,10 @@ pub fn matmul_raw(
     product_raw(it, [(a, a_arr), (b, b_arr)], false, span)
 }
 
-/// [`matmul_raw`] of `a` and `b` with `b`'s last two axes swapped (`a·bᵀ`),
-/// `b` read in place, never copied; the caller has checked shapes and names.
-pub fn matmul_nt_raw(
-    it: &mut Interp,
-    a: &Tensor,
-    a_arr: &Array,
-    b: &Tensor,
-    b_arr: &Array,
-    span: Span,
-) -> Result<Array, Diagnostic> {
-    product_raw(it, [(a, a_arr), (b, b_arr)], true, span)
-}
-
-/// `a·b`, or `a·bᵀ` when `transpose_b`: on the loss tape when an operand is on
-/// it, else straight on the backend.
-fn product_raw(
+/// `a·b`, or `a·bᵀ` when `transpose_b` (`b`'s last two axes swapped, `b` read
+/// in place, never copied): on the loss tape when an operand is on it, else
+/// straight on the backend; the caller has checked shapes and names.
+pub fn product_raw(
     it: &mut Interp,
     [(a, a_arr), (b, b_arr)]: [(&Tensor, &Array); 2],
     transpose_b: bool,
