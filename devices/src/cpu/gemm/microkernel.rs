@@ -86,26 +86,30 @@ impl Microkernel {
     /// limit.
     pub(super) fn for_rows(isa: Isa, m: usize) -> Microkernel {
         let main = Microkernel::of(isa);
-        let short = match isa {
+        let padded = |k: &Microkernel| m.div_ceil(k.mr) * k.mr;
+        match Microkernel::short_of(isa) {
+            Some(short) if m <= short_rows_up_to(isa) && padded(&short) < padded(&main) => short,
+            _ => main,
+        }
+    }
+
+    /// The kernel of shorter tiles at `isa` (see [`Microkernel::for_rows`]),
+    /// if the level has one.
+    fn short_of(isa: Isa) -> Option<Microkernel> {
+        match isa {
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx512 => Microkernel {
+            Isa::Avx512 => Some(Microkernel {
                 mr: avx512_short::MR,
                 nr: avx512_short::NR,
                 run: avx512_short::kernel,
-            },
+            }),
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 => Microkernel {
+            Isa::Avx2 => Some(Microkernel {
                 mr: avx2_short::MR,
                 nr: avx2_short::NR,
                 run: avx2_short::kernel,
-            },
-            _ => return main,
-        };
-        let padded = |k: &Microkernel| m.div_ceil(k.mr) * k.mr;
-        if m <= short_rows_up_to(isa) && padded(&short) < padded(&main) {
-            short
-        } else {
-            main
+            }),
+            _ => None,
         }
     }
 }

@@ -482,6 +482,7 @@ const LANES: usize = 32;
 /// the FMA latency). Quiet, AVX-512 Xeon, `bench_attention`, forward +
 /// backward, T 1024: 16.4–17.0 → 14.6–15.8 ms at head width 64, 27.9–29.2 →
 /// 25.8–27.7 at 128. Only speed changes: each element's chain is the same.
+#[cfg(target_arch = "x86_64")]
 const LANES_AVX512: usize = 64;
 
 /// `s[i][j] = Σ_dd x_i[dd]·kt[dd][j]` for the `n` rows `x_i` of `xs` from row
