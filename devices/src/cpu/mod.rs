@@ -7,6 +7,7 @@
 //! `peak_memory_bytes` stay 0 because host allocations are not tracked.
 
 mod elementwise;
+mod fused_products;
 mod gemm;
 mod isa;
 pub mod lane_sum;

@@ -31,6 +31,7 @@
 //! its pool (see `tests/cpu_program_allocations.rs`, which counts both).
 
 use super::elementwise::{binary_into, unary_into, BinaryPlan};
+use super::fused_products::{self, Fusion, Then};
 use super::gemm::{matmul_into, MatmulPlan};
 use super::layout::{permute_into, sum_to_shape_into, PermutePlan, SumToShapePlan};
 use super::nn;
@@ -104,6 +105,9 @@ enum Kernel {
     UnaryBackward(UnaryOp),
     /// `bias_act(x, bias, act)`.
     BiasAct(UnaryOp),
+    /// A product and the call consuming it, fused (see [`fused_products`]):
+    /// the product's operands, then the consumer's others.
+    Fused { plan: MatmulPlan, then: Then },
     /// `bias_act_backward`: `dx`, then `dbias` summed by the plan when wanted.
     BiasActBackward {
         act: UnaryOp,
@@ -193,6 +197,8 @@ struct Step {
     counted: bool,
     /// The index of its call in the plan's trace.
     call: usize,
+    /// For a fused step, the product's call (`call` is its consumer's).
+    product_call: Option<usize>,
 }
 
 /// Scratch memory shared by every step (steps run one at a time).
@@ -429,6 +435,7 @@ impl Kernel {
             | Kernel::LayerNormBackward { .. }
             | Kernel::UnaryBackward(_)
             | Kernel::BiasAct(_)
+            | Kernel::Fused { .. }
             | Kernel::BiasActBackward { dbias: None, .. }
             | Kernel::MaskedSoftmax { .. }
             | Kernel::Attention { .. }
@@ -541,6 +548,13 @@ pub(crate) fn compile(plan: &StepPlan, launches: Arc<AtomicU64>) -> Result<CpuPr
 fn layout(plan: &StepPlan) -> Result<Layout> {
     let trace = &plan.trace;
     let n = trace.values.len();
+    // Products fused into their consumers, by either call.
+    let fusions = fused_products::find(plan);
+    let mut fused_at: Vec<Option<Fusion>> = vec![None; trace.calls.len()];
+    for f in &fusions {
+        fused_at[f.product] = Some(*f);
+        fused_at[f.consumer] = Some(*f);
+    }
     let shape = |v: ValueId| trace.values[v.index()].shape.as_slice();
     // Every value's root: the value whose buffer it uses (views share).
     let mut root: Vec<usize> = (0..n).collect();
@@ -597,9 +611,20 @@ fn layout(plan: &StepPlan) -> Result<Layout> {
             }
             root[o.index()] = root[i.index()];
         }
+        // A fused product reads its operands when its consumer runs.
+        let reader = match fused_at[k] {
+            Some(f) if f.product == k => f.consumer,
+            _ => k,
+        };
         for v in &c.inputs {
-            last[root[v.index()]] = Some(k);
+            let l = &mut last[root[v.index()]];
+            *l = Some(l.map_or(reader, |l| l.max(reader)));
         }
+    }
+    // Fused products are never stored: their values need no buffer.
+    let mut unstored = vec![false; n];
+    for f in &fusions {
+        unstored[trace.calls[f.product].outputs[0].index()] = true;
     }
     let live_at_end = plan.live_at_end();
     // Roots that must survive the step: inputs and everything live at the end.
@@ -697,7 +722,7 @@ fn layout(plan: &StepPlan) -> Result<Layout> {
     // roots, or to the end of the step for pinned ones.
     let mut span: Vec<Option<(usize, usize)>> = vec![None; n];
     for r in 0..n {
-        if root[r] != r || aliased_root(r) {
+        if root[r] != r || aliased_root(r) || unstored[r] {
             continue;
         }
         let end = if pinned[r] {
@@ -747,6 +772,33 @@ fn layout(plan: &StepPlan) -> Result<Layout> {
         if c.op == Op::View {
             continue;
         }
+        if let Some(f) = fused_at[k] {
+            if f.product == k {
+                continue;
+            }
+            let p = &trace.calls[f.product];
+            let operands = [p.inputs[0], p.inputs[1]];
+            let ins = operands.iter().chain(f.others.iter().flatten());
+            let (ta, tb) = match p.op {
+                Op::MatmulT {
+                    transpose_a,
+                    transpose_b,
+                } => (transpose_a, transpose_b),
+                _ => (false, false),
+            };
+            steps.push(Step {
+                kernel: Kernel::Fused {
+                    plan: MatmulPlan::for_op(shape(operands[0]), ta, shape(operands[1]), tb),
+                    then: f.then,
+                },
+                ins: ins.map(|&v| slot(v)).collect(),
+                outs: c.outputs.iter().map(|&v| slot(v)).collect(),
+                counted: true,
+                call: k,
+                product_call: Some(f.product),
+            });
+            continue;
+        }
         let ins: Vec<Slot> = c.inputs.iter().map(|&v| slot(v)).collect();
         let outs: Vec<Slot> = c.outputs.iter().map(|&v| slot(v)).collect();
         let in_shapes: Vec<&[usize]> = c.inputs.iter().map(|v| shape(*v)).collect();
@@ -758,6 +810,7 @@ fn layout(plan: &StepPlan) -> Result<Layout> {
             outs,
             counted,
             call: k,
+            product_call: None,
         });
     }
     let carries = plan
@@ -986,6 +1039,13 @@ fn execute(
             }
             Kernel::UnaryBackward(op) => nn::unary_backward_into(*op, x(0), x(1), x(2), o0),
             Kernel::BiasAct(act) => nn::bias_act_into(*act, x(0), x(1), o0),
+            Kernel::Fused { plan, then } => {
+                let others = [
+                    xs.get(2).copied().unwrap_or(&[]),
+                    xs.get(3).copied().unwrap_or(&[]),
+                ];
+                fused_products::run(plan, *then, x(0), x(1), others, o0)
+            }
             Kernel::BiasActBackward { act, dbias } => {
                 nn::bias_act_backward_into(*act, x(0), x(1), x(2), x(3), o0);
                 if let Some(plan) = dbias {
@@ -1071,7 +1131,14 @@ impl StepProgram for CpuProgram {
             );
             self.kernel += started.elapsed();
             if let Some(f) = after_call.as_mut() {
-                f(step.call, started);
+                if let Some(product) = step.product_call {
+                    // The fused step's time goes to the product; its
+                    // consumer is reported as ending with it.
+                    f(product, started);
+                    f(step.call, Instant::now());
+                } else {
+                    f(step.call, started);
+                }
             }
             if step.counted {
                 self.launches.fetch_add(1, Ordering::Relaxed);

@@ -30,6 +30,8 @@ use super::pool;
 use crate::shape::{broadcast_shapes, broadcast_strides, offset_of};
 use crate::tensor::{numel_of, Tensor};
 use rayon::prelude::*;
+pub(crate) use sgemm::RowFinish;
+
 use sgemm::{sgemm, MatRef};
 
 /// Multiply-adds in all from which a batch of products is spread over threads.
@@ -60,7 +62,7 @@ impl Layout {
 
 /// C = A·B for A `[m, k]` and B `[k, n]`, each stored as its [`Layout`] says,
 /// into row-major C `[m, n]` (overwritten). `parallel` lets the GEMM use rayon
-/// threads.
+/// threads; `finish` runs on C's rows as they become final (see [`RowFinish`]).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn sgemm_t(
     m: usize,
@@ -72,13 +74,14 @@ pub(crate) fn sgemm_t(
     lb: Layout,
     c: &mut [f32],
     parallel: bool,
+    finish: Option<RowFinish>,
 ) {
     assert!(a.len() >= m * k && b.len() >= k * n && c.len() >= m * n);
     let (rs, cs) = la.strides(m, k);
     let a = MatRef { data: a, rs, cs };
     let (rs, cs) = lb.strides(k, n);
     let b = MatRef { data: b, rs, cs };
-    sgemm(m, n, k, a, b, c, parallel);
+    sgemm(m, n, k, a, b, c, parallel, finish);
 }
 
 /// Batched, broadcasting matmul: `a` `[..., m, k]`, `b` `[..., k, n]` (both rank
@@ -205,6 +208,21 @@ impl MatmulPlan {
         MatmulPlan::new(sa, layout(transpose_a), sb, layout(transpose_b))
     }
 
+    /// Columns of the result (of each product of a batch).
+    pub(crate) fn n(&self) -> usize {
+        self.n
+    }
+
+    /// Whether the plan runs as one GEMM (a single product, or a batch folded
+    /// into one), so that its rows become final inside that GEMM.
+    pub(crate) fn is_one_product(&self) -> bool {
+        match self.batching {
+            Batching::Folded => true,
+            Batching::PerElement { .. } => self.nb == 1,
+            Batching::Zeros => false,
+        }
+    }
+
     /// The result's element count.
     pub(crate) fn out_len(&self) -> usize {
         self.nb * self.m * self.n
@@ -214,6 +232,20 @@ impl MatmulPlan {
 /// The product `plan` describes of `xa` and `xb`, into `out`
 /// ([`MatmulPlan::out_len`] elements, every one written).
 pub(crate) fn matmul_into(plan: &MatmulPlan, xa: &[f32], xb: &[f32], out: &mut [f32]) {
+    matmul_into_then(plan, xa, xb, out, None)
+}
+
+/// [`matmul_into`], then `finish` on every row of the result (`[.., n]`
+/// rows, numbered through the batch axes), as the rows become final: inside
+/// the GEMM for a product of one matrix (or a batch folded into one), after
+/// each product of a batch otherwise.
+pub(crate) fn matmul_into_then(
+    plan: &MatmulPlan,
+    xa: &[f32],
+    xb: &[f32],
+    out: &mut [f32],
+    finish: Option<RowFinish>,
+) {
     let &MatmulPlan {
         m,
         n,
@@ -227,10 +259,16 @@ pub(crate) fn matmul_into(plan: &MatmulPlan, xa: &[f32], xb: &[f32], out: &mut [
     let (stride_a, stride_b, batch) = match &plan.batching {
         Batching::Zeros => {
             out.fill(0.0);
+            if let Some(f) = finish {
+                for (r, row) in out.chunks_mut(n.max(1)).enumerate() {
+                    f(r, 0, row);
+                }
+            }
             return;
         }
         Batching::Folded => {
-            sgemm_t(nb * m, n, k, xa, la, xb, lb, out, nb * flops >= SPLIT_FLOPS);
+            let parallel = nb * flops >= SPLIT_FLOPS;
+            sgemm_t(nb * m, n, k, xa, la, xb, lb, out, parallel, finish);
             return;
         }
         Batching::PerElement {
@@ -242,17 +280,15 @@ pub(crate) fn matmul_into(plan: &MatmulPlan, xa: &[f32], xb: &[f32], out: &mut [
     let one = |i: usize, c: &mut [f32], parallel: bool| {
         let pa = offset_of(i, batch, stride_a);
         let pb = offset_of(i, batch, stride_b);
-        sgemm_t(
-            m,
-            n,
-            k,
-            &xa[pa..pa + m * k],
-            la,
-            &xb[pb..pb + k * n],
-            lb,
-            c,
-            parallel,
-        );
+        // Rows numbered through the batch: product i's start at i·m.
+        let shifted = |r: usize, col: usize, row: &mut [f32]| {
+            if let Some(f) = finish {
+                f(i * m + r, col, row)
+            }
+        };
+        let (a, b) = (&xa[pa..pa + m * k], &xb[pb..pb + k * n]);
+        let fin: Option<RowFinish> = finish.is_some().then_some(&shifted);
+        sgemm_t(m, n, k, a, la, b, lb, c, parallel, fin);
     };
     if nb > 1 && flops < SPLIT_FLOPS && nb * flops >= PAR_FLOPS {
         // Small products, many of them: one per task.

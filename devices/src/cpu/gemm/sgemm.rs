@@ -304,6 +304,7 @@ pub(crate) fn sgemm(
     b: MatRef,
     c: &mut [f32],
     parallel: bool,
+    finish: Option<RowFinish>,
 ) {
     assert!(
         c.len() >= m * n,
@@ -315,6 +316,7 @@ pub(crate) fn sgemm(
     }
     if k == 0 {
         c[..m * n].fill(0.0);
+        finish_all(finish.map(Finish::whole), m, n, n, c);
         return;
     }
     assert!(
@@ -341,6 +343,7 @@ pub(crate) fn sgemm(
         threads,
         product,
         c,
+        finish.map(Finish::whole),
     );
 }
 
@@ -356,6 +359,72 @@ pub(super) struct Product<'a> {
     pub(super) ldc: usize,
 }
 
+/// Work a fused consumer of a product does on C's rows once they hold their
+/// final values (a bias and an activation, an addition): called with the
+/// row's index in the whole product, the column of the segment's first
+/// element, and the segment, which it rewrites in place. Called once per
+/// element, while the rows are still in cache; the products' values are those
+/// of the plain product.
+pub(crate) type RowFinish<'a> = &'a (dyn Fn(usize, usize, &mut [f32]) + Sync);
+
+/// A [`RowFinish`] for a part of a product: its rows and columns start at
+/// `row0` and `col0` of the whole product.
+#[derive(Clone, Copy)]
+pub(super) struct Finish<'a> {
+    f: RowFinish<'a>,
+    row0: usize,
+    col0: usize,
+}
+
+impl<'a> Finish<'a> {
+    /// `f` for a whole product.
+    pub(super) fn whole(f: RowFinish<'a>) -> Finish<'a> {
+        Finish {
+            f,
+            row0: 0,
+            col0: 0,
+        }
+    }
+
+    /// For the part of the product from row `rows` and column `cols` on.
+    pub(super) fn shifted(self, rows: usize, cols: usize) -> Finish<'a> {
+        Finish {
+            row0: self.row0 + rows,
+            col0: self.col0 + cols,
+            ..self
+        }
+    }
+
+    /// Runs on rows `rows` of C (at `c`, row stride `ldc`), columns `cols`.
+    ///
+    /// # Safety
+    /// Those elements lie inside C, hold their final values, and nothing else
+    /// accesses them meanwhile.
+    unsafe fn rows(
+        self,
+        c: SharedC,
+        ldc: usize,
+        rows: std::ops::Range<usize>,
+        cols: std::ops::Range<usize>,
+    ) {
+        for r in rows {
+            let at = r * ldc + cols.start;
+            // SAFETY: the caller's contract.
+            let row = unsafe { std::slice::from_raw_parts_mut(c.at(at), cols.len()) };
+            (self.f)(self.row0 + r, self.col0 + cols.start, row);
+        }
+    }
+}
+
+/// Runs `finish` (if any) on every element of an `m × n` C (row stride `ldc`)
+/// that holds the product's final values, row by row.
+pub(super) fn finish_all(finish: Option<Finish>, m: usize, n: usize, ldc: usize, c: &mut [f32]) {
+    if let Some(fin) = finish {
+        // SAFETY: C is `m` rows of `ldc ≥ n` floats, borrowed whole here.
+        unsafe { fin.rows(SharedC(c.as_mut_ptr()), ldc, 0..m, 0..n) };
+    }
+}
+
 /// [`sgemm`] with a given kernel and blocking, split for `threads` threads
 /// (the caller checked the sizes).
 pub(super) fn sgemm_with(
@@ -364,17 +433,19 @@ pub(super) fn sgemm_with(
     threads: usize,
     product: Product,
     c: &mut [f32],
+    finish: Option<Finish>,
 ) {
     let Product { m, n, k, a, b, ldc } = product;
     if threads == 1 && reads_in_place(product) {
-        return sgemm_direct(kernel, product, c);
+        sgemm_direct(kernel, product, c);
+        return finish_all(finish, m, n, ldc, c);
     }
     if let Some(runs) = split_runs(m, n, k, threads) {
-        return sgemm_split_k(kernel, blocking, runs, product, c);
+        return sgemm_split_k(kernel, blocking, runs, product, c, finish);
     }
     let a_tiles = a_tiles(a, n);
     if let Some(split) = slabs::split(product, a_tiles != ATiles::InPlace, threads) {
-        return slabs::sgemm_slabs(kernel, blocking, threads, split, product, c);
+        return slabs::sgemm_slabs(kernel, blocking, threads, split, product, c, finish);
     }
     let GemmBlocking { mc, nc } = blocking.for_kernel(&kernel);
     let (mr, nr) = (kernel.mr, kernel.nr);
@@ -416,7 +487,9 @@ pub(super) fn sgemm_with(
                 let tiles = |ib: usize, g: usize, apack: &[f32]| {
                     let i0 = ib * mc;
                     let rows_in_block = mc.min(m - i0);
-                    for q in g * per_group..((g + 1) * per_group).min(panels) {
+                    let group = g * per_group..((g + 1) * per_group).min(panels);
+                    let group_cols = jc + group.start * nr..(jc + group.end * nr).min(n);
+                    for q in group {
                         let j = jc + q * nr;
                         let cols = nr.min(n - j);
                         let bp = &bpack[q * nr * kc..(q + 1) * nr * kc];
@@ -457,6 +530,12 @@ pub(super) fn sgemm_with(
                                 );
                             }
                         }
+                    }
+                    if let Some(fin) = finish.filter(|_| pc + kc == k) {
+                        // SAFETY: this task alone computed these rows and
+                        // columns, now final (the last block of k), and no
+                        // other task touches them.
+                        unsafe { fin.rows(shared_c, ldc, i0..i0 + rows_in_block, group_cols) };
                     }
                 };
                 // Floats of row block `ib` packed: all its tiles (copied
@@ -891,7 +970,7 @@ mod tests {
                                 b,
                                 ldc: n,
                             };
-                            sgemm_with(kernel, blocking, threads, product, &mut c);
+                            sgemm_with(kernel, blocking, threads, product, &mut c, None);
                             let got: Vec<u32> = c.iter().map(|v| v.to_bits()).collect();
                             assert!(
                                 got == want,

@@ -17,7 +17,7 @@
 //! never an element's operations: same bits.
 
 use super::microkernel::Microkernel;
-use super::sgemm::{for_each_task, sgemm_with, GemmBlocking, MatRef, Product, SharedC};
+use super::sgemm::{for_each_task, sgemm_with, Finish, GemmBlocking, MatRef, Product, SharedC};
 
 /// Rows of C per thread from which a product may be split into row slabs.
 pub(super) const MIN_ROWS: usize = 128;
@@ -69,6 +69,7 @@ pub(super) fn sgemm_slabs(
     split: Split,
     product: Product,
     c: &mut [f32],
+    finish: Option<Finish>,
 ) {
     let Product {
         m, n, a, b, ldc, ..
@@ -83,7 +84,7 @@ pub(super) fn sgemm_slabs(
     // Tasks over a range, not a collected list: a product allocates nothing.
     for_each_task(slabs, true, |t| {
         let (s0, s1) = (start(t), start(t + 1));
-        let (sub, offset, c_len) = match split {
+        let (sub, offset, c_len, (r0, c0)) = match split {
             Split::Rows => {
                 let a = MatRef {
                     data: &a.data[s0 * a.rs..],
@@ -94,7 +95,7 @@ pub(super) fn sgemm_slabs(
                     a,
                     ..product
                 };
-                (sub, s0 * ldc, (s1 - s0 - 1) * ldc + n)
+                (sub, s0 * ldc, (s1 - s0 - 1) * ldc + n, (s0, 0))
             }
             Split::Columns => {
                 let b = MatRef {
@@ -106,7 +107,7 @@ pub(super) fn sgemm_slabs(
                     b,
                     ..product
                 };
-                (sub, s0, (m - 1) * ldc + s1 - s0)
+                (sub, s0, (m - 1) * ldc + s1 - s0, (0, s0))
             }
         };
         // SAFETY: slab t alone writes its rows (or columns) of C: the slabs
@@ -115,7 +116,14 @@ pub(super) fn sgemm_slabs(
         // which the slab's product never touches (it writes only columns
         // `0..n` of each `ldc`-float row).
         let slab = unsafe { std::slice::from_raw_parts_mut(c.at(offset), c_len) };
-        sgemm_with(kernel, blocking, 1, sub, slab);
+        sgemm_with(
+            kernel,
+            blocking,
+            1,
+            sub,
+            slab,
+            finish.map(|f| f.shifted(r0, c0)),
+        );
     });
 }
 

@@ -14,7 +14,8 @@
 
 use super::microkernel::Microkernel;
 use super::sgemm::{
-    for_each_task, sgemm_with, with_buffer, Buffers, GemmBlocking, MatRef, Product, SharedC, KC,
+    finish_all, for_each_task, sgemm_with, with_buffer, Buffers, Finish, GemmBlocking, MatRef,
+    Product, SharedC, KC,
 };
 use crate::cpu::{for_chunks, row_chunk};
 use std::cell::RefCell;
@@ -60,6 +61,7 @@ pub(super) fn sgemm_split_k(
     runs: usize,
     product: Product,
     c: &mut [f32],
+    finish: Option<Finish>,
 ) {
     let Product { m, n, k, ldc, .. } = product;
     assert_eq!(ldc, n, "split_k: C's rows are whole rows");
@@ -77,7 +79,7 @@ pub(super) fn sgemm_split_k(
             if t == 0 {
                 // SAFETY: run 0 alone writes C, and C is not read meanwhile.
                 let dst = unsafe { std::slice::from_raw_parts_mut(c_at.at(0), out) };
-                sgemm_with(kernel, blocking, 1, part(0, end), dst);
+                sgemm_with(kernel, blocking, 1, part(0, end), dst, None);
             } else {
                 let len = (end - first) * out;
                 // SAFETY: run t alone writes the temporaries of its blocks,
@@ -86,7 +88,7 @@ pub(super) fn sgemm_split_k(
                     std::slice::from_raw_parts_mut(temps_at.at((first - start(1)) * out), len)
                 };
                 for (j, d) in (first..end).zip(dst.chunks_exact_mut(out)) {
-                    sgemm_with(kernel, blocking, 1, part(j, j + 1), d);
+                    sgemm_with(kernel, blocking, 1, part(j, j + 1), d, None);
                 }
             }
         });
@@ -99,6 +101,9 @@ pub(super) fn sgemm_split_k(
                     *x += y;
                 }
             }
+            // The chunk's rows are final now (whole rows: `row_chunk(n)`).
+            let fin = finish.map(|f| f.shifted(at / n, 0));
+            finish_all(fin, len / n, n, n, chunk);
         });
     });
 }
