@@ -46,6 +46,8 @@ pub(super) struct Fusion {
     pub(super) then: Then,
     /// The consumer's inputs other than the product, in [`Then`]'s order.
     pub(super) others: [Option<ValueId>; 2],
+    /// Whether the fusion keeps an operand alive longer than unfused.
+    pub(super) extends: bool,
 }
 
 /// Elements of a row finished at a time (a stack buffer holds the product's
@@ -60,7 +62,9 @@ const PIECE: usize = 512;
 /// gradient it is. The fused step runs where the consumer ran, so the
 /// product's operands live until then (the compiled step's layout sees to
 /// it); the calls in between cannot change them (values are never
-/// overwritten) and do not read the product.
+/// overwritten) and do not read the product. A fusion is made only when the
+/// operands it keeps alive longer are together no larger than the product,
+/// whose buffer it saves, so the step needs no more memory.
 pub(super) fn find(plan: &StepPlan) -> Vec<Fusion> {
     let trace = &plan.trace;
     let n = trace.values.len();
@@ -89,6 +93,10 @@ pub(super) fn find(plan: &StepPlan) -> Vec<Fusion> {
             kept[*r] = true;
         }
     }
+    // Roots alive for the whole step anyway: inputs and kept values.
+    let held: Vec<bool> = (0..n)
+        .map(|r| kept[r] || matches!(trace.values[r].origin, Origin::Input(_)))
+        .collect();
     let mut out = Vec::new();
     for (i, c) in trace.calls.iter().enumerate() {
         let (ta, tb) = match c.op {
@@ -120,6 +128,22 @@ pub(super) fn find(plan: &StepPlan) -> Vec<Fusion> {
         if out.iter().any(|f: &Fusion| f.consumer == j) {
             continue;
         }
+        // Operands that would now live until `j` instead of dying earlier:
+        // together no larger than the product, whose place they take, so
+        // the step's memory does not grow.
+        let mut extended: Vec<usize> = [a, b]
+            .iter()
+            .map(|v| root[v.index()])
+            .filter(|&x| !held[x] && reader[x] < j)
+            .collect();
+        extended.dedup();
+        let cost: usize = extended
+            .iter()
+            .map(|&x| numel_of(&trace.values[x].shape))
+            .sum();
+        if cost > numel_of(shape(p)) {
+            continue;
+        }
         let consumer = &trace.calls[j];
         let is_p = |v: &ValueId| root[v.index()] == r;
         let len = numel_of(shape(p));
@@ -149,11 +173,16 @@ pub(super) fn find(plan: &StepPlan) -> Vec<Fusion> {
             _ => None,
         };
         if let Some((then, others)) = fused {
+            let extends = !extended.is_empty();
+            for x in extended {
+                reader[x] = j;
+            }
             out.push(Fusion {
                 product: i,
                 consumer: j,
                 then,
                 others,
+                extends,
             });
         }
     }

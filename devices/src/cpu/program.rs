@@ -545,13 +545,40 @@ pub(crate) fn compile(plan: &StepPlan, launches: Arc<AtomicU64>) -> Result<CpuPr
 }
 
 /// Decides the arena of `plan` (see the module's documentation).
+///
+/// Products are fused into their consumers ([`fused_products`]) unless that
+/// makes the block larger (the fusions that keep operands alive longer are
+/// dropped first, then all): the packing is a heuristic, so a step with fewer
+/// live bytes at every call may still pack into a larger block.
 fn layout(plan: &StepPlan) -> Result<Layout> {
+    let fusions = fused_products::find(plan);
+    let plain = layout_fusing(plan, &[])?;
+    let bytes = |l: &Layout| l.bytes().total();
+    let best = plain;
+    for keep_extending in [true, false] {
+        let some: Vec<Fusion> = fusions
+            .iter()
+            .filter(|f| keep_extending || !f.extends)
+            .copied()
+            .collect();
+        if some.is_empty() {
+            continue;
+        }
+        let fused = layout_fusing(plan, &some)?;
+        if bytes(&fused) <= bytes(&best) {
+            return Ok(fused);
+        }
+    }
+    Ok(best)
+}
+
+/// [`layout`] with the products of `fusions` fused into their consumers.
+fn layout_fusing(plan: &StepPlan, fusions: &[Fusion]) -> Result<Layout> {
     let trace = &plan.trace;
     let n = trace.values.len();
     // Products fused into their consumers, by either call.
-    let fusions = fused_products::find(plan);
     let mut fused_at: Vec<Option<Fusion>> = vec![None; trace.calls.len()];
-    for f in &fusions {
+    for f in fusions {
         fused_at[f.product] = Some(*f);
         fused_at[f.consumer] = Some(*f);
     }
@@ -623,7 +650,7 @@ fn layout(plan: &StepPlan) -> Result<Layout> {
     }
     // Fused products are never stored: their values need no buffer.
     let mut unstored = vec![false; n];
-    for f in &fusions {
+    for f in fusions {
         unstored[trace.calls[f.product].outputs[0].index()] = true;
     }
     let live_at_end = plan.live_at_end();
