@@ -551,25 +551,20 @@ pub(crate) fn compile(plan: &StepPlan, launches: Arc<AtomicU64>) -> Result<CpuPr
 /// dropped first, then all): the packing is a heuristic, so a step with fewer
 /// live bytes at every call may still pack into a larger block.
 fn layout(plan: &StepPlan) -> Result<Layout> {
-    let fusions = fused_products::find(plan);
+    let all = fused_products::find(plan);
     let plain = layout_fusing(plan, &[])?;
-    let bytes = |l: &Layout| l.bytes().total();
-    let best = plain;
-    for keep_extending in [true, false] {
-        let some: Vec<Fusion> = fusions
-            .iter()
-            .filter(|f| keep_extending || !f.extends)
-            .copied()
-            .collect();
-        if some.is_empty() {
-            continue;
-        }
-        let fused = layout_fusing(plan, &some)?;
-        if bytes(&fused) <= bytes(&best) {
+    let shorter: Vec<Fusion> = all.iter().filter(|f| !f.extends).copied().collect();
+    let mut candidates = vec![all.clone()];
+    if shorter.len() < all.len() {
+        candidates.push(shorter);
+    }
+    for fusions in candidates.iter().filter(|f| !f.is_empty()) {
+        let fused = layout_fusing(plan, fusions)?;
+        if fused.bytes().total() <= plain.bytes().total() {
             return Ok(fused);
         }
     }
-    Ok(best)
+    Ok(plain)
 }
 
 /// [`layout`] with the products of `fusions` fused into their consumers.

@@ -367,6 +367,13 @@ pub(super) struct Product<'a> {
 /// of the plain product.
 pub(crate) type RowFinish<'a> = &'a (dyn Fn(usize, usize, &mut [f32]) + Sync);
 
+/// Panels of B after which the packed path finishes a row block's rows in
+/// their columns (a `RowFinish` call per row and 256 columns): C's block is
+/// then still in the L2 cache (144 rows × 256 columns, 144 KiB), where a
+/// whole row of a wide product (`[144, 1024]`: 576 KiB, next to B's 1 MiB
+/// block) is not.
+const FINISH_PANELS: usize = 8;
+
 /// A [`RowFinish`] for a part of a product: its rows and columns start at
 /// `row0` and `col0` of the whole product.
 #[derive(Clone, Copy)]
@@ -488,8 +495,8 @@ pub(super) fn sgemm_with(
                     let i0 = ib * mc;
                     let rows_in_block = mc.min(m - i0);
                     let group = g * per_group..((g + 1) * per_group).min(panels);
-                    let group_cols = jc + group.start * nr..(jc + group.end * nr).min(n);
-                    for q in group {
+                    let finishing = finish.filter(|_| pc + kc == k);
+                    for q in group.clone() {
                         let j = jc + q * nr;
                         let cols = nr.min(n - j);
                         let bp = &bpack[q * nr * kc..(q + 1) * nr * kc];
@@ -530,12 +537,20 @@ pub(super) fn sgemm_with(
                                 );
                             }
                         }
-                    }
-                    if let Some(fin) = finish.filter(|_| pc + kc == k) {
-                        // SAFETY: this task alone computed these rows and
-                        // columns, now final (the last block of k), and no
-                        // other task touches them.
-                        unsafe { fin.rows(shared_c, ldc, i0..i0 + rows_in_block, group_cols) };
+                        // Every FINISH_PANELS panels (and after the group's
+                        // last), the block's rows in those panels' columns are
+                        // finished while they are still in the L2 cache.
+                        let done = q + 1 - group.start;
+                        if let Some(fin) = finishing
+                            .filter(|_| done.is_multiple_of(FINISH_PANELS) || q + 1 == group.end)
+                        {
+                            let first = q + 1 - (done - 1) % FINISH_PANELS - 1;
+                            let cols = jc + first * nr..j + cols;
+                            // SAFETY: this task alone computed these rows and
+                            // columns, now final (the last block of k), and
+                            // no other task touches them.
+                            unsafe { fin.rows(shared_c, ldc, i0..i0 + rows_in_block, cols) };
+                        }
                     }
                 };
                 // Floats of row block `ib` packed: all its tiles (copied
