@@ -247,20 +247,36 @@ fn pack_lines<const W: usize>(
     out: &mut [f32],
 ) {
     let (whole, tail) = (rows / W, rows % W);
-    for p in 0..kc {
+    let line = |p: usize| {
         let start = (p0 + p) * x.cs + r0;
-        let line = &x.data[start..start + rows];
-        for (q, src) in line.chunks_exact(W).enumerate() {
-            let src: &[f32; W] = src.try_into().expect("W floats");
-            out[q * W * kc + p * W..][..W].copy_from_slice(src);
+        &x.data[start..start + rows]
+    };
+    // A run of lines at a time, panel by panel: each panel then gets whole
+    // cache lines in a row, where one line at a time across all panels
+    // wrote part of a cache line per panel, the panels `W·kc` floats apart
+    // (a power of two times W: the same L1 set), evicted before they filled.
+    let per_run = (PACK_FLOATS / W).max(1);
+    for run in (0..kc).step_by(per_run) {
+        let lines = run..(run + per_run).min(kc);
+        for q in 0..whole {
+            for p in lines.clone() {
+                let src: &[f32; W] = line(p)[q * W..][..W].try_into().expect("W floats");
+                out[q * W * kc + p * W..][..W].copy_from_slice(src);
+            }
         }
         if tail > 0 {
-            let dst = &mut out[whole * W * kc + p * W..][..W];
-            dst[..tail].copy_from_slice(&line[whole * W..]);
-            dst[tail..].fill(0.0);
+            for p in lines {
+                let dst = &mut out[whole * W * kc + p * W..][..W];
+                dst[..tail].copy_from_slice(&line(p)[whole * W..]);
+                dst[tail..].fill(0.0);
+            }
         }
     }
 }
+
+/// Floats that [`pack_lines`] copies into one panel before the next (lines
+/// of `k` of `W` floats each: 512 bytes, eight cache lines).
+const PACK_FLOATS: usize = 128;
 
 /// Packs rows `i0..i0 + rows`, columns `p0..p0 + kc` of `a` into `mr`-row
 /// panels (panel `q`, element `(p, r)` at `q·mr·kc + p·mr + r`).
