@@ -182,6 +182,14 @@ impl StepProgram for ProfiledProgram {
         self.inner.tensor(v)
     }
 
+    fn readable(&self, v: ValueId) -> bool {
+        self.inner.readable(v)
+    }
+
+    fn take_kept(&mut self, vs: &[ValueId]) -> Vec<Result<Tensor>> {
+        self.inner.take_kept(vs)
+    }
+
     fn kernel_time(&self) -> Duration {
         self.inner.kernel_time()
     }

@@ -51,6 +51,21 @@ pub trait StepProgram: Send {
     fn first_element(&self, v: ValueId) -> Result<f32>;
     /// A kept value after the last run, as a tensor.
     fn tensor(&self, v: ValueId) -> Result<Tensor>;
+    /// Whether [`StepProgram::tensor`] of `v` can be read now: a kept value
+    /// after a run, or, before the first run, a value carried into the next
+    /// step, which is then its initial input (the program holds the state
+    /// the step starts from, so whoever gave it may drop its own copy).
+    /// `false` where the program cannot tell.
+    fn readable(&self, _v: ValueId) -> bool {
+        false
+    }
+    /// [`StepProgram::tensor`] of each of `vs`, once no run follows (the
+    /// end of a loop): a program may drop its working buffers as soon as
+    /// nothing left to read lies in them, so that the copies read out are
+    /// not held on top of the whole program.
+    fn take_kept(&mut self, vs: &[ValueId]) -> Vec<Result<Tensor>> {
+        vs.iter().map(|&v| self.tensor(v)).collect()
+    }
     /// Time spent inside kernel calls over every run so far.
     fn kernel_time(&self) -> Duration;
     /// How the program runs, for telemetry: `"arena"` (preallocated buffers)

@@ -212,7 +212,11 @@ pub(super) fn run(
                 Then::Add { product_first } => {
                     let other = &others[0][at..at + len];
                     for ((d, &x), &y) in piece.iter_mut().zip(&*p).zip(other) {
-                        *d = if product_first { x + y } else { y + x };
+                        // The operands' order decides which NaN's payload
+                        // the sum keeps, as in the eager addition.
+                        #[allow(clippy::if_same_then_else)]
+                        let sum = if product_first { x + y } else { y + x };
+                        *d = sum;
                     }
                 }
                 Then::UnaryBackward(op) => {

@@ -215,7 +215,16 @@ struct Scratch {
 pub struct CpuProgram {
     /// The arena: every owned value at its offset (values whose lifetimes do
     /// not meet share elements).
-    arena: Vec<f32>,
+    arena: Arena,
+    /// The owned inputs' initial elements and their offsets, until the first
+    /// run copies them into the arena and drops them: compiling copies
+    /// nothing, so the caller can drop its own references to the carried
+    /// state first (`StepProgram::readable`) and the state is never held
+    /// twice.
+    initial: Vec<(usize, Tensor)>,
+    /// Carried values' places and their inputs' index in `initial` (read
+    /// before the first run).
+    carried_initial: Vec<(Place, usize)>,
     /// The storages of the inputs read in place.
     aliased: Vec<Arc<Vec<f32>>>,
     bytes: ArenaBytes,
@@ -452,8 +461,16 @@ struct Layout {
     steps: Vec<Step>,
     /// The arena's length in elements.
     arena_len: usize,
+    /// Elements at the start of the arena that hold the step's state: the
+    /// carried inputs and the values they are carried from. The rest (`arena_len - state_len`) is the step's working
+    /// memory, kept in a buffer of its own that is dropped first when the
+    /// loop ends.
+    state_len: usize,
     /// Owned inputs: their offset and the elements they start with.
     initial: Vec<(usize, Tensor)>,
+    /// For the inputs carried from a value: that value's place and the
+    /// input's index in `initial` (what the value holds before a first run).
+    carried_initial: Vec<(Place, usize)>,
     /// The inputs read in place, by [`Place::Aliased`] index.
     aliased: Vec<Tensor>,
     carries: Vec<(Slot, Slot)>,
@@ -503,16 +520,20 @@ pub(crate) fn compile(plan: &StepPlan, launches: Arc<AtomicU64>) -> Result<CpuPr
     let Layout {
         steps,
         arena_len,
+        state_len,
         initial,
+        carried_initial,
         aliased,
         carries,
         value_place,
         readable,
     } = layout;
-    let mut arena = vec![0.0; arena_len];
-    for (off, t) in initial {
-        arena[off..off + t.numel()].copy_from_slice(t.host());
-    }
+    // Allocated by the first run (`load_initial`).
+    let arena = Arena {
+        state_len,
+        work_len: arena_len - state_len,
+        ..Arena::default()
+    };
     let aliased = aliased
         .into_iter()
         .map(|t| match t.storage() {
@@ -530,6 +551,8 @@ pub(crate) fn compile(plan: &StepPlan, launches: Arc<AtomicU64>) -> Result<CpuPr
     scratch.f64s.resize(lf, 0.0);
     Ok(CpuProgram {
         arena,
+        initial,
+        carried_initial,
         aliased,
         bytes,
         steps,
@@ -766,16 +789,35 @@ fn layout_fusing(plan: &StepPlan, fusions: &[Fusion]) -> Result<Layout> {
     let groups: Vec<(usize, (usize, usize), usize)> = (0..n)
         .filter_map(|g| span[g].map(|s| (g, s, glen[g])))
         .collect();
-    let (offset, arena_len) = pack(&groups, n);
+    // The state's groups (carried inputs and the values they are carried
+    // from) are packed first, the working values above them.
+    let mut state = vec![false; n];
+    for (&input, &from) in &carried_from_root {
+        state[group[root[input]]] = true;
+        state[group[from]] = true;
+    }
+    let (state_groups, work_groups): (Vec<_>, Vec<_>) =
+        groups.into_iter().partition(|&(g, ..)| state[g]);
+    let (mut offset, state_len) = pack(&state_groups, n);
+    let (work_offset, work_len) = pack(&work_groups, n);
+    for &(g, ..) in &work_groups {
+        offset[g] = state_len + work_offset[g];
+    }
+    let arena_len = state_len + work_len;
     let mut place = vec![Place::Arena(0); n];
     let mut initial = Vec::new();
     let mut aliased = Vec::new();
+    let mut carried_initial = Vec::new();
     for input in &plan.inputs {
         let r = root[input.value.index()];
         if aliased_root(r) {
             place[r] = Place::Aliased(aliased.len());
             aliased.push(input.initial.clone());
         } else {
+            if let Some(from) = input.carried_from {
+                let from = root[from.index()];
+                carried_initial.push((Place::Arena(offset[group[from]]), initial.len()));
+            }
             initial.push((offset[group[r]], input.initial.clone()));
         }
     }
@@ -858,7 +900,9 @@ fn layout_fusing(plan: &StepPlan, fusions: &[Fusion]) -> Result<Layout> {
     Ok(Layout {
         steps,
         arena_len,
+        state_len,
         initial,
+        carried_initial,
         aliased,
         carries,
         value_place,
@@ -915,23 +959,66 @@ fn pack(groups: &[(usize, (usize, usize), usize)], n: usize) -> (Vec<usize>, usi
     best.unwrap_or_else(|| (vec![0; n], 0))
 }
 
+/// The arena's elements, in two buffers: the step's state (offsets below
+/// `state_len`) and its working memory (the offsets above, from 0 in
+/// `work`). No value lies across the two. Both are empty until the first
+/// run allocates them.
+#[derive(Debug, Default)]
+struct Arena {
+    state: Vec<f32>,
+    work: Vec<f32>,
+    state_len: usize,
+    work_len: usize,
+}
+
+impl Arena {
+    /// The elements `off..off + len` of the arena.
+    fn get(&self, off: usize, len: usize) -> &[f32] {
+        match off.checked_sub(self.state_len) {
+            None => &self.state[off..off + len],
+            Some(w) => &self.work[w..w + len],
+        }
+    }
+
+    /// The elements `off..off + len` of the arena, to write.
+    fn get_mut(&mut self, off: usize, len: usize) -> &mut [f32] {
+        match off.checked_sub(self.state_len) {
+            None => &mut self.state[off..off + len],
+            Some(w) => &mut self.work[w..w + len],
+        }
+    }
+
+    /// Copies `len` elements from offset `from` to offset `to`.
+    fn copy(&mut self, from: usize, to: usize, len: usize) {
+        let (s, w) = (self.state_len, &mut self.work);
+        match (from.checked_sub(s), to.checked_sub(s)) {
+            (None, None) => self.state.copy_within(from..from + len, to),
+            (Some(f), Some(t)) => w.copy_within(f..f + len, t),
+            (None, Some(t)) => w[t..t + len].copy_from_slice(&self.state[from..from + len]),
+            (Some(f), None) => self.state[to..to + len].copy_from_slice(&w[f..f + len]),
+        }
+    }
+}
+
 /// The elements of `slot`.
-fn read<'a>(arena: &'a [f32], aliased: &'a [Arc<Vec<f32>>], slot: Slot) -> &'a [f32] {
+fn read<'a>(arena: &'a Arena, aliased: &'a [Arc<Vec<f32>>], slot: Slot) -> &'a [f32] {
     match slot.place {
-        Place::Arena(off) => &arena[off..off + slot.len],
+        Place::Arena(off) => arena.get(off, slot.len),
         Place::Aliased(i) => &aliased[i][..slot.len],
     }
 }
 
 /// Copies slot `src` into the arena slot `dst` (same length, apart or the
 /// same place).
-fn copy_slot(arena: &mut [f32], aliased: &[Arc<Vec<f32>>], src: Slot, dst: Slot) {
+fn copy_slot(arena: &mut Arena, aliased: &[Arc<Vec<f32>>], src: Slot, dst: Slot) {
     let Place::Arena(to) = dst.place else {
         unreachable!("the arena never writes an aliased input")
     };
     match src.place {
-        Place::Arena(from) => arena.copy_within(from..from + src.len, to),
-        Place::Aliased(i) => arena[to..to + dst.len].copy_from_slice(&aliased[i][..src.len]),
+        Place::Arena(from) => arena.copy(from, to, src.len),
+        Place::Aliased(i) => arena
+            .get_mut(to, dst.len)
+            .copy_from_slice(&aliased[i][..src.len]),
     }
 }
 
@@ -946,7 +1033,7 @@ const MAX_OUTS: usize = 3;
 /// input or another output in the arena, so the slices are split off one
 /// another without copying.
 fn regions<'a>(
-    arena: &'a mut [f32],
+    arena: &'a mut Arena,
     aliased: &'a [Arc<Vec<f32>>],
     ins: &[Slot],
     outs: &[Slot],
@@ -965,8 +1052,15 @@ fn regions<'a>(
     }
     ranges[..count].sort_unstable();
     let mut pieces: [Option<&'a mut [f32]>; MAX_INS + MAX_OUTS] = Default::default();
-    let (mut rest, mut at) = (arena, 0);
+    let (mut rest, mut at) = (arena.state.as_mut_slice(), 0);
+    let mut work = Some(arena.work.as_mut_slice());
     for (piece, &(off, len)) in pieces.iter_mut().zip(&ranges[..count]) {
+        if off >= arena.state_len {
+            // The first range in the working buffer: split that one now.
+            if let Some(w) = work.take() {
+                (rest, at) = (w, arena.state_len);
+            }
+        }
         let (_, tail) = std::mem::take(&mut rest).split_at_mut(off - at);
         let (mid, tail) = tail.split_at_mut(len);
         *piece = Some(mid);
@@ -998,7 +1092,7 @@ fn regions<'a>(
 /// dropout's counter).
 fn execute(
     step: &Step,
-    arena: &mut [f32],
+    arena: &mut Arena,
     aliased: &[Arc<Vec<f32>>],
     scratch: &mut Scratch,
     runs: u64,
@@ -1112,8 +1206,42 @@ impl CpuProgram {
         self.bytes
     }
 
+    /// Copies the owned inputs' initial elements into the arena (before the
+    /// first run), dropping each tensor once copied, then tells the
+    /// allocator hook that the memory freed should go back to the OS before
+    /// the run touches the rest of the arena.
+    fn load_initial(&mut self) {
+        if self.runs > 0 {
+            return;
+        }
+        let a = &mut self.arena;
+        a.state = vec![0.0; a.state_len];
+        self.carried_initial.clear();
+        for (off, t) in std::mem::take(&mut self.initial) {
+            a.get_mut(off, t.numel()).copy_from_slice(t.host());
+        }
+        crate::capture::released_after_compile();
+        a.work = vec![0.0; a.work_len];
+    }
+
+    /// The initial input a carried value `v` stands for before the first run.
+    fn carried_initial(&self, v: ValueId) -> Option<&Tensor> {
+        let place = *self.value_place.get(v.index())?;
+        let len = numel_of(self.shapes.get(v.index())?);
+        self.carried_initial
+            .iter()
+            .find(|(p, _)| *p == place)
+            .map(|&(_, i)| &self.initial[i].1)
+            .filter(|t| t.numel() == len)
+    }
+
     /// The buffer of `v` when it can be read after a run.
     fn readable_buffer(&self, v: ValueId) -> Result<&[f32]> {
+        if self.runs == 0 {
+            if let Some(t) = self.carried_initial(v) {
+                return Ok(t.host());
+            }
+        }
         match self.readable.get(v.index()) {
             Some(true) if self.runs > 0 => {
                 let len = numel_of(&self.shapes[v.index()]);
@@ -1137,6 +1265,11 @@ impl CpuProgram {
 
 impl StepProgram for CpuProgram {
     fn run_observed(&mut self, mut after_call: Option<CallObserver<'_>>) -> Result<()> {
+        self.load_initial();
+        if self.arena.work.len() != self.arena.work_len {
+            // Dropped by `take_kept`.
+            self.arena.work = vec![0.0; self.arena.work_len];
+        }
         if self.runs > 0 {
             for &(dst, src) in &self.carries {
                 copy_slot(&mut self.arena, &self.aliased, src, dst);
@@ -1183,6 +1316,35 @@ impl StepProgram for CpuProgram {
         Ok(Tensor::from_vec(self.shapes[v.index()].clone(), data))
     }
 
+    fn take_kept(&mut self, vs: &[ValueId]) -> Vec<Result<Tensor>> {
+        // The values in the working buffer first, then it goes (a later run
+        // allocates it again), then the state's values.
+        let state_len = self.arena.state_len;
+        let in_work = |v: ValueId| matches!(self.value_place.get(v.index()), Some(&Place::Arena(off)) if off >= state_len);
+        let mut out: Vec<Option<Result<Tensor>>> = vs
+            .iter()
+            .map(|&v| (self.runs > 0 && in_work(v)).then(|| self.tensor(v)))
+            .collect();
+        if self.runs > 0 {
+            self.arena.work = Vec::new();
+            crate::capture::released_after_compile();
+        }
+        for (o, &v) in out.iter_mut().zip(vs) {
+            if o.is_none() {
+                *o = Some(self.tensor(v));
+            }
+        }
+        out.into_iter().flatten().collect()
+    }
+
+    fn readable(&self, v: ValueId) -> bool {
+        if self.runs == 0 {
+            self.carried_initial(v).is_some()
+        } else {
+            self.readable.get(v.index()) == Some(&true)
+        }
+    }
+
     fn kernel_time(&self) -> Duration {
         self.kernel
     }
@@ -1209,6 +1371,15 @@ mod tests {
         init: Vec<Tensor>,
         step: impl Fn(&dyn Backend, u64, &[Tensor]) -> (Vec<Tensor>, Vec<Tensor>),
     ) -> CpuProgram {
+        compiled_keeping(init, step).0
+    }
+
+    /// [`compiled`] and the ids of the values kept: the carried state's,
+    /// then the others'.
+    fn compiled_keeping(
+        init: Vec<Tensor>,
+        step: impl Fn(&dyn Backend, u64, &[Tensor]) -> (Vec<Tensor>, Vec<Tensor>),
+    ) -> (CpuProgram, Vec<ValueId>) {
         let cpu = Arc::new(CpuBackend::new());
         let inner: Arc<dyn Backend> = cpu.clone();
         let rec = Recorder::start(inner.clone());
@@ -1223,7 +1394,8 @@ mod tests {
             .map(|t| second.find(t).unwrap())
             .collect();
         let p = plan(&first, second, keep).unwrap();
-        compile(&p, cpu.kernel_launches.clone()).unwrap()
+        let ids = p.keep.clone();
+        (compile(&p, cpu.kernel_launches.clone()).unwrap(), ids)
     }
 
     fn adam(t: u64) -> AdamStep {
@@ -1257,6 +1429,60 @@ mod tests {
     }
 
     #[test]
+    fn the_state_is_copied_in_by_the_first_run_and_read_out_without_the_working_memory() {
+        let x = Tensor::from_vec(vec![2, 3], vec![0.5, -1.0, 2.0, 0.25, 3.0, -0.75]);
+        let init = vec![x, Tensor::zeros(vec![2, 3]), Tensor::zeros(vec![2, 3])];
+        let step = |b: &dyn Backend, it, s: &[Tensor]| {
+            let y = b.unary(UnaryOp::Tanh, &s[0]).unwrap();
+            let g = b.binary(BinaryOp::Mul, &y, &s[0]).unwrap();
+            let (mut p, mut m, mut v) = (s[0].clone(), s[1].clone(), s[2].clone());
+            b.adam_update(&mut p, &g, &mut m, &mut v, adam(it)).unwrap();
+            (vec![p, m, v], vec![y])
+        };
+        let (mut a, ids) = compiled_keeping(init.clone(), step);
+        let (mut b, _) = compiled_keeping(init, step);
+        let (state, y) = (&ids[..3], ids[3]);
+        // Compiling allocates nothing; before the first run the carried
+        // values read as the state that run starts from (the second
+        // recorded iteration's), the others not at all.
+        assert!(a.arena.state.is_empty() && a.arena.work.is_empty());
+        assert!(a.arena.state_len > 0 && a.arena.work_len > 0);
+        let before: Vec<Tensor> = state.iter().map(|&v| a.tensor(v).unwrap()).collect();
+        assert!(state.iter().all(|&v| a.readable(v)));
+        assert!(!a.readable(y) && a.tensor(y).is_err());
+        a.run().unwrap();
+        b.run().unwrap();
+        assert!(
+            a.initial.is_empty(),
+            "the initial inputs are dropped once copied"
+        );
+        let after: Vec<Tensor> = state.iter().map(|&v| a.tensor(v).unwrap()).collect();
+        assert_ne!(before[0].host(), after[0].host(), "the update ran");
+        // Read out mid-loop: the working buffer goes, the values read are
+        // those of `tensor`, and a later run allocates it again.
+        let taken = b.take_kept(&ids);
+        assert!(b.arena.work.is_empty());
+        for (t, &v) in taken.iter().zip(&ids) {
+            assert_eq!(t.as_ref().unwrap().host(), a.tensor(v).unwrap().host());
+        }
+        for p in [&mut a, &mut b] {
+            p.run().unwrap();
+            p.run().unwrap();
+        }
+        for &v in &ids {
+            let bits = |p: &CpuProgram| {
+                p.tensor(v)
+                    .unwrap()
+                    .host()
+                    .iter()
+                    .map(|x| x.to_bits())
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(bits(&a), bits(&b));
+        }
+    }
+
+    #[test]
     fn dead_values_give_their_buffers_to_later_values() {
         let x = Tensor::from_vec(vec![64], (0..64).map(|i| i as f32 / 64.0).collect());
         let prog = compiled(vec![Tensor::zeros(vec![1])], move |b, _, s| {
@@ -1270,12 +1496,13 @@ mod tests {
             (vec![c], vec![y])
         });
         // x and the constant are read in place; the arena holds the counter
+        // and the new one (the step's state, apart from its working memory)
         // and two alternating places for the chain (the kept result is in
-        // one of them); the new counter takes the chain's other place.
+        // one of them).
         assert_eq!(
             prog.arena_bytes(),
             ArenaBytes {
-                owned: 4 * (1 + 64 + 64),
+                owned: 4 * (1 + 1 + 64 + 64),
                 aliased: 4 * (64 + 1),
             }
         );
@@ -1323,8 +1550,9 @@ mod tests {
             (vec![c], vec![])
         });
         // e (256) and t (256) are live together; the row sums (16) and
-        // everything after take their dead places: the arena holds those two
-        // and the counter.
-        assert_eq!(prog.arena_bytes().owned, 4 * (256 + 256 + 1));
+        // everything after but the new counter take their dead places: the
+        // arena holds those two and the counter, old and new (the step's
+        // state, apart from its working memory).
+        assert_eq!(prog.arena_bytes().owned, 4 * (256 + 256 + 1 + 1));
     }
 }

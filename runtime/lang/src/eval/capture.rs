@@ -402,10 +402,22 @@ impl Replay {
 
     /// Writes the state of the last replayed iteration back into the
     /// workspace and returns the body's last value.
-    pub fn finish(self, it: &mut Interp, span: Span) -> Result<Value, Diagnostic> {
+    pub fn finish(mut self, it: &mut Interp, span: Span) -> Result<Value, Diagnostic> {
         let dev = |e| crate::errors::device_error(e, "train", span);
-        for (target, id) in &self.writeback {
-            let t = self.program.tensor(*id).map_err(dev)?;
+        let mut ids: Vec<ValueId> = self.writeback.iter().map(|(_, id)| *id).collect();
+        if let LastValue::Computed(id, _) = &self.last {
+            ids.push(*id);
+        }
+        let mut read = self.program.take_kept(&ids).into_iter();
+        let mut failed = None;
+        for (target, _) in &self.writeback {
+            let t = match read.next().expect("one per id") {
+                Ok(t) => t,
+                Err(e) => {
+                    failed.get_or_insert(e);
+                    continue;
+                }
+            };
             match target {
                 Target::Binding(name, names, placement) => {
                     let a = Array::from_tensor(t)
@@ -430,9 +442,12 @@ impl Replay {
                 s.steps += self.replayed;
             }
         }
+        if let Some(e) = failed {
+            return Err(dev(e));
+        }
         Ok(match self.last {
-            LastValue::Computed(id, a) => {
-                Value::Array(a.with_tensor(self.program.tensor(id).map_err(dev)?))
+            LastValue::Computed(_, a) => {
+                Value::Array(a.with_tensor(read.next().expect("the last value").map_err(dev)?))
             }
             LastValue::Fixed(v) => v,
         })
@@ -443,14 +458,22 @@ impl Replay {
     /// [`Replay::finish`] writes back): as the second recorded iteration left
     /// it, that state would otherwise be held twice for the whole replayed
     /// loop. Until `finish`, those variables are unbound and those moments
-    /// empty; nothing reads them while the program replays. Only for a
-    /// program with its own block (`arena_bytes`): one that runs calls on
-    /// device tensors keeps the workspace as it is.
+    /// empty; nothing reads them while the program replays. Only what the
+    /// program can give back now ([`StepProgram::readable`]: after compiling,
+    /// the carried state, which the first run copies into the block and then
+    /// drops, so it is never held twice; after a run, everything written
+    /// back), and only for a program with its own block (`arena_bytes`): one
+    /// that runs calls on device tensors keeps the workspace as it is.
+    /// Called after compiling and again after the first run.
     pub fn release_carried(&self, it: &mut Interp) {
         if self.program.arena_bytes().is_none() {
             return;
         }
-        for (target, _) in &self.writeback {
+        let held = self
+            .writeback
+            .iter()
+            .filter(|(_, id)| self.program.readable(*id));
+        for (target, _) in held {
             match target {
                 Target::Binding(name, ..) => {
                     it.ws.bindings.remove(name);

@@ -96,9 +96,7 @@ pub fn train(it: &mut Interp, count: &Expr, body: &Block) -> Result<Value, Diagn
                 replay_times.push(took);
                 let loss = loss?;
                 if r.replayed() == 1 {
-                    // The program now holds the carried state (before its
-                    // first run it cannot give it back, so a loop cancelled
-                    // then keeps the workspace's).
+                    // The program now holds everything it writes back.
                     r.release_carried(it);
                 }
                 loss
@@ -122,6 +120,9 @@ pub fn train(it: &mut Interp, count: &Expr, body: &Block) -> Result<Value, Diagn
                             match rec.second_done(it, trace, &value, lr) {
                                 Ok(r) => {
                                     let m = memory(Some(&r));
+                                    // The program holds the carried state
+                                    // until its first run copies it.
+                                    r.release_carried(it);
                                     replay = Some(r);
                                     report_mode_with(it, depth, None, false, body, m);
                                 }
