@@ -16,6 +16,9 @@
 #   SQUARE="64 128 256 512 1024"  square sizes n (n x n x n)
 #   DS="128 256 512"              widths d of the step's products
 #   CASES="..."                   instead of both: cases `MxNxK.LL` (see bench_gemm.rs)
+#   ISA=avx2                      every program limited to AVX2 (an AVX2-only machine
+#                                 on an AVX-512 one): MLPL_CPU_ISA=avx2, OpenBLAS's
+#                                 Haswell kernels, MKL's and oneDNN's AVX2 paths
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROUNDS="${1:-3}"
@@ -47,8 +50,17 @@ OUT=$(mktemp)
 trap 'rm -f "$OUT"' EXIT
 # OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE may be set on this machine; unset them so
 # OpenBLAS detects the CPU itself, as it would for a user. Two threads each.
+LIMIT=()
+case "${ISA:-}" in
+  "") ;;
+  avx2)
+    export MLPL_CPU_ISA=avx2
+    LIMIT=(OPENBLAS_CORETYPE=Haswell MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2)
+    ;;
+  *) echo "ISA=$ISA: only avx2 can be emulated" >&2; exit 2 ;;
+esac
 peer() {
-  env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OPENBLAS_NUM_THREADS=2 OMP_NUM_THREADS=2 \
+  env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OPENBLAS_NUM_THREADS=2 OMP_NUM_THREADS=2 "${LIMIT[@]}" \
     "$VENV/bin/python" bench/devices/gemm_peers.py "$@"
 }
 START=$(date -u +%H:%M)
@@ -62,7 +74,7 @@ for r in $(seq "$ROUNDS"); do
   peer torch $CASES >>"$OUT"
 done
 VERSIONS=$("$VENV/bin/python" -c 'import numpy, torch; print(f"numpy {numpy.__version__}, torch {torch.__version__}")')
-echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'); $(nproc) cores; $(date -u +%F) $START-$(date -u +%H:%M) UTC"
+echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'); $(nproc) cores; $(date -u +%F) $START-$(date -u +%H:%M) UTC${ISA:+; limited to $ISA}"
 echo "rustc $(rustc --version | cut -d' ' -f2); $VERSIONS; best of $ROUNDS interleaved rounds; 2 threads each"
 echo
 python3 - "$OUT" <<'PY'

@@ -197,8 +197,9 @@ fn main() {
             .collect();
     }
     let be = CpuBackend::new();
-    let _warm = mlpl_devices::cpu::WarmWorkers::new();
+    let warm = mlpl_devices::cpu::WarmWorkers::new();
     for case in cases {
+        warm.rearm();
         let Case { m, n, k, ta, tb } = case;
         let (a, b) = (data(m * k, 1), data(k * n, 2));
         let sa = if ta { vec![k, m] } else { vec![m, k] };

@@ -13,15 +13,66 @@
 //! that made the guard is left alone (its copy of the job returns at once), so
 //! it can never wait on itself. Only timing changes: the same jobs run, split
 //! the same way, so results are the same bits.
+//!
+//! A spinning job stops on its own once it has found no work for [`IDLE`]:
+//! rayon runs jobs nested on a worker's stack, so a spinner that a worker
+//! picked up while it waited inside another job (a kernel's half of a `join`)
+//! holds that job until the spinner returns. Were the spinner to wait for its
+//! guard alone, a guard owner blocked on the held job (two loops on two
+//! threads, one waiting for the other) would never drop it. The loop that
+//! owns the guard calls [`WarmWorkers::rearm`] once per iteration to bring
+//! back spinners that stopped.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+/// How long a spinning worker polls without finding work before it stops
+/// (and sleeps as rayon's workers do): far longer than the gaps between a
+/// training step's kernels, short enough that a job it holds up resumes soon.
+pub const IDLE: Duration = Duration::from_millis(2);
 
 /// While alive, the other workers of the pool it was made in poll for work
 /// instead of sleeping (see the module docs). Dropping it lets them sleep.
 #[must_use = "the workers stay warm only while the guard lives"]
 pub struct WarmWorkers {
-    active: Option<Arc<AtomicBool>>,
+    active: Option<Arc<Spinners>>,
+}
+
+/// What a guard shares with its spinning jobs.
+struct Spinners {
+    /// Cleared when the guard is dropped.
+    on: AtomicBool,
+    /// Spinning jobs running now.
+    running: AtomicUsize,
+    /// The pool index of the thread that made the guard, if a worker.
+    owner: Option<usize>,
+}
+
+impl Spinners {
+    /// Parks a spinning job on every other worker of the current pool.
+    fn spawn(self: &Arc<Spinners>) {
+        let me = Arc::clone(self);
+        rayon::spawn_broadcast(move |ctx| {
+            if me.owner == Some(ctx.index()) {
+                return;
+            }
+            me.running.fetch_add(1, Ordering::AcqRel);
+            let mut idle_since = Instant::now();
+            let mut polls = 0u32;
+            while me.on.load(Ordering::Acquire) {
+                match rayon::yield_now() {
+                    Some(rayon::Yield::Executed) => idle_since = Instant::now(),
+                    _ => std::hint::spin_loop(),
+                }
+                polls = polls.wrapping_add(1);
+                if polls % 256 == 0 && idle_since.elapsed() > IDLE {
+                    break;
+                }
+            }
+            me.running.fetch_sub(1, Ordering::AcqRel);
+        });
+    }
 }
 
 impl WarmWorkers {
@@ -34,28 +85,38 @@ impl WarmWorkers {
         if rayon::current_num_threads() < 2 || !enabled() {
             return WarmWorkers { active: None };
         }
-        let active = Arc::new(AtomicBool::new(true));
-        let owner = rayon::current_thread_index();
-        let flag = Arc::clone(&active);
-        rayon::spawn_broadcast(move |ctx| {
-            if owner == Some(ctx.index()) {
-                return;
-            }
-            while flag.load(Ordering::Acquire) {
-                match rayon::yield_now() {
-                    Some(rayon::Yield::Executed) => {}
-                    _ => std::hint::spin_loop(),
-                }
-            }
+        let spinners = Arc::new(Spinners {
+            on: AtomicBool::new(true),
+            running: AtomicUsize::new(0),
+            owner: rayon::current_thread_index(),
         });
+        spinners.spawn();
         WarmWorkers {
-            active: Some(active),
+            active: Some(spinners),
         }
     }
 
     /// Whether other workers are being kept warm.
     pub fn is_active(&self) -> bool {
         self.active.is_some()
+    }
+
+    /// Parks spinning jobs again when all of them stopped after [`IDLE`]
+    /// without work (a pause of the guard's thread): call it before a burst
+    /// of kernels, such as each iteration of a loop.
+    pub fn rearm(&self) {
+        if let Some(s) = &self.active {
+            if s.running.load(Ordering::Acquire) == 0 {
+                s.spawn();
+            }
+        }
+    }
+
+    /// How many spinning jobs run now.
+    pub fn spinning(&self) -> usize {
+        self.active
+            .as_ref()
+            .map_or(0, |s| s.running.load(Ordering::Acquire))
     }
 }
 
@@ -73,8 +134,8 @@ impl Default for WarmWorkers {
 
 impl Drop for WarmWorkers {
     fn drop(&mut self) {
-        if let Some(a) = &self.active {
-            a.store(false, Ordering::Release);
+        if let Some(s) = &self.active {
+            s.on.store(false, Ordering::Release);
         }
     }
 }
@@ -110,6 +171,55 @@ mod tests {
             // Once dropped, the pool still runs work (the spinners ended).
             let s: u64 = (0..1000u64).into_par_iter().sum();
             assert_eq!(s, 499_500);
+        });
+    }
+
+    #[test]
+    fn idle_spinners_stop_and_rearming_brings_them_back() {
+        pool(3).install(|| {
+            let warm = WarmWorkers::new();
+            let wait_for = |want: usize| {
+                let start = Instant::now();
+                while warm.spinning() != want {
+                    assert!(
+                        start.elapsed() < Duration::from_secs(10),
+                        "{} spinning, want {want}",
+                        warm.spinning()
+                    );
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+            };
+            // Two other workers spin, then stop once idle for `IDLE`.
+            wait_for(0);
+            warm.rearm();
+            let s: u64 = (0..1000u64).into_par_iter().sum();
+            assert_eq!(s, 499_500);
+            wait_for(0);
+        });
+    }
+
+    #[test]
+    fn a_guard_blocked_on_a_job_its_spinner_holds_up_does_not_deadlock() {
+        // Thread A runs parallel work on the global pool; thread B makes
+        // guards while A's jobs run (so their spinners can land on a worker
+        // above one of A's jobs, which then waits for the spinner) and keeps
+        // them until A is done. Spinners that stop after `IDLE` let A finish.
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        std::thread::scope(|scope| {
+            scope.spawn(move || {
+                let mut guards = Vec::new();
+                while rx.try_recv().is_err() {
+                    if guards.len() < 64 {
+                        guards.push(WarmWorkers::new());
+                    }
+                    std::thread::sleep(Duration::from_micros(50));
+                }
+            });
+            for _ in 0..300 {
+                let s: u64 = (0..20_000u64).into_par_iter().map(|x| x % 7).sum();
+                assert_eq!(s, (0..20_000u64).map(|x| x % 7).sum::<u64>());
+            }
+            tx.send(()).unwrap();
         });
     }
 

@@ -83,11 +83,14 @@ pub fn train(it: &mut Interp, count: &Expr, body: &Block) -> Result<Value, Diagn
     let mut eager_live_peak = None;
     // The outermost loop on the CPU keeps the other kernel threads polling for
     // work between its kernels (`mlpl_devices::cpu::WarmWorkers`).
-    let _warm = (depth == 1 && it.devices.active().kind == mlpl_devices::DeviceKind::Cpu)
+    let warm = (depth == 1 && it.devices.active().kind == mlpl_devices::DeviceKind::Cpu)
         .then(mlpl_devices::cpu::WarmWorkers::new);
     let result = (|| {
         for step in 0..n {
             it.check_cancel(body.span)?;
+            if let Some(w) = &warm {
+                w.rearm();
+            }
             let started = mlpl_devices::clock::Instant::now();
             let loss = if let Some(r) = replay.as_mut() {
                 let loss = r.step(body.span);
