@@ -29,8 +29,9 @@ use std::time::{Duration, Instant};
 
 /// How long a spinning worker polls without finding work before it stops
 /// (and sleeps as rayon's workers do): far longer than the gaps between a
-/// training step's kernels, short enough that a job it holds up resumes soon.
-pub const IDLE: Duration = Duration::from_millis(2);
+/// training step's parallel kernels (so a replayed step does not re-arm,
+/// which allocates a job), short enough that a job it holds up resumes soon.
+pub const IDLE: Duration = Duration::from_millis(100);
 
 /// While alive, the other workers of the pool it was made in poll for work
 /// instead of sleeping (see the module docs). Dropping it lets them sleep.
