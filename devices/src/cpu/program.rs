@@ -1296,8 +1296,13 @@ impl StepProgram for CpuProgram {
                 }
             }
             if step.counted {
-                self.launches.fetch_add(1, Ordering::Relaxed);
-                count_in_scopes(DeviceKind::Cpu, Count::Kernel);
+                // A fused step counts as the two calls it stands for, as
+                // observers and the eager step see them.
+                let calls = if step.product_call.is_some() { 2 } else { 1 };
+                self.launches.fetch_add(calls, Ordering::Relaxed);
+                for _ in 0..calls {
+                    count_in_scopes(DeviceKind::Cpu, Count::Kernel);
+                }
             }
         }
         self.runs += 1;
