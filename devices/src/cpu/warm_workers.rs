@@ -23,9 +23,10 @@
 //! owns the guard calls [`WarmWorkers::rearm`] once per iteration to bring
 //! back spinners that stopped.
 
+use crate::clock::Instant;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How long a spinning worker polls without finding work before it stops
 /// (and sleeps as rayon's workers do): far longer than the gaps between a
