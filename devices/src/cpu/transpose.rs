@@ -1,6 +1,6 @@
 //! Transposing a block of floats, in 8 × 8 blocks of AVX registers where the
-//! CPU has AVX2 (and 4 × 8 blocks for the last rows, as in the GEMM's 12-row
-//! panels of A).
+//! CPU has AVX2 (and 4 × 8 and 2 × 8 blocks for the last rows, as in the
+//! GEMM's 12-row panels of A at AVX-512 and 6-row ones at AVX2).
 //!
 //! Two kernels move data this way: the GEMM packing a transposed B (`dX =
 //! dY·Wᵀ`, attention's `Q·Kᵀ`), whose panel wants `NR` columns side by side
@@ -33,41 +33,37 @@ pub(crate) fn transpose(
         "transpose: a {rows} x {cols} block does not fit its slices"
     );
     #[cfg(target_arch = "x86_64")]
-    if isa() != Isa::Scalar && rows >= 8 && cols >= 8 {
-        let (rows8, cols8) = (rows / 8 * 8, cols / 8 * 8);
-        for r in (0..rows8).step_by(8) {
-            for c in (0..cols8).step_by(8) {
-                // SAFETY: every level but Scalar implies AVX2; rows r..r + 8
-                // and columns c..c + 8 lie inside the block, which the assert
-                // keeps inside both slices.
-                unsafe {
-                    transpose_8x8(
-                        src.as_ptr().add(r * rs + c),
-                        rs,
-                        dst.as_mut_ptr().add(c * ds + r),
-                        ds,
-                    )
-                };
+    if isa() != Isa::Scalar && rows >= 2 && cols >= 8 {
+        let cols8 = cols / 8 * 8;
+        // Rows go in blocks of 8, then at most one of 4 (a 12-row panel of A:
+        // a third of its elements) and one of 2 (AVX2's 6-row panels: their
+        // last third), each over every 8 columns; what is left (a last row,
+        // the last columns) one float at a time.
+        let mut r = 0;
+        for (height, block) in [
+            (8, transpose_8x8 as BlockFn),
+            (4, transpose_4x8),
+            (2, transpose_2x8),
+        ] {
+            while rows - r >= height {
+                for c in (0..cols8).step_by(8) {
+                    // SAFETY: every level but Scalar implies AVX2; rows
+                    // r..r + height and columns c..c + 8 lie inside the
+                    // block, which the assert keeps inside both slices.
+                    unsafe {
+                        block(
+                            src.as_ptr().add(r * rs + c),
+                            rs,
+                            dst.as_mut_ptr().add(c * ds + r),
+                            ds,
+                        )
+                    };
+                }
+                r += height;
             }
         }
-        // Four rows left (a 12-row panel of A: a third of its elements) go
-        // in 4 × 8 blocks rather than one float at a time.
-        let rows4 = rows8 + (rows - rows8) / 4 * 4;
-        if rows4 > rows8 {
-            for c in (0..cols8).step_by(8) {
-                // SAFETY: as above, for rows rows8..rows8 + 4.
-                unsafe {
-                    transpose_4x8(
-                        src.as_ptr().add(rows8 * rs + c),
-                        rs,
-                        dst.as_mut_ptr().add(c * ds + rows8),
-                        ds,
-                    )
-                };
-            }
-        }
-        one_at_a_time(src, rs, 0..rows4, cols8..cols, dst, ds);
-        one_at_a_time(src, rs, rows4..rows, 0..cols, dst, ds);
+        one_at_a_time(src, rs, 0..r, cols8..cols, dst, ds);
+        one_at_a_time(src, rs, r..rows, 0..cols, dst, ds);
         return;
     }
     one_at_a_time(src, rs, 0..rows, 0..cols, dst, ds);
@@ -159,6 +155,39 @@ unsafe fn transpose_4x8(src: *const f32, rs: usize, dst: *mut f32, ds: usize) {
     }
 }
 
+/// Writes the transpose of the 2 × 8 block at `src` (row stride `rs`) to `dst`
+/// (8 rows of 2 floats, row stride `ds`).
+///
+/// # Safety
+/// The CPU has AVX2; rows `0..2` of 8 floats at `src` (stride `rs`) are
+/// readable and rows `0..8` of 2 floats at `dst` (stride `ds`) writable.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn transpose_2x8(src: *const f32, rs: usize, dst: *mut f32, ds: usize) {
+    use std::arch::x86_64::*;
+    let (a0, a1) = (_mm256_loadu_ps(src), _mm256_loadu_ps(src.add(rs)));
+    // Pairs (a0[j], a1[j]) as 64-bit lanes: columns 0, 1, 4, 5 and 2, 3, 6, 7.
+    let lo = _mm256_castps_si256(_mm256_unpacklo_ps(a0, a1));
+    let hi = _mm256_castps_si256(_mm256_unpackhi_ps(a0, a1));
+    let pairs = [
+        _mm256_extract_epi64::<0>(lo),
+        _mm256_extract_epi64::<1>(lo),
+        _mm256_extract_epi64::<0>(hi),
+        _mm256_extract_epi64::<1>(hi),
+        _mm256_extract_epi64::<2>(lo),
+        _mm256_extract_epi64::<3>(lo),
+        _mm256_extract_epi64::<2>(hi),
+        _mm256_extract_epi64::<3>(hi),
+    ];
+    for (j, pair) in pairs.into_iter().enumerate() {
+        dst.add(j * ds).cast::<i64>().write_unaligned(pair);
+    }
+}
+
+/// A block transposition: `(src, rs, dst, ds)`, as [`transpose_8x8`].
+#[cfg(target_arch = "x86_64")]
+type BlockFn = unsafe fn(*const f32, usize, *mut f32, usize);
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -194,6 +223,10 @@ mod tests {
             (0, 16, 16, 19),
             (3 * rs + 1, 15, 23, 16),
             (2 * rs + 3, 28, 67, 30),
+            (rs + 1, 6, 40, 6),
+            (4 * rs + 2, 7, 19, 8),
+            (5, 2, 9, 2),
+            (0, 3, 16, 3),
             (0, 1, 1, 1),
         ] {
             check(at, rows, cols, ds, |s, d| {

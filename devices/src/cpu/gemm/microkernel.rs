@@ -83,7 +83,11 @@ impl Microkernel {
     /// at AVX-512 `[32, 256]·[256, 32]` 1.50×, `[32, 32]·[32, 256]` 1.44×,
     /// `[128, 256]·[256, 256]` 1.10×, 512³ 1.15× (two threads); at AVX2
     /// (forced) 1.14–1.16× at 32 rows, but 0.88× at 512³, hence its lower
-    /// limit.
+    /// limit. At 128 rows AVX2's 6 × 16 tiles (132 rows, 4 of them padding)
+    /// beat its 4 × 16 ones on an AVX-512 AMD EPYC (Zen 5) limited to AVX2,
+    /// one thread, best of 3 interleaved: `[128, 2048]·[2048, 512]` (A read
+    /// transposed) 1.09×, `[128, 2048]·[2048, 128]` 1.08×, 128³ 1.03×; at 64
+    /// rows they were even, hence the limit of 64 there.
     pub(super) fn for_rows(isa: Isa, m: usize) -> Microkernel {
         let main = Microkernel::of(isa);
         let padded = |k: &Microkernel| m.div_ceil(k.mr) * k.mr;
@@ -119,7 +123,7 @@ impl Microkernel {
 pub(super) fn short_rows_up_to(isa: Isa) -> usize {
     match isa {
         Isa::Avx512 => 512,
-        _ => 128,
+        _ => 64,
     }
 }
 

@@ -10,8 +10,11 @@
 //! (`cargo run --release -p mlpl-devices --example bench_gemm -- --compare`).
 //!
 //! Products of fewer than [`SPLIT_FLOPS`] multiply-adds run single-threaded so
-//! they do not pay for a thread hand-off (at 128³ on the 2-core machine, one
-//! thread was faster than two). A batch of small products is spread over rayon
+//! they do not pay for a thread hand-off (once the rayon workers are kept
+//! polling for work, [`WarmWorkers`](crate::cpu::WarmWorkers), a product split
+//! from 100³ up is faster: 2-core AMD EPYC Zen 5, best of 3 interleaved,
+//! 100³ 1.4×, 128³ 1.5× at AVX-512 and 1.7× at AVX2; before them, 128³ was
+//! faster on one thread than on two). A batch of small products is spread over rayon
 //! threads one product per task instead, from [`PAR_FLOPS`] in all.
 //!
 //! Memory: the GEMM packs into buffers each thread keeps (see `sgemm.rs`);
@@ -37,8 +40,9 @@ use sgemm::{sgemm, MatRef};
 /// Multiply-adds in all from which a batch of products is spread over threads.
 pub(crate) const PAR_FLOPS: usize = 96 * 96 * 96;
 
-/// Multiply-adds (m·n·k) from which one product is split across threads.
-const SPLIT_FLOPS: usize = 160 * 160 * 160;
+/// Multiply-adds (m·n·k) from which one product is split across threads (see
+/// the module's documentation).
+const SPLIT_FLOPS: usize = 100 * 100 * 100;
 
 /// How an operand of a product is stored: as the matrix itself (row-major) or
 /// as its transpose (the matrix is read through swapped strides, never copied).
