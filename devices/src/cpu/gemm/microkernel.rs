@@ -239,6 +239,33 @@ macro_rules! simd_kernel {
             cols: usize,
             accumulate: bool,
         ) {
+            // A tile of one vector's columns or fewer (the last panel of a
+            // product whose columns are not a multiple of `NR`, such as 280
+            // = 17 × 16 + 8) takes only the vectors it needs, not the
+            // padding's multiply-adds.
+            if cols <= $lanes {
+                tile::<1>(kc, x, c, ldc, rows, cols, accumulate)
+            } else {
+                tile::<NV>(kc, x, c, ldc, rows, cols, accumulate)
+            }
+        }
+
+        /// The tile's first `V` vectors of columns (`cols ≤ V · LANES`).
+        ///
+        /// # Safety
+        /// See [`super::KernelFn`].
+        #[allow(clippy::too_many_arguments)]
+        #[target_feature(enable = $feature)]
+        unsafe fn tile<const V: usize>(
+            kc: usize,
+            x: super::Operands,
+            c: *mut f32,
+            ldc: usize,
+            rows: usize,
+            cols: usize,
+            accumulate: bool,
+        ) {
+            const { assert!(V <= NV) };
             // Fetch the tile of C now (`prefetchw` where the build's target
             // has it, else `prefetcht0`): its lines arrive while the loop runs
             // instead of stalling the store (or the addition) after it.
@@ -247,12 +274,12 @@ macro_rules! simd_kernel {
                 _mm_prefetch::<_MM_HINT_ET0>(row.cast::<i8>());
                 _mm_prefetch::<_MM_HINT_ET0>(row.wrapping_add(cols - 1).cast::<i8>());
             }
-            let mut acc: [[$vec; NV]; MR] = [[$zero(); NV]; MR];
+            let mut acc: [[$vec; V]; MR] = [[$zero(); V]; MR];
             // One step `p`: row `r`'s A value is at `a_at(r)`.
             macro_rules! step {
                 ($p:expr, $a_at:expr) => {{
                     let bp = x.b.add($p * x.brs);
-                    let mut bv: [$vec; NV] = [$zero(); NV];
+                    let mut bv: [$vec; V] = [$zero(); V];
                     for (v, y) in bv.iter_mut().enumerate() {
                         *y = $load(bp.add(v * $lanes));
                     }
@@ -284,7 +311,7 @@ macro_rules! simd_kernel {
                     step!(p, |r| ap.add(r * x.ars));
                 }
             }
-            if rows == MR && cols == NR {
+            if rows == MR && cols == V * $lanes {
                 for (r, row) in acc.iter().enumerate() {
                     for (v, &x) in row.iter().enumerate() {
                         let d = c.add(r * ldc + v * $lanes);
