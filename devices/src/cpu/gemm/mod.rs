@@ -14,8 +14,8 @@
 //! polling for work, [`WarmWorkers`](crate::cpu::WarmWorkers), a product split
 //! from 100³ up is faster: 2-core AMD EPYC Zen 5, best of 3 interleaved,
 //! 100³ 1.4×, 128³ 1.5× at AVX-512 and 1.7× at AVX2; before them, 128³ was
-//! faster on one thread than on two). A batch of small products is spread over rayon
-//! threads one product per task instead, from [`PAR_FLOPS`] in all.
+//! faster on one thread than on two). A batch of small products is spread
+//! over rayon threads one product per task instead, from [`PAR_FLOPS`] in all.
 //!
 //! Memory: the GEMM packs into buffers each thread keeps (see `sgemm.rs`);
 //! everything else here is planned from the shapes ([`MatmulPlan`]) and runs in

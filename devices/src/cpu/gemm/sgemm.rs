@@ -109,7 +109,8 @@ fn initial_blocking() -> GemmBlocking {
 
 /// Rows and columns of the tile the micro-kernel of this process's
 /// instruction-set level computes (products are computed in whole tiles, the
-/// edges zero-padded); cost models use it.
+/// edges zero-padded, though a last tile of one SIMD vector's columns or
+/// fewer computes only that vector); cost models use it.
 pub fn gemm_tile() -> (usize, usize) {
     let k = Microkernel::of(isa());
     (k.mr, k.nr)
