@@ -45,7 +45,9 @@ pub struct WarmWorkers {
 struct Spinners {
     /// Cleared when the guard is dropped.
     on: AtomicBool,
-    /// Spinning jobs running now.
+    /// Spinning jobs spawned and not stopped yet (queued or polling): counted
+    /// when spawned, so a re-arm while a broadcast still waits for its
+    /// workers does not spawn another.
     running: AtomicUsize,
     /// The pool index of the thread that made the guard, if a worker.
     owner: Option<usize>,
@@ -54,12 +56,13 @@ struct Spinners {
 impl Spinners {
     /// Parks a spinning job on every other worker of the current pool.
     fn spawn(self: &Arc<Spinners>) {
+        let jobs = rayon::current_num_threads() - usize::from(self.owner.is_some());
+        self.running.fetch_add(jobs, Ordering::AcqRel);
         let me = Arc::clone(self);
         rayon::spawn_broadcast(move |ctx| {
             if me.owner == Some(ctx.index()) {
                 return;
             }
-            me.running.fetch_add(1, Ordering::AcqRel);
             let mut idle_since = Instant::now();
             let mut polls = 0u32;
             while me.on.load(Ordering::Acquire) {
@@ -114,7 +117,7 @@ impl WarmWorkers {
         }
     }
 
-    /// How many spinning jobs run now.
+    /// How many spinning jobs are armed now (queued or polling).
     pub fn spinning(&self) -> usize {
         self.active
             .as_ref()
@@ -194,6 +197,11 @@ mod tests {
             // Two other workers spin, then stop once idle for `IDLE`.
             wait_for(0);
             warm.rearm();
+            // Counted when spawned: a second re-arm before they start (or
+            // while they poll) spawns none.
+            assert_eq!(warm.spinning(), 2);
+            warm.rearm();
+            assert!(warm.spinning() <= 2, "{} spinning", warm.spinning());
             let s: u64 = (0..1000u64).into_par_iter().sum();
             assert_eq!(s, 499_500);
             wait_for(0);
