@@ -7,10 +7,13 @@
 //! profile of `bench/train` at d = 32 spent about a third of its time there).
 //!
 //! The pool keeps a clone of the storage of every pooled output it hands out.
-//! A buffer whose only remaining owner is the pool is free (no tensor can reach
-//! it any more) and the next output of the same length takes it, storage
-//! allocation included. A reused buffer holds stale values: kernels that ask
-//! for [`scratch`] overwrite every element.
+//! A buffer whose only remaining owner is the pool is free (no tensor holds it
+//! any more) and the next output of the same length takes it. Weak handles
+//! to a free buffer (the loss tape names released values by them) do not keep
+//! it: the pool moves the elements out of the shared storage, so those handles
+//! find their value dead, as they would without the pool, and the new output
+//! gets a storage of its own (same elements, no copy). A reused buffer holds
+//! stale values: kernels that ask for [`scratch`] overwrite every element.
 //!
 //! Memory: free buffers stay in the pool until reused, until [`release_free`]
 //! (the end of a `train` loop), or until the pool's bytes (free and in use)
@@ -45,12 +48,29 @@ struct Pool {
 }
 
 impl Pool {
-    /// Takes a free buffer of `n` elements out of its bucket.
+    /// Takes a free buffer of `n` elements out of its bucket, detached from
+    /// any weak handle to its previous value.
     fn take(&mut self, n: usize) -> Option<Arc<Vec<f32>>> {
         let bucket = self.buckets.get_mut(&n)?;
-        let i = bucket.iter().position(is_free)?;
-        self.bytes -= n * 4;
-        Some(bucket.swap_remove(i))
+        for _ in 0..bucket.len() {
+            let i = bucket.iter().position(is_free)?;
+            let buf = bucket.swap_remove(i);
+            if Arc::weak_count(&buf) == 0 {
+                // The pool holds the only handle: nothing can reach it.
+                self.bytes -= n * 4;
+                return Some(buf);
+            }
+            // `try_unwrap` fails only if a weak handle was upgraded since
+            // `is_free`: then the buffer is in use again and stays tracked.
+            match Arc::try_unwrap(buf) {
+                Ok(elements) => {
+                    self.bytes -= n * 4;
+                    return Some(Arc::new(elements));
+                }
+                Err(buf) => bucket.push(buf),
+            }
+        }
+        None
     }
 
     /// Starts tracking `buf` (shared with the tensor that holds it).
@@ -87,9 +107,9 @@ pub(crate) fn release_free() {
     }
 }
 
-/// Whether only the pool holds `buf`.
+/// Whether no tensor holds `buf` (only the pool, and perhaps weak handles).
 fn is_free(buf: &Arc<Vec<f32>>) -> bool {
-    Arc::strong_count(buf) == 1 && Arc::weak_count(buf) == 0
+    Arc::strong_count(buf) == 1
 }
 
 fn pool() -> &'static Mutex<Pool> {
@@ -190,6 +210,37 @@ mod tests {
         assert_eq!(c.as_ptr(), a_ptr, "the dropped buffer was not reused");
         assert!(c.iter().all(|&x| x == 3.0), "scratch keeps stale contents");
         drop(b);
+    }
+
+    #[test]
+    fn a_weak_handle_does_not_keep_a_dropped_buffer_from_reuse() {
+        let _serial = serial();
+        let n = MIN_POOLED + 53;
+        let mut a = scratch(n);
+        a.fill(2.0);
+        let a = a.into_tensor(vec![n]);
+        let a_ptr = a.host().as_ptr();
+        // The loss tape names released values this way.
+        let named = a.downgrade();
+        drop(a);
+        let b = scratch(n);
+        assert_eq!(
+            b.as_ptr(),
+            a_ptr,
+            "a weak handle kept the dropped buffer from being reused"
+        );
+        assert!(
+            named.upgrade().is_none() && !named.is_alive(),
+            "the weak handle still reaches the buffer now reused"
+        );
+        // Reused as a new storage: its weak handles are its own.
+        let b = b.into_tensor(vec![n]);
+        assert!(!named.shares_storage(&b));
+        let named_b = b.downgrade();
+        drop(b);
+        release_free();
+        assert!(!named_b.is_alive(), "release kept a weakly named buffer");
+        assert!(pool().lock().unwrap().buckets.get(&n).is_none());
     }
 
     #[test]
