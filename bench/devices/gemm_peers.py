@@ -12,8 +12,13 @@ Rust bench, timed the same way: best of 5 batches of about 0.15 s each after a
 short warm-up. Run it through bench/devices/run.sh (which clears
 OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE so OpenBLAS picks its own kernels for
 this CPU, and gives every library 2 threads).
+
+With `MLPL_BENCH_COPIES=N` the calls cycle through `N` copies of each case's
+operands, as `bench_gemm` does with the same variable: operands that earlier
+work left in memory rather than in the cache, as in a training step.
 """
 
+import os
 import sys
 import time
 
@@ -55,18 +60,32 @@ def main():
     if who == "torch":
         import torch
 
-        torch.set_num_threads(int(__import__("os").environ.get("PEER_THREADS", "2")))
+        torch.set_num_threads(int(os.environ.get("PEER_THREADS", "2")))
         asarray, mm = torch.from_numpy, torch.mm
     elif who == "numpy":
         asarray, mm = (lambda a: a), np.matmul
     else:
         raise SystemExit(f"unknown peer {who}")
+    copies = max(1, int(os.environ.get("MLPL_BENCH_COPIES", "1") or "1"))
     for case in cases:
         m, n, k, ta, tb = parse(case)
-        a = asarray(data(m * k, 1).reshape((k, m) if ta else (m, k)))
-        b = asarray(data(k * n, 2).reshape((n, k) if tb else (k, n)))
-        a, b = (a.T if ta else a), (b.T if tb else b)
-        t = time_per_call(lambda: mm(a, b))
+        operands = []
+        for _ in range(copies):
+            a = asarray(data(m * k, 1).reshape((k, m) if ta else (m, k)))
+            b = asarray(data(k * n, 2).reshape((n, k) if tb else (k, n)))
+            operands.append(((a.T if ta else a), (b.T if tb else b)))
+        if copies == 1:
+            a, b = operands[0]
+            t = time_per_call(lambda: mm(a, b))
+        else:
+            turn = [0]
+
+            def call():
+                a, b = operands[turn[0]]
+                turn[0] = (turn[0] + 1) % copies
+                mm(a, b)
+
+            t = time_per_call(call)
         print(f"{who} matmul {case} {2.0 * m * n * k / t / 1e9:.2f}", flush=True)
     x, y = asarray(data(4, 3)), asarray(data(4, 4))
     t = time_per_call(lambda: x + y)

@@ -16,6 +16,8 @@
 #   SQUARE="64 128 256 512 1024"  square sizes n (n x n x n)
 #   DS="128 256 512"              widths d of the step's products
 #   CASES="..."                   instead of both: cases `MxNxK.LL` (see bench_gemm.rs)
+#   COPIES=8                      every program cycles through 8 copies of each case's
+#                                 operands (out of the caches, as in a training step)
 #   ISA=avx2                      every program limited to AVX2 (an AVX2-only machine
 #                                 on an AVX-512 one): MLPL_CPU_ISA=avx2, OpenBLAS's
 #                                 Haswell kernels, MKL's and oneDNN's AVX2 paths
@@ -63,6 +65,7 @@ peer() {
   env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OPENBLAS_NUM_THREADS=2 OMP_NUM_THREADS=2 "${LIMIT[@]}" \
     "$VENV/bin/python" bench/devices/gemm_peers.py "$@"
 }
+if [ -n "${COPIES:-}" ]; then export MLPL_BENCH_COPIES="$COPIES"; fi
 START=$(date -u +%H:%M)
 for r in $(seq "$ROUNDS"); do
   echo "round $r/$ROUNDS" >&2
@@ -74,7 +77,7 @@ for r in $(seq "$ROUNDS"); do
   peer torch $CASES >>"$OUT"
 done
 VERSIONS=$("$VENV/bin/python" -c 'import numpy, torch; print(f"numpy {numpy.__version__}, torch {torch.__version__}")')
-echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'); $(nproc) cores; $(date -u +%F) $START-$(date -u +%H:%M) UTC${ISA:+; limited to $ISA}"
+echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'); $(nproc) cores; $(date -u +%F) $START-$(date -u +%H:%M) UTC${ISA:+; limited to $ISA}${COPIES:+; operands cycled through $COPIES copies}"
 echo "rustc $(rustc --version | cut -d' ' -f2); $VERSIONS; best of $ROUNDS interleaved rounds; 2 threads each"
 echo
 python3 - "$OUT" <<'PY'
