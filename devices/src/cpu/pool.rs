@@ -22,8 +22,9 @@
 //!
 //! While a step is recorded for capture ([`unpooled`]), outputs come from the
 //! allocator and are not tracked: the recorder names values by weak handles on
-//! their storages, and a pooled buffer would be neither freed when its tensor
-//! dies nor reusable while the handle lives.
+//! their storages and tells from them which values the step still holds (its
+//! live peak), and a pooled buffer stays alive, held by the pool, after its
+//! tensor dies.
 
 use crate::tensor::Tensor;
 use std::cell::Cell;
