@@ -241,7 +241,7 @@ mod tests {
         drop(b);
         release_free();
         assert!(!named_b.is_alive(), "release kept a weakly named buffer");
-        assert!(pool().lock().unwrap().buckets.get(&n).is_none());
+        assert!(!pool().lock().unwrap().buckets.contains_key(&n));
     }
 
     #[test]

@@ -634,7 +634,7 @@ fn logsumexp_every_axis() {
     }
     let big = Tensor::from_vec(vec![3], vec![1000.0, 1001.0, 1002.0]);
     let y = b.logsumexp(&big, 0).unwrap();
-    assert!((y.host()[0] - 1002.407_6).abs() < 1e-3, "{:?}", y.host());
+    assert!((y.host()[0] - 1_002.407_6).abs() < 1e-3, "{:?}", y.host());
     let empty = b.logsumexp(&Tensor::zeros(vec![2, 0]), 1).unwrap();
     assert_eq!(empty.shape(), &[2]);
     assert!(empty.host().iter().all(|v| *v == f32::NEG_INFINITY));

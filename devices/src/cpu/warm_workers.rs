@@ -71,7 +71,7 @@ impl Spinners {
                     _ => std::hint::spin_loop(),
                 }
                 polls = polls.wrapping_add(1);
-                if polls % 256 == 0 && idle_since.elapsed() > IDLE {
+                if polls.is_multiple_of(256) && idle_since.elapsed() > IDLE {
                     break;
                 }
             }

@@ -235,7 +235,7 @@ fn resolve_params(c: &mut Call, i: usize) -> Result<Vec<(String, ParamClass)>, D
                 }
                 None => {
                     return Err(crate::errors::undefined_name(
-                        &name,
+                        name,
                         item.span,
                         "not bound",
                         [],

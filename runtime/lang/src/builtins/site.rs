@@ -425,7 +425,7 @@ pub fn unknown_corpus(c: &impl CallSite, i: usize, name: &str) -> Diagnostic {
 /// E0213 unless `heads` (argument 1 of an attention constructor) is at least 1
 /// and divides the width `d`.
 pub fn check_heads(c: &impl CallSite, d: usize, heads: usize) -> Result<(), Diagnostic> {
-    if heads == 0 || d % heads != 0 {
+    if heads == 0 || !d.is_multiple_of(heads) {
         return Err(
             dim_error(c, 1, format!("{heads} heads do not divide d = {d}"))
                 .help("choose a number of heads ≥ 1 that divides the model width"),
@@ -437,7 +437,7 @@ pub fn check_heads(c: &impl CallSite, d: usize, heads: usize) -> Result<(), Diag
 /// E0213 unless `kv` key/value heads (argument 3) is at least 1 and divides
 /// `heads`.
 pub fn check_kv_heads(c: &impl CallSite, heads: usize, kv: usize) -> Result<(), Diagnostic> {
-    if kv == 0 || heads % kv != 0 {
+    if kv == 0 || !heads.is_multiple_of(kv) {
         return Err(dim_error(c, 3, format!("{kv} key/value heads do not divide {heads} heads"))
             .help("kv_heads must be ≥ 1 and divide heads (kv_heads = heads is ordinary multi-head attention)"));
     }
@@ -474,7 +474,7 @@ pub fn check_positive_size(c: &impl CallSite, i: usize, n: usize) -> Result<(), 
 
 /// E0213 unless `rope`'s head size `n` (argument `i`) is even and at least 2.
 pub fn check_rope_size(c: &impl CallSite, i: usize, n: usize) -> Result<(), Diagnostic> {
-    if n < 2 || n % 2 != 0 {
+    if n < 2 || !n.is_multiple_of(2) {
         return Err(dim_error(
             c,
             i,

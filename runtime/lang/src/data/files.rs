@@ -355,6 +355,42 @@ fn split_lines(text: &str) -> impl Iterator<Item = &str> {
     })
 }
 
+/// Converts one safetensors tensor to float32 values (F32, F64, F16, BF16).
+pub fn tensor_values(view: &TensorView<'_>) -> Option<Vec<f32>> {
+    let data = view.data();
+    Some(match view.dtype() {
+        Dtype::F32 => data
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect(),
+        Dtype::F64 => data
+            .chunks_exact(8)
+            .map(|b| f64::from_le_bytes(b.try_into().unwrap()) as f32)
+            .collect(),
+        Dtype::F16 => data
+            .chunks_exact(2)
+            .map(|b| f16_to_f32(u16::from_le_bytes([b[0], b[1]])))
+            .collect(),
+        Dtype::BF16 => data
+            .chunks_exact(2)
+            .map(|b| f32::from_bits((u16::from_le_bytes([b[0], b[1]]) as u32) << 16))
+            .collect(),
+        _ => return None,
+    })
+}
+
+pub fn f16_to_f32(h: u16) -> f32 {
+    let sign = if h & 0x8000 != 0 { -1.0 } else { 1.0 };
+    let exp = (h >> 10) & 0x1f;
+    let frac = (h & 0x3ff) as f32;
+    sign * match exp {
+        0 => frac * 2f32.powi(-24),
+        31 if frac == 0.0 => f32::INFINITY,
+        31 => f32::NAN,
+        e => (1.0 + frac / 1024.0) * 2f32.powi(e as i32 - 15),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -579,41 +615,5 @@ mod tests {
         assert_eq!(split_lines("").count(), 0);
         assert_eq!(split_lines("\r\n").collect::<Vec<_>>(), vec![""]);
         assert_eq!(split_lines("\n\r").collect::<Vec<_>>(), vec!["", ""]);
-    }
-}
-
-/// Converts one safetensors tensor to float32 values (F32, F64, F16, BF16).
-pub fn tensor_values(view: &TensorView<'_>) -> Option<Vec<f32>> {
-    let data = view.data();
-    Some(match view.dtype() {
-        Dtype::F32 => data
-            .chunks_exact(4)
-            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-            .collect(),
-        Dtype::F64 => data
-            .chunks_exact(8)
-            .map(|b| f64::from_le_bytes(b.try_into().unwrap()) as f32)
-            .collect(),
-        Dtype::F16 => data
-            .chunks_exact(2)
-            .map(|b| f16_to_f32(u16::from_le_bytes([b[0], b[1]])))
-            .collect(),
-        Dtype::BF16 => data
-            .chunks_exact(2)
-            .map(|b| f32::from_bits((u16::from_le_bytes([b[0], b[1]]) as u32) << 16))
-            .collect(),
-        _ => return None,
-    })
-}
-
-pub fn f16_to_f32(h: u16) -> f32 {
-    let sign = if h & 0x8000 != 0 { -1.0 } else { 1.0 };
-    let exp = (h >> 10) & 0x1f;
-    let frac = (h & 0x3ff) as f32;
-    sign * match exp {
-        0 => frac * 2f32.powi(-24),
-        31 if frac == 0.0 => f32::INFINITY,
-        31 => f32::NAN,
-        e => (1.0 + frac / 1024.0) * 2f32.powi(e as i32 - 15),
     }
 }

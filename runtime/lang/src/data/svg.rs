@@ -250,7 +250,7 @@ pub fn decision_boundary(
     points: &[(f64, f64, f64)],
     title: &str,
 ) -> String {
-    let base = grid(values, rows, cols, |t| diverging(t), false, title);
+    let base = grid(values, rows, cols, diverging, false, title);
     let mut s = base.trim_end_matches("</svg>").to_string();
     let f = Frame {
         x: Range::of(points.iter().map(|p| p.0)),

@@ -173,7 +173,7 @@ fn set_fields(a: &mut Architecture, body: &str, fresh: bool) -> Result<(), SpecE
         a.kv_heads = a.heads;
     }
     if !seen.contains(&"head_dim") && (fresh || seen.contains(&"d") || seen.contains(&"heads")) {
-        if a.heads == 0 || a.d % a.heads != 0 {
+        if a.heads == 0 || !a.d.is_multiple_of(a.heads) {
             return Err(err(
                 format!("heads = {} does not divide d = {}", a.heads, a.d),
                 "set `head_dim` too",
@@ -249,7 +249,7 @@ fn validate(a: &Architecture) -> Result<(), SpecError> {
             return Err(err(format!("`{name}` is 0"), "sizes are whole numbers ≥ 1"));
         }
     }
-    if a.heads % a.kv_heads != 0 {
+    if !a.heads.is_multiple_of(a.kv_heads) {
         return Err(err(
             format!(
                 "kv_heads = {} does not divide heads = {}",

@@ -930,7 +930,7 @@ mod tests {
             }],
         ];
         for nodes in bad {
-            let err = rebuild(&nodes).err().expect("should fail");
+            let err = rebuild(&nodes).expect_err("should fail");
             assert!(err.starts_with("model node 0: "), "{err}");
         }
         // Nesting past MAX_DEPTH is refused (the tree is walked recursively).
@@ -940,7 +940,7 @@ mod tests {
         for i in 0..MAX_DEPTH {
             deep.push(LayerRecord::Residual { inner: i });
         }
-        let err = rebuild(&deep).err().expect("too deep");
+        let err = rebuild(&deep).expect_err("too deep");
         assert!(
             err.starts_with(&format!("model node {MAX_DEPTH}: ")),
             "{err}"

@@ -151,7 +151,7 @@ fn run_captured_on(
     (
         out,
         stats.replay_kind,
-        stats.replayed as u64,
+        stats.replayed,
         stats.eager_reason.clone(),
     )
 }

@@ -268,7 +268,7 @@ fn a_checkpoint_that_does_not_fit_names_every_wrong_tensor() {
     ));
     write_tensors(&st, &t, false);
     let out = run_in("hf_model(\"ck\")", Some(&data));
-    let d = out.result.err().expect("an error");
+    let d = out.result.expect_err("an error");
     assert_eq!(d.code, "E0407");
     let notes = d.notes.join("\n");
     for name in [

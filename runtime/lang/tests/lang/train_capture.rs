@@ -154,7 +154,7 @@ train 4 {
 
 #[test]
 fn a_captured_long_sequence_model_with_fused_attention_trains_like_the_interpreter() {
-    assert!(256 * 256 >= mlpl_lang::nn::attention::FUSED_MIN_SCORES);
+    const { assert!(256 * 256 >= mlpl_lang::nn::attention::FUSED_MIN_SCORES) };
     let modes = same_both_ways(LONG_ATTENTION_LM);
     assert_eq!(modes, vec![(true, None, false)], "the loop is captured");
 }

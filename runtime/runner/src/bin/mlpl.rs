@@ -52,6 +52,8 @@ fn allocator_hook(event: AllocatorEvent) {
     unsafe {
         match event {
             AllocatorEvent::RecordingStarts => {
+                // `c_long`: i64 here, i32 on some targets.
+                #[allow(clippy::useless_conversion)]
                 SAVED.store(i64::from(mi::mi_option_get(PURGE_DELAY)), Ordering::Relaxed);
                 mi::mi_option_set(PURGE_DELAY, 0);
             }

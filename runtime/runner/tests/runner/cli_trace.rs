@@ -331,7 +331,7 @@ train 5 {
         .filter(|k| k["args"]["replayed"] == true)
         .collect();
     assert!(
-        !replayed.is_empty() && replayed.len() % 3 == 0,
+        !replayed.is_empty() && replayed.len().is_multiple_of(3),
         "{}",
         replayed.len()
     );
