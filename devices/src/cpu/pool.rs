@@ -55,14 +55,16 @@ impl Pool {
         let bucket = self.buckets.get_mut(&n)?;
         for _ in 0..bucket.len() {
             let i = bucket.iter().position(is_free)?;
-            let buf = bucket.swap_remove(i);
-            if Arc::weak_count(&buf) == 0 {
-                // The pool holds the only handle: nothing can reach it.
+            let mut buf = bucket.swap_remove(i);
+            // No other handle, strong or weak (checked at once: a weak
+            // handle upgraded and dropped meanwhile is seen).
+            if Arc::get_mut(&mut buf).is_some() {
                 self.bytes -= n * 4;
                 return Some(buf);
             }
-            // `try_unwrap` fails only if a weak handle was upgraded since
-            // `is_free`: then the buffer is in use again and stays tracked.
+            // Weak handles only, unless one was upgraded since `is_free`:
+            // then `try_unwrap` fails, and the buffer, in use again, stays
+            // tracked. Once it succeeds no weak handle can upgrade.
             match Arc::try_unwrap(buf) {
                 Ok(elements) => {
                     self.bytes -= n * 4;
@@ -224,6 +226,11 @@ mod tests {
         // The loss tape names released values this way.
         let named = a.downgrade();
         drop(a);
+        // A handle upgraded again holds the buffer like any tensor.
+        let again = named.upgrade().expect("the pool still holds the buffer");
+        let other = scratch(n);
+        assert_ne!(other.as_ptr(), a_ptr, "a buffer held again was reused");
+        drop((again, other));
         let b = scratch(n);
         assert_eq!(
             b.as_ptr(),
