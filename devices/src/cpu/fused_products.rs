@@ -290,8 +290,15 @@ mod tests {
 
     /// Shapes that take each of the GEMM's paths on two threads: small
     /// (read in place), row slabs, column slabs, runs of blocks of k.
-    const SHAPES: [(usize, usize, usize); 4] =
-        [(24, 40, 36), (300, 72, 530), (70, 600, 300), (64, 48, 1100)];
+    /// Tiles of every kind, and matrix-vector products (one row, one column).
+    const SHAPES: [(usize, usize, usize); 6] = [
+        (24, 40, 36),
+        (300, 72, 530),
+        (70, 600, 300),
+        (64, 48, 1100),
+        (1, 2100, 530),
+        (300, 1, 530),
+    ];
 
     #[test]
     fn bias_and_activation_after_a_product_keep_their_bits() {
@@ -318,6 +325,9 @@ mod tests {
                     b.binary(BinaryOp::Add, &r, &q).unwrap(),
                 ]
             });
+            if m % 2 == 1 {
+                continue; // no view of two batches
+            }
             let batched = r.reshape(vec![2, m / 2, n]);
             check(1, |b| {
                 let p = b.matmul(&x, &w.reshape(vec![k, n])).unwrap();

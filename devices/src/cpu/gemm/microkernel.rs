@@ -43,6 +43,9 @@ pub(super) struct Microkernel {
     pub(super) nr: usize,
     /// The kernel.
     pub(super) run: KernelFn,
+    /// Its instruction-set level (the matrix-vector kernels of `vector.rs`
+    /// take the same).
+    pub(super) isa: Isa,
 }
 
 impl Microkernel {
@@ -53,18 +56,21 @@ impl Microkernel {
                 mr: scalar::MR,
                 nr: scalar::NR,
                 run: scalar::kernel(),
+                isa,
             },
             #[cfg(target_arch = "x86_64")]
             Isa::Avx2 => Microkernel {
                 mr: avx2::MR,
                 nr: avx2::NR,
                 run: avx2::kernel,
+                isa,
             },
             #[cfg(target_arch = "x86_64")]
             Isa::Avx512 => Microkernel {
                 mr: avx512::MR,
                 nr: avx512::NR,
                 run: avx512::kernel,
+                isa,
             },
             #[cfg(not(target_arch = "x86_64"))]
             _ => Microkernel::of(Isa::Scalar),
@@ -106,12 +112,14 @@ impl Microkernel {
                 mr: avx512_short::MR,
                 nr: avx512_short::NR,
                 run: avx512_short::kernel,
+                isa,
             }),
             #[cfg(target_arch = "x86_64")]
             Isa::Avx2 => Some(Microkernel {
                 mr: avx2_short::MR,
                 nr: avx2_short::NR,
                 run: avx2_short::kernel,
+                isa,
             }),
             _ => None,
         }

@@ -25,6 +25,7 @@ mod microkernel;
 mod sgemm;
 mod slabs;
 mod split_k;
+mod vector;
 
 pub(crate) use sgemm::warm_thread;
 pub use sgemm::{gemm_blocking, gemm_tile, set_gemm_blocking, GemmBlocking, KC};
@@ -43,6 +44,19 @@ pub(crate) const PAR_FLOPS: usize = 96 * 96 * 96;
 /// Multiply-adds (m·n·k) from which one product is split across threads (see
 /// the module's documentation).
 const SPLIT_FLOPS: usize = 100 * 100 * 100;
+
+/// Multiply-adds from which a product of one row or one column (a
+/// matrix-vector product, see `vector.rs`) is split across threads: it reads
+/// each element of its matrix once, so the threads' caches and memory
+/// bandwidth count from a smaller size (512 KiB of matrix).
+const VECTOR_SPLIT_FLOPS: usize = 128 * 1024;
+
+/// Whether a product of `m × n` outputs and inner size `k` is split across
+/// threads ([`SPLIT_FLOPS`], [`VECTOR_SPLIT_FLOPS`]).
+fn splits(m: usize, n: usize, k: usize) -> bool {
+    let flops = m * n * k;
+    flops >= SPLIT_FLOPS || ((m == 1 || n == 1) && flops >= VECTOR_SPLIT_FLOPS)
+}
 
 /// How an operand of a product is stored: as the matrix itself (row-major) or
 /// as its transpose (the matrix is read through swapped strides, never copied).
@@ -271,7 +285,7 @@ pub(crate) fn matmul_into_then(
             return;
         }
         Batching::Folded => {
-            let parallel = nb * flops >= SPLIT_FLOPS;
+            let parallel = splits(nb * m, n, k);
             sgemm_t(nb * m, n, k, xa, la, xb, lb, out, parallel, finish);
             return;
         }
@@ -294,14 +308,14 @@ pub(crate) fn matmul_into_then(
         let fin: Option<RowFinish> = finish.is_some().then_some(&shifted);
         sgemm_t(m, n, k, a, la, b, lb, c, parallel, fin);
     };
-    if nb > 1 && flops < SPLIT_FLOPS && nb * flops >= PAR_FLOPS {
+    if nb > 1 && !splits(m, n, k) && nb * flops >= PAR_FLOPS {
         // Small products, many of them: one per task.
         out.par_chunks_mut(m * n)
             .enumerate()
             .for_each(|(i, c)| one(i, c, false));
     } else {
         for (i, c) in out.chunks_mut(m * n).enumerate() {
-            one(i, c, flops >= SPLIT_FLOPS);
+            one(i, c, splits(m, n, k));
         }
     }
 }

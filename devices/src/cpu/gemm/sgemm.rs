@@ -24,13 +24,15 @@
 //! panels and runs the micro-kernel over every tile. Operands are read through
 //! row and column strides, so a transposed operand is never copied first.
 //!
-//! Four variants change only who computes what, never an element's
-//! operations: a row-major A is read in place, or copied row by row when its
+//! Five variants change only who computes what, never an element's
+//! operations: a product of one row of C, or one column, is a
+//! matrix-vector product, one SIMD lane per element of C (`vector.rs`); a
+//! row-major A is read in place, or copied row by row when its
 //! rows would alias in the L1 cache, not transposed into panels, unless the
 //! product is wide enough to amortise the transposition ([`a_tiles`]); a single-threaded product that is small, or has a small output and a
 //! row-major B, skips packing ([`sgemm_direct`]); a multi-threaded product with a
-//! small output and several `KC` blocks is split by runs of blocks instead of by
-//! tiles, the later runs' blocks kept apart and added in block order
+//! small output and several `KC` blocks of about equal length is split by runs
+//! of blocks instead of by tiles, the later runs' blocks kept apart and added in block order
 //! (`split_k.rs`); one with enough rows or columns for every thread is split
 //! into one slab of rows or of columns per thread, each a single-threaded
 //! product (`slabs.rs`).
@@ -43,6 +45,7 @@
 use super::microkernel::{Microkernel, Operands};
 use super::slabs;
 use super::split_k::{sgemm_split_k, split_runs};
+use super::vector;
 use crate::cpu::for_chunks;
 use crate::cpu::isa::{isa, vectorised};
 use crate::cpu::transpose::transpose;
@@ -152,7 +155,7 @@ impl MatRef<'_> {
 
 impl<'a> MatRef<'a> {
     /// The transpose (the same data, strides swapped).
-    fn t(self) -> MatRef<'a> {
+    pub(super) fn t(self) -> MatRef<'a> {
         MatRef {
             data: self.data,
             rs: self.cs,
@@ -479,6 +482,9 @@ pub(super) fn sgemm_with(
     finish: Option<Finish>,
 ) {
     let Product { m, n, k, a, b, ldc } = product;
+    if vector::sgemm_vector(kernel.isa, threads, product, c, finish) {
+        return;
+    }
     if threads == 1 && reads_in_place(product) {
         sgemm_direct(kernel, product, c);
         return finish_all(finish, m, n, ldc, c);
@@ -963,6 +969,13 @@ mod tests {
             (50, 70, 600),
             (1, 40, 513),
             (40, 1, 300),
+            // One row or one column (matrix-vector): column chunks and
+            // groups split over the threads, a last partial group, blocks of
+            // k whose transposed steps end early (600 = 256 + 256 + 88).
+            (1, 2 * 64 + 37, 600),
+            (1, 2048 + 40, 2 * KC + 3),
+            (131, 1, 600),
+            (1, 1, 300),
             (150, 65, 256),
             (130, 70, 300),
             (40, 200, 512),

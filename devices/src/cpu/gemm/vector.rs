@@ -1,0 +1,362 @@
+//! Products with one row of C (`x·W`, a row vector times a matrix: every
+//! projection of a token decoded with a key/value cache) or one column
+//! (`A·x`), computed as matrix-vector products rather than in tiles.
+//!
+//! A tile of `MR` rows computes one live row and `MR − 1` of padding (1 in 8
+//! multiply-adds useful in the 8-row tiles), and packs all of B for it: a
+//! `[1, 4096]·[4096, 4096]` product ran at a third of NumPy's speed. Here
+//! each element of C still takes exactly the numeric contract's operations
+//! (see `sgemm.rs`): one accumulator per element and [`KC`] block, starting
+//! at +0.0, one fused multiply-add per `p` in increasing `p`, stored for the
+//! first block and added to C for the next ones. Only the grouping differs: a
+//! SIMD lane holds one column `j`, and B is read once, in the order it is
+//! stored:
+//!
+//! * B with contiguous rows (`x·W`, `W` stored `[k, n]`): each row's piece is
+//!   multiplied into a chunk of accumulators that stays in the L1 cache
+//!   ([`CHUNK`] columns), four rows at a time;
+//! * B with contiguous columns (`x·Wᵀ`, `W` stored `[n, k]`): a group of
+//!   one register's lanes of columns (16 at AVX-512, 8 at AVX2) is read
+//!   `lanes` steps of `k` at a time, the square block transposed in registers
+//!   and multiplied in, the group's accumulators in one register; each
+//!   element of B is read once, along its stored rows.
+//!
+//! `A·x` (one column of C) is the one-row product `xᵀ·Aᵀ`: the same
+//! multiplications (the two factors of a fused multiply-add commute
+//! exactly), A read through swapped strides.
+
+use super::sgemm::{
+    finish_all, for_each_task, with_buffer, Buffers, Finish, MatRef, Product, SharedC, KC,
+};
+use crate::cpu::isa::{vectorised, Isa};
+use crate::math::fma_f32;
+use std::cell::RefCell;
+
+/// Columns of C whose accumulators one pass over B's rows updates (8 KiB,
+/// in the L1 cache while the rows stream past).
+const CHUNK: usize = 2048;
+
+/// Columns a task of a row-major B covers at least (a cache line).
+const LINE: usize = 16;
+
+thread_local! {
+    /// Free buffers for the vector when it is strided.
+    static VECTOR_BUFFERS: Buffers = const { RefCell::new(Vec::new()) };
+}
+
+/// Computes `product` into `c` on up to `threads` threads, with the kernels
+/// of `isa` (which the CPU supports), and returns true
+/// when it has one row, or one column stored contiguously (`ldc` 1), and B
+/// (A for a column) has a contiguous dimension; returns false, touching
+/// nothing, otherwise.
+pub(super) fn sgemm_vector(
+    isa: Isa,
+    threads: usize,
+    product: Product,
+    c: &mut [f32],
+    finish: Option<Finish>,
+) -> bool {
+    let Product { m, n, k, a, b, ldc } = product;
+    // The row vector x (`[1, k]`), the matrix W (`[k, len]`) and C's length.
+    let (x, w, len) = match (m, n) {
+        (1, _) => (a, b, n),
+        (_, 1) if ldc == 1 => (b.t(), a.t(), m),
+        _ => return false,
+    };
+    let row_major = w.cs == 1;
+    if !row_major && w.rs != 1 {
+        return false;
+    }
+    with_buffer(&VECTOR_BUFFERS, if x.cs == 1 { 0 } else { k }, |copy| {
+        let x: &[f32] = if x.cs == 1 {
+            &x.data[..k]
+        } else {
+            for (p, v) in copy[..k].iter_mut().enumerate() {
+                *v = x.data[p * x.cs];
+            }
+            &copy[..k]
+        };
+        let unit = if row_major { LINE } else { MAX_LANES };
+        let units = len.div_ceil(unit);
+        let tasks = threads.clamp(1, units);
+        let start = |t: usize| (t * units / tasks * unit).min(len);
+        let shared = SharedC(c.as_mut_ptr());
+        for_each_task(tasks, tasks > 1, |t| {
+            let (j0, j1) = (start(t), start(t + 1));
+            // SAFETY: the tasks' column ranges are disjoint, inside C's
+            // `len` contiguous floats, and C is not read meanwhile.
+            let out = unsafe { std::slice::from_raw_parts_mut(shared.at(j0), j1 - j0) };
+            if row_major {
+                from_rows(x, w, j0, out);
+            } else {
+                from_columns(isa, x, w, j0, out);
+            }
+            if m == 1 {
+                finish_all(finish.map(|f| f.shifted(0, j0)), 1, j1 - j0, j1 - j0, out);
+            }
+        });
+    });
+    if m > 1 {
+        finish_all(finish, m, 1, 1, &mut c[..m]);
+    }
+    true
+}
+
+/// `out[j] = (x·W)[j0 + j]` for a `W` with contiguous rows (`w.cs == 1`).
+fn from_rows(x: &[f32], w: MatRef, j0: usize, out: &mut [f32]) {
+    let k = x.len();
+    let mut acc = Vec::new();
+    for (ci, o) in out.chunks_mut(CHUNK).enumerate() {
+        let jc = j0 + ci * CHUNK;
+        for (blk, p0) in (0..k).step_by(KC).enumerate() {
+            let steps = p0..(p0 + KC).min(k);
+            if blk == 0 {
+                rows_into(x, w, jc, steps, o);
+            } else {
+                acc.resize(o.len(), 0.0);
+                rows_into(x, w, jc, steps, &mut acc);
+                add_into(o, &acc);
+            }
+        }
+    }
+}
+
+/// `acc[j] = Σ_p x[p]·W[p, jc + j]` over `steps`, from +0.0 in increasing `p`.
+fn rows_into(x: &[f32], w: MatRef, jc: usize, steps: std::ops::Range<usize>, acc: &mut [f32]) {
+    let len = acc.len();
+    let row = |p: usize| &w.data[p * w.rs + jc..][..len];
+    acc.fill(0.0);
+    vectorised(
+        #[inline(always)]
+        || {
+            let mut p = steps.start;
+            // Four rows per pass over the accumulators: still one
+            // multiply-add after the other per element, in increasing `p`.
+            while p + 4 <= steps.end {
+                let (x0, x1, x2, x3) = (x[p], x[p + 1], x[p + 2], x[p + 3]);
+                let rows = row(p)
+                    .iter()
+                    .zip(row(p + 1))
+                    .zip(row(p + 2))
+                    .zip(row(p + 3));
+                for (v, (((&r0, &r1), &r2), &r3)) in acc.iter_mut().zip(rows) {
+                    let s = fma_f32(x0, r0, *v);
+                    let s = fma_f32(x1, r1, s);
+                    let s = fma_f32(x2, r2, s);
+                    *v = fma_f32(x3, r3, s);
+                }
+                p += 4;
+            }
+            for p in p..steps.end {
+                let xp = x[p];
+                for (v, &r) in acc.iter_mut().zip(row(p)) {
+                    *v = fma_f32(xp, r, *v);
+                }
+            }
+        },
+    );
+}
+
+/// `out[j] = (x·W)[j0 + j]` for a `W` with contiguous columns (`w.rs == 1`):
+/// groups of the level's lanes of columns in [`ColumnKernel`]s, the last
+/// columns one chain each ([`columns_in_order`]).
+fn from_columns(isa: Isa, x: &[f32], w: MatRef, j0: usize, out: &mut [f32]) {
+    let k = x.len();
+    let kernel = ColumnKernel::of(isa);
+    let lanes = kernel.map_or(1, |kr| kr.lanes);
+    let mut acc = [0.0f32; MAX_LANES];
+    for (gi, o) in out.chunks_mut(lanes).enumerate() {
+        let jg = j0 + gi * lanes;
+        let g = o.len();
+        for (blk, p0) in (0..k).step_by(KC).enumerate() {
+            let xs = &x[p0..(p0 + KC).min(k)];
+            let at = jg * w.cs + p0;
+            match kernel {
+                Some(kr) if g == kr.lanes => {
+                    // Column `jg + i`'s steps `p0..` at `at + i·cs`, inside W.
+                    assert!(w.data.len() > at + (g - 1) * w.cs + xs.len() - 1);
+                    // SAFETY: the assert keeps every element the kernel
+                    // reads inside W; the caller checked the CPU's support.
+                    unsafe { (kr.run)(xs, w.data[at..].as_ptr(), w.cs, acc.as_mut_ptr()) };
+                }
+                _ => columns_in_order(xs, &w.data[at..], w.cs, &mut acc[..g]),
+            }
+            if blk == 0 {
+                o.copy_from_slice(&acc[..g]);
+            } else {
+                add_into(o, &acc[..g]);
+            }
+        }
+    }
+}
+
+/// `acc[i] = Σ_p x[p]·w[i·cs + p]` from +0.0, in increasing `p`, for each
+/// lane `i` (the columns past the last whole group, and every column at the
+/// scalar level).
+fn columns_in_order(x: &[f32], w: &[f32], cs: usize, acc: &mut [f32]) {
+    acc.fill(0.0);
+    for (p, &xp) in x.iter().enumerate() {
+        for (i, v) in acc.iter_mut().enumerate() {
+            *v = fma_f32(xp, w[i * cs + p], *v);
+        }
+    }
+}
+
+/// The most lanes a [`ColumnKernel`] has.
+const MAX_LANES: usize = 16;
+
+/// `run(x, w, cs, acc)`: `acc[i] = Σ_p x[p]·w[i·cs + p]` for the kernel's
+/// lanes `i`, from +0.0 in increasing `p` (one fused multiply-add each).
+///
+/// # Safety
+/// Every `w[i·cs + p]` (`i` < lanes, `p < x.len()`) is readable, `acc` holds
+/// the kernel's lanes, and the CPU supports the kernel's level.
+type ColumnsFn = unsafe fn(&[f32], *const f32, usize, *mut f32);
+
+/// A kernel of [`ColumnsFn`] for one level: it reads `lanes` columns of W,
+/// `lanes` steps of `k` at a time, and transposes them in registers.
+#[derive(Clone, Copy)]
+struct ColumnKernel {
+    lanes: usize,
+    run: ColumnsFn,
+}
+
+impl ColumnKernel {
+    /// The kernel of `isa` (none at the scalar level).
+    fn of(isa: Isa) -> Option<ColumnKernel> {
+        match isa {
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => Some(ColumnKernel {
+                lanes: 16,
+                run: columns_avx512,
+            }),
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => Some(ColumnKernel {
+                lanes: 8,
+                run: columns_avx2,
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// The steps past the last whole transposed block, lane by lane, into the
+/// accumulators stored at `acc`.
+///
+/// # Safety
+/// As [`ColumnsFn`], for `lanes` lanes and steps `from..x.len()`.
+#[inline(always)]
+unsafe fn steps_left(
+    x: &[f32],
+    from: usize,
+    w: *const f32,
+    cs: usize,
+    acc: *mut f32,
+    lanes: usize,
+) {
+    for (p, &xp) in x.iter().enumerate().skip(from) {
+        for i in 0..lanes {
+            *acc.add(i) = fma_f32(xp, *w.add(i * cs + p), *acc.add(i));
+        }
+    }
+}
+
+/// [`ColumnsFn`] at AVX-512: 16 × 16 blocks transposed in registers.
+///
+/// # Safety
+/// As [`ColumnsFn`], for 16 lanes.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,fma")]
+unsafe fn columns_avx512(x: &[f32], w: *const f32, cs: usize, acc: *mut f32) {
+    use std::arch::x86_64::*;
+    let whole = x.len() / 16 * 16;
+    let mut sum = _mm512_setzero_ps();
+    for p in (0..whole).step_by(16) {
+        let r = |i: usize| _mm512_loadu_ps(w.add(i * cs + p));
+        // Rows interleaved in pairs, then in fours: each 128-bit lane of
+        // u[4g + c] holds rows 4g..4g + 4 of one column (c, c + 4, c + 8 or
+        // c + 12 by lane).
+        let mut u = [_mm512_setzero_ps(); 16];
+        for g in 0..4 {
+            let (a0, a1, a2, a3) = (r(4 * g), r(4 * g + 1), r(4 * g + 2), r(4 * g + 3));
+            let (t0, t1) = (_mm512_unpacklo_ps(a0, a1), _mm512_unpackhi_ps(a0, a1));
+            let (t2, t3) = (_mm512_unpacklo_ps(a2, a3), _mm512_unpackhi_ps(a2, a3));
+            u[4 * g] = _mm512_shuffle_ps::<0x44>(t0, t2);
+            u[4 * g + 1] = _mm512_shuffle_ps::<0xEE>(t0, t2);
+            u[4 * g + 2] = _mm512_shuffle_ps::<0x44>(t1, t3);
+            u[4 * g + 3] = _mm512_shuffle_ps::<0xEE>(t1, t3);
+        }
+        // Lanes gathered across the four groups: column c's 16 rows.
+        let mut cols = [_mm512_setzero_ps(); 16];
+        for c in 0..4 {
+            let v = |h: usize, imm_hi: bool| {
+                let (lo, hi) = (u[c + 8 * h], u[c + 8 * h + 4]);
+                if imm_hi {
+                    _mm512_shuffle_f32x4::<0xDD>(lo, hi)
+                } else {
+                    _mm512_shuffle_f32x4::<0x88>(lo, hi)
+                }
+            };
+            // v(h, false): columns c and c + 8 of rows 8h..8h + 8; v(h, true):
+            // columns c + 4 and c + 12.
+            for (first, upper) in [(c, false), (c + 4, true)] {
+                let (v0, v1) = (v(0, upper), v(1, upper));
+                cols[first] = _mm512_shuffle_f32x4::<0x88>(v0, v1);
+                cols[first + 8] = _mm512_shuffle_f32x4::<0xDD>(v0, v1);
+            }
+        }
+        for (q, col) in cols.iter().enumerate() {
+            sum = _mm512_fmadd_ps(_mm512_set1_ps(x[p + q]), *col, sum);
+        }
+    }
+    _mm512_storeu_ps(acc, sum);
+    steps_left(x, whole, w, cs, acc, 16);
+}
+
+/// [`ColumnsFn`] at AVX2: 8 × 8 blocks transposed in registers.
+///
+/// # Safety
+/// As [`ColumnsFn`], for 8 lanes.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn columns_avx2(x: &[f32], w: *const f32, cs: usize, acc: *mut f32) {
+    use std::arch::x86_64::*;
+    let whole = x.len() / 8 * 8;
+    let mut sum = _mm256_setzero_ps();
+    for p in (0..whole).step_by(8) {
+        let r = |i: usize| _mm256_loadu_ps(w.add(i * cs + p));
+        let mut u = [_mm256_setzero_ps(); 8];
+        for g in 0..2 {
+            let (a0, a1, a2, a3) = (r(4 * g), r(4 * g + 1), r(4 * g + 2), r(4 * g + 3));
+            let (t0, t1) = (_mm256_unpacklo_ps(a0, a1), _mm256_unpackhi_ps(a0, a1));
+            let (t2, t3) = (_mm256_unpacklo_ps(a2, a3), _mm256_unpackhi_ps(a2, a3));
+            u[4 * g] = _mm256_shuffle_ps::<0x44>(t0, t2);
+            u[4 * g + 1] = _mm256_shuffle_ps::<0xEE>(t0, t2);
+            u[4 * g + 2] = _mm256_shuffle_ps::<0x44>(t1, t3);
+            u[4 * g + 3] = _mm256_shuffle_ps::<0xEE>(t1, t3);
+        }
+        // Low halves: columns 0..4; high halves: columns 4..8.
+        for c in 0..4 {
+            let col = _mm256_permute2f128_ps::<0x20>(u[c], u[c + 4]);
+            sum = _mm256_fmadd_ps(_mm256_set1_ps(x[p + c]), col, sum);
+        }
+        for c in 0..4 {
+            let col = _mm256_permute2f128_ps::<0x31>(u[c], u[c + 4]);
+            sum = _mm256_fmadd_ps(_mm256_set1_ps(x[p + c + 4]), col, sum);
+        }
+    }
+    _mm256_storeu_ps(acc, sum);
+    steps_left(x, whole, w, cs, acc, 8);
+}
+
+/// `c[j] = c[j] + acc[j]` (step 3 of the contract for a later block).
+fn add_into(c: &mut [f32], acc: &[f32]) {
+    vectorised(
+        #[inline(always)]
+        || {
+            for (v, &a) in c.iter_mut().zip(acc) {
+                *v += a;
+            }
+        },
+    );
+}
