@@ -969,11 +969,14 @@ mod tests {
             (50, 70, 600),
             (1, 40, 513),
             (40, 1, 300),
-            // One row or one column (matrix-vector): column chunks and
-            // groups split over the threads, a last partial group, blocks of
-            // k whose transposed steps end early (600 = 256 + 256 + 88).
+            // One row or one column (matrix-vector): groups of columns split
+            // over the threads, a last partial group, blocks of k whose
+            // transposed steps end early (600 = 256 + 256 + 88); a row-major
+            // B split by runs of blocks (515 = 256 + 259), and by columns in
+            // chunks of accumulators (300 = 256 + 44: runs unequal).
             (1, 2 * 64 + 37, 600),
             (1, 2048 + 40, 2 * KC + 3),
+            (1, 4096 + 40, 300),
             (131, 1, 600),
             (1, 1, 300),
             (150, 65, 256),
