@@ -7,9 +7,10 @@
 # GEMM (devices/src/cpu/gemm/vector.rs). Not part of CI.
 #
 # Per configuration, each implementation decodes 1 and 1 + NEW tokens after a
-# PROMPT-token prompt, ROUNDS times each, interleaved; the time per token is
-# the difference of the best times over NEW (MLPL's includes nothing of the
-# process start or the checkpoint's load, which the 1-token run has too).
+# PROMPT-token prompt, ROUNDS times each; the time per token is the difference
+# of the best times over NEW. MLPL's are timed inside one process per round
+# (`experiment` blocks record their start times: the process start and the
+# checkpoint's load are outside them).
 # Prints a Markdown table stamped with the CPU model, and whether both chose
 # the same tokens (a random model's logits are close together, so float
 # rounding may pick another token where two are nearly tied).
@@ -51,24 +52,26 @@ for cfg in $CONFIGS; do
   echo "config $cfg: writing the checkpoint" >&2
   "${PEER[@]}" make "$dir" "$layers" "$width" "$heads" 50257 2>/dev/null
   ids=$("$PY" -c "print(', '.join(str(7 * i % 50257) for i in range($PROMPT)))")
-  for n in 1 $((NEW + 1)); do
-    printf 'm = hf_model("gpt2-%s")\ngenerate(m, [%s], %d)\n' "$cfg" "$ids" "$n" >"$WORK/decode-$cfg-$n.mlpl"
-  done
-  best1=inf bestn=inf
+  # Timed inside the process: an experiment records its start time, so the
+  # checkpoint's load is outside both spans.
+  printf 'm = hf_model("gpt2-%s")\nx = [%s]\n' "$cfg" "$ids" >"$WORK/decode-$cfg.mlpl"
+  printf 'experiment "one" { a = generate(m, x, 1) }\n' >>"$WORK/decode-$cfg.mlpl"
+  printf 'experiment "many" { b = generate(m, x, %d) }\n' $((NEW + 1)) >>"$WORK/decode-$cfg.mlpl"
+  printf 'experiment "end" { c = 0 }\nb\n' >>"$WORK/decode-$cfg.mlpl"
+  spans=""
   for r in $(seq "$ROUNDS"); do
     echo "config $cfg: round $r/$ROUNDS" >&2
-    for n in 1 $((NEW + 1)); do
-      s=$(date +%s.%N)
-      out=$(RAYON_NUM_THREADS=2 "$MLPL" run "$WORK/decode-$cfg-$n.mlpl")
-      t=$("$PY" -c "print($(date +%s.%N) - $s)")
-      if [ "$n" = 1 ]; then
-        best1=$("$PY" -c "print(min(float('$best1'), $t))")
-      else
-        bestn=$("$PY" -c "print(min(float('$bestn'), $t))")
-        mlpl_tokens=$out
-      fi
-    done
+    rm -rf "$WORK/exp"
+    mlpl_tokens=$(RAYON_NUM_THREADS=2 "$MLPL" run --exp-dir "$WORK/exp" "$WORK/decode-$cfg.mlpl")
+    spans+=$("$PY" - "$WORK/exp" <<'PYEOF'
+import json, pathlib, sys
+t = {p.parent.parent.name: json.loads(p.read_text())["timestamp_ns"] for p in pathlib.Path(sys.argv[1]).glob("*/*/run.json")}
+print((t["many"] - t["one"]) / 1e9, (t["end"] - t["many"]) / 1e9)
+PYEOF
+)$'\n'
   done
+  best1=$(printf '%s' "$spans" | sort -g -k1,1 | head -1 | cut -d' ' -f1)
+  bestn=$(printf '%s' "$spans" | sort -g -k2,2 | head -1 | cut -d' ' -f2)
   mlpl_ms=$("$PY" -c "print(f'{($bestn - $best1) / $NEW * 1e3:.2f}')")
   torch=$("${PEER[@]}" decode "$dir" "$PROMPT" "$NEW" "$ROUNDS" 2>/dev/null | tail -1)
   ROWS+=$("$PY" - "$cfg" "$mlpl_ms" "$mlpl_tokens" "$torch" <<'PYEOF'
@@ -82,7 +85,7 @@ PYEOF
 done
 VERSIONS=$("$PY" -c 'import torch, transformers; print(f"torch {torch.__version__}, transformers {transformers.__version__}")')
 echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'); $(nproc) cores; $(date -u +%F) $START-$(date -u +%H:%M) UTC"
-echo "$(rustc --version | cut -d' ' -f1-2); $VERSIONS; best of $ROUNDS interleaved rounds; prompt $PROMPT tokens, $NEW timed; 2 threads each"
+echo "$(rustc --version | cut -d' ' -f1-2); $VERSIONS; best of $ROUNDS rounds each; prompt $PROMPT tokens, $NEW timed; 2 threads each"
 echo
 echo "| GPT-2 (layers x width x heads) | MLPL ms/token | MLPL tokens/s | transformers (PyTorch eager) ms/token | tokens/s | MLPL ÷ PyTorch | same tokens |"
 echo "|---|---:|---:|---:|---:|---:|---|"
