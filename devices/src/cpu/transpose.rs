@@ -95,9 +95,24 @@ fn one_at_a_time(
 #[target_feature(enable = "avx2")]
 unsafe fn transpose_8x8(src: *const f32, rs: usize, dst: *mut f32, ds: usize) {
     use std::arch::x86_64::*;
-    let row = |i: usize| _mm256_loadu_ps(src.add(i * rs));
-    let (a0, a1, a2, a3) = (row(0), row(1), row(2), row(3));
-    let (a4, a5, a6, a7) = (row(4), row(5), row(6), row(7));
+    let rows = std::array::from_fn(|i| _mm256_loadu_ps(src.add(i * rs)));
+    for (j, v) in transposed_8x8(rows).into_iter().enumerate() {
+        _mm256_storeu_ps(dst.add(j * ds), v);
+    }
+}
+
+/// The columns of the 8 × 8 block whose rows are `rows`, in registers.
+///
+/// # Safety
+/// The CPU has AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+pub(crate) unsafe fn transposed_8x8(
+    rows: [std::arch::x86_64::__m256; 8],
+) -> [std::arch::x86_64::__m256; 8] {
+    use std::arch::x86_64::*;
+    let [a0, a1, a2, a3, a4, a5, a6, a7] = rows;
     // Pairs of rows interleaved, then pairs of pairs: each 128-bit half then
     // holds 4 consecutive rows of one column.
     let (t0, t1) = (_mm256_unpacklo_ps(a0, a1), _mm256_unpackhi_ps(a0, a1));
@@ -113,7 +128,7 @@ unsafe fn transpose_8x8(src: *const f32, rs: usize, dst: *mut f32, ds: usize) {
     let u6 = _mm256_shuffle_ps::<0x44>(t5, t7);
     let u7 = _mm256_shuffle_ps::<0xEE>(t5, t7);
     // Low halves give columns 0..4, high halves columns 4..8.
-    let out = [
+    [
         _mm256_permute2f128_ps::<0x20>(u0, u4),
         _mm256_permute2f128_ps::<0x20>(u1, u5),
         _mm256_permute2f128_ps::<0x20>(u2, u6),
@@ -122,10 +137,7 @@ unsafe fn transpose_8x8(src: *const f32, rs: usize, dst: *mut f32, ds: usize) {
         _mm256_permute2f128_ps::<0x31>(u1, u5),
         _mm256_permute2f128_ps::<0x31>(u2, u6),
         _mm256_permute2f128_ps::<0x31>(u3, u7),
-    ];
-    for (j, v) in out.into_iter().enumerate() {
-        _mm256_storeu_ps(dst.add(j * ds), v);
-    }
+    ]
 }
 
 /// Writes the transpose of the 4 × 8 block at `src` (row stride `rs`) to `dst`

@@ -330,29 +330,14 @@ unsafe fn columns_avx512(x: &[f32], w: *const f32, cs: usize, acc: *mut f32) {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn columns_avx2(x: &[f32], w: *const f32, cs: usize, acc: *mut f32) {
+    use crate::cpu::transpose::transposed_8x8;
     use std::arch::x86_64::*;
     let whole = x.len() / 8 * 8;
     let mut sum = _mm256_setzero_ps();
     for p in (0..whole).step_by(8) {
-        let r = |i: usize| _mm256_loadu_ps(w.add(i * cs + p));
-        let mut u = [_mm256_setzero_ps(); 8];
-        for g in 0..2 {
-            let (a0, a1, a2, a3) = (r(4 * g), r(4 * g + 1), r(4 * g + 2), r(4 * g + 3));
-            let (t0, t1) = (_mm256_unpacklo_ps(a0, a1), _mm256_unpackhi_ps(a0, a1));
-            let (t2, t3) = (_mm256_unpacklo_ps(a2, a3), _mm256_unpackhi_ps(a2, a3));
-            u[4 * g] = _mm256_shuffle_ps::<0x44>(t0, t2);
-            u[4 * g + 1] = _mm256_shuffle_ps::<0xEE>(t0, t2);
-            u[4 * g + 2] = _mm256_shuffle_ps::<0x44>(t1, t3);
-            u[4 * g + 3] = _mm256_shuffle_ps::<0xEE>(t1, t3);
-        }
-        // Low halves: columns 0..4; high halves: columns 4..8.
-        for c in 0..4 {
-            let col = _mm256_permute2f128_ps::<0x20>(u[c], u[c + 4]);
-            sum = _mm256_fmadd_ps(_mm256_set1_ps(x[p + c]), col, sum);
-        }
-        for c in 0..4 {
-            let col = _mm256_permute2f128_ps::<0x31>(u[c], u[c + 4]);
-            sum = _mm256_fmadd_ps(_mm256_set1_ps(x[p + c + 4]), col, sum);
+        let rows = std::array::from_fn(|i| _mm256_loadu_ps(w.add(i * cs + p)));
+        for (q, step) in transposed_8x8(rows).iter().enumerate() {
+            sum = _mm256_fmadd_ps(_mm256_set1_ps(x[p + q]), *step, sum);
         }
     }
     _mm256_storeu_ps(acc, sum);
