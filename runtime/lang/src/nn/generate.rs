@@ -19,13 +19,14 @@ use super::layers::Layer;
 use crate::data::sampling;
 use crate::eval::Interp;
 use crate::value::Array;
+use mlpl_devices::Tensor;
 use mlpl_diag::{Diagnostic, Span};
 
 /// The cached keys and values `[B, kv, 1, T, hd]` of each attention layer (by
 /// model id), and the positions consumed so far.
 #[derive(Default)]
 pub struct KvCache {
-    entries: HashMap<u64, (Vec<f32>, Vec<f32>, [usize; 5])>,
+    entries: HashMap<u64, (Tensor, Tensor)>,
     /// Positions already run.
     pub pos: usize,
 }
@@ -33,7 +34,7 @@ pub struct KvCache {
 impl KvCache {
     /// The cached positions of attention layer `id`.
     pub fn len(&self, id: u64) -> usize {
-        self.entries.get(&id).map_or(0, |e| e.2[3])
+        self.entries.get(&id).map_or(0, |e| e.0.shape()[3])
     }
 
     /// Whether nothing is cached.
@@ -43,34 +44,33 @@ impl KvCache {
 
     /// Appends this step's keys and values `[B, kv, 1, t, hd]` of layer `id` to
     /// its cache and returns the whole keys and values so far. They are
-    /// constants: generation records no gradient.
+    /// constants: generation records no gradient. The cache and the returned
+    /// arrays share their elements: one copy of the cache a step (the
+    /// appending), not three.
     pub fn extend(&mut self, id: u64, k: Array, v: Array) -> (Array, Array) {
-        let s = k.shape().to_vec();
-        let (kn, vn) = (k.to_f32(), v.to_f32());
-        let entry = self
-            .entries
-            .entry(id)
-            .or_insert_with(|| (Vec::new(), Vec::new(), [s[0], s[1], s[2], 0, s[4]]));
-        let shape = entry.2;
-        let (old_t, t, hd) = (shape[3], s[3], s[4]);
-        let blocks = s[0] * s[1] * s[2];
-        let merge = |old: &[f32], new: &[f32]| {
-            let mut out = Vec::with_capacity(old.len() + new.len());
-            for b in 0..blocks {
-                out.extend_from_slice(&old[b * old_t * hd..(b + 1) * old_t * hd]);
-                out.extend_from_slice(&new[b * t * hd..(b + 1) * t * hd]);
-            }
-            out
+        let (k, v) = (k.tensor(), v.tensor());
+        let (k, v) = match self.entries.get(&id) {
+            None => (k, v),
+            Some((old_k, old_v)) => (appended(old_k, &k), appended(old_v, &v)),
         };
-        entry.0 = merge(&entry.0, &kn);
-        entry.1 = merge(&entry.1, &vn);
-        entry.2[3] = old_t + t;
-        let full = entry.2.to_vec();
-        (
-            Array::from_vec(full.clone(), entry.0.clone()),
-            Array::from_vec(full, entry.1.clone()),
-        )
+        self.entries.insert(id, (k.clone(), v.clone()));
+        (Array::from_tensor(k), Array::from_tensor(v))
     }
+}
+
+/// `old` `[B, kv, 1, T, hd]` with `new` `[B, kv, 1, t, hd]` after its `T`
+/// positions: `[B, kv, 1, T + t, hd]`.
+fn appended(old: &Tensor, new: &Tensor) -> Tensor {
+    let (so, sn) = (old.shape(), new.shape());
+    let (old_t, t, hd) = (so[3], sn[3], sn[4]);
+    let blocks = sn[0] * sn[1] * sn[2];
+    let (old, new) = (old.host(), new.host());
+    let mut out = Vec::with_capacity(old.len() + new.len());
+    for b in 0..blocks {
+        out.extend_from_slice(&old[b * old_t * hd..(b + 1) * old_t * hd]);
+        out.extend_from_slice(&new[b * t * hd..(b + 1) * t * hd]);
+    }
+    Tensor::from_vec(vec![sn[0], sn[1], sn[2], old_t + t, hd], out)
 }
 
 /// How the next token is chosen.
