@@ -255,6 +255,7 @@ impl ColumnKernel {
 ///
 /// # Safety
 /// As [`ColumnsFn`], for `lanes` lanes and steps `from..x.len()`.
+#[cfg(target_arch = "x86_64")]
 #[inline(always)]
 unsafe fn steps_left(
     x: &[f32],
