@@ -47,10 +47,10 @@ thread_local! {
 }
 
 /// Computes `product` into `c` on up to `threads` threads, with the kernels
-/// of `isa` (which the CPU supports), and returns true
-/// when it has one row, or one column stored contiguously (`ldc` 1), and B
-/// (A for a column) has a contiguous dimension; returns false, touching
-/// nothing, otherwise.
+/// of `isa` (which the CPU supports), and returns true when it has one row,
+/// or one column stored contiguously (`ldc` 1), and B (A for a column) has a
+/// contiguous dimension; returns false, touching nothing, otherwise, and when
+/// the product is better split by runs of `KC` blocks (see below).
 pub(super) fn sgemm_vector(
     isa: Isa,
     threads: usize,
