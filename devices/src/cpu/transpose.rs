@@ -1,6 +1,8 @@
 //! Transposing a block of floats, in 8 × 8 blocks of AVX registers where the
 //! CPU has AVX2 (and 4 × 8 and 2 × 8 blocks for the last rows, as in the
-//! GEMM's 12-row panels of A at AVX-512 and 6-row ones at AVX2).
+//! GEMM's 12-row panels of A at AVX-512 and 6-row ones at AVX2); and square
+//! blocks in registers (8 × 8 at AVX2, 16 × 16 at AVX-512) for the GEMM's
+//! matrix-vector kernels, which multiply the columns in straight away.
 //!
 //! Two kernels move data this way: the GEMM packing a transposed B (`dX =
 //! dY·Wᵀ`, attention's `Q·Kᵀ`), whose panel wants `NR` columns side by side
@@ -138,6 +140,57 @@ pub(crate) unsafe fn transposed_8x8(
         _mm256_permute2f128_ps::<0x31>(u2, u6),
         _mm256_permute2f128_ps::<0x31>(u3, u7),
     ]
+}
+
+/// The columns of the 16 × 16 block whose rows are `rows`, in registers.
+///
+/// # Safety
+/// The CPU has AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[inline]
+pub(crate) unsafe fn transposed_16x16(
+    rows: [std::arch::x86_64::__m512; 16],
+) -> [std::arch::x86_64::__m512; 16] {
+    use std::arch::x86_64::*;
+    // Rows interleaved in pairs, then in fours: each 128-bit lane of
+    // u[4g + c] holds rows 4g..4g + 4 of one column (c, c + 4, c + 8 or
+    // c + 12 by lane).
+    let mut u = [_mm512_setzero_ps(); 16];
+    for g in 0..4 {
+        let [a0, a1, a2, a3] = [
+            rows[4 * g],
+            rows[4 * g + 1],
+            rows[4 * g + 2],
+            rows[4 * g + 3],
+        ];
+        let (t0, t1) = (_mm512_unpacklo_ps(a0, a1), _mm512_unpackhi_ps(a0, a1));
+        let (t2, t3) = (_mm512_unpacklo_ps(a2, a3), _mm512_unpackhi_ps(a2, a3));
+        u[4 * g] = _mm512_shuffle_ps::<0x44>(t0, t2);
+        u[4 * g + 1] = _mm512_shuffle_ps::<0xEE>(t0, t2);
+        u[4 * g + 2] = _mm512_shuffle_ps::<0x44>(t1, t3);
+        u[4 * g + 3] = _mm512_shuffle_ps::<0xEE>(t1, t3);
+    }
+    // Lanes gathered across the four groups: column c's 16 rows.
+    let mut cols = [_mm512_setzero_ps(); 16];
+    for c in 0..4 {
+        // Columns c and c + 8 (or, `upper`, c + 4 and c + 12) of rows
+        // 8h..8h + 8.
+        let v = |h: usize, upper: bool| {
+            let (lo, hi) = (u[c + 8 * h], u[c + 8 * h + 4]);
+            if upper {
+                _mm512_shuffle_f32x4::<0xDD>(lo, hi)
+            } else {
+                _mm512_shuffle_f32x4::<0x88>(lo, hi)
+            }
+        };
+        for (first, upper) in [(c, false), (c + 4, true)] {
+            let (v0, v1) = (v(0, upper), v(1, upper));
+            cols[first] = _mm512_shuffle_f32x4::<0x88>(v0, v1);
+            cols[first + 8] = _mm512_shuffle_f32x4::<0xDD>(v0, v1);
+        }
+    }
+    cols
 }
 
 /// Writes the transpose of the 4 × 8 block at `src` (row stride `rs`) to `dst`

@@ -279,45 +279,14 @@ unsafe fn steps_left(
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,fma")]
 unsafe fn columns_avx512(x: &[f32], w: *const f32, cs: usize, acc: *mut f32) {
+    use crate::cpu::transpose::transposed_16x16;
     use std::arch::x86_64::*;
     let whole = x.len() / 16 * 16;
     let mut sum = _mm512_setzero_ps();
     for p in (0..whole).step_by(16) {
-        let r = |i: usize| _mm512_loadu_ps(w.add(i * cs + p));
-        // Rows interleaved in pairs, then in fours: each 128-bit lane of
-        // u[4g + c] holds rows 4g..4g + 4 of one column (c, c + 4, c + 8 or
-        // c + 12 by lane).
-        let mut u = [_mm512_setzero_ps(); 16];
-        for g in 0..4 {
-            let (a0, a1, a2, a3) = (r(4 * g), r(4 * g + 1), r(4 * g + 2), r(4 * g + 3));
-            let (t0, t1) = (_mm512_unpacklo_ps(a0, a1), _mm512_unpackhi_ps(a0, a1));
-            let (t2, t3) = (_mm512_unpacklo_ps(a2, a3), _mm512_unpackhi_ps(a2, a3));
-            u[4 * g] = _mm512_shuffle_ps::<0x44>(t0, t2);
-            u[4 * g + 1] = _mm512_shuffle_ps::<0xEE>(t0, t2);
-            u[4 * g + 2] = _mm512_shuffle_ps::<0x44>(t1, t3);
-            u[4 * g + 3] = _mm512_shuffle_ps::<0xEE>(t1, t3);
-        }
-        // Lanes gathered across the four groups: column c's 16 rows.
-        let mut cols = [_mm512_setzero_ps(); 16];
-        for c in 0..4 {
-            let v = |h: usize, imm_hi: bool| {
-                let (lo, hi) = (u[c + 8 * h], u[c + 8 * h + 4]);
-                if imm_hi {
-                    _mm512_shuffle_f32x4::<0xDD>(lo, hi)
-                } else {
-                    _mm512_shuffle_f32x4::<0x88>(lo, hi)
-                }
-            };
-            // v(h, false): columns c and c + 8 of rows 8h..8h + 8; v(h, true):
-            // columns c + 4 and c + 12.
-            for (first, upper) in [(c, false), (c + 4, true)] {
-                let (v0, v1) = (v(0, upper), v(1, upper));
-                cols[first] = _mm512_shuffle_f32x4::<0x88>(v0, v1);
-                cols[first + 8] = _mm512_shuffle_f32x4::<0xDD>(v0, v1);
-            }
-        }
-        for (q, col) in cols.iter().enumerate() {
-            sum = _mm512_fmadd_ps(_mm512_set1_ps(x[p + q]), *col, sum);
+        let rows = std::array::from_fn(|i| _mm512_loadu_ps(w.add(i * cs + p)));
+        for (q, step) in transposed_16x16(rows).iter().enumerate() {
+            sum = _mm512_fmadd_ps(_mm512_set1_ps(x[p + q]), *step, sum);
         }
     }
     _mm512_storeu_ps(acc, sum);
