@@ -9,8 +9,9 @@
 //! before) is in `docs/benchmarks.md`
 //! (`cargo run --release -p mlpl-devices --example bench_gemm -- --compare`).
 //!
-//! Products of fewer than [`SPLIT_FLOPS`] multiply-adds run single-threaded so
-//! they do not pay for a thread hand-off (once the rayon workers are kept
+//! Products of fewer than [`SPLIT_FLOPS`] multiply-adds (matrix-vector
+//! products: [`VECTOR_SPLIT_FLOPS`]) run single-threaded so they do not pay
+//! for a thread hand-off (once the rayon workers are kept
 //! polling for work, [`WarmWorkers`](crate::cpu::WarmWorkers), a product split
 //! from 100³ up is faster: 2-core AMD EPYC Zen 5, best of 3 interleaved,
 //! 100³ 1.4×, 128³ 1.5× at AVX-512 and 1.7× at AVX2; before them, 128³ was
