@@ -157,9 +157,8 @@ fn rows_into(x: &[f32], w: MatRef, jc: usize, steps: std::ops::Range<usize>, acc
                 }
                 p += 4;
             }
-            for p in p..steps.end {
-                let xp = x[p];
-                for (v, &r) in acc.iter_mut().zip(row(p)) {
+            for (q, &xp) in x[p..steps.end].iter().enumerate() {
+                for (v, &r) in acc.iter_mut().zip(row(p + q)) {
                     *v = fma_f32(xp, r, *v);
                 }
             }
