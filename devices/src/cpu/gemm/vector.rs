@@ -186,7 +186,9 @@ fn from_columns(isa: Isa, x: &[f32], w: MatRef, j0: usize, out: &mut [f32]) {
                     assert!(w.data.len() > at + (g - 1) * w.cs + xs.len() - 1);
                     // SAFETY: the assert keeps every element the kernel
                     // reads inside W; the caller checked the CPU's support.
-                    unsafe { (kr.run)(xs, w.data[at..].as_ptr(), w.cs, acc.as_mut_ptr()) };
+                    let done =
+                        unsafe { (kr.run)(xs, w.data[at..].as_ptr(), w.cs, acc.as_mut_ptr()) };
+                    steps_in_order(&xs[done..], &w.data[at + done..], w.cs, &mut acc[..g]);
                 }
                 _ => columns_in_order(xs, &w.data[at..], w.cs, &mut acc[..g]),
             }
@@ -204,6 +206,12 @@ fn from_columns(isa: Isa, x: &[f32], w: MatRef, j0: usize, out: &mut [f32]) {
 /// scalar level).
 fn columns_in_order(x: &[f32], w: &[f32], cs: usize, acc: &mut [f32]) {
     acc.fill(0.0);
+    steps_in_order(x, w, cs, acc);
+}
+
+/// `acc[i] += x[p]·w[i·cs + p]`, one fused multiply-add per `p` in
+/// increasing `p`, for each lane `i` (also the steps a [`ColumnsFn`] left).
+fn steps_in_order(x: &[f32], w: &[f32], cs: usize, acc: &mut [f32]) {
     for (p, &xp) in x.iter().enumerate() {
         for (i, v) in acc.iter_mut().enumerate() {
             *v = fma_f32(xp, w[i * cs + p], *v);
@@ -215,12 +223,14 @@ fn columns_in_order(x: &[f32], w: &[f32], cs: usize, acc: &mut [f32]) {
 const MAX_LANES: usize = 16;
 
 /// `run(x, w, cs, acc)`: `acc[i] = Σ_p x[p]·w[i·cs + p]` for the kernel's
-/// lanes `i`, from +0.0 in increasing `p` (one fused multiply-add each).
+/// lanes `i`, from +0.0 in increasing `p` (one fused multiply-add each), over
+/// the whole blocks of `lanes` steps; returns how many steps that is (the
+/// rest is left to [`steps_in_order`]).
 ///
 /// # Safety
 /// Every `w[i·cs + p]` (`i` < lanes, `p < x.len()`) is readable, `acc` holds
 /// the kernel's lanes, and the CPU supports the kernel's level.
-type ColumnsFn = unsafe fn(&[f32], *const f32, usize, *mut f32);
+type ColumnsFn = unsafe fn(&[f32], *const f32, usize, *mut f32) -> usize;
 
 /// A kernel of [`ColumnsFn`] for one level: it reads `lanes` columns of W,
 /// `lanes` steps of `k` at a time, and transposes them in registers.
@@ -249,69 +259,67 @@ impl ColumnKernel {
     }
 }
 
-/// The steps past the last whole transposed block, lane by lane, into the
-/// accumulators stored at `acc`.
-///
-/// # Safety
-/// As [`ColumnsFn`], for `lanes` lanes and steps `from..x.len()`.
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-unsafe fn steps_left(
-    x: &[f32],
-    from: usize,
-    w: *const f32,
-    cs: usize,
-    acc: *mut f32,
-    lanes: usize,
-) {
-    for (p, &xp) in x.iter().enumerate().skip(from) {
-        for i in 0..lanes {
-            *acc.add(i) = fma_f32(xp, *w.add(i * cs + p), *acc.add(i));
+/// A [`ColumnsFn`] for one level: `lanes × lanes` blocks of W transposed in
+/// registers (`transposed`, from `transpose.rs`) and multiplied in step by
+/// step, the lanes' accumulators in one register.
+macro_rules! column_kernel {
+    (
+        $name:ident,
+        feature: $feature:literal,
+        lanes: $lanes:literal,
+        transposed: $transposed:ident,
+        zero: $zero:ident,
+        load: $load:ident,
+        splat: $splat:ident,
+        fmadd: $fmadd:ident,
+        store: $store:ident $(,)?
+    ) => {
+        /// See [`column_kernel`].
+        ///
+        /// # Safety
+        /// As [`ColumnsFn`].
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = $feature)]
+        unsafe fn $name(x: &[f32], w: *const f32, cs: usize, acc: *mut f32) -> usize {
+            use crate::cpu::transpose::$transposed;
+            use std::arch::x86_64::*;
+            let whole = x.len() / $lanes * $lanes;
+            let mut sum = $zero();
+            for p in (0..whole).step_by($lanes) {
+                let rows = std::array::from_fn(|i| $load(w.add(i * cs + p)));
+                for (q, step) in $transposed(rows).iter().enumerate() {
+                    sum = $fmadd($splat(x[p + q]), *step, sum);
+                }
+            }
+            $store(acc, sum);
+            whole
         }
-    }
+    };
 }
 
-/// [`ColumnsFn`] at AVX-512: 16 × 16 blocks transposed in registers.
-///
-/// # Safety
-/// As [`ColumnsFn`], for 16 lanes.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,fma")]
-unsafe fn columns_avx512(x: &[f32], w: *const f32, cs: usize, acc: *mut f32) {
-    use crate::cpu::transpose::transposed_16x16;
-    use std::arch::x86_64::*;
-    let whole = x.len() / 16 * 16;
-    let mut sum = _mm512_setzero_ps();
-    for p in (0..whole).step_by(16) {
-        let rows = std::array::from_fn(|i| _mm512_loadu_ps(w.add(i * cs + p)));
-        for (q, step) in transposed_16x16(rows).iter().enumerate() {
-            sum = _mm512_fmadd_ps(_mm512_set1_ps(x[p + q]), *step, sum);
-        }
-    }
-    _mm512_storeu_ps(acc, sum);
-    steps_left(x, whole, w, cs, acc, 16);
-}
+column_kernel!(
+    columns_avx512,
+    feature: "avx512f,fma",
+    lanes: 16,
+    transposed: transposed_16x16,
+    zero: _mm512_setzero_ps,
+    load: _mm512_loadu_ps,
+    splat: _mm512_set1_ps,
+    fmadd: _mm512_fmadd_ps,
+    store: _mm512_storeu_ps,
+);
 
-/// [`ColumnsFn`] at AVX2: 8 × 8 blocks transposed in registers.
-///
-/// # Safety
-/// As [`ColumnsFn`], for 8 lanes.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn columns_avx2(x: &[f32], w: *const f32, cs: usize, acc: *mut f32) {
-    use crate::cpu::transpose::transposed_8x8;
-    use std::arch::x86_64::*;
-    let whole = x.len() / 8 * 8;
-    let mut sum = _mm256_setzero_ps();
-    for p in (0..whole).step_by(8) {
-        let rows = std::array::from_fn(|i| _mm256_loadu_ps(w.add(i * cs + p)));
-        for (q, step) in transposed_8x8(rows).iter().enumerate() {
-            sum = _mm256_fmadd_ps(_mm256_set1_ps(x[p + q]), *step, sum);
-        }
-    }
-    _mm256_storeu_ps(acc, sum);
-    steps_left(x, whole, w, cs, acc, 8);
-}
+column_kernel!(
+    columns_avx2,
+    feature: "avx2,fma",
+    lanes: 8,
+    transposed: transposed_8x8,
+    zero: _mm256_setzero_ps,
+    load: _mm256_loadu_ps,
+    splat: _mm256_set1_ps,
+    fmadd: _mm256_fmadd_ps,
+    store: _mm256_storeu_ps,
+);
 
 /// `c[j] = c[j] + acc[j]` (step 3 of the contract for a later block).
 fn add_into(c: &mut [f32], acc: &[f32]) {
