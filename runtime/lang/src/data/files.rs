@@ -355,28 +355,42 @@ fn split_lines(text: &str) -> impl Iterator<Item = &str> {
     })
 }
 
+/// Whether [`tensor_values`] converts tensors of type `dtype`.
+pub fn converts(dtype: Dtype) -> bool {
+    matches!(dtype, Dtype::F32 | Dtype::F64 | Dtype::F16 | Dtype::BF16)
+}
+
 /// Converts one safetensors tensor to float32 values (F32, F64, F16, BF16).
 pub fn tensor_values(view: &TensorView<'_>) -> Option<Vec<f32>> {
+    let mut out = Vec::new();
+    tensor_values_into(view, &mut out).then_some(out)
+}
+
+/// [`tensor_values`] into `out` (cleared first, its memory reused); false
+/// for an unsupported type.
+pub fn tensor_values_into(view: &TensorView<'_>, out: &mut Vec<f32>) -> bool {
     let data = view.data();
-    Some(match view.dtype() {
-        Dtype::F32 => data
-            .chunks_exact(4)
-            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-            .collect(),
-        Dtype::F64 => data
-            .chunks_exact(8)
-            .map(|b| f64::from_le_bytes(b.try_into().unwrap()) as f32)
-            .collect(),
-        Dtype::F16 => data
-            .chunks_exact(2)
-            .map(|b| f16_to_f32(u16::from_le_bytes([b[0], b[1]])))
-            .collect(),
-        Dtype::BF16 => data
-            .chunks_exact(2)
-            .map(|b| f32::from_bits((u16::from_le_bytes([b[0], b[1]]) as u32) << 16))
-            .collect(),
-        _ => return None,
-    })
+    out.clear();
+    match view.dtype() {
+        Dtype::F32 => out.extend(
+            data.chunks_exact(4)
+                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+        ),
+        Dtype::F64 => out.extend(
+            data.chunks_exact(8)
+                .map(|b| f64::from_le_bytes(b.try_into().unwrap()) as f32),
+        ),
+        Dtype::F16 => out.extend(
+            data.chunks_exact(2)
+                .map(|b| f16_to_f32(u16::from_le_bytes([b[0], b[1]]))),
+        ),
+        Dtype::BF16 => out.extend(
+            data.chunks_exact(2)
+                .map(|b| f32::from_bits((u16::from_le_bytes([b[0], b[1]]) as u32) << 16)),
+        ),
+        _ => return false,
+    }
+    true
 }
 
 pub fn f16_to_f32(h: u16) -> f32 {
