@@ -113,7 +113,7 @@ pub fn generate(
             break;
         }
         f.it.check_cancel(span)?;
-        let logits = f.layer(model, &step)?;
+        let logits = last_logits(&mut f, model, &step)?;
         let t = *step.shape().last().unwrap_or(&0);
         if let Some(c) = f.cache.as_mut() {
             c.pos += t;
@@ -152,6 +152,109 @@ pub fn generate(
     Ok((out.concat(), m))
 }
 
+/// The logits of `model` at the last position of `step` (`[…, 1, V]`): the
+/// trailing layers of a chain that act on each position alone (the final norm
+/// and the head) run on the last position only, so a prompt of T positions
+/// costs one row of the head, not T (GPT-2: 768 × 50257 multiply-adds a
+/// position). The same values: a product's elements do not depend on its
+/// number of rows.
+fn last_logits(f: &mut Forward, model: &Layer, step: &Array) -> Result<Array, Diagnostic> {
+    let t = step.shape().last().copied().unwrap_or(0);
+    let (body, head) = match model {
+        Layer::Chain(children) if t > 1 => {
+            let split = children
+                .iter()
+                .rposition(|c| !per_position(c))
+                .map_or(0, |i| i + 1);
+            if split == 0 || split == children.len() {
+                return f.layer(model, step);
+            }
+            children.split_at(split)
+        }
+        _ => return f.layer(model, step),
+    };
+    let (body, head) = (Layer::Chain(body.to_vec()), Layer::Chain(head.to_vec()));
+    let hidden = f.layer(&body, step)?;
+    let s = hidden.shape().to_vec();
+    if s.len() < 2 || s[s.len() - 2] != t || s[s.len() - 1] == 0 {
+        return f.layer(&head, &hidden);
+    }
+    let d = s[s.len() - 1];
+    let last: Vec<f32> = hidden
+        .to_f32()
+        .chunks_exact(t * d)
+        .flat_map(|rows| rows[(t - 1) * d..].to_vec())
+        .collect();
+    let mut shape = s;
+    let at = shape.len() - 2;
+    shape[at] = 1;
+    f.layer(&head, &Array::from_vec(shape, last))
+}
+
+/// Whether `layer` maps each position on its own, with no state and no
+/// draws (so running it on the last position alone gives that position's
+/// values).
+fn per_position(layer: &Layer) -> bool {
+    matches!(
+        layer,
+        Layer::Linear(_)
+            | Layer::Lora(_)
+            | Layer::Unembed(_)
+            | Layer::RmsNorm(_)
+            | Layer::LayerNorm(_)
+            | Layer::Activation(_)
+            | Layer::SwiGlu(_)
+    )
+}
+
 fn sampling_error(span: Span, e: sampling::SamplingError) -> Diagnostic {
     Diagnostic::of(e.code()).at(span, e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::eval::Workspace;
+    use crate::value::Value;
+
+    /// The logits `generate` computes for a prompt's last position are those
+    /// of the whole forward pass, bit for bit, with a head of several
+    /// per-position layers (a norm, a linear layer fused with its activation,
+    /// the tied head) after the blocks.
+    #[test]
+    fn the_last_positions_logits_are_those_of_the_whole_pass() {
+        let mut it = Interp::new(Workspace::new());
+        let src = "e = embed(40, 16, 0)\n\
+            block = residual(chain(rms_norm(16, 1, 1e-5), causal_attention(16, 2, 1, 1, rope(8, 10000))))\n\
+            m = chain(e, block, rms_norm(16, 1, 1e-5), linear(16, 16, 3), relu_layer(), unembed(e))\n0";
+        let parsed = mlpl_syntax::parse(src);
+        it.run(&parsed.program).expect("the model builds");
+        let Some(Value::Model(m)) = it.ws.get("m").cloned() else {
+            panic!("m is not a model")
+        };
+        for prompt in [
+            vec![3.0, 7.0, 11.0, 2.0, 5.0],
+            vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0],
+        ] {
+            let (t, rows) = (prompt.len(), if prompt.len() == 6 { 2 } else { 1 });
+            let shape = if rows == 2 { vec![2, 3] } else { vec![t] };
+            let ids = Array::from_vec(shape, prompt);
+            let span = Span::default();
+            let whole = Forward::new(&mut it, span, span).layer(&m.0, &ids).unwrap();
+            let mut f = Forward::new(&mut it, span, span);
+            let last = last_logits(&mut f, &m.0, &ids).unwrap();
+            let per_row = t / rows;
+            let whole = whole.to_f32();
+            let expected: Vec<u32> = whole
+                .chunks_exact(per_row * 40)
+                .flat_map(|row| row[(per_row - 1) * 40..].iter().map(|x| x.to_bits()))
+                .collect();
+            let got: Vec<u32> = last.to_f32().iter().map(|x| x.to_bits()).collect();
+            assert_eq!(got, expected, "prompt of {rows} row(s)");
+            let mut s = ids.shape().to_vec();
+            s.push(40);
+            *s.iter_mut().rev().nth(1).unwrap() = 1;
+            assert_eq!(last.shape(), s.as_slice());
+        }
+    }
 }
