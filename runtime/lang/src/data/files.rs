@@ -363,29 +363,32 @@ pub fn converts(dtype: Dtype) -> bool {
 /// Converts one safetensors tensor to float32 values (F32, F64, F16, BF16).
 pub fn tensor_values(view: &TensorView<'_>) -> Option<Vec<f32>> {
     let mut out = Vec::new();
-    tensor_values_into(view, &mut out).then_some(out)
+    extend_values(view.dtype(), view.data(), &mut out).then_some(out)
 }
 
-/// [`tensor_values`] into `out` (cleared first, its memory reused); false
-/// for an unsupported type.
-pub fn tensor_values_into(view: &TensorView<'_>, out: &mut Vec<f32>) -> bool {
-    let data = view.data();
-    out.clear();
-    match view.dtype() {
+/// Appends the elements of `bytes` (little-endian, of type `dtype`)
+/// converted to float32 to `out`; false for a type [`converts`] refuses.
+/// Whole elements only: a trailing partial one is ignored.
+pub fn extend_values(dtype: Dtype, bytes: &[u8], out: &mut Vec<f32>) -> bool {
+    match dtype {
         Dtype::F32 => out.extend(
-            data.chunks_exact(4)
+            bytes
+                .chunks_exact(4)
                 .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
         ),
         Dtype::F64 => out.extend(
-            data.chunks_exact(8)
+            bytes
+                .chunks_exact(8)
                 .map(|b| f64::from_le_bytes(b.try_into().unwrap()) as f32),
         ),
         Dtype::F16 => out.extend(
-            data.chunks_exact(2)
+            bytes
+                .chunks_exact(2)
                 .map(|b| f16_to_f32(u16::from_le_bytes([b[0], b[1]]))),
         ),
         Dtype::BF16 => out.extend(
-            data.chunks_exact(2)
+            bytes
+                .chunks_exact(2)
                 .map(|b| f32::from_bits((u16::from_le_bytes([b[0], b[1]]) as u32) << 16)),
         ),
         _ => return false,

@@ -353,6 +353,51 @@ fn sharded_and_bf16_checkpoints_load() {
     let _ = std::fs::remove_dir_all(&data);
 }
 
+/// A damaged checkpoint file is an error naming the file, never a crash:
+/// cut short (its tensors' bytes missing), a header length past its end, a
+/// tensor whose byte range does not hold its shape. Nothing is bound.
+#[test]
+fn damaged_checkpoint_files_are_errors() {
+    let data = copy_checkpoint("llama");
+    let st = data.join("ck/model.safetensors");
+    let whole = std::fs::read(&st).unwrap();
+    let header = u64::from_le_bytes(whole[..8].try_into().unwrap()) as usize;
+    let mut text = String::from_utf8(whole[8..8 + header].to_vec()).unwrap();
+    // The first tensor's end offset one element short of its shape.
+    let at = text
+        .find("\"data_offsets\":[0,")
+        .expect("a tensor at offset 0");
+    let end_at = at + "\"data_offsets\":[0,".len();
+    let end: String = text[end_at..]
+        .chars()
+        .take_while(|c| c.is_ascii_digit())
+        .collect();
+    let short = (end.parse::<usize>().unwrap() - 4).to_string();
+    text.replace_range(
+        end_at..end_at + end.len(),
+        &format!("{short:<width$}", width = end.len()),
+    );
+    let mut misshaped = whole[..8].to_vec();
+    misshaped.extend_from_slice(text.as_bytes());
+    misshaped.extend_from_slice(&whole[8 + header..]);
+    let mut too_long = whole.clone();
+    too_long[..8].copy_from_slice(&(whole.len() as u64).to_le_bytes());
+    for (what, bytes) in [
+        ("cut short", whole[..whole.len() - 100].to_vec()),
+        ("header past the end", too_long),
+        ("range off its shape", misshaped),
+        ("empty", Vec::new()),
+    ] {
+        std::fs::write(&st, bytes).unwrap();
+        let out = run_in("m = hf_model(\"ck\")\n0", Some(&data));
+        let d = out.result.expect_err(what);
+        assert_eq!(d.code, "E0406", "{what}: {}", d.message);
+        let said = format!("{:?}", d.primary);
+        assert!(said.contains("model.safetensors"), "{what}: {said}");
+    }
+    let _ = std::fs::remove_dir_all(&data);
+}
+
 #[test]
 fn hf_save_refuses_a_model_of_no_family() {
     let data = temp_dir("hf-save");

@@ -14,14 +14,14 @@ mod shard;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 
-use safetensors::tensor::{Dtype, SafeTensors, TensorView};
+use safetensors::tensor::{Dtype, TensorInfo, TensorView};
 
 use self::config::Config;
 use self::mapping::{Binding, Layout};
-use self::shard::ShardBytes;
+use self::shard::Shard;
 use super::init::{bind_param, next_id};
 use super::layers::Layer;
-use crate::data::files::{converts, tensor_values, tensor_values_into};
+use crate::data::files::converts;
 use crate::eval::Interp;
 use crate::value::{Array, Value};
 
@@ -86,26 +86,28 @@ fn shard_files(dir: &Path) -> Result<Vec<String>, HfError> {
     Ok(shards.into_iter().collect())
 }
 
-/// Every tensor of the checkpoint whose files are `shards` (name, bytes),
-/// by name, not yet converted: a view into its file's bytes.
-fn tensor_views(
-    shards: &[(String, ShardBytes)],
-) -> Result<BTreeMap<String, TensorView<'_>>, HfError> {
-    let mut out = BTreeMap::new();
-    for (f, bytes) in shards {
-        let st = SafeTensors::deserialize(bytes)
-            .map_err(|e| HfError::Malformed(format!("{f} is not a safetensors file: {e}")))?;
-        for (name, view) in st.tensors() {
-            if !converts(view.dtype()) {
+/// The files of the checkpoint in `dir`, open, and where each tensor is: its
+/// file's index and its type, shape and bytes there, by name.
+type Index = (Vec<Shard>, BTreeMap<String, (usize, TensorInfo)>);
+
+/// Opens every file of the checkpoint in `dir` and reads their headers.
+fn open_shards(dir: &Path) -> Result<Index, HfError> {
+    let mut shards = Vec::new();
+    let mut tensors = BTreeMap::new();
+    for f in shard_files(dir)? {
+        let (shard, infos) = Shard::open(dir, &f)?;
+        for (name, info) in infos {
+            if !converts(info.dtype) {
                 return Err(HfError::Malformed(format!(
                     "tensor `{name}` of {f} has unsupported type {:?}",
-                    view.dtype()
+                    info.dtype
                 )));
             }
-            out.insert(name, view);
+            tensors.insert(name, (shards.len(), info));
         }
+        shards.push(shard);
     }
-    Ok(out)
+    Ok((shards, tensors))
 }
 
 /// Tensors of a checkpoint that are buffers, not parameters.
@@ -206,11 +208,7 @@ pub fn load(it: &mut Interp, dir: &Path) -> Result<Layer, HfError> {
     let text = String::from_utf8(read(&dir.join("config.json"))?)
         .map_err(|_| HfError::Malformed("config.json is not UTF-8".into()))?;
     let config = Config::parse(&text).map_err(HfError::Malformed)?;
-    let shards = shard_files(dir)?
-        .into_iter()
-        .map(|f| Ok((f.clone(), ShardBytes::open(&dir.join(&f))?)))
-        .collect::<Result<Vec<_>, HfError>>()?;
-    let tensors = tensor_views(&shards)?;
+    let (shards, tensors) = open_shards(dir)?;
     let layer = mapping::build(&config, &mut || next_id(it));
     let (_, bindings) = mapping::plan(&layer).map_err(HfError::NotAFamily)?;
     let mut missing = BTreeSet::new();
@@ -221,11 +219,11 @@ pub fn load(it: &mut Interp, dir: &Path) -> Result<Layer, HfError> {
             None => {
                 missing.insert(b.hf.clone());
             }
-            Some(t) if t.shape() != b.hf_shape => {
+            Some((_, t)) if t.shape != b.hf_shape => {
                 misshaped.insert(format!(
                     "`{}` is {}, expected {}",
                     b.hf,
-                    shape_text(t.shape()),
+                    shape_text(&t.shape),
                     shape_text(&b.hf_shape)
                 ));
             }
@@ -244,31 +242,32 @@ pub fn load(it: &mut Interp, dir: &Path) -> Result<Layer, HfError> {
             unexpected,
         });
     }
-    // One tensor converted at a time, straight into its parameter: the load
-    // holds the model's parameters and one tensor beside them (the files are
-    // mapped, not read, each tensor's pages given back once converted). A
-    // tensor stored in another layout is converted into one buffer reused
-    // from tensor to tensor (fresh memory is zeroed by the system: a new
-    // buffer each time doubled the load's time), once for consecutive
-    // bindings of it (GPT-2's `c_attn`).
+    // One tensor read and converted at a time, straight into its parameter
+    // (`Shard::read_values`): the load holds the model's parameters and, for
+    // a tensor in another layout, its values in a buffer reused from tensor
+    // to tensor (fresh memory is zeroed by the system: new buffers each time
+    // doubled the load's time), converted once for consecutive bindings of
+    // it (GPT-2's `c_attn`). Bound only once all are read.
+    let mut bytes = Vec::new();
     let mut scratch: (Option<&str>, Vec<f32>) = (None, Vec::new());
-    for (i, b) in bindings.iter().enumerate() {
-        let view = &tensors[&b.hf];
+    let mut params = Vec::with_capacity(bindings.len());
+    for b in &bindings {
+        let (shard, info) = &tensors[&b.hf];
         let values = if matches!(b.layout, Layout::Same | Layout::Row) {
-            tensor_values(view).expect("types checked")
+            let mut values = Vec::new();
+            shards[*shard].read_values(info, &mut bytes, &mut values)?;
+            values
         } else {
             if scratch.0 != Some(b.hf.as_str()) {
-                tensor_values_into(view, &mut scratch.1);
+                shards[*shard].read_values(info, &mut bytes, &mut scratch.1)?;
                 scratch.0 = Some(&b.hf);
             }
-            to_param(b, view.shape(), &scratch.1)
+            to_param(b, &info.shape, &scratch.1)
         };
-        if bindings.get(i + 1).is_none_or(|next| next.hf != b.hf) {
-            for (_, bytes) in &shards {
-                bytes.release(view.data());
-            }
-        }
-        bind_param(it, &b.param, Array::from_vec(b.shape.clone(), values));
+        params.push((&b.param, Array::from_vec(b.shape.clone(), values)));
+    }
+    for (name, values) in params {
+        bind_param(it, name, values);
     }
     Ok(layer)
 }

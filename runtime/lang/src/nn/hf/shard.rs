@@ -1,79 +1,120 @@
-//! The bytes of one `.safetensors` file of a checkpoint: memory-mapped, so a
-//! load holds no copy of the file, only the pages the conversion is reading,
-//! each tensor's pages given back once it is converted ([`ShardBytes::release`])
-//! (read in full on wasm32, which has no memory maps and no files anyway).
+//! One `.safetensors` file of a checkpoint, read a tensor at a time: its
+//! header (each tensor's name, type, shape and byte range) when opened, a
+//! tensor's values when asked, converted to f32 as they are read, a
+//! [`CHUNK`] of the file at a time. A load so holds no copy of the file, not
+//! even of one tensor's bytes, and a file cut short or rewritten while it
+//! loads is an error (E0405, E0406), not a crash (a memory map of it would
+//! fault).
 
-use std::ops::Deref;
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 
+use safetensors::tensor::{Metadata, TensorInfo};
+
 use super::HfError;
+use crate::data::files::extend_values;
 
-/// A checkpoint file's bytes (see the module's documentation).
-pub(super) struct ShardBytes {
-    #[cfg(not(target_arch = "wasm32"))]
-    map: memmap2::Mmap,
-    #[cfg(target_arch = "wasm32")]
-    bytes: Vec<u8>,
+/// Bytes read from the file at a time (inside every x86-64 L2 cache, where
+/// the conversion then reads them).
+const CHUNK: usize = 1 << 20;
+
+/// Largest header read (the `safetensors` crate's limit).
+const MAX_HEADER: u64 = 100_000_000;
+
+/// An open checkpoint file (see the module's documentation).
+pub(super) struct Shard {
+    name: String,
+    file: File,
+    /// Where the tensors' bytes start: after the length and the header.
+    data_start: u64,
 }
 
-impl ShardBytes {
-    /// Maps (or reads) the file at `path`.
-    pub(super) fn open(path: &Path) -> Result<ShardBytes, HfError> {
+impl Shard {
+    /// Opens `dir/name` and reads its header: the file and its tensors.
+    pub(super) fn open(
+        dir: &Path,
+        name: &str,
+    ) -> Result<(Shard, Vec<(String, TensorInfo)>), HfError> {
+        let path = dir.join(name);
         let io = |e: std::io::Error| HfError::Io(format!("{}: {e}", path.display()));
-        #[cfg(not(target_arch = "wasm32"))]
-        {
-            let file = std::fs::File::open(path).map_err(io)?;
-            // SAFETY: the map is read-only and lives as long as the load; a
-            // checkpoint file truncated by another process meanwhile would
-            // fault, which `transformers` and `candle` accept as well (they
-            // map checkpoints the same way).
-            let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io)?;
-            Ok(ShardBytes { map })
+        let bad =
+            |why: String| HfError::Malformed(format!("{name} is not a safetensors file: {why}"));
+        let mut file = File::open(&path).map_err(io)?;
+        let file_len = file.metadata().map_err(io)?.len();
+        let mut len = [0u8; 8];
+        file.read_exact(&mut len)
+            .map_err(|_| bad("shorter than its header's length".into()))?;
+        let header_len = u64::from_le_bytes(len);
+        if header_len > MAX_HEADER || 8 + header_len > file_len {
+            return Err(bad(format!("a header of {header_len} bytes")));
         }
-        #[cfg(target_arch = "wasm32")]
-        {
-            Ok(ShardBytes {
-                bytes: std::fs::read(path).map_err(io)?,
-            })
+        let mut header = vec![0u8; header_len as usize];
+        file.read_exact(&mut header).map_err(io)?;
+        let meta: Metadata =
+            serde_json::from_slice(&header).map_err(|e| bad(format!("its header: {e}")))?;
+        let data_len = file_len - 8 - header_len;
+        let mut tensors: Vec<(String, TensorInfo)> = meta
+            .tensors()
+            .into_iter()
+            .map(|(k, info)| (k, info.clone()))
+            .collect();
+        tensors.sort_by(|a, b| a.0.cmp(&b.0));
+        for (k, info) in &tensors {
+            let (start, end) = info.data_offsets;
+            let bytes = info
+                .shape
+                .iter()
+                .try_fold(info.dtype.size(), |n, &d| n.checked_mul(d));
+            if end as u64 > data_len {
+                return Err(bad(format!(
+                    "tensor `{k}` is at bytes {start}..{end} of the data, which ends at {data_len} (the file is cut short?)"
+                )));
+            }
+            if end < start || bytes != Some(end - start) {
+                return Err(bad(format!(
+                    "tensor `{k}` has {} bytes ({start}..{end}), not those of its shape {:?} of {:?}",
+                    end.saturating_sub(start),
+                    info.shape,
+                    info.dtype
+                )));
+            }
         }
+        let shard = Shard {
+            name: name.to_string(),
+            file,
+            data_start: 8 + header_len,
+        };
+        Ok((shard, tensors))
     }
-}
 
-impl ShardBytes {
-    /// Gives the pages of `bytes` back to the system if they lie in this
-    /// file (the process's resident memory then holds the converted
-    /// parameters, not the file too); reading them again reads the file.
-    pub(super) fn release(&self, bytes: &[u8]) {
-        let base = self.as_ptr() as usize;
-        let start = bytes.as_ptr() as usize;
-        if bytes.is_empty() || start < base || start + bytes.len() > base + self.len() {
-            return;
+    /// The values of tensor `info` (one of this file's, of a type
+    /// [`converts`](crate::data::files::converts) takes) as f32, into `out`
+    /// (cleared first), read through `buf` a [`CHUNK`] at a time.
+    pub(super) fn read_values(
+        &self,
+        info: &TensorInfo,
+        buf: &mut Vec<u8>,
+        out: &mut Vec<f32>,
+    ) -> Result<(), HfError> {
+        let (start, end) = info.data_offsets;
+        let size = info.dtype.size();
+        out.clear();
+        out.reserve_exact((end - start) / size);
+        buf.resize(CHUNK / size * size, 0);
+        let io = |e: std::io::Error| {
+            HfError::Io(format!("{}: {e} (changed while it was read?)", self.name))
+        };
+        let mut file = &self.file;
+        file.seek(SeekFrom::Start(self.data_start + start as u64))
+            .map_err(io)?;
+        let mut left = end - start;
+        while left > 0 {
+            let piece = &mut buf[..left.min(CHUNK / size * size)];
+            file.read_exact(piece).map_err(io)?;
+            extend_values(info.dtype, piece, out);
+            left -= piece.len();
         }
-        #[cfg(unix)]
-        {
-            // SAFETY: the map is a read-only mapping of a file this process
-            // does not write: dropped pages read back as the same bytes, so
-            // the views into them stay valid. `madvise` rounds the range to
-            // whole pages, which may take in a neighbour's page (same
-            // argument). A failure only leaves the pages resident.
-            let _ = unsafe {
-                self.map.unchecked_advise_range(
-                    memmap2::UncheckedAdvice::DontNeed,
-                    start - base,
-                    bytes.len(),
-                )
-            };
-        }
-    }
-}
-
-impl Deref for ShardBytes {
-    type Target = [u8];
-
-    fn deref(&self) -> &[u8] {
-        #[cfg(not(target_arch = "wasm32"))]
-        return &self.map;
-        #[cfg(target_arch = "wasm32")]
-        return &self.bytes;
+        Ok(())
     }
 }
