@@ -5,11 +5,12 @@ use super::site::CallSite;
 use mlpl_diag::code;
 use std::collections::HashMap;
 
-use safetensors::tensor::{Dtype, SafeTensors, TensorView};
+use safetensors::tensor::{Dtype, SafeTensors, TensorInfo, TensorView};
 
 use super::ParamKind::*;
 use super::{req, Builtin, Diff, Facts};
 use crate::data::files::tensor_values;
+use crate::data::safetensors_file::{ReadError, SafetensorsFile};
 use crate::data::{corpora, files};
 use crate::eval::Call;
 use crate::value::{Array, Value};
@@ -208,16 +209,20 @@ fn load_weights(c: &mut Call) -> Result<Value, Diagnostic> {
     let model = c.model(0)?.0.clone();
     let rel = c.string(1)?.to_string();
     let path = files::resolve(c.it.ws.data_dir.as_deref(), &rel).map_err(|e| path_error(c, e))?;
-    let bytes = std::fs::read(&path)
-        .map_err(|e| c.error_of(1, code::E0405, format!("{}: {e}", path.display())))?;
-    let bad = |c: &Call, message: String| c.error_of(1, code::E0406, message);
-    let st = SafeTensors::deserialize(&bytes)
-        .map_err(|e| bad(c, format!("not a safetensors file: {e}")))?;
+    // The header first, then each tensor read straight into its new values
+    // (never the whole file in memory beside them).
+    let read_error = |c: &Call, e: ReadError| match e {
+        ReadError::Io(m) => c.error_of(1, code::E0405, m),
+        ReadError::Malformed(m) => c.error_of(1, code::E0406, m),
+    };
+    let (file, infos) = SafetensorsFile::open(&path, &rel).map_err(|e| read_error(c, e))?;
+    let infos: HashMap<String, TensorInfo> = infos.into_iter().collect();
     let keyed = crate::nn::checkpoint::keyed_params(&model);
     let span = c.span;
     let mut updates = Vec::with_capacity(keyed.len());
+    let mut buf = Vec::new();
     for (key, p) in &keyed {
-        let view = st.tensor(key).map_err(|_| {
+        let info = infos.get(key).ok_or_else(|| {
             c.error_of(1, code::E0407,
                 format!("no tensor `{key}` in this file"),
             )
@@ -230,14 +235,14 @@ fn load_weights(c: &mut Call) -> Result<Value, Diagnostic> {
             )
         })?;
         let old = crate::nn::param(c.it, &p.name, span)?;
-        if view.shape() != old.shape() {
+        if info.shape != old.shape() {
             return Err(c
                 .error_of(
                     1,
                     code::E0217,
                     format!(
                         "`{key}` is {} in the file",
-                        crate::display::format_named_shape(view.shape(), None)
+                        crate::display::format_named_shape(&info.shape, None)
                     ),
                 )
                 .note(format!(
@@ -246,27 +251,24 @@ fn load_weights(c: &mut Call) -> Result<Value, Diagnostic> {
                     crate::value::named_shape(&old)
                 )));
         }
-        let values = tensor_values(&view).ok_or_else(|| {
-            bad(
-                c,
-                format!("tensor `{key}` has unsupported type {:?}", view.dtype()),
-            )
-        })?;
-        if values.len() != old.numel() {
-            return Err(bad(
-                c,
-                format!("tensor `{key}` has the wrong number of values"),
+        if !files::converts(info.dtype) {
+            return Err(c.error_of(
+                1,
+                code::E0406,
+                format!("tensor `{key}` has unsupported type {:?}", info.dtype),
             ));
         }
+        let mut values = Vec::new();
+        file.read_values(info, &mut buf, &mut values)
+            .map_err(|e| read_error(c, e))?;
         let new = Array::from_vec(old.shape().to_vec(), values)
             .with_names(old.names().map(|n| n.to_vec()))
             .with_placement(old.placement());
         updates.push((p.name.clone(), new));
     }
     let used: std::collections::HashSet<&str> = keyed.iter().map(|(k, _)| k.as_str()).collect();
-    let mut unused: Vec<&String> = st
-        .names()
-        .into_iter()
+    let mut unused: Vec<&String> = infos
+        .keys()
         .filter(|k| !used.contains(k.as_str()))
         .collect();
     unused.sort();

@@ -8,6 +8,7 @@ pub mod datasets;
 pub mod experiments;
 pub mod files;
 pub mod rng;
+pub mod safetensors_file;
 pub mod sampling;
 pub mod svg;
 pub mod tokenizer;

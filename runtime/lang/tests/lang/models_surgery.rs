@@ -421,6 +421,14 @@ fn load_weights_errors_leave_the_model_unchanged() {
         s.error_code("load_weights(w, \"bad.safetensors\")"),
         "E0406"
     );
+    // A checkpoint cut short: its header names bytes the file lacks.
+    s.eval("save(w, \"whole.safetensors\")");
+    let whole = std::fs::read(dir.join("whole.safetensors")).unwrap();
+    std::fs::write(dir.join("cut.safetensors"), &whole[..whole.len() - 4]).unwrap();
+    assert_eq!(
+        s.error_code("load_weights(w, \"cut.safetensors\")"),
+        "E0406"
+    );
     assert_eq!(s.error_code("save(w, \"w.csv\")"), "E0401");
     let mut none = Session::new(None, None);
     assert_eq!(

@@ -9,7 +9,6 @@
 
 pub mod config;
 pub mod mapping;
-mod shard;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
@@ -18,10 +17,10 @@ use safetensors::tensor::{Dtype, TensorInfo, TensorView};
 
 use self::config::Config;
 use self::mapping::{Binding, Layout};
-use self::shard::Shard;
 use super::init::{bind_param, next_id};
 use super::layers::Layer;
 use crate::data::files::converts;
+use crate::data::safetensors_file::{ReadError, SafetensorsFile};
 use crate::eval::Interp;
 use crate::value::{Array, Value};
 
@@ -88,14 +87,14 @@ fn shard_files(dir: &Path) -> Result<Vec<String>, HfError> {
 
 /// The files of the checkpoint in `dir`, open, and where each tensor is: its
 /// file's index and its type, shape and bytes there, by name.
-type Index = (Vec<Shard>, BTreeMap<String, (usize, TensorInfo)>);
+type Index = (Vec<SafetensorsFile>, BTreeMap<String, (usize, TensorInfo)>);
 
 /// Opens every file of the checkpoint in `dir` and reads their headers.
 fn open_shards(dir: &Path) -> Result<Index, HfError> {
     let mut shards = Vec::new();
     let mut tensors = BTreeMap::new();
     for f in shard_files(dir)? {
-        let (shard, infos) = Shard::open(dir, &f)?;
+        let (shard, infos) = SafetensorsFile::open(&dir.join(&f), &f)?;
         for (name, info) in infos {
             if !converts(info.dtype) {
                 return Err(HfError::Malformed(format!(
@@ -108,6 +107,15 @@ fn open_shards(dir: &Path) -> Result<Index, HfError> {
         shards.push(shard);
     }
     Ok((shards, tensors))
+}
+
+impl From<ReadError> for HfError {
+    fn from(e: ReadError) -> HfError {
+        match e {
+            ReadError::Io(m) => HfError::Io(m),
+            ReadError::Malformed(m) => HfError::Malformed(m),
+        }
+    }
 }
 
 /// Tensors of a checkpoint that are buffers, not parameters.
@@ -243,7 +251,7 @@ pub fn load(it: &mut Interp, dir: &Path) -> Result<Layer, HfError> {
         });
     }
     // One tensor read and converted at a time, straight into its parameter
-    // (`Shard::read_values`): the load holds the model's parameters and, for
+    // (`SafetensorsFile::read_values`): the load holds the model's parameters and, for
     // a tensor in another layout, its values in a buffer reused from tensor
     // to tensor (fresh memory is zeroed by the system: new buffers each time
     // doubled the load's time), converted once for consecutive bindings of

@@ -1,9 +1,10 @@
-//! One `.safetensors` file of a checkpoint, read a tensor at a time: its
+//! A `.safetensors` file (a checkpoint or one of its shards, `save`'s
+//! files), read a tensor at a time: its
 //! header (each tensor's name, type, shape and byte range) when opened, a
 //! tensor's values when asked, converted to f32 as they are read, a
 //! [`CHUNK`] of the file at a time. A load so holds no copy of the file, not
 //! even of one tensor's bytes, and a file cut short or rewritten while it
-//! loads is an error (E0405, E0406), not a crash (a memory map of it would
+//! loads is an error ([`ReadError`]), not a crash (a memory map of it would
 //! fault).
 
 use std::fs::File;
@@ -12,8 +13,16 @@ use std::path::Path;
 
 use safetensors::tensor::{Metadata, TensorInfo};
 
-use super::HfError;
-use crate::data::files::extend_values;
+use super::files::extend_values;
+
+/// Why a file could not be read.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ReadError {
+    /// The file could not be opened or read (E0405).
+    Io(String),
+    /// It is not a safetensors file, or its header does not fit its bytes (E0406).
+    Malformed(String),
+}
 
 /// Bytes read from the file at a time (inside every x86-64 L2 cache, where
 /// the conversion then reads them).
@@ -22,25 +31,25 @@ const CHUNK: usize = 1 << 20;
 /// Largest header read (the `safetensors` crate's limit).
 const MAX_HEADER: u64 = 100_000_000;
 
-/// An open checkpoint file (see the module's documentation).
-pub(super) struct Shard {
+/// An open safetensors file (see the module's documentation).
+pub struct SafetensorsFile {
     name: String,
     file: File,
     /// Where the tensors' bytes start: after the length and the header.
     data_start: u64,
 }
 
-impl Shard {
-    /// Opens `dir/name` and reads its header: the file and its tensors.
-    pub(super) fn open(
-        dir: &Path,
+impl SafetensorsFile {
+    /// Opens `path` and reads its header: the file and its tensors, by name;
+    /// errors name the file as `name`.
+    pub fn open(
+        path: &Path,
         name: &str,
-    ) -> Result<(Shard, Vec<(String, TensorInfo)>), HfError> {
-        let path = dir.join(name);
-        let io = |e: std::io::Error| HfError::Io(format!("{}: {e}", path.display()));
+    ) -> Result<(SafetensorsFile, Vec<(String, TensorInfo)>), ReadError> {
+        let io = |e: std::io::Error| ReadError::Io(format!("{}: {e}", path.display()));
         let bad =
-            |why: String| HfError::Malformed(format!("{name} is not a safetensors file: {why}"));
-        let mut file = File::open(&path).map_err(io)?;
+            |why: String| ReadError::Malformed(format!("{name} is not a safetensors file: {why}"));
+        let mut file = File::open(path).map_err(io)?;
         let file_len = file.metadata().map_err(io)?.len();
         let mut len = [0u8; 8];
         file.read_exact(&mut len)
@@ -80,30 +89,30 @@ impl Shard {
                 )));
             }
         }
-        let shard = Shard {
+        let opened = SafetensorsFile {
             name: name.to_string(),
             file,
             data_start: 8 + header_len,
         };
-        Ok((shard, tensors))
+        Ok((opened, tensors))
     }
 
     /// The values of tensor `info` (one of this file's, of a type
     /// [`converts`](crate::data::files::converts) takes) as f32, into `out`
     /// (cleared first), read through `buf` a [`CHUNK`] at a time.
-    pub(super) fn read_values(
+    pub fn read_values(
         &self,
         info: &TensorInfo,
         buf: &mut Vec<u8>,
         out: &mut Vec<f32>,
-    ) -> Result<(), HfError> {
+    ) -> Result<(), ReadError> {
         let (start, end) = info.data_offsets;
         let size = info.dtype.size();
         out.clear();
         out.reserve_exact((end - start) / size);
         buf.resize(CHUNK / size * size, 0);
         let io = |e: std::io::Error| {
-            HfError::Io(format!("{}: {e} (changed while it was read?)", self.name))
+            ReadError::Io(format!("{}: {e} (changed while it was read?)", self.name))
         };
         let mut file = &self.file;
         file.seek(SeekFrom::Start(self.data_start + start as u64))
