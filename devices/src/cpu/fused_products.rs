@@ -290,13 +290,15 @@ mod tests {
 
     /// Shapes that take each of the GEMM's paths on two threads: small
     /// (read in place), row slabs, column slabs, runs of blocks of k.
-    /// Tiles of every kind, and matrix-vector products (one row, one column).
-    const SHAPES: [(usize, usize, usize); 6] = [
+    /// Tiles of every kind, and matrix-vector products (one row, a few rows,
+    /// one column).
+    const SHAPES: [(usize, usize, usize); 7] = [
         (24, 40, 36),
         (300, 72, 530),
         (70, 600, 300),
         (64, 48, 1100),
         (1, 2100, 530),
+        (3, 2100, 530),
         (300, 1, 530),
     ];
 

@@ -46,17 +46,22 @@ pub(crate) const PAR_FLOPS: usize = 96 * 96 * 96;
 /// the module's documentation).
 const SPLIT_FLOPS: usize = 100 * 100 * 100;
 
-/// Multiply-adds from which a product of one row or one column (a
-/// matrix-vector product, see `vector.rs`) is split across threads: it reads
-/// each element of its matrix once, so the threads' caches and memory
-/// bandwidth count from a smaller size (512 KiB of matrix).
+/// Elements of the matrix from which a product of one column or of up to
+/// [`FEW_ROWS`](vector::FEW_ROWS) rows (matrix-vector products, see
+/// `vector.rs`) is split across threads: it reads each element of its
+/// matrix once, so the threads' caches and memory bandwidth count from a
+/// smaller size (512 KiB of matrix).
 const VECTOR_SPLIT_FLOPS: usize = 128 * 1024;
 
 /// Whether a product of `m × n` outputs and inner size `k` is split across
 /// threads ([`SPLIT_FLOPS`], [`VECTOR_SPLIT_FLOPS`]).
 fn splits(m: usize, n: usize, k: usize) -> bool {
-    let flops = m * n * k;
-    flops >= SPLIT_FLOPS || ((m == 1 || n == 1) && flops >= VECTOR_SPLIT_FLOPS)
+    let matrix = match (m, n) {
+        (_, 1) => m * k,
+        (..=vector::FEW_ROWS, _) => n * k,
+        _ => 0,
+    };
+    m * n * k >= SPLIT_FLOPS || matrix >= VECTOR_SPLIT_FLOPS
 }
 
 /// How an operand of a product is stored: as the matrix itself (row-major) or

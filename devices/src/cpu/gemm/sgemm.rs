@@ -25,8 +25,9 @@
 //! row and column strides, so a transposed operand is never copied first.
 //!
 //! Five variants change only who computes what, never an element's
-//! operations: a product of one row of C, or one column, is a
-//! matrix-vector product, one SIMD lane per element of C (`vector.rs`); a
+//! operations: a product of one row of C, or one column, or of up to four
+//! rows with a row-major B, is a matrix-vector product, one SIMD lane per
+//! element of C (`vector.rs`); a
 //! row-major A is read in place, or copied row by row when its
 //! rows would alias in the L1 cache, not transposed into panels, unless the
 //! product is wide enough to amortise the transposition ([`a_tiles`]); a single-threaded product that is small, or has a small output and a
@@ -979,6 +980,14 @@ mod tests {
             (1, 4096 + 40, 300),
             (131, 1, 600),
             (1, 1, 300),
+            // A few rows with a row-major B (`FEW_ROWS`): chunks of each
+            // row's accumulators, the last columns past whole spans of 16,
+            // steps past whole groups of 4; split by runs of blocks (515) and
+            // by columns (300); one column.
+            (2, 2 * 64 + 37, 600),
+            (3, 2048 + 40, 2 * KC + 3),
+            (4, 4096 + 40, 300),
+            (3, 1, 300),
             (150, 65, 256),
             (130, 70, 300),
             (40, 200, 512),

@@ -1,5 +1,6 @@
 //! Products with one row of C (`x·W`, a row vector times a matrix: every
-//! projection of a token decoded with a key/value cache) or one column
+//! projection of a token decoded with a key/value cache), up to [`FEW_ROWS`]
+//! rows with a row-major W (a batch of decoded tokens), or one column
 //! (`A·x`), computed as matrix-vector products rather than in tiles.
 //!
 //! A tile of `MR` rows computes one live row and `MR − 1` of padding (1 in 8
@@ -14,7 +15,8 @@
 //!
 //! * B with contiguous rows (`x·W`, `W` stored `[k, n]`): each row's piece is
 //!   multiplied into a chunk of accumulators that stays in the L1 cache
-//!   ([`CHUNK`] columns), four rows at a time;
+//!   ([`CHUNK`] accumulators, for each row of A), four rows at a time: W is
+//!   read once for all of A's rows;
 //! * B with contiguous columns (`x·Wᵀ`, `W` stored `[n, k]`): a group of
 //!   one register's lanes of columns (16 at AVX-512, 8 at AVX2) is read
 //!   `lanes` steps of `k` at a time, the square block transposed in registers
@@ -38,6 +40,11 @@ use std::cell::RefCell;
 /// pass).
 const CHUNK: usize = 4096;
 
+/// Rows of A up to which a product with a row-major B is computed here (each
+/// element of W then does that many multiply-adds as it streams past; from
+/// 5 rows on, the tiles' padding is at most 3 rows in 8).
+pub(super) const FEW_ROWS: usize = 4;
+
 /// Columns a task of a row-major B covers at least (a cache line).
 const LINE: usize = 16;
 
@@ -49,8 +56,9 @@ thread_local! {
 /// Computes `product` into `c` on up to `threads` threads, with the kernels
 /// of `isa` (which the CPU supports), and returns true when it has one row,
 /// or one column stored contiguously (`ldc` 1), and B (A for a column) has a
-/// contiguous dimension; returns false, touching nothing, otherwise, and when
-/// the product is better split by runs of `KC` blocks (see below).
+/// contiguous dimension, or up to [`FEW_ROWS`] rows and a row-major B;
+/// returns false, touching nothing, otherwise, and when the product is
+/// better split by runs of `KC` blocks (see below).
 pub(super) fn sgemm_vector(
     isa: Isa,
     threads: usize,
@@ -59,10 +67,12 @@ pub(super) fn sgemm_vector(
     finish: Option<Finish>,
 ) -> bool {
     let Product { m, n, k, a, b, ldc } = product;
-    // The row vector x (`[1, k]`), the matrix W (`[k, len]`) and C's length.
-    let (x, w, len) = match (m, n) {
-        (1, _) => (a, b, n),
-        (_, 1) if ldc == 1 => (b.t(), a.t(), m),
+    // The row vectors x (`[rows, k]`), the matrix W (`[k, len]`), the
+    // length of C's rows, and whether C is one column (`xᵀ·Aᵀ`).
+    let (x, w, len, rows, column) = match (m, n) {
+        (1, _) => (a, b, n, 1, false),
+        (2..=FEW_ROWS, _) if b.cs == 1 => (a, b, n, m, false),
+        (_, 1) if ldc == 1 => (b.t(), a.t(), m, 1, true),
         _ => return false,
     };
     let row_major = w.cs == 1;
@@ -77,65 +87,113 @@ pub(super) fn sgemm_vector(
     if row_major && split_runs(m, n, k, threads).is_some() {
         return false;
     }
-    with_buffer(&VECTOR_BUFFERS, if x.cs == 1 { 0 } else { k }, |copy| {
-        let x: &[f32] = if x.cs == 1 {
-            &x.data[..k]
-        } else {
-            for (p, v) in copy[..k].iter_mut().enumerate() {
-                *v = x.data[p * x.cs];
-            }
-            &copy[..k]
-        };
-        let unit = if row_major { LINE } else { MAX_LANES };
-        let units = len.div_ceil(unit);
-        let tasks = threads.clamp(1, units);
-        let start = |t: usize| (t * units / tasks * unit).min(len);
-        let shared = SharedC(c.as_mut_ptr());
-        for_each_task(tasks, tasks > 1, |t| {
-            let (j0, j1) = (start(t), start(t + 1));
-            // SAFETY: the tasks' column ranges are disjoint, inside C's
-            // `len` contiguous floats, and C is not read meanwhile.
-            let out = unsafe { std::slice::from_raw_parts_mut(shared.at(j0), j1 - j0) };
-            if row_major {
-                from_rows(x, w, j0, out);
+    // The rows of x one after the other, where they are or copied.
+    let in_place = x.cs == 1 && (rows == 1 || x.rs == k);
+    with_buffer(
+        &VECTOR_BUFFERS,
+        if in_place { 0 } else { rows * k },
+        |copy| {
+            let x: &[f32] = if in_place {
+                &x.data[..rows * k]
             } else {
-                from_columns(isa, x, w, j0, out);
-            }
-            if m == 1 {
-                finish_all(finish.map(|f| f.shifted(0, j0)), 1, j1 - j0, j1 - j0, out);
-            }
-        });
-    });
-    if m > 1 {
+                for (e, v) in copy[..rows * k].iter_mut().enumerate() {
+                    *v = x.data[e / k * x.rs + e % k * x.cs];
+                }
+                &copy[..rows * k]
+            };
+            let unit = if row_major { LINE } else { MAX_LANES };
+            let units = len.div_ceil(unit);
+            let tasks = threads.clamp(1, units);
+            let start = |t: usize| (t * units / tasks * unit).min(len);
+            let shared = SharedC(c.as_mut_ptr());
+            for_each_task(tasks, tasks > 1, |t| {
+                let (j0, j1) = (start(t), start(t + 1));
+                let mut outs: [&mut [f32]; FEW_ROWS] = Default::default();
+                for (r, out) in outs[..rows].iter_mut().enumerate() {
+                    // SAFETY: the tasks' column ranges are disjoint, inside each
+                    // of C's rows (`len` contiguous floats, `ldc` apart), and C
+                    // is not read meanwhile.
+                    *out =
+                        unsafe { std::slice::from_raw_parts_mut(shared.at(r * ldc + j0), j1 - j0) };
+                }
+                let outs = &mut outs[..rows];
+                if row_major {
+                    from_rows(x, w, j0, outs);
+                } else {
+                    from_columns(isa, x, w, j0, outs[0]);
+                }
+                if !column {
+                    for (r, out) in outs.iter_mut().enumerate() {
+                        finish_all(finish.map(|f| f.shifted(r, j0)), 1, j1 - j0, j1 - j0, out);
+                    }
+                }
+            });
+        },
+    );
+    if column {
         finish_all(finish, m, 1, 1, &mut c[..m]);
     }
     true
 }
 
-/// `out[j] = (x·W)[j0 + j]` for a `W` with contiguous rows (`w.cs == 1`).
-fn from_rows(x: &[f32], w: MatRef, j0: usize, out: &mut [f32]) {
-    let k = x.len();
+/// `outs[r][j] = (x·W)[r, j0 + j]` for a `W` with contiguous rows
+/// (`w.cs == 1`) and the `outs.len()` rows of `x` (1 to [`FEW_ROWS`]), one
+/// after the other.
+fn from_rows(x: &[f32], w: MatRef, j0: usize, outs: &mut [&mut [f32]]) {
+    match outs.len() {
+        1 => rows_of::<1>(x, w, j0, outs),
+        2 => rows_of::<2>(x, w, j0, outs),
+        3 => rows_of::<3>(x, w, j0, outs),
+        _ => rows_of::<4>(x, w, j0, outs),
+    }
+}
+
+/// [`from_rows`] for `M` rows, a chunk of `CHUNK / M` columns of each at a
+/// time (the accumulators of every row in the L1 cache together).
+fn rows_of<const M: usize>(x: &[f32], w: MatRef, j0: usize, outs: &mut [&mut [f32]]) {
+    let k = x.len() / M;
+    let (width, chunk) = (outs[0].len(), CHUNK / M);
     let mut acc = Vec::new();
-    for (ci, o) in out.chunks_mut(CHUNK).enumerate() {
-        let jc = j0 + ci * CHUNK;
+    for c0 in (0..width).step_by(chunk) {
+        let cols = c0..(c0 + chunk).min(width);
+        let jc = j0 + c0;
         for (blk, p0) in (0..k).step_by(KC).enumerate() {
             let steps = p0..(p0 + KC).min(k);
+            let mut outs = outs.iter_mut();
+            let mut dst: [&mut [f32]; M] =
+                std::array::from_fn(|_| &mut outs.next().expect("M rows")[cols.clone()]);
             if blk == 0 {
-                rows_into(x, w, jc, steps, o);
+                rows_into(x, k, w, jc, steps, &mut dst);
             } else {
-                acc.resize(o.len(), 0.0);
-                rows_into(x, w, jc, steps, &mut acc);
-                add_into(o, &acc);
+                acc.resize(M * cols.len(), 0.0);
+                let mut parts = acc.chunks_exact_mut(cols.len());
+                let mut sums: [&mut [f32]; M] =
+                    std::array::from_fn(|_| parts.next().expect("M parts"));
+                rows_into(x, k, w, jc, steps, &mut sums);
+                for (o, a) in dst.iter_mut().zip(&sums) {
+                    add_into(o, a);
+                }
             }
         }
     }
 }
 
-/// `acc[j] = Σ_p x[p]·W[p, jc + j]` over `steps`, from +0.0 in increasing `p`.
-fn rows_into(x: &[f32], w: MatRef, jc: usize, steps: std::ops::Range<usize>, acc: &mut [f32]) {
-    let len = acc.len();
+/// `acc[r][j] = Σ_p x[r·k + p]·W[p, jc + j]` over `steps`, from +0.0 in
+/// increasing `p`, for each row `r` of `x` (rows of `k`): each piece of W's
+/// rows read from memory once for all of them (then from the L1 cache).
+fn rows_into<const M: usize>(
+    x: &[f32],
+    k: usize,
+    w: MatRef,
+    jc: usize,
+    steps: std::ops::Range<usize>,
+    acc: &mut [&mut [f32]; M],
+) {
+    let len = acc[0].len();
     let row = |p: usize| &w.data[p * w.rs + jc..][..len];
-    acc.fill(0.0);
+    for a in acc.iter_mut() {
+        a.fill(0.0);
+    }
     vectorised(
         #[inline(always)]
         || {
@@ -143,23 +201,53 @@ fn rows_into(x: &[f32], w: MatRef, jc: usize, steps: std::ops::Range<usize>, acc
             // Four rows per pass over the accumulators: still one
             // multiply-add after the other per element, in increasing `p`.
             while p + 4 <= steps.end {
-                let (x0, x1, x2, x3) = (x[p], x[p + 1], x[p + 2], x[p + 3]);
-                let rows = row(p)
-                    .iter()
-                    .zip(row(p + 1))
-                    .zip(row(p + 2))
-                    .zip(row(p + 3));
-                for (v, (((&r0, &r1), &r2), &r3)) in acc.iter_mut().zip(rows) {
-                    let s = fma_f32(x0, r0, *v);
-                    let s = fma_f32(x1, r1, s);
-                    let s = fma_f32(x2, r2, s);
-                    *v = fma_f32(x3, r3, s);
+                let rows = || {
+                    row(p)
+                        .iter()
+                        .zip(row(p + 1))
+                        .zip(row(p + 2))
+                        .zip(row(p + 3))
+                };
+                let xs = |r: usize| -> [f32; 4] {
+                    let at = r * k + p;
+                    [x[at], x[at + 1], x[at + 2], x[at + 3]]
+                };
+                // Two rows of x per pass where there are two: each loaded
+                // element of W then does two multiply-adds.
+                let (pairs, last) = acc.split_at_mut(M / 2 * 2);
+                for (i, pair) in pairs.chunks_exact_mut(2).enumerate() {
+                    let (xa, xb) = (xs(2 * i), xs(2 * i + 1));
+                    let [a, b] = pair else { unreachable!() };
+                    for ((va, vb), (((&r0, &r1), &r2), &r3)) in
+                        a.iter_mut().zip(b.iter_mut()).zip(rows())
+                    {
+                        let s = fma_f32(xa[0], r0, *va);
+                        let t = fma_f32(xb[0], r0, *vb);
+                        let s = fma_f32(xa[1], r1, s);
+                        let t = fma_f32(xb[1], r1, t);
+                        let s = fma_f32(xa[2], r2, s);
+                        let t = fma_f32(xb[2], r2, t);
+                        *va = fma_f32(xa[3], r3, s);
+                        *vb = fma_f32(xb[3], r3, t);
+                    }
+                }
+                for a in last {
+                    let xa = xs(M - 1);
+                    for (v, (((&r0, &r1), &r2), &r3)) in a.iter_mut().zip(rows()) {
+                        let s = fma_f32(xa[0], r0, *v);
+                        let s = fma_f32(xa[1], r1, s);
+                        let s = fma_f32(xa[2], r2, s);
+                        *v = fma_f32(xa[3], r3, s);
+                    }
                 }
                 p += 4;
             }
-            for (q, &xp) in x[p..steps.end].iter().enumerate() {
-                for (v, &r) in acc.iter_mut().zip(row(p + q)) {
-                    *v = fma_f32(xp, r, *v);
+            for q in p..steps.end {
+                for (r, a) in acc.iter_mut().enumerate() {
+                    let xq = x[r * k + q];
+                    for (v, &wv) in a.iter_mut().zip(row(q)) {
+                        *v = fma_f32(xq, wv, *v);
+                    }
                 }
             }
         },
