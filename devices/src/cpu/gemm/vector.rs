@@ -71,7 +71,7 @@ pub(super) fn sgemm_vector(
     // length of C's rows, and whether C is one column (`xᵀ·Aᵀ`).
     let (x, w, len, rows, column) = match (m, n) {
         (1, _) => (a, b, n, 1, false),
-        (2..=FEW_ROWS, _) if b.cs == 1 => (a, b, n, m, false),
+        (2..=FEW_ROWS, _) if b.cs == 1 || b.rs == 1 => (a, b, n, m, false),
         (_, 1) if ldc == 1 => (b.t(), a.t(), m, 1, true),
         _ => return false,
     };
@@ -120,7 +120,7 @@ pub(super) fn sgemm_vector(
                 if row_major {
                     from_rows(x, w, j0, outs);
                 } else {
-                    from_columns(isa, x, w, j0, outs[0]);
+                    from_columns(isa, x, w, j0, outs);
                 }
                 if !column {
                     for (r, out) in outs.iter_mut().enumerate() {
@@ -254,36 +254,62 @@ fn rows_into<const M: usize>(
     );
 }
 
-/// `out[j] = (x·W)[j0 + j]` for a `W` with contiguous columns (`w.rs == 1`):
-/// groups of the level's lanes of columns in [`ColumnKernel`]s, the last
-/// columns one chain each ([`columns_in_order`]).
-fn from_columns(isa: Isa, x: &[f32], w: MatRef, j0: usize, out: &mut [f32]) {
-    let k = x.len();
+/// `outs[r][j] = (x·W)[r, j0 + j]` for a `W` with contiguous columns
+/// (`w.rs == 1`) and the `outs.len()` rows of `x` (1 to [`FEW_ROWS`]), one
+/// after the other: groups of the level's lanes of columns in
+/// [`ColumnKernel`]s, each transposed block of W multiplied into every row's
+/// accumulators, the last columns one chain each ([`columns_in_order`]).
+fn from_columns(isa: Isa, x: &[f32], w: MatRef, j0: usize, outs: &mut [&mut [f32]]) {
+    let rows = outs.len();
+    let k = x.len() / rows;
     let kernel = ColumnKernel::of(isa);
     let lanes = kernel.map_or(1, |kr| kr.lanes);
-    let mut acc = [0.0f32; MAX_LANES];
-    for (gi, o) in out.chunks_mut(lanes).enumerate() {
-        let jg = j0 + gi * lanes;
-        let g = o.len();
+    let mut acc = [[0.0f32; MAX_LANES]; FEW_ROWS];
+    let width = outs[0].len();
+    for g0 in (0..width).step_by(lanes) {
+        let jg = j0 + g0;
+        let g = lanes.min(width - g0);
         for (blk, p0) in (0..k).step_by(KC).enumerate() {
-            let xs = &x[p0..(p0 + KC).min(k)];
+            let steps = p0..(p0 + KC).min(k);
             let at = jg * w.cs + p0;
             match kernel {
                 Some(kr) if g == kr.lanes => {
                     // Column `jg + i`'s steps `p0..` at `at + i·cs`, inside W.
-                    assert!(w.data.len() > at + (g - 1) * w.cs + xs.len() - 1);
+                    assert!(w.data.len() > at + (g - 1) * w.cs + steps.len() - 1);
+                    let xs = &x[p0..];
                     // SAFETY: the assert keeps every element the kernel
-                    // reads inside W; the caller checked the CPU's support.
-                    let done =
-                        unsafe { (kr.run)(xs, w.data[at..].as_ptr(), w.cs, acc.as_mut_ptr()) };
-                    steps_in_order(&xs[done..], &w.data[at + done..], w.cs, &mut acc[..g]);
+                    // reads inside W, `xs` holds `rows` rows `k` apart of
+                    // `steps.len()` steps each, `acc` `rows` rows of
+                    // `MAX_LANES`; the caller checked the CPU's support.
+                    let done = unsafe {
+                        (kr.runs[rows - 1])(
+                            xs,
+                            k,
+                            steps.len(),
+                            w.data[at..].as_ptr(),
+                            w.cs,
+                            acc.as_mut_ptr().cast(),
+                        )
+                    };
+                    for (r, a) in acc[..rows].iter_mut().enumerate() {
+                        let xr = &x[r * k..][steps.start + done..steps.end];
+                        steps_in_order(xr, &w.data[at + done..], w.cs, &mut a[..g]);
+                    }
                 }
-                _ => columns_in_order(xs, &w.data[at..], w.cs, &mut acc[..g]),
+                _ => {
+                    for (r, a) in acc[..rows].iter_mut().enumerate() {
+                        let xr = &x[r * k..][steps.clone()];
+                        columns_in_order(xr, &w.data[at..], w.cs, &mut a[..g]);
+                    }
+                }
             }
-            if blk == 0 {
-                o.copy_from_slice(&acc[..g]);
-            } else {
-                add_into(o, &acc[..g]);
+            for (o, a) in outs.iter_mut().zip(&acc) {
+                let o = &mut o[g0..g0 + g];
+                if blk == 0 {
+                    o.copy_from_slice(&a[..g]);
+                } else {
+                    add_into(o, &a[..g]);
+                }
             }
         }
     }
@@ -310,22 +336,25 @@ fn steps_in_order(x: &[f32], w: &[f32], cs: usize, acc: &mut [f32]) {
 /// The most lanes a [`ColumnKernel`] has.
 const MAX_LANES: usize = 16;
 
-/// `run(x, w, cs, acc)`: `acc[i] = Σ_p x[p]·w[i·cs + p]` for the kernel's
-/// lanes `i`, from +0.0 in increasing `p` (one fused multiply-add each), over
-/// the whole blocks of `lanes` steps; returns how many steps that is (the
-/// rest is left to [`steps_in_order`]).
+/// `run(x, xs, steps, w, cs, acc)`: for each of the kernel's `M` rows `r`
+/// of x (`x[r·xs..]`) and lanes `i`, `acc[r·MAX_LANES + i] = Σ_p x[r·xs +
+/// p]·w[i·cs + p]` over `p < steps`, from +0.0 in increasing `p` (one fused
+/// multiply-add each), over the whole blocks of `lanes` steps; returns how
+/// many steps that is (the rest is left to [`steps_in_order`]).
 ///
 /// # Safety
-/// Every `w[i·cs + p]` (`i` < lanes, `p < x.len()`) is readable, `acc` holds
-/// the kernel's lanes, and the CPU supports the kernel's level.
-type ColumnsFn = unsafe fn(&[f32], *const f32, usize, *mut f32) -> usize;
+/// Every `w[i·cs + p]` (`i` < lanes, `p < steps`) is readable, every
+/// `x[r·xs + p]` (`r < M`, `p < steps`) is in `x`, `acc` holds `M` rows of
+/// [`MAX_LANES`], and the CPU supports the kernel's level.
+type ColumnsFn = unsafe fn(&[f32], usize, usize, *const f32, usize, *mut f32) -> usize;
 
-/// A kernel of [`ColumnsFn`] for one level: it reads `lanes` columns of W,
-/// `lanes` steps of `k` at a time, and transposes them in registers.
+/// The kernels of [`ColumnsFn`] for one level, for 1 to [`FEW_ROWS`] rows:
+/// they read `lanes` columns of W, `lanes` steps of `k` at a time, and
+/// transpose them in registers.
 #[derive(Clone, Copy)]
 struct ColumnKernel {
     lanes: usize,
-    run: ColumnsFn,
+    runs: [ColumnsFn; FEW_ROWS],
 }
 
 impl ColumnKernel {
@@ -335,12 +364,22 @@ impl ColumnKernel {
             #[cfg(target_arch = "x86_64")]
             Isa::Avx512 => Some(ColumnKernel {
                 lanes: 16,
-                run: columns_avx512,
+                runs: [
+                    columns_avx512::<1>,
+                    columns_avx512::<2>,
+                    columns_avx512::<3>,
+                    columns_avx512::<4>,
+                ],
             }),
             #[cfg(target_arch = "x86_64")]
             Isa::Avx2 => Some(ColumnKernel {
                 lanes: 8,
-                run: columns_avx2,
+                runs: [
+                    columns_avx2::<1>,
+                    columns_avx2::<2>,
+                    columns_avx2::<3>,
+                    columns_avx2::<4>,
+                ],
             }),
             _ => None,
         }
@@ -349,7 +388,7 @@ impl ColumnKernel {
 
 /// A [`ColumnsFn`] for one level: `lanes × lanes` blocks of W transposed in
 /// registers (`transposed`, from `transpose.rs`) and multiplied in step by
-/// step, the lanes' accumulators in one register.
+/// step, each row's accumulators in one register.
 macro_rules! column_kernel {
     (
         $name:ident,
@@ -368,18 +407,29 @@ macro_rules! column_kernel {
         /// As [`ColumnsFn`].
         #[cfg(target_arch = "x86_64")]
         #[target_feature(enable = $feature)]
-        unsafe fn $name(x: &[f32], w: *const f32, cs: usize, acc: *mut f32) -> usize {
+        unsafe fn $name<const M: usize>(
+            x: &[f32],
+            xs: usize,
+            steps: usize,
+            w: *const f32,
+            cs: usize,
+            acc: *mut f32,
+        ) -> usize {
             use crate::cpu::transpose::$transposed;
             use std::arch::x86_64::*;
-            let whole = x.len() / $lanes * $lanes;
-            let mut sum = $zero();
+            let whole = steps / $lanes * $lanes;
+            let mut sums = [$zero(); M];
             for p in (0..whole).step_by($lanes) {
                 let rows = std::array::from_fn(|i| $load(w.add(i * cs + p)));
                 for (q, step) in $transposed(rows).iter().enumerate() {
-                    sum = $fmadd($splat(x[p + q]), *step, sum);
+                    for (r, sum) in sums.iter_mut().enumerate() {
+                        *sum = $fmadd($splat(x[r * xs + p + q]), *step, *sum);
+                    }
                 }
             }
-            $store(acc, sum);
+            for (r, sum) in sums.iter().enumerate() {
+                $store(acc.add(r * MAX_LANES), *sum);
+            }
             whole
         }
     };
