@@ -26,8 +26,8 @@
 //!
 //! Five variants change only who computes what, never an element's
 //! operations: a product of one row of C, or one column, or of up to four
-//! rows with a row-major B, is a matrix-vector product, one SIMD lane per
-//! element of C (`vector.rs`); a
+//! rows, B with a contiguous dimension, is a matrix-vector product, one SIMD
+//! lane per element of C (`vector.rs`); a
 //! row-major A is read in place, or copied row by row when its
 //! rows would alias in the L1 cache, not transposed into panels, unless the
 //! product is wide enough to amortise the transposition ([`a_tiles`]); a single-threaded product that is small, or has a small output and a

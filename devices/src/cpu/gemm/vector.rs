@@ -1,7 +1,7 @@
 //! Products with one row of C (`x·W`, a row vector times a matrix: every
 //! projection of a token decoded with a key/value cache), up to [`FEW_ROWS`]
-//! rows with a row-major W (a batch of decoded tokens), or one column
-//! (`A·x`), computed as matrix-vector products rather than in tiles.
+//! rows (a batch of decoded tokens), or one column (`A·x`), computed as
+//! matrix-vector products rather than in tiles.
 //!
 //! A tile of `MR` rows computes one live row and `MR − 1` of padding (1 in 8
 //! multiply-adds useful in the 8-row tiles), and packs all of B for it: a
@@ -20,8 +20,8 @@
 //! * B with contiguous columns (`x·Wᵀ`, `W` stored `[n, k]`): a group of
 //!   one register's lanes of columns (16 at AVX-512, 8 at AVX2) is read
 //!   `lanes` steps of `k` at a time, the square block transposed in registers
-//!   and multiplied in, the group's accumulators in one register; each
-//!   element of B is read once, along its stored rows.
+//!   and multiplied into each row of A, the group's accumulators of a row in
+//!   one register; each element of B is read once, along its stored rows.
 //!
 //! `A·x` (one column of C) is the one-row product `xᵀ·Aᵀ`: the same
 //! multiplications (the two factors of a fused multiply-add commute
@@ -40,9 +40,9 @@ use std::cell::RefCell;
 /// pass).
 const CHUNK: usize = 4096;
 
-/// Rows of A up to which a product with a row-major B is computed here (each
-/// element of W then does that many multiply-adds as it streams past; from
-/// 5 rows on, the tiles' padding is at most 3 rows in 8).
+/// Rows of A up to which a product is computed here when B has a contiguous
+/// dimension (each element of W then does that many multiply-adds as it is
+/// read; from 5 rows on, the tiles' padding is at most 3 rows in 8).
 pub(super) const FEW_ROWS: usize = 4;
 
 /// Columns a task of a row-major B covers at least (a cache line).
@@ -56,7 +56,7 @@ thread_local! {
 /// Computes `product` into `c` on up to `threads` threads, with the kernels
 /// of `isa` (which the CPU supports), and returns true when it has one row,
 /// or one column stored contiguously (`ldc` 1), and B (A for a column) has a
-/// contiguous dimension, or up to [`FEW_ROWS`] rows and a row-major B;
+/// contiguous dimension, or up to [`FEW_ROWS`] rows and such a B;
 /// returns false, touching nothing, otherwise, and when the product is
 /// better split by runs of `KC` blocks (see below).
 pub(super) fn sgemm_vector(
