@@ -183,7 +183,8 @@ fn last_logits(f: &mut Forward, model: &Layer, step: &Array) -> Result<Array, Di
     let last: Vec<f32> = hidden
         .to_f32()
         .chunks_exact(t * d)
-        .flat_map(|rows| rows[(t - 1) * d..].to_vec())
+        .flat_map(|rows| &rows[(t - 1) * d..])
+        .copied()
         .collect();
     let mut shape = s;
     let at = shape.len() - 2;

@@ -175,7 +175,7 @@ fn transposed<T: Copy + Default>(r: usize, c: usize, values: &[T]) -> Vec<T> {
 }
 
 /// Writes a parameter's values into its checkpoint tensor (the inverse of
-/// [`extract`]).
+/// [`to_param`]).
 fn place(b: &Binding, values: &[f32], into: &mut [f32]) {
     match b.layout {
         Layout::Same | Layout::Row => into.copy_from_slice(values),
