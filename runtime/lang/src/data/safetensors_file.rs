@@ -2,7 +2,7 @@
 //! files), read a tensor at a time: its
 //! header (each tensor's name, type, shape and byte range) when opened, a
 //! tensor's values when asked, converted to f32 as they are read, a
-//! [`CHUNK`] of the file at a time. A load so holds no copy of the file, not
+//! megabyte (`CHUNK`) of the file at a time. A load so holds no copy of the file, not
 //! even of one tensor's bytes, and a file cut short or rewritten while it
 //! loads is an error ([`ReadError`]), not a crash (a memory map of it would
 //! fault).
@@ -99,7 +99,7 @@ impl SafetensorsFile {
 
     /// The values of tensor `info` (one of this file's, of a type
     /// [`converts`](crate::data::files::converts) takes) as f32, into `out`
-    /// (cleared first), read through `buf` a [`CHUNK`] at a time.
+    /// (cleared first), read through `buf` a megabyte (`CHUNK`) at a time.
     pub fn read_values(
         &self,
         info: &TensorInfo,
