@@ -23,6 +23,13 @@
 #   WARMUP=3        untimed steps of the peers first (default 3; 2 for BIG_STEPS < 10)
 #   MLX_BIG_STEPS=2 timed steps of MLX on the multi-block models (after 1 warm-up)
 #   RESULTS=FILE    also keep the raw results (one JSON line per run, in run order)
+#   ISA=avx2        MLPL and PyTorch limited to AVX2 (an AVX2-only machine's code
+#                   paths on an AVX-512 one): MLPL_CPU_ISA=avx2 (MLPL's GEMM and
+#                   every vectorised kernel), PyTorch's ATen, oneDNN and MKL AVX2
+#                   paths. JAX and MLX cannot be limited (JAX's products run in
+#                   YNNPACK or Eigen, which pick AVX-512 at run time whatever
+#                   --xla_cpu_max_isa says), so IMPLS defaults to the four
+#                   others; named anyway, they run unlimited, as the header says
 # Run time on a 2-core machine, estimated from the step times: about 4 minutes a
 # round for the tiny LM (DS=...), 10-12 for everything, of which MLX's CPU
 # backend takes about 5 on the large models (IMPLS without mlx to skip it).
@@ -34,7 +41,11 @@ for d in ${DS:-32 128 256}; do TINY+=" 1x1-d$d-T32-b64"; done
 LARGE="4x4-d256-T256-b8 4x4-d512-T256-b8 4x4-d256-T1024-b2 4x4-d512-T1024-b2"
 if [ -n "${DS:-}" ]; then LARGE=""; fi
 CONFIGS="${CONFIGS:-$TINY $LARGE}"
-IMPLS="${IMPLS:-mlpl mlpl_eager torch torch_compile jax mlx}"
+if [ -n "${ISA:-}" ]; then
+  IMPLS="${IMPLS:-mlpl mlpl_eager torch torch_compile}"
+else
+  IMPLS="${IMPLS:-mlpl mlpl_eager torch torch_compile jax mlx}"
+fi
 STEPS="${STEPS:-30}"
 BIG_STEPS="${BIG_STEPS:-5}"
 MLX_BIG_STEPS="${MLX_BIG_STEPS:-2}"
@@ -44,6 +55,19 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$VENV/bin/pip" install -q --upgrade pip
   "$VENV/bin/pip" install -q torch jax "mlx[cpu]" numpy
 fi
+# PEER_ENV: how the peers run (OpenBLAS left to detect the CPU itself, as it
+# would for a user, unless ISA limits it).
+PEER_ENV=(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE)
+case "${ISA:-}" in
+  "") ;;
+  avx2)
+    export MLPL_CPU_ISA=avx2
+    PEER_ENV=(env -u OPENBLAS_L2_SIZE OPENBLAS_CORETYPE=Haswell MKL_ENABLE_INSTRUCTIONS=AVX2
+      ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2)
+    UNLIMITED=$(for i in $IMPLS; do case $i in jax | mlx) printf ' %s' "$i" ;; esac; done)
+    ;;
+  *) echo "ISA=$ISA: only avx2 can be emulated" >&2; exit 2 ;;
+esac
 cargo build --release -q --bin mlpl
 BIN=target/release/mlpl
 WORK=$(mktemp -d)
@@ -132,14 +156,14 @@ for r in $(seq "$ROUNDS"); do
           || echo "{\"impl\": \"mlpl\", \"config\": \"$config\", \"error\": \"mlpl run failed: $(tail -1 "$WORK/profile.txt" | tr -d '"\\')\"}" >>"$OUT" ;;
         mlpl_eager) mlpl_run "$config" --no-capture >>"$OUT" \
           || echo "{\"impl\": \"mlpl_eager\", \"config\": \"$config\", \"error\": \"mlpl run failed: $(tail -1 "$WORK/profile.txt" | tr -d '"\\')\"}" >>"$OUT" ;;
-        *) env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$VENV/bin/python" bench/train/peers.py "$impl" "$config" "$n" "$w" >>"$OUT" 2>"$WORK/$impl.err" \
+        *) "${PEER_ENV[@]}" "$VENV/bin/python" bench/train/peers.py "$impl" "$config" "$n" "$w" >>"$OUT" 2>"$WORK/$impl.err" \
           || echo "{\"impl\": \"$impl\", \"config\": \"$config\", \"error\": \"$(tail -1 "$WORK/$impl.err" | tr -d '"\\')\"}" >>"$OUT" ;;
       esac
     done
   done
 done
 if [ -n "${RESULTS:-}" ]; then cp "$OUT" "$RESULTS"; fi
-echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'); $(nproc) cores; $(date -u +%F) $START-$(date -u +%H:%M) UTC; $ROUNDS rounds"
+echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'); $(nproc) cores; $(date -u +%F) $START-$(date -u +%H:%M) UTC; $ROUNDS rounds${ISA:+; MLPL and PyTorch limited to $ISA}${UNLIMITED:+ (not limited:$UNLIMITED)}"
 echo "$("$VENV/bin/python" -c 'import torch, jax, mlx.core as mx; print(f"torch {torch.__version__}, jax {jax.__version__}, mlx {mx.__version__}")' 2>/dev/null || echo 'peer versions unknown'); GEMM peak (MLPL's GEMM, square f32, best of n = 64..1024): $PEAK GFLOP/s"
 python3 - "$OUT" "$PEAK" "$IMPLS" <<'PY'
 import json, re, statistics, sys
