@@ -36,6 +36,9 @@
 //!   to the end of that line; its label is printed there.
 //! - Tabs are shown as four spaces so the underlines stay aligned. Trailing spaces are
 //!   trimmed from every row.
+//! - A line wider than [`MAX_LINE_WIDTH`] columns (generated or minified code) is
+//!   shown as a window of that many columns around its marks, `...` standing for what
+//!   is cut on either side, so one error never prints a whole megabyte-long line.
 //! - Then come the `= note: …` lines, in order, and the `= help: …` line. A note or
 //!   help containing line breaks prints its further lines aligned under its first.
 //! - A diagnostic without a primary span prints only its headline, notes and help.
@@ -183,7 +186,7 @@ fn render_snippet(out: &mut Out, d: &Diagnostic, primary: &Label, src: &SourceFi
             }
             Shown::Line(index, marks) => {
                 let number = index + src.first_line();
-                let text = display_text(src.line_text(number));
+                let (text, marks) = windowed(&display_text(src.line_text(number)), marks);
                 out.push(Style::Gutter, &format!("{number:<width$} |"));
                 let text = text.trim_end();
                 if !text.is_empty() {
@@ -192,7 +195,7 @@ fn render_snippet(out: &mut Out, d: &Diagnostic, primary: &Label, src: &SourceFi
                 }
                 out.newline();
                 if !marks.is_empty() {
-                    for row in layout(marks, d.severity) {
+                    for row in layout(&marks, d.severity) {
                         gutter_row(out, &pad, &row);
                     }
                 }
@@ -251,6 +254,57 @@ fn mark_for(label: &Label, primary: bool, src: &SourceFile) -> (usize, Mark) {
             label,
         },
     )
+}
+
+/// The most columns of a source line shown; a wider line is shown as a window
+/// of this width around its marks (see the module's layout rules).
+pub const MAX_LINE_WIDTH: usize = 120;
+
+/// What is shown for the part of a long line cut off on either side.
+const CUT: &str = "...";
+
+/// `text` (a displayed line, one column per char) and its `marks` as shown: the
+/// line itself when it is at most [`MAX_LINE_WIDTH`] columns wide, else a window
+/// of that width starting a few columns before the leftmost mark (or at the
+/// line's start), [`CUT`] in place of each cut side, and the marks moved with it.
+fn windowed(text: &str, marks: &[Mark]) -> (String, Vec<Mark>) {
+    let width = text.chars().count();
+    if width <= MAX_LINE_WIDTH {
+        return (text.to_string(), marks.to_vec());
+    }
+    // Some context before the leftmost mark, but no window past the line's end.
+    let first = marks.iter().map(|m| m.start).min().unwrap_or(0);
+    let lo = first
+        .saturating_sub(MAX_LINE_WIDTH / 4)
+        .min(width.saturating_sub(MAX_LINE_WIDTH));
+    let hi = (lo + MAX_LINE_WIDTH).min(width);
+    let mut shown = String::new();
+    let shift = if lo > 0 {
+        shown.push_str(CUT);
+        CUT.len()
+    } else {
+        0
+    };
+    shown.extend(text.chars().skip(lo).take(hi - lo));
+    if hi < width {
+        shown.push_str(CUT);
+    }
+    // A mark starting before the window is drawn from its first column; one
+    // past its end, at its end.
+    let last = shift + (hi - lo) + CUT.len();
+    let moved = marks
+        .iter()
+        .map(|m| {
+            let start = (m.start.max(lo) - lo + shift).min(last);
+            let end = (m.end.max(lo) - lo + shift).min(last).max(start + 1);
+            Mark {
+                start,
+                end,
+                ..m.clone()
+            }
+        })
+        .collect();
+    (shown, moved)
 }
 
 /// Width of `s` on screen: one column per char, four per tab.
@@ -724,6 +778,41 @@ error[E0006]: unexpected token
   |     ^^^^^^ here
 ";
         assert_eq!(render(&d, &src), expected);
+    }
+
+    #[test]
+    fn long_lines_are_shown_as_a_window_around_their_marks() {
+        // A generated line of 4009 columns, an error at column 2001.
+        let text = format!("x = {}y + {}1\n", "a + ".repeat(499), "b + ".repeat(500));
+        let at = text.find('y').unwrap();
+        let src = SourceFile::new("g.mlpl", &text);
+        let d = Diagnostic::error("E0301", "unknown name `y`").at(Span::new(at, at + 1), "here");
+        let out = render(&d, &src);
+        let rows: Vec<&str> = out.lines().collect();
+        assert_eq!(rows[1], format!(" --> g.mlpl:1:{}", at + 1));
+        // The source row: the cut marks and 120 columns of the line between them.
+        let line = rows[3].strip_prefix("1 | ").unwrap();
+        assert!(line.starts_with("...") && line.ends_with("..."), "{line}");
+        assert_eq!(line.chars().count(), MAX_LINE_WIDTH + 6);
+        // The caret sits under the `y`, its label after it.
+        let caret = rows[4].strip_prefix("  | ").unwrap();
+        let col = caret.find('^').unwrap();
+        assert_eq!(&line[col..col + 1], "y");
+        assert_eq!(&caret[col..], "^ here");
+        assert!(out.len() < 600, "{} bytes", out.len());
+        // A mark near the end: the window ends with the line, no cut there.
+        let at = text.len() - 2;
+        let d = Diagnostic::error("E0006", "x").at(Span::new(at, at + 1), "");
+        let out = render(&d, &src);
+        let line = out.lines().nth(3).unwrap().strip_prefix("1 | ").unwrap();
+        assert!(line.starts_with("...") && line.ends_with("b + 1"), "{line}");
+        assert_eq!(line.chars().count(), MAX_LINE_WIDTH + 3);
+        let caret = out.lines().nth(4).unwrap().strip_prefix("  | ").unwrap();
+        assert_eq!(&line[caret.find('^').unwrap()..], "1");
+        // A short line is shown whole, as before.
+        let src = SourceFile::new("s.mlpl", "x = y\n");
+        let d = Diagnostic::error("E0301", "unknown").at(Span::new(4, 5), "");
+        assert!(render(&d, &src).contains("1 | x = y\n  |     ^\n"));
     }
 
     #[test]
