@@ -338,7 +338,9 @@ fn read_source(path: &Path) -> Result<String, ExitCode> {
         ExitCode::from(2)
     })?;
     decode_source(&bytes).map_err(|d| {
-        let src = SourceFile::new(path.display().to_string(), String::new());
+        // Shown with the invalid bytes replaced, so the error points at its line.
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        let src = SourceFile::new(path.display().to_string(), text);
         eprintln!(
             "{}",
             render_with(&d, &src, &RenderOptions { color: color() })

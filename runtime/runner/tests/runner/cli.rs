@@ -237,6 +237,29 @@ fn warnings_go_to_stderr_and_do_not_fail_the_run() {
 }
 
 #[test]
+fn invalid_utf8_and_long_lines_are_reported_where_they_are() {
+    let d = temp_dir("utf8");
+    std::fs::write(d.join("u.mlpl"), b"x = 1\ny = \xff 2\n").unwrap();
+    for cmd in ["run", "check"] {
+        let out = mlpl(&[cmd, "u.mlpl"], &d);
+        assert_eq!(out.status.code(), Some(1), "{cmd}");
+        let err = text(&out.stderr);
+        // The line of the invalid byte is shown, the caret under it.
+        assert!(err.contains(" --> u.mlpl:2:5\n"), "{cmd}: {err}");
+        assert!(err.contains("2 | y = \u{fffd} 2\n"), "{cmd}: {err}");
+        assert!(err.contains("    ^ byte 0xff on line 2"), "{cmd}: {err}");
+    }
+    // An error on a generated 200 KB line prints a window of it, not all of it.
+    let line = format!("x = {}q\n", "1 + ".repeat(50_000));
+    std::fs::write(d.join("l.mlpl"), &line).unwrap();
+    let out = mlpl(&["run", "l.mlpl"], &d);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(err.contains("error[E0101]"), "{err}");
+    assert!(err.len() < 2000, "{} bytes of diagnostics", err.len());
+}
+
+#[test]
 fn a_chart_value_is_written_to_a_file() {
     let d = temp_dir("svg");
     std::fs::write(d.join("c.mlpl"), "loss_curve([3, 2, 1])\n").unwrap();
