@@ -52,17 +52,10 @@ OUT=$(mktemp)
 trap 'rm -f "$OUT"' EXIT
 # OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE may be set on this machine; unset them so
 # OpenBLAS detects the CPU itself, as it would for a user. Two threads each.
-LIMIT=()
-case "${ISA:-}" in
-  "") ;;
-  avx2)
-    export MLPL_CPU_ISA=avx2
-    LIMIT=(OPENBLAS_CORETYPE=Haswell MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2)
-    ;;
-  *) echo "ISA=$ISA: only avx2 can be emulated" >&2; exit 2 ;;
-esac
+# shellcheck source=bench/isa.sh
+. bench/isa.sh
 peer() {
-  env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OPENBLAS_NUM_THREADS=2 OMP_NUM_THREADS=2 "${LIMIT[@]}" \
+  env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OPENBLAS_NUM_THREADS=2 OMP_NUM_THREADS=2 "${ISA_LIMIT[@]}" \
     "$VENV/bin/python" bench/devices/gemm_peers.py "$@"
 }
 if [ -n "${COPIES:-}" ]; then export MLPL_BENCH_COPIES="$COPIES"; fi

@@ -55,19 +55,14 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$VENV/bin/pip" install -q --upgrade pip
   "$VENV/bin/pip" install -q torch jax "mlx[cpu]" numpy
 fi
-# PEER_ENV: how the peers run (OpenBLAS left to detect the CPU itself, as it
-# would for a user, unless ISA limits it).
-PEER_ENV=(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE)
-case "${ISA:-}" in
-  "") ;;
-  avx2)
-    export MLPL_CPU_ISA=avx2
-    PEER_ENV=(env -u OPENBLAS_L2_SIZE OPENBLAS_CORETYPE=Haswell MKL_ENABLE_INSTRUCTIONS=AVX2
-      ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2)
-    UNLIMITED=$(for i in $IMPLS; do case $i in jax | mlx) printf ' %s' "$i" ;; esac; done)
-    ;;
-  *) echo "ISA=$ISA: only avx2 can be emulated" >&2; exit 2 ;;
-esac
+# shellcheck source=bench/isa.sh
+. bench/isa.sh
+# The peers: OpenBLAS left to detect the CPU itself, as it would for a user,
+# unless ISA limits it; under ISA, the peers it cannot limit.
+PEER_ENV=(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "${ISA_LIMIT[@]}")
+if [ -n "${ISA:-}" ]; then
+  UNLIMITED=$(for i in $IMPLS; do case $i in jax | mlx) printf ' %s' "$i" ;; esac; done)
+fi
 cargo build --release -q --bin mlpl
 BIN=target/release/mlpl
 WORK=$(mktemp -d)
